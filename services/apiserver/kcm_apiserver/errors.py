@@ -1,0 +1,126 @@
+"""API errors as metav1.Status, with upstream's reasons and codes.
+
+Every handler raises `ApiError`; the HTTP layer turns it into a Status JSON body, so a
+client (kubectl, client-go, the Python client) reads the same error it would from
+kube-apiserver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.retry_after = retry_after
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def _qualified(group: str, resource: str) -> str:
+    return f"{resource}.{group}" if group else resource
+
+
+def _details(group: str, resource: str, name: str, **more: Any) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": resource, **more}
+    if group:
+        details["group"] = group
+    return details
+
+
+def not_found(group: str, resource: str, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{_qualified(group, resource)} "{name}" not found',
+        details=_details(group, resource, name),
+    )
+
+
+def already_exists(group: str, resource: str, name: str) -> ApiError:
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{_qualified(group, resource)} "{name}" already exists',
+        details=_details(group, resource, name),
+    )
+
+
+def conflict(group: str, resource: str, name: str, why: str) -> ApiError:
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {_qualified(group, resource)} "{name}": {why}',
+        details=_details(group, resource, name),
+    )
+
+
+def invalid(group: str, kind: str, name: str, causes: list[dict[str, str]]) -> ApiError:
+    summary = ", ".join(
+        f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes
+    )
+    qualified_kind = f"{kind}.{group}" if group else kind
+    return ApiError(
+        422,
+        "Invalid",
+        f'{qualified_kind} "{name}" is invalid: {summary}',
+        details={**_details(group, kind, name), "causes": causes},
+    )
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def method_not_allowed(message: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def forbidden(group: str, resource: str, name: str, why: str) -> ApiError:
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{_qualified(group, resource)} "{name}" is forbidden: {why}',
+        details=_details(group, resource, name),
+    )
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)
+
+
+def too_many_requests(message: str, retry_after: int = 1) -> ApiError:
+    return ApiError(429, "TooManyRequests", message, retry_after=retry_after)
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got "{content_type}"')  # noqa: E501
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "Unauthorized", "Unauthorized")

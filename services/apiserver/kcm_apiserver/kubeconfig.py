@@ -1,0 +1,29 @@
+"""Writing the kubeconfig that points kubectl and clients at the embedded server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+
+def write(path: Path, server_url: str, token: str | None) -> None:
+    user: dict[str, str] = {"token": token} if token else {}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kcm", "cluster": {"server": server_url}}],
+        "users": [{"name": "kcm-admin", "user": user}],
+        "contexts": [{"name": "kcm", "context": {"cluster": "kcm", "user": "kcm-admin", "namespace": "default"}}],
+        "current-context": "kcm",
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written to a temporary name and renamed, so a reader never sees half a file: the
+    # file appearing is how scripts know the server is ready.
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+    os.replace(tmp, path)

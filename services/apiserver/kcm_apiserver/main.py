@@ -1,0 +1,76 @@
+"""`kcm apiserver`: run the embedded API server until cancelled.
+
+Binds, then writes a kubeconfig for the bound address (the file appearing is the
+readiness signal for scripts and tests), serves until the task is cancelled, and
+removes nothing it did not create.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from kcm_apiserver import kubeconfig, persist
+from kcm_apiserver.operations import Api
+from kcm_apiserver.registry import Registry
+from kcm_apiserver.server import Server
+from kcm_apiserver.store import Store
+
+log = logging.getLogger("kcm.apiserver")
+
+
+@dataclass
+class Options:
+    port: int = 0
+    bind: str = "127.0.0.1"
+    kubeconfig_out: Path | None = None
+    data_dir: Path | None = None
+    token: str | None = None
+    watch_history: int = 10_000
+    bookmark_interval: float = 5.0
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+async def serve(opts: Options, ready: asyncio.Future[str] | None = None) -> None:
+    token = opts.token
+    if token is None and not _is_loopback(opts.bind):
+        # Anyone on the network could otherwise write to the cluster.
+        token = secrets.token_urlsafe(32)
+    db = persist.Database(opts.data_dir) if opts.data_dir else None
+    store = Store(db, history=opts.watch_history)
+    api = Api(store, Registry())
+    server = Server(api, token=token, bookmark_interval=opts.bookmark_interval)
+    runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET6 if ":" in opts.bind else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((opts.bind, opts.port))
+    site = web.SockSite(runner, sock, backlog=1024)
+    await site.start()
+    host, port = sock.getsockname()[:2]
+    client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    url = f"http://{client_host}:{port}" if ":" not in client_host else f"http://[{client_host}]:{port}"
+    server.address = f"{client_host}:{port}"
+    if opts.kubeconfig_out is not None:
+        kubeconfig.write(opts.kubeconfig_out, url, token)
+    log.info("apiserver serving", extra={"url": url, "kubeconfig": str(opts.kubeconfig_out)})
+    if ready is not None and not ready.done():
+        ready.set_result(url)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        store.close()

@@ -1,0 +1,574 @@
+"""The HTTP face of the embedded API server (aiohttp).
+
+Parses Kubernetes REST paths and query parameters, negotiates the response form (JSON,
+Table, PartialObjectMetadata), streams watches, and turns `ApiError` into Status bodies.
+Everything about objects is delegated to `operations` and `subresources`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import yaml
+from aiohttp import web
+
+from kcm_apiserver import discovery, errors, schemas, subresources, tables
+from kcm_apiserver.operations import Api, Ctx, ListResult
+from kcm_apiserver.registry import ResourceType, storage_key_of
+from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
+
+log = logging.getLogger("kcm.apiserver")
+
+VERSION_INFO = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kcm",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-22T00:00:00Z",
+    "goVersion": "go1.23",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+MAX_BODY = 3 * 1024 * 1024 + 1024
+_PATCH_TYPES = {
+    "application/json-patch+json": "json",
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": "unsupported",
+}
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass
+class Target:
+    """A parsed resource path."""
+
+    rt: ResourceType
+    namespace: str
+    name: str
+    subresource: str
+    watch_path: bool
+
+
+def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    resp = web.Response(body=_encode(body), status=status, content_type="application/json")
+    for w in warnings or ():
+        resp.headers.add("Warning", f'299 - "{w}"')
+    return resp
+
+
+def _error(exc: errors.ApiError) -> web.Response:
+    resp = _json(exc.status(), exc.code)
+    if exc.retry_after is not None:
+        resp.headers["Retry-After"] = str(exc.retry_after)
+    return resp
+
+
+class Server:
+    def __init__(self, api: Api, token: str | None = None, bookmark_interval: float = 5.0) -> None:
+        self.api = api
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.address = "127.0.0.1:0"
+        self.requests: Counter[tuple[str, str, str]] = Counter()
+        self.app = web.Application(client_max_size=MAX_BODY)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.app.on_startup.append(self._start_bookmarks)
+        self.app.on_cleanup.append(self._stop_bookmarks)
+        self._bookmarks: asyncio.Task[None] | None = None
+        self._watches: set[asyncio.Task[Any]] = set()
+        self.app.on_shutdown.append(self._close_watches)
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    async def _start_bookmarks(self, _app: web.Application) -> None:
+        self._bookmarks = asyncio.get_running_loop().create_task(self._bookmark_loop())
+
+    async def _stop_bookmarks(self, _app: web.Application) -> None:
+        if self._bookmarks is not None:
+            self._bookmarks.cancel()
+
+    async def _close_watches(self, _app: web.Application) -> None:
+        for task in list(self._watches):
+            task.cancel()
+
+    async def _bookmark_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.bookmark_interval)
+            self.api.store.bookmark_all()
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        verb = request.method
+        resource = "-"
+        code = 500
+        try:
+            if self.token is not None and not self._authorized(request):
+                raise errors.unauthorized()
+            resp, resource = await self._route(request)
+            code = resp.status
+            return resp
+        except errors.ApiError as exc:
+            code = exc.code
+            return _error(exc)
+        except Exception as exc:  # any bug must still answer like an API server, not drop the socket
+            log.exception("internal error on %s %s", verb, request.path_qs)
+            return _error(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+        finally:
+            self.requests[(verb, resource, str(code))] += 1
+
+    def _authorized(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        return secrets.compare_digest(header, f"Bearer {self.token}")
+
+    async def _route(self, request: web.Request) -> tuple[web.StreamResponse, str]:
+        path = request.path.rstrip("/") or "/"
+        parts = [p for p in path.split("/") if p]
+        if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            return web.Response(text="ok"), "health"
+        if path == "/version":
+            return _json(VERSION_INFO), "version"
+        if path == "/metrics":
+            return web.Response(text=self._metrics(), content_type="text/plain"), "metrics"
+        if parts and parts[0] == "openapi":
+            return self._openapi(request, parts), "openapi"
+        if path == "/api":
+            return _json(discovery.api_versions(self.address)), "discovery"
+        if path == "/apis":
+            return _json(discovery.api_group_list(self.api.registry)), "discovery"
+        if parts and parts[0] in ("api", "apis"):
+            return await self._api(request, parts)
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
+        crds = self.api.crds.crds()
+        if parts[1:] == ["v3"]:
+            return _json(schemas.openapi_v3_root(self.api.registry, crds))
+        if len(parts) >= 4 and parts[1] == "v3":
+            gv = parts[2:]
+            if gv[0] == "api" and len(gv) == 2:
+                group, version = "", gv[1]
+            elif gv[0] == "apis" and len(gv) == 3:
+                group, version = gv[1], gv[2]
+            else:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            if not self.api.registry.in_group_version(group, version):
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            resp = _json(schemas.group_version_document(self.api.registry, group, version, crds))
+            if "hash" in request.query:
+                resp.headers["Cache-Control"] = "public, immutable"
+            return resp
+        # /openapi/v2 is protobuf-only for kubectl; it falls back to v3, which we serve.
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _parse(self, parts: list[str]) -> tuple[str, str, list[str]]:
+        if parts[0] == "api":
+            if len(parts) < 2:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return "", parts[1], parts[2:]
+        if len(parts) < 3:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return parts[1], parts[2], parts[3:]
+
+    async def _api(self, request: web.Request, parts: list[str]) -> tuple[web.StreamResponse, str]:
+        registry = self.api.registry
+        if parts[0] == "apis" and len(parts) == 2:
+            group_doc = discovery.api_group(registry, parts[1])
+            if group_doc is None:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return _json(group_doc), "discovery"
+        group, version, rest = self._parse(parts)
+        if not rest:
+            doc = discovery.resource_list(registry, group, version)
+            if doc is None:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return _json(doc), "discovery"
+        target = self._target(group, version, rest)
+        return await self._resource(request, target), target.rt.resource
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        registry = self.api.registry
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path, rest = True, rest[1:]
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            candidate = registry.lookup(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        rt = registry.lookup(group, version, rest[0])
+        if rt is None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in rt.subresources:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return Target(rt, namespace, name, sub, watch_path)
+
+    # -- resources ------------------------------------------------------------------------------
+
+    def _ctx(self, request: web.Request, target: Target) -> Ctx:
+        q = request.query
+        dry = q.getall("dryRun", [])
+        if any(d != "All" for d in dry):
+            raise errors.bad_request(f"unsupported dryRun value(s): {dry}; only All is supported")
+        validation = q.get("fieldValidation", "Ignore" if request.method in ("GET", "DELETE") else "Warn")
+        if validation not in ("Ignore", "Warn", "Strict"):
+            raise errors.bad_request(
+                f'fieldValidation parameter unsupported: "{validation}", must be one of Ignore, Warn or Strict'
+            )
+        return Ctx(
+            target.rt,
+            target.namespace,
+            dry_run=bool(dry),
+            field_manager=q.get("fieldManager", ""),
+            field_validation=validation,
+            user_agent=request.headers.get("User-Agent", ""),
+        )
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return None
+        ctype = request.content_type
+        try:
+            if ctype in ("application/yaml", "application/apply-patch+yaml") and not raw.lstrip().startswith(b"{"):
+                return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            return _decode(raw)
+        except (msgspec.DecodeError, yaml.YAMLError) as exc:
+            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+
+    async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
+        ctx = self._ctx(request, t)
+        method = request.method
+        q = request.query
+        api = self.api
+        if t.rt.namespaced is False and t.namespace:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        if t.subresource and t.subresource != "status":
+            return await self._subresource(request, ctx, t)
+        if not t.name:
+            if method == "GET":
+                if t.watch_path or q.get("watch") in ("true", "1"):
+                    return await self._watch(request, ctx)
+                return self._list(request, ctx)
+            if method == "POST":
+                if t.rt.namespaced and not t.namespace:
+                    raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+                obj = api.create(ctx, await self._body(request))
+                return _json(obj, 201, ctx.warnings)
+            if method == "DELETE":
+                opts = await self._delete_options(request)
+                deleted = api.delete_collection(ctx, opts, q.get("labelSelector", ""), q.get("fieldSelector", ""))
+                return _json(self._list_body(t.rt, ListResult(deleted, str(api.store.rv))))
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        if t.watch_path:
+            return await self._watch(request, ctx, single=t.name)
+        if method == "GET":
+            obj = api.get(ctx, t.name)
+            return self._respond_object(request, t.rt, obj)
+        if method == "PUT":
+            obj = api.update(ctx, t.name, await self._body(request), subresource=t.subresource)
+            return _json(obj, 200, ctx.warnings)
+        if method == "PATCH":
+            ptype = _PATCH_TYPES.get(request.content_type)
+            if ptype is None or ptype == "unsupported":
+                raise errors.unsupported_media_type(request.content_type)
+            force = q.get("force") in ("true", "1")
+            obj, created = api.patch(ctx, t.name, ptype, await self._body(request), t.subresource, force)
+            return _json(obj, 201 if created else 200, ctx.warnings)
+        if method == "DELETE":
+            if t.subresource:
+                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            obj, gone = api.delete(ctx, t.name, await self._delete_options(request))
+            # Upstream answers 202 Accepted while a graceful or finalized deletion is pending.
+            return _json(obj, 200 if gone else 202)
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+    async def _delete_options(self, request: web.Request) -> Obj:
+        body = await self._body(request)
+        opts: Obj = dict(body) if isinstance(body, dict) else {}
+        q = request.query
+        if "propagationPolicy" in q:
+            opts["propagationPolicy"] = q["propagationPolicy"]
+        if "gracePeriodSeconds" in q:
+            try:
+                opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            except ValueError as exc:
+                raise errors.bad_request("gracePeriodSeconds must be an integer") from exc
+        if "orphanDependents" in q:
+            opts["orphanDependents"] = q["orphanDependents"] == "true"
+        return opts
+
+    async def _subresource(self, request: web.Request, ctx: Ctx, t: Target) -> web.StreamResponse:
+        method, api, sub = request.method, self.api, t.subresource
+        if sub == "scale":
+            if method == "GET":
+                return _json(subresources.get_scale(api, ctx, t.name))
+            if method in ("PUT", "PATCH"):
+                ptype = None if method == "PUT" else _PATCH_TYPES.get(request.content_type, "merge")
+                return _json(subresources.write_scale(api, ctx, t.name, ptype, await self._body(request)))
+        handlers = {
+            ("binding", "POST"): subresources.bind,
+            ("eviction", "POST"): subresources.evict,
+            ("finalize", "PUT"): subresources.finalize_namespace,
+            ("approval", "PUT"): subresources.approve_csr,
+            ("token", "POST"): subresources.request_token,
+        }
+        handler = handlers.get((sub, method))
+        if handler is not None:
+            result = handler(api, ctx, t.name, await self._body(request))
+            return _json(result, 201 if method == "POST" else 200)
+        if sub == "approval" and method == "GET":
+            return _json(api.get(ctx, t.name))
+        if sub == "log" and method == "GET":
+            api.get(ctx, t.name)
+            return web.Response(text="", content_type="text/plain")
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+    # -- lists and response forms ---------------------------------------------------------------
+
+    def _list_body(self, rt: ResourceType, result: ListResult) -> Obj:
+        meta: Obj = {"resourceVersion": result.resource_version}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+        if result.remaining is not None:
+            meta["remainingItemCount"] = result.remaining
+        return {
+            "kind": f"{rt.kind}List",
+            "apiVersion": rt.group_version,
+            "metadata": meta,
+            "items": [self.api.to_served(rt, o) for o in result.items],
+        }
+
+    def _list(self, request: web.Request, ctx: Ctx) -> web.Response:
+        q = request.query
+        try:
+            limit = int(q.get("limit", "0") or 0)
+        except ValueError as exc:
+            raise errors.bad_request("limit must be an integer") from exc
+        result = self.api.list(
+            ctx, q.get("labelSelector", ""), q.get("fieldSelector", ""), limit, q.get("continue", "")
+        )
+        form = _accepted_form(request)
+        if form is not None:
+            kind, gv = form
+            served = [self.api.to_served(ctx.rt, o) for o in result.items]
+            meta: Obj = {"resourceVersion": result.resource_version}
+            if result.continue_token:
+                meta["continue"] = result.continue_token
+            if kind == "Table":
+                table = self._table(request, ctx.rt, served, gv)
+                table["metadata"] = meta
+                return _json(table)
+            return _json({
+                "kind": "PartialObjectMetadataList", "apiVersion": gv, "metadata": meta,
+                "items": [_partial(o, gv) for o in served],
+            })
+        return _json(self._list_body(ctx.rt, result))
+
+    def _respond_object(self, request: web.Request, rt: ResourceType, obj: Obj) -> web.Response:
+        form = _accepted_form(request)
+        if form is None:
+            return _json(obj)
+        kind, gv = form
+        if kind == "Table":
+            return _json(self._table(request, rt, [obj], gv))
+        return _json(_partial(obj, gv))
+
+    def _table(self, request: web.Request, rt: ResourceType, objs: list[Obj], gv: str) -> Obj:
+        crd_columns = None
+        if rt.model is None:
+            for crd in self.api.crds.crds():
+                spec = crd["spec"]
+                if spec["group"] == rt.group and spec["names"]["plural"] == rt.resource:
+                    for v in spec.get("versions", []):
+                        if v["name"] == rt.version:
+                            crd_columns = v.get("additionalPrinterColumns")
+        table = tables.to_table(
+            rt.group, rt.kind, objs,
+            include_object=request.query.get("includeObject", "Metadata"),
+            crd_columns=crd_columns,
+        )
+        table["apiVersion"] = gv
+        return table
+
+    # -- watch ----------------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, ctx: Ctx, single: str = "") -> web.StreamResponse:
+        q = request.query
+        api, rt = self.api, ctx.rt
+        field_selector = q.get("fieldSelector", "")
+        if single:
+            field_selector = ",".join(s for s in (field_selector, f"metadata.name={single}") if s)
+        predicate = api.predicate(rt, q.get("labelSelector", ""), field_selector)
+        key = storage_key_of(rt)
+        namespace = ctx.namespace if rt.namespaced and ctx.namespace else None
+        rv_param = q.get("resourceVersion", "")
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        initial = q.get("sendInitialEvents") in ("true", "1") or rv_param in ("", "0")
+        try:
+            timeout = float(q["timeoutSeconds"]) if "timeoutSeconds" in q else random.uniform(1800, 3600)
+        except ValueError as exc:
+            raise errors.bad_request("timeoutSeconds must be a number") from exc
+        form = _accepted_form(request)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        since: int | None = None
+        if not initial:
+            try:
+                since = int(rv_param)
+            except ValueError:
+                await resp.write(self._line("ERROR", errors.bad_request(
+                    f'invalid resource version "{rv_param}"').status()))
+                return resp
+            if not api.store.resumable(key, since):
+                oldest = api.store.oldest_resumable(key)
+                await resp.write(self._line("ERROR", errors.gone(
+                    f"too old resource version: {since} ({oldest})").status()))
+                return resp
+        watcher = api.store.watch(key, namespace, predicate, since)
+        task = asyncio.current_task()
+        assert task is not None
+        self._watches.add(task)
+        try:
+            if initial:
+                snapshot = [o for o in api.store.list(key, namespace) if predicate is None or predicate(o)]
+                chunk = bytearray()
+                for obj in snapshot:
+                    chunk += self._encode_event("ADDED", rt, obj, form, request)
+                if bookmarks and q.get("sendInitialEvents") in ("true", "1"):
+                    chunk += self._bookmark(rt, api.store.rv, initial_end=True)
+                if chunk:
+                    await resp.write(bytes(chunk))
+            await self._stream(request, resp, watcher, ctx, form, bookmarks, timeout)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            api.store.stop_watch(watcher)
+            self._watches.discard(task)
+        return resp
+
+    async def _stream(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        watcher: Watcher,
+        ctx: Ctx,
+        form: tuple[str, str] | None,
+        bookmarks: bool,
+        timeout: float,
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        queue = watcher.queue
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if watcher.overflowed.is_set() and queue.empty():
+                return
+            try:
+                event = await asyncio.wait_for(queue.get(), timeout=min(remaining, 1.0))
+            except TimeoutError:
+                continue
+            chunk = bytearray()
+            # Drain what is already queued into one write: fewer syscalls under load.
+            while True:
+                chunk += self._render(event, ctx.rt, form, request, bookmarks)
+                if len(chunk) > 1 << 20 or queue.empty():
+                    break
+                event = queue.get_nowait()
+            if chunk:
+                await resp.write(bytes(chunk))
+
+    def _render(
+        self, event: Event, rt: ResourceType, form: tuple[str, str] | None, request: web.Request, bookmarks: bool
+    ) -> bytes:
+        if event.type == BOOKMARK:
+            return self._bookmark(rt, event.rv) if bookmarks else b""
+        if form is None:
+            cache_key = rt.group_version
+            line = event.encoded.get(cache_key)
+            if line is None:
+                line = self._encode_event(event.type, rt, event.obj, None, request)
+                event.encoded[cache_key] = line
+            return line
+        return self._encode_event(event.type, rt, event.obj, form, request)
+
+    def _encode_event(
+        self, etype: str, rt: ResourceType, stored: Obj, form: tuple[str, str] | None, request: web.Request
+    ) -> bytes:
+        served = self.api.to_served(rt, stored)
+        if form is None:
+            body: Obj = served
+        elif form[0] == "Table":
+            body = self._table(request, rt, [served], form[1])
+        else:
+            body = _partial(served, form[1])
+        return self._line(etype, body)
+
+    @staticmethod
+    def _line(etype: str, obj: Obj) -> bytes:
+        return b'{"type":"' + etype.encode() + b'","object":' + _encode(obj) + b"}\n"
+
+    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+        meta: Obj = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return self._line(BOOKMARK, {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": meta})
+
+    # -- metrics --------------------------------------------------------------------------------
+
+    def _metrics(self) -> str:
+        lines = [
+            "# HELP apiserver_request_total Counter of apiserver requests broken out by verb, resource and code.",
+            "# TYPE apiserver_request_total counter",
+        ]
+        for (verb, resource, code), n in sorted(self.requests.items()):
+            lines.append(f'apiserver_request_total{{verb="{verb}",resource="{resource}",code="{code}"}} {n}')
+        lines += [
+            "# HELP apiserver_registered_watchers Number of currently registered watchers.",
+            "# TYPE apiserver_registered_watchers gauge",
+            f"apiserver_registered_watchers {self.api.store.watcher_count()}",
+            "# HELP etcd_current_resource_version The last resourceVersion handed out.",
+            "# TYPE etcd_current_resource_version gauge",
+            f"etcd_current_resource_version {self.api.store.rv}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _accepted_form(request: web.Request) -> tuple[str, str] | None:
+    """(kind, apiVersion) when the client accepts Table or PartialObjectMetadata, else None."""
+    accept = request.headers.get("Accept", "")
+    for clause in accept.split(","):
+        params = dict(
+            p.strip().split("=", 1) for p in clause.split(";")[1:] if "=" in p
+        )
+        as_kind = params.get("as")
+        if params.get("g") != "meta.k8s.io" or as_kind is None:
+            continue
+        version = params.get("v", "v1")
+        if as_kind == "Table":
+            return "Table", f"meta.k8s.io/{version}"
+        if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            return "PartialObjectMetadata", f"meta.k8s.io/{version}"
+    return None
+
+
+def _partial(obj: Obj, gv: str) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": gv, "metadata": obj.get("metadata", {})}

@@ -1,0 +1,169 @@
+"""Per-kind rules applied around writes, after upstream's registry strategies.
+
+Upstream `pkg/registry/<group>/<kind>/strategy.go` decides, per kind, what a create resets
+(status), what an update may change (spec through the main resource, status through
+`/status`), and how long a graceful delete waits. `operations` calls these hooks.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from typing import Any
+
+from kcm_apiserver import defaults
+from kcm_apiserver.registry import ResourceType
+
+Obj = dict[str, Any]
+
+# Kinds whose create keeps what the client sent as status (a kubelet registers its Node
+# with status; everything else starts from an empty status).
+_KEEPS_STATUS_ON_CREATE = {("", "Node"), ("coordination.k8s.io", "Lease")}
+_INITIAL_STATUS: dict[tuple[str, str], Obj] = {
+    ("", "Namespace"): {"phase": "Active"},
+    ("", "PersistentVolume"): {"phase": "Pending"},
+    ("", "PersistentVolumeClaim"): {"phase": "Pending"},
+}
+
+
+class ClusterIPAllocator:
+    """Hands out Service cluster IPs from the service CIDR, like upstream's bitmap allocator."""
+
+    def __init__(self, cidr: str = "10.96.0.0/12") -> None:
+        self._net = ipaddress.ip_network(cidr)
+        self._used: set[str] = set()
+        # .1 is the `kubernetes` service's address upstream, so allocation starts after it.
+        self._next = 2
+
+    def mark_used(self, ip: str) -> None:
+        self._used.add(ip)
+
+    def release(self, ip: str) -> None:
+        self._used.discard(ip)
+
+    def allocate(self) -> str:
+        size = self._net.num_addresses - 2
+        for _ in range(size):
+            candidate = str(self._net.network_address + self._next)
+            self._next = self._next % size + 1
+            if candidate not in self._used:
+                self._used.add(candidate)
+                return candidate
+        raise RuntimeError(f"range {self._net} is full")
+
+
+def qos_class(pod: Obj) -> str:
+    """Upstream's pod QoS: Guaranteed, Burstable or BestEffort from requests and limits."""
+    containers = [*pod.get("spec", {}).get("containers", []), *pod.get("spec", {}).get("initContainers", [])]
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        if requests or limits:
+            any_set = True
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> None:
+    ident = (rt.group, rt.kind)
+    if rt.has_status and ident not in _KEEPS_STATUS_ON_CREATE:
+        obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(ident, {}))
+    if ident == ("", "Pod"):
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
+    elif ident == ("", "Namespace"):
+        spec = obj.setdefault("spec", {})
+        if "kubernetes" not in spec.setdefault("finalizers", []):
+            spec["finalizers"].append("kubernetes")
+    elif ident == ("batch", "Job"):
+        defaults.generate_job_selector(obj)
+    elif ident == ("", "Service"):
+        _allocate_cluster_ip(obj, ips)
+    if rt.has_status or rt.model is None:
+        obj["metadata"]["generation"] = 1
+
+
+def _allocate_cluster_ip(svc: Obj, ips: ClusterIPAllocator) -> None:
+    spec = svc.setdefault("spec", {})
+    if spec.get("type") == "ExternalName":
+        return
+    ip = spec.get("clusterIP")
+    if ip == "None":
+        spec["clusterIPs"] = ["None"]
+        return
+    if ip:
+        ips.mark_used(ip)
+    else:
+        ip = spec["clusterIP"] = ips.allocate()
+    spec["clusterIPs"] = [ip]
+
+
+def release(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> None:
+    """Give back what a deleted object held."""
+    if (rt.group, rt.kind) == ("", "Service"):
+        ip = obj.get("spec", {}).get("clusterIP")
+        if ip and ip != "None":
+            ips.release(ip)
+
+
+def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
+    """The object to store: the main resource keeps the old status, `/status` the old spec."""
+    if subresource == "status":
+        merged = copy.copy(old)
+        merged["status"] = new.get("status", {})
+        merged["metadata"] = _status_update_metadata(old["metadata"], new.get("metadata", {}))
+        return merged
+    if rt.has_status and "status" in old:
+        new["status"] = old["status"]
+    elif rt.has_status:
+        new.pop("status", None)
+    if (rt.group, rt.kind) == ("", "Service"):
+        old_spec, new_spec = old.get("spec", {}), new.setdefault("spec", {})
+        for field in ("clusterIP", "clusterIPs"):
+            if field in old_spec and not new_spec.get(field):
+                new_spec[field] = old_spec[field]
+    return new
+
+
+def _status_update_metadata(old: Obj, sent: Obj) -> Obj:
+    # Upstream status strategies ignore metadata changes except the concurrency token and
+    # ownership bookkeeping carried in the request.
+    meta = dict(old)
+    if "resourceVersion" in sent:
+        meta["resourceVersion"] = sent["resourceVersion"]
+    return meta
+
+
+def spec_changed(old: Obj, new: Obj) -> bool:
+    """Whether a write changed anything besides metadata and status (bumps generation)."""
+    keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
+    return any(old.get(k) != new.get(k) for k in keys)
+
+
+def graceful_seconds(rt: ResourceType, obj: Obj, requested: int | None) -> int:
+    """How long a delete waits before the object goes; 0 removes it at once.
+
+    Only pods delete gracefully: a pod on a node waits for its kubelet to stop it, while
+    an unscheduled or finished pod has nothing to wait for.
+    """
+    if (rt.group, rt.kind) != ("", "Pod"):
+        return 0
+    spec, status = obj.get("spec", {}), obj.get("status", {})
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if requested is not None:
+        return max(requested, 0)
+    return int(spec.get("terminationGracePeriodSeconds", 30))
+
+
+# Upstream defaults Jobs in batch/v1 to orphan their pods when a client names no policy.
+_DEFAULT_ORPHAN = {("batch", "Job")}
+
+
+def default_propagation(rt: ResourceType) -> str:
+    return "Orphan" if (rt.group, rt.kind) in _DEFAULT_ORPHAN else "Background"

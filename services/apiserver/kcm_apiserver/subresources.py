@@ -1,0 +1,238 @@
+"""Subresources with logic of their own: scale, pods/binding, pods/eviction,
+namespaces/finalize, certificatesigningrequests/approval and serviceaccounts/token.
+
+`/status` is a plain update with a different strategy and lives in `operations`. The
+HTTP layer calls `get` / `write` here for everything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import json
+import secrets
+from typing import Any
+
+from kcm_shared import selectors
+
+from kcm_apiserver import errors, patch
+from kcm_apiserver.operations import Api, Ctx
+from kcm_apiserver.registry import storage_key_of
+from kcm_apiserver.store import Obj
+
+_SCALABLE = {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("", "ReplicationController")}
+
+
+def _success(code: int = 201) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
+
+
+# -- scale --------------------------------------------------------------------------------------
+
+
+def _scale_selector(rt_kind: str, obj: Obj) -> str:
+    spec = obj.get("spec", {})
+    if rt_kind == "ReplicationController":
+        return str(selectors.label_selector_from_dict({"matchLabels": spec.get("selector") or {}}))
+    crd_selector = obj.get("status", {}).get("selector")
+    if "selector" not in spec and isinstance(crd_selector, str):
+        return crd_selector
+    return str(selectors.label_selector_from_dict(spec.get("selector") or {}))
+
+
+def scale_of(kind: str, obj: Obj) -> Obj:
+    meta = obj["metadata"]
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+        },
+        "spec": {"replicas": obj.get("spec", {}).get("replicas", 0)},
+        "status": {
+            "replicas": obj.get("status", {}).get("replicas", 0),
+            "selector": _scale_selector(kind, obj),
+        },
+    }
+
+
+def _check_scalable(ctx: Ctx) -> None:
+    if (ctx.rt.group, ctx.rt.kind) not in _SCALABLE and not (
+        ctx.rt.model is None and "scale" in ctx.rt.subresources
+    ):
+        raise errors.not_found(ctx.rt.group, f"{ctx.rt.resource}/scale", "")
+
+
+def get_scale(api: Api, ctx: Ctx, name: str) -> Obj:
+    _check_scalable(ctx)
+    return scale_of(ctx.rt.kind, api.get(ctx, name))
+
+
+def write_scale(api: Api, ctx: Ctx, name: str, patch_type: str | None, body: Any) -> Obj:
+    """PUT or PATCH of `/scale`: only spec.replicas reaches the parent object."""
+    _check_scalable(ctx)
+    current = scale_of(ctx.rt.kind, api.get(ctx, name))
+    try:
+        if patch_type is None:
+            wanted = body
+        elif patch_type == "json":
+            wanted = patch.json_patch(current, body)
+        else:
+            wanted = patch.merge_patch(current, body)
+    except patch.PatchError as exc:
+        raise errors.ApiError(422, "Invalid", str(exc)) from exc
+    if not isinstance(wanted, dict):
+        raise errors.bad_request("the body of the request must be a Scale object")
+    replicas = (wanted.get("spec") or {}).get("replicas", 0)
+    if not isinstance(replicas, int) or replicas < 0:
+        raise errors.invalid(
+            "autoscaling", "Scale", name,
+            [{"reason": "FieldValueInvalid", "field": "spec.replicas",
+              "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}],
+        )
+    parent = copy.deepcopy(api.get(ctx, name))
+    rv = (wanted.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        parent["metadata"]["resourceVersion"] = rv
+    parent.setdefault("spec", {})["replicas"] = replicas
+    return scale_of(ctx.rt.kind, api.update(ctx, name, parent))
+
+
+# -- pods/binding -------------------------------------------------------------------------------
+
+
+def bind(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
+    if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
+        raise errors.bad_request("a Binding needs a target")
+    target = body["target"]
+    node = target.get("name", "")
+    if target.get("kind", "Node") != "Node" or not node:
+        raise errors.invalid("", "Binding", name, [
+            {"reason": "FieldValueInvalid", "field": "target", "message": "must be a Node with a name"},
+        ])
+    pod = copy.deepcopy(api.get_stored(ctx, name))
+    if pod["metadata"].get("deletionTimestamp"):
+        raise errors.conflict("", "pods", name, "pod is being deleted, cannot be assigned to a host")
+    current = pod.get("spec", {}).get("nodeName")
+    if current:
+        raise errors.conflict("", "pods", name, f'pod {name} is already assigned to node "{current}"')
+    pod["spec"]["nodeName"] = node
+    status = pod.setdefault("status", {})
+    conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
+    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                       "lastTransitionTime": api.clock()})
+    status["conditions"] = conditions
+    if ctx.dry_run:
+        return _success()
+    api.store.put(storage_key_of(ctx.rt), pod)
+    return _success()
+
+
+# -- pods/eviction ------------------------------------------------------------------------------
+
+
+def evict(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
+    """Evict a pod unless a PodDisruptionBudget forbids it (429), as upstream's eviction REST."""
+    pod = api.get_stored(ctx, name)
+    options = (body or {}).get("deleteOptions") or {} if isinstance(body, dict) else {}
+    phase = pod.get("status", {}).get("phase")
+    if pod["metadata"].get("deletionTimestamp") or phase in ("Succeeded", "Failed", "Pending"):
+        # A pod that is finished, not started or already going away disrupts nothing.
+        api.delete(ctx, name, options)
+        return _success()
+    pdb_rt = api.registry.lookup("policy", "v1", "poddisruptionbudgets")
+    assert pdb_rt is not None
+    labels = pod["metadata"].get("labels") or {}
+    matching = []
+    for pdb in api.store.list(storage_key_of(pdb_rt), ctx.namespace):
+        selector = pdb.get("spec", {}).get("selector")
+        if selector is None:
+            continue
+        if selectors.label_selector_from_dict(selector).matches(labels):
+            matching.append(pdb)
+    if len(matching) > 1:
+        raise errors.ApiError(
+            500, "InternalError",
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        )
+    if matching:
+        pdb = copy.deepcopy(matching[0])
+        status = pdb.setdefault("status", {})
+        if status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 0) or status.get(
+            "disruptionsAllowed", 0
+        ) <= 0:
+            raise errors.ApiError(
+                429, "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                details={"causes": [{
+                    "reason": "DisruptionBudget",
+                    "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                    f"{status.get('desiredHealthy', 0)} healthy pods and has "
+                    f"{status.get('currentHealthy', 0)} currently",
+                }]},
+                retry_after=10,
+            )
+        status["disruptionsAllowed"] -= 1
+        status.setdefault("disruptedPods", {})[name] = api.clock()
+        if not ctx.dry_run:
+            api.store.put(storage_key_of(pdb_rt), pdb)
+    api.delete(ctx, name, options)
+    return _success()
+
+
+# -- namespaces/finalize and CSR approval -------------------------------------------------------
+
+
+def finalize_namespace(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request must be a Namespace")
+    ns = copy.deepcopy(api.get_stored(ctx, name))
+    ns.setdefault("spec", {})["finalizers"] = list((body.get("spec") or {}).get("finalizers") or [])
+    rv = (body.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        ns["metadata"]["resourceVersion"] = rv
+    return api.update(ctx, name, ns)
+
+
+def approve_csr(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request must be a CertificateSigningRequest")
+    csr = copy.deepcopy(api.get_stored(ctx, name))
+    csr.setdefault("status", {})["conditions"] = (body.get("status") or {}).get("conditions") or []
+    rv = (body.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        csr["metadata"]["resourceVersion"] = rv
+    return api.update(ctx, name, csr, subresource="status")
+
+
+# -- serviceaccounts/token ----------------------------------------------------------------------
+
+
+def request_token(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
+    """Issue a bound token for a service account (unsigned: this server checks no signatures)."""
+    sa = api.get_stored(ctx, name)
+    spec = (body or {}).get("spec") or {} if isinstance(body, dict) else {}
+    seconds = int(spec.get("expirationSeconds") or 3600)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
+    claims = {
+        "aud": spec.get("audiences") or ["https://kubernetes.default.svc"],
+        "exp": int(expires.timestamp()),
+        "sub": f"system:serviceaccount:{ctx.namespace}:{name}",
+        "kubernetes.io": {"namespace": ctx.namespace, "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]}},
+        "jti": secrets.token_hex(8),
+    }
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    token = ".".join(
+        (b64(json.dumps({"alg": "none", "typ": "JWT"}).encode()), b64(json.dumps(claims).encode()), "")
+    )
+    return {
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ctx.namespace, "creationTimestamp": None},
+        "spec": {**spec, "expirationSeconds": seconds, "audiences": claims["aud"]},
+        "status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }

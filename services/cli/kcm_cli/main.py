@@ -1,0 +1,89 @@
+"""The `kcm` command line: the launcher, the one place that knows every service.
+
+Each subcommand parses its flags and runs one service (or, for `dev`, the whole local
+stack) on uvloop until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from kcm_apiserver import main as apiserver_main
+from kcm_cli import dev
+from kcm_shared import logs
+
+
+def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("apiserver", help="run the embedded Kubernetes API server")
+    p.add_argument("--port", type=int, default=6443, help="port to listen on (0: any free port)")
+    p.add_argument("--bind", default="127.0.0.1", help="address to bind (a token is required off loopback)")
+    p.add_argument("--kubeconfig-out", type=Path, required=True, help="where to write a kubeconfig once ready")
+    p.add_argument("--data-dir", type=Path, help="keep state in SQLite here (default: in memory)")
+    p.add_argument("--token", help="bearer token clients must send (default: none on loopback, random elsewhere)")
+    p.add_argument("--watch-history", type=int, default=10_000,
+                   help="events kept per resource for watches to resume from")
+    p.add_argument("--log-level", default="info")
+
+
+def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("dev", help="run the whole local stack in the foreground")
+    p.add_argument("--state-dir", type=Path, default=Path(".kcm"), help="where state and the kubeconfig go")
+    p.add_argument("--kubeconfig-out", type=Path, help="kubeconfig path (default: STATE_DIR/kubeconfig)")
+    p.add_argument("--port", type=int, default=0, help="API server port (0: any free port)")
+    p.add_argument("--log-level", default="info")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kcm", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    _apiserver_parser(sub)
+    _dev_parser(sub)
+    return p
+
+
+def _run(coro: Coroutine[Any, Any, None]) -> int:
+    """Run until done or until SIGINT/SIGTERM, then cancel cleanly."""
+
+    async def wrapper() -> None:
+        task = asyncio.ensure_future(coro)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    uvloop.run(wrapper())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "apiserver":
+        logs.setup("apiserver", args.log_level)
+        opts = apiserver_main.Options(
+            port=args.port,
+            bind=args.bind,
+            kubeconfig_out=args.kubeconfig_out,
+            data_dir=args.data_dir,
+            token=args.token,
+            watch_history=args.watch_history,
+        )
+        return _run(apiserver_main.serve(opts))
+    if args.command == "dev":
+        logs.setup("dev", args.log_level)
+        state = args.state_dir
+        return _run(dev.run(state, args.kubeconfig_out or state / "kubeconfig", args.port))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Fixtures that start real processes: the embedded API server, and kubectl against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+KCM = str(Path(sys.executable).with_name("kcm"))
+KUBECTL = shutil.which("kubectl") or "kubectl"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> Any:
+    """Poll until `predicate` returns something truthy; fail the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
+
+
+@dataclass
+class ApiServer:
+    url: str
+    kubeconfig: Path
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    args: list[str] = field(default_factory=list)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        cmd = [KUBECTL, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.workdir / "kcache"), *args]
+        res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({res.returncode}): {res.stderr}{res.stdout}")
+        return res.stdout if check else res.stdout + res.stderr
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json"))
+
+    def client(self) -> Any:
+        from kubernetes import client, config
+
+        api_client = config.new_client_from_config(config_file=str(self.kubeconfig))
+        return client, api_client
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def start_apiserver(workdir: Path, *extra: str) -> ApiServer:
+    workdir.mkdir(parents=True, exist_ok=True)
+    kubeconfig = workdir / "kubeconfig"
+    if kubeconfig.exists():
+        kubeconfig.unlink()
+    log = open(workdir / "apiserver.log", "ab")  # noqa: SIM115 - handed to the child process
+    args = [KCM, "apiserver", "--port", "0", "--kubeconfig-out", str(kubeconfig), *extra]
+    proc = subprocess.Popen(args, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: kubeconfig.exists() or proc.poll() is not None, 30, what="kubeconfig")
+    finally:
+        log.close()
+    if proc.poll() is not None:
+        raise AssertionError(f"apiserver exited: {(workdir / 'apiserver.log').read_text()}")
+    url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    return ApiServer(url, kubeconfig, proc, workdir, args)
+
+
+@pytest.fixture(scope="module")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    server = start_apiserver(tmp_path_factory.mktemp("apiserver"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def fresh_apiserver(tmp_path: Path) -> Iterator[ApiServer]:
+    server = start_apiserver(tmp_path / "apiserver")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_kubeconfig() -> Iterator[None]:
+    # Tests must never touch a real cluster from the developer's environment.
+    old = os.environ.pop("KUBECONFIG", None)
+    yield
+    if old is not None:
+        os.environ["KUBECONFIG"] = old
