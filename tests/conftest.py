@@ -20,7 +20,9 @@ KCM = str(Path(sys.executable).with_name("kcm"))
 KUBECTL = shutil.which("kubectl") or "kubectl"
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = ""
+) -> Any:
     """Poll until `predicate` returns something truthy; fail the test after `timeout`."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -41,10 +43,19 @@ class ApiServer:
     args: list[str] = field(default_factory=list)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> str:
-        cmd = [KUBECTL, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.workdir / "kcache"), *args]
+        cmd = [
+            KUBECTL,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--cache-dir",
+            str(self.workdir / "kcache"),
+            *args,
+        ]
         res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and res.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({res.returncode}): {res.stderr}{res.stdout}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({res.returncode}): {res.stderr}{res.stdout}"
+            )
         return res.stdout if check else res.stdout + res.stderr
 
     def kubectl_json(self, *args: str) -> Any:

@@ -34,7 +34,10 @@ def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
         },
     }
 
@@ -53,11 +56,18 @@ def apps(apiserver: ApiServer) -> Iterator[k8s.AppsV1Api]:
     api_client.close()
 
 
-def http(server: ApiServer, method: str, path: str, body: Any = None, ctype: str = "application/json",
-         **params: str) -> requests.Response:
+def http(
+    server: ApiServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    ctype: str = "application/json",
+    **params: str,
+) -> requests.Response:
     data = body if isinstance(body, (str, bytes)) or body is None else json.dumps(body)
-    return requests.request(method, server.url + path, data=data, params=params,
-                            headers={"Content-Type": ctype}, timeout=10)
+    return requests.request(
+        method, server.url + path, data=data, params=params, headers={"Content-Type": ctype}, timeout=10
+    )
 
 
 class TestMetadata:
@@ -72,7 +82,11 @@ class TestMetadata:
         a = core.create_namespaced_config_map("default", {"metadata": {"name": "mono-a"}})
         b = core.create_namespaced_pod("default", pod("mono-b"))
         c = core.create_namespaced_config_map("default", {"metadata": {"name": "mono-c"}})
-        assert int(a.metadata.resource_version) < int(b.metadata.resource_version) < int(c.metadata.resource_version)
+        assert (
+            int(a.metadata.resource_version)
+            < int(b.metadata.resource_version)
+            < int(c.metadata.resource_version)
+        )
 
     def test_generate_name_and_already_exists(self, core: k8s.CoreV1Api) -> None:
         made = core.create_namespaced_config_map("default", {"metadata": {"generateName": "gen-"}})
@@ -166,7 +180,9 @@ class TestList:
         core.create_namespaced_pod("fields", p2)
         on_node = core.list_namespaced_pod("fields", field_selector="spec.nodeName=node-1").items
         assert [p.metadata.name for p in on_node] == ["f2"]
-        by_name = core.list_pod_for_all_namespaces(field_selector="metadata.name=f1,metadata.namespace=fields")
+        by_name = core.list_pod_for_all_namespaces(
+            field_selector="metadata.name=f1,metadata.namespace=fields"
+        )
         assert [p.metadata.name for p in by_name.items] == ["f1"]
         with pytest.raises(ApiException) as err:
             core.list_namespaced_pod("fields", field_selector="spec.bogus=1")
@@ -181,8 +197,12 @@ class TestWatch:
         w = k8s_watch.Watch()
 
         def consume() -> None:
-            for ev in w.stream(core.list_namespaced_config_map, "watched",
-                               resource_version=listed.metadata.resource_version, timeout_seconds=20):
+            for ev in w.stream(
+                core.list_namespaced_config_map,
+                "watched",
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=20,
+            ):
                 seen.append((ev["type"], ev["object"].metadata.name))
                 if len(seen) == 3:
                     w.stop()
@@ -199,16 +219,27 @@ class TestWatch:
         core.create_namespace({"metadata": {"name": "zero"}})
         core.create_namespaced_config_map("zero", {"metadata": {"name": "existing"}})
         w = k8s_watch.Watch()
-        first = next(iter(w.stream(core.list_namespaced_config_map, "zero", resource_version="0",
-                                   timeout_seconds=5)))
+        first = next(
+            iter(w.stream(core.list_namespaced_config_map, "zero", resource_version="0", timeout_seconds=5))
+        )
         w.stop()
         assert (first["type"], first["object"].metadata.name) == ("ADDED", "existing")
 
     def test_bookmarks_arrive_when_allowed(self, apiserver: ApiServer) -> None:
-        rv = http(apiserver, "GET", "/api/v1/namespaces/default/configmaps").json()["metadata"]["resourceVersion"]
-        with requests.get(apiserver.url + "/api/v1/namespaces/default/configmaps", stream=True, timeout=30,
-                          params={"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true",
-                                  "timeoutSeconds": "20"}) as resp:
+        rv = http(apiserver, "GET", "/api/v1/namespaces/default/configmaps").json()["metadata"][
+            "resourceVersion"
+        ]
+        with requests.get(
+            apiserver.url + "/api/v1/namespaces/default/configmaps",
+            stream=True,
+            timeout=30,
+            params={
+                "watch": "true",
+                "resourceVersion": rv,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "20",
+            },
+        ) as resp:
             line = next(resp.iter_lines())
         event = json.loads(line)
         assert event["type"] == "BOOKMARK"
@@ -222,8 +253,13 @@ class TestWatch:
         events: list[str] = []
 
         def consume() -> None:
-            for ev in w.stream(core.list_namespaced_config_map, "selwatch", label_selector="keep=yes",
-                               resource_version=rv, timeout_seconds=15):
+            for ev in w.stream(
+                core.list_namespaced_config_map,
+                "selwatch",
+                label_selector="keep=yes",
+                resource_version=rv,
+                timeout_seconds=15,
+            ):
                 events.append(ev["type"])
                 w.stop()
 
@@ -243,14 +279,18 @@ def test_too_old_resource_version_is_410(tmp_path: Path) -> None:
         for i in range(10):
             core.create_namespaced_config_map("default", {"metadata": {"name": f"churn-{i}"}})
         with pytest.raises(ApiException) as err:
-            for _ in k8s_watch.Watch().stream(core.list_namespaced_config_map, "default",
-                                              resource_version=old_rv, timeout_seconds=5):
+            for _ in k8s_watch.Watch().stream(
+                core.list_namespaced_config_map, "default", resource_version=old_rv, timeout_seconds=5
+            ):
                 pass
         assert err.value.status == 410
         # A recent version is still served.
         recent = core.list_namespaced_config_map("default").metadata.resource_version
-        resp = requests.get(server.url + "/api/v1/namespaces/default/configmaps", timeout=10,
-                            params={"watch": "1", "resourceVersion": recent, "timeoutSeconds": "1"})
+        resp = requests.get(
+            server.url + "/api/v1/namespaces/default/configmaps",
+            timeout=10,
+            params={"watch": "1", "resourceVersion": recent, "timeoutSeconds": "1"},
+        )
         assert resp.status_code == 200 and "ERROR" not in resp.text
     finally:
         server.stop()
@@ -259,7 +299,9 @@ def test_too_old_resource_version_is_410(tmp_path: Path) -> None:
 class TestSubresources:
     def test_status_ignores_spec_and_main_resource_ignores_status(self, apps: k8s.AppsV1Api) -> None:
         apps.create_namespaced_deployment("default", deployment("st", replicas=2))
-        apps.patch_namespaced_deployment_status("st", "default", {"spec": {"replicas": 9}, "status": {"replicas": 5}})
+        apps.patch_namespaced_deployment_status(
+            "st", "default", {"spec": {"replicas": 9}, "status": {"replicas": 5}}
+        )
         d = apps.read_namespaced_deployment("st", "default")
         assert (d.spec.replicas, d.status.replicas) == (2, 5)
         apps.patch_namespaced_deployment("st", "default", {"status": {"replicas": 1}})
@@ -274,8 +316,12 @@ class TestSubresources:
 
     def test_binding_assigns_a_node_once(self, core: k8s.CoreV1Api) -> None:
         core.create_namespaced_pod("default", pod("bindme"))
-        target = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bindme"},
-                  "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+        target = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "bindme"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+        }
         core.create_namespaced_pod_binding("bindme", "default", target, _preload_content=False)
         bound = core.read_namespaced_pod("bindme", "default")
         assert bound.spec.node_name == "n1"
@@ -291,17 +337,34 @@ class TestSubresources:
         running = pod("guarded", app="g")
         core.create_namespaced_pod("evict", running)
         core.patch_namespaced_pod_status("guarded", "evict", {"status": {"phase": "Running"}})
-        policy.create_namespaced_pod_disruption_budget("evict", {
-            "metadata": {"name": "pdb"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}}})
-        policy.patch_namespaced_pod_disruption_budget_status("pdb", "evict", {"status": {
-            "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
-            "observedGeneration": 1}})
+        policy.create_namespaced_pod_disruption_budget(
+            "evict",
+            {
+                "metadata": {"name": "pdb"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+            },
+        )
+        policy.patch_namespaced_pod_disruption_budget_status(
+            "pdb",
+            "evict",
+            {
+                "status": {
+                    "disruptionsAllowed": 0,
+                    "currentHealthy": 1,
+                    "desiredHealthy": 1,
+                    "expectedPods": 1,
+                    "observedGeneration": 1,
+                }
+            },
+        )
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "guarded"}}
         with pytest.raises(ApiException) as err:
             core.create_namespaced_pod_eviction("guarded", "evict", eviction)
         assert err.value.status == 429
         assert json.loads(err.value.body)["details"]["causes"][0]["reason"] == "DisruptionBudget"
-        policy.patch_namespaced_pod_disruption_budget_status("pdb", "evict", {"status": {"disruptionsAllowed": 1}})
+        policy.patch_namespaced_pod_disruption_budget_status(
+            "pdb", "evict", {"status": {"disruptionsAllowed": 1}}
+        )
         core.create_namespaced_pod_eviction("guarded", "evict", eviction)
         with pytest.raises(ApiException) as gone:
             core.read_namespaced_pod("guarded", "evict")
@@ -312,7 +375,9 @@ class TestSubresources:
 
 class TestDeletion:
     def test_finalizers_hold_the_object_until_removed(self, core: k8s.CoreV1Api) -> None:
-        core.create_namespaced_config_map("default", {"metadata": {"name": "fin", "finalizers": ["example.com/x"]}})
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": "fin", "finalizers": ["example.com/x"]}}
+        )
         core.delete_namespaced_config_map("fin", "default")
         held = core.read_namespaced_config_map("fin", "default")
         assert held.metadata.deletion_timestamp is not None
@@ -321,8 +386,12 @@ class TestDeletion:
             core.read_namespaced_config_map("fin", "default")
         assert err.value.status == 404
 
-    @pytest.mark.parametrize(("policy", "finalizer"), [("Foreground", "foregroundDeletion"), ("Orphan", "orphan")])
-    def test_propagation_policy_adds_its_finalizer(self, apps: k8s.AppsV1Api, policy: str, finalizer: str) -> None:
+    @pytest.mark.parametrize(
+        ("policy", "finalizer"), [("Foreground", "foregroundDeletion"), ("Orphan", "orphan")]
+    )
+    def test_propagation_policy_adds_its_finalizer(
+        self, apps: k8s.AppsV1Api, policy: str, finalizer: str
+    ) -> None:
         name = f"prop-{policy.lower()}"
         apps.create_namespaced_deployment("default", deployment(name))
         apps.delete_namespaced_deployment(name, "default", propagation_policy=policy)
@@ -389,9 +458,16 @@ class TestHttpSurface:
         resp = http(apiserver, "GET", "/api/v1/namespaces/default/pods/none")
         body = resp.json()
         assert resp.status_code == 404
-        assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "message": 'pods "none" not found', "reason": "NotFound", "code": 404,
-                        "details": {"name": "none", "kind": "pods"}}
+        assert body == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": 'pods "none" not found',
+            "reason": "NotFound",
+            "code": 404,
+            "details": {"name": "none", "kind": "pods"},
+        }
 
     def test_undecodable_body_is_400(self, apiserver: ApiServer) -> None:
         resp = http(apiserver, "POST", "/api/v1/namespaces/default/configmaps", "{not json")
@@ -402,9 +478,19 @@ class TestHttpSurface:
         for path in ("/healthz", "/livez", "/readyz"):
             assert http(apiserver, "GET", path).text == "ok"
         groups = {g["name"] for g in http(apiserver, "GET", "/apis").json()["groups"]}
-        assert {"apps", "batch", "coordination.k8s.io", "discovery.k8s.io", "policy", "autoscaling",
-                "certificates.k8s.io", "rbac.authorization.k8s.io", "storage.k8s.io", "events.k8s.io",
-                "apiextensions.k8s.io"} <= groups
+        assert {
+            "apps",
+            "batch",
+            "coordination.k8s.io",
+            "discovery.k8s.io",
+            "policy",
+            "autoscaling",
+            "certificates.k8s.io",
+            "rbac.authorization.k8s.io",
+            "storage.k8s.io",
+            "events.k8s.io",
+            "apiextensions.k8s.io",
+        } <= groups
         core = {r["name"]: r for r in http(apiserver, "GET", "/api/v1").json()["resources"]}
         assert core["pods"]["shortNames"] == ["po"] and "pods/eviction" in core
         assert core["nodes"]["namespaced"] is False
@@ -415,7 +501,9 @@ def test_state_survives_restart_with_data_dir(tmp_path: Path) -> None:
     first = start_apiserver(tmp_path / "one", "--data-dir", str(data))
     try:
         _, c = first.client()
-        made = k8s.CoreV1Api(c).create_namespaced_config_map("default", {"metadata": {"name": "kept"}, "data": {"a": "b"}})
+        made = k8s.CoreV1Api(c).create_namespaced_config_map(
+            "default", {"metadata": {"name": "kept"}, "data": {"a": "b"}}
+        )
     finally:
         first.stop()
     second = start_apiserver(tmp_path / "two", "--data-dir", str(data))
@@ -434,7 +522,9 @@ def test_token_required_off_loopback(tmp_path: Path) -> None:
     server = start_apiserver(tmp_path / "tok", "--bind", "0.0.0.0", "--token", "s3cret")
     try:
         assert requests.get(server.url + "/api/v1/namespaces", timeout=5).status_code == 401
-        ok = requests.get(server.url + "/api/v1/namespaces", headers={"Authorization": "Bearer s3cret"}, timeout=5)
+        ok = requests.get(
+            server.url + "/api/v1/namespaces", headers={"Authorization": "Bearer s3cret"}, timeout=5
+        )
         assert ok.status_code == 200
         wait_for(lambda: "s3cret" in server.kubeconfig.read_text(), 5, what="token in kubeconfig")
     finally:

@@ -47,7 +47,9 @@ def test_create_then_get_shows_upstream_columns(apiserver: ApiServer) -> None:
 def test_apply_twice_is_unchanged_then_configured(apiserver: ApiServer) -> None:
     assert "created" in apiserver.kubectl("apply", "-f", "-", input=manifest("applied"))
     assert "unchanged" in apiserver.kubectl("apply", "-f", "-", input=manifest("applied"))
-    assert "configured" in apiserver.kubectl("apply", "-f", "-", input=manifest("applied", image="nginx:1.26"))
+    assert "configured" in apiserver.kubectl(
+        "apply", "-f", "-", input=manifest("applied", image="nginx:1.26")
+    )
     d = apiserver.kubectl_json("get", "deploy", "applied")
     assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.26"
     assert d["metadata"]["generation"] == 2
@@ -56,14 +58,30 @@ def test_apply_twice_is_unchanged_then_configured(apiserver: ApiServer) -> None:
 
 def test_server_side_apply_and_conflicts(apiserver: ApiServer) -> None:
     apiserver.kubectl("apply", "--server-side", "-f", "-", input=manifest("ssa", replicas=2))
-    d = apiserver.kubectl_json("get", "deploy", "ssa")
-    assert any(m["manager"] == "kubectl" and m["operation"] == "Apply" for m in d["metadata"]["managedFields"])
+    d = apiserver.kubectl_json("get", "deploy", "ssa", "--show-managed-fields")
+    assert any(
+        m["manager"] == "kubectl" and m["operation"] == "Apply" for m in d["metadata"]["managedFields"]
+    )
     apiserver.kubectl("scale", "deploy", "ssa", "--replicas=5")
-    out = apiserver.kubectl("apply", "--server-side", "--field-manager=other", "-f", "-",
-                            input=manifest("ssa", replicas=3), check=False)
+    out = apiserver.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "-f",
+        "-",
+        input=manifest("ssa", replicas=3),
+        check=False,
+    )
     assert "conflict" in out.lower()
-    apiserver.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=other", "-f", "-",
-                      input=manifest("ssa", replicas=3))
+    apiserver.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=other",
+        "-f",
+        "-",
+        input=manifest("ssa", replicas=3),
+    )
     assert apiserver.kubectl_json("get", "deploy", "ssa")["spec"]["replicas"] == 3
 
 
@@ -102,13 +120,25 @@ def test_scale_label_annotate(apiserver: ApiServer) -> None:
     assert d["spec"]["replicas"] == 7
     assert d["metadata"]["labels"]["team"] == "blue"
     assert d["metadata"]["annotations"]["note"] == "hello"
-    assert apiserver.kubectl("get", "deploy", "-l", "team=blue", "-o", "name").split() == ["deployment.apps/sla"]
+    assert apiserver.kubectl("get", "deploy", "-l", "team=blue", "-o", "name").split() == [
+        "deployment.apps/sla"
+    ]
 
 
 def test_get_watch_prints_events(apiserver: ApiServer) -> None:
     apiserver.kubectl("create", "configmap", "watched", "--from-literal=a=1")
-    cmd = [KUBECTL, "--kubeconfig", str(apiserver.kubeconfig), "--cache-dir", str(apiserver.workdir / "kcache"),
-           "get", "configmap", "watched", "-w", "--output-watch-events"]
+    cmd = [
+        KUBECTL,
+        "--kubeconfig",
+        str(apiserver.kubeconfig),
+        "--cache-dir",
+        str(apiserver.workdir / "kcache"),
+        "get",
+        "configmap",
+        "watched",
+        "-w",
+        "--output-watch-events",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -125,7 +155,9 @@ def test_get_watch_prints_events(apiserver: ApiServer) -> None:
         proc.wait()
 
 
-@pytest.mark.parametrize(("cascade", "finalizer"), [("foreground", "foregroundDeletion"), ("orphan", "orphan")])
+@pytest.mark.parametrize(
+    ("cascade", "finalizer"), [("foreground", "foregroundDeletion"), ("orphan", "orphan")]
+)
 def test_delete_cascade_modes_mark_for_the_garbage_collector(
     apiserver: ApiServer, cascade: str, finalizer: str
 ) -> None:
@@ -166,13 +198,19 @@ def test_strict_validation_rejects_unknown_fields(apiserver: ApiServer) -> None:
 
 def test_wait_for_condition_and_delete(apiserver: ApiServer) -> None:
     apiserver.kubectl("apply", "-f", "-", input=manifest("waited"))
-    status = {"status": {"conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                                         "message": "ok"}]}}
+    status = {
+        "status": {
+            "conditions": [
+                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "ok"}
+            ]
+        }
+    }
 
     def mark_available() -> None:
         time.sleep(0.5)
-        apiserver.kubectl("patch", "deploy", "waited", "--subresource=status", "--type=merge",
-                          "-p", json.dumps(status))
+        apiserver.kubectl(
+            "patch", "deploy", "waited", "--subresource=status", "--type=merge", "-p", json.dumps(status)
+        )
 
     import threading
 
@@ -203,19 +241,38 @@ def test_custom_resources_are_served(apiserver: ApiServer) -> None:
             "group": "example.com",
             "scope": "Namespaced",
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}},
-            }],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}
+                            },
+                        }
+                    },
+                }
+            ],
         },
     }
     apiserver.kubectl("apply", "-f", "-", input=json.dumps(crd))
     apiserver.kubectl("wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=20s")
-    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}}
-    wait_for(lambda: "created" in apiserver.kubectl("apply", "-f", "-", input=json.dumps(widget), check=False),
-             20, interval=0.5, what="widget created")
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w1"},
+        "spec": {"size": 3},
+    }
+    wait_for(
+        lambda: "created" in apiserver.kubectl("apply", "-f", "-", input=json.dumps(widget), check=False),
+        20,
+        interval=0.5,
+        what="widget created",
+    )
     assert apiserver.kubectl_json("get", "wd", "w1")["spec"]["size"] == 3
     apiserver.kubectl("delete", "crd", "widgets.example.com")
     assert "error" in apiserver.kubectl("get", "widgets", check=False).lower()

@@ -82,7 +82,13 @@ def _established(crd: Obj, storage: str) -> Obj:
             conditions.append(old)
         else:
             conditions.append(
-                {"type": ctype, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message}
+                {
+                    "type": ctype,
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "reason": reason,
+                    "message": message,
+                }
             )
     status["conditions"] = conditions
     return out

@@ -7,6 +7,7 @@ kube-apiserver.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -80,16 +81,14 @@ def conflict(group: str, resource: str, name: str, why: str) -> ApiError:
     )
 
 
-def invalid(group: str, kind: str, name: str, causes: list[dict[str, str]]) -> ApiError:
-    summary = ", ".join(
-        f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes
-    )
+def invalid(group: str, kind: str, name: str, causes: Sequence[Mapping[str, Any]]) -> ApiError:
+    summary = ", ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
     qualified_kind = f"{kind}.{group}" if group else kind
     return ApiError(
         422,
         "Invalid",
         f'{qualified_kind} "{name}" is invalid: {summary}',
-        details={**_details(group, kind, name), "causes": causes},
+        details={**_details(group, kind, name), "causes": [dict(c) for c in causes]},
     )
 
 
@@ -118,8 +117,19 @@ def too_many_requests(message: str, retry_after: int = 1) -> ApiError:
     return ApiError(429, "TooManyRequests", message, retry_after=retry_after)
 
 
+_ACCEPTED_BODIES = (
+    "application/json, application/yaml, application/apply-patch+yaml, application/json-patch+json, "
+    "application/merge-patch+json, application/strategic-merge-patch+json, application/vnd.kubernetes.protobuf"
+)
+
+
 def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got "{content_type}"')  # noqa: E501
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        f'{_ACCEPTED_BODIES}; got "{content_type}"',
+    )
 
 
 def unauthorized() -> ApiError:

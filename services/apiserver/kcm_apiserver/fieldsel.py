@@ -89,4 +89,4 @@ def check(group: str, kind: str, selector: selectors.FieldSelector) -> None:
     allowed = {"metadata.name", "metadata.namespace", *_EXTRA.get(_canonical(group, kind), {})}
     for field, _op, _value in selector.requirements:
         if field not in allowed:
-            raise errors.bad_request(f'field label not supported: {field}')
+            raise errors.bad_request(f"field label not supported: {field}")

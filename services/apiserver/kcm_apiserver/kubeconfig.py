@@ -15,7 +15,9 @@ def write(path: Path, server_url: str, token: str | None) -> None:
         "kind": "Config",
         "clusters": [{"name": "kcm", "cluster": {"server": server_url}}],
         "users": [{"name": "kcm-admin", "user": user}],
-        "contexts": [{"name": "kcm", "context": {"cluster": "kcm", "user": "kcm-admin", "namespace": "default"}}],
+        "contexts": [
+            {"name": "kcm", "context": {"cluster": "kcm", "user": "kcm-admin", "namespace": "default"}}
+        ],
         "current-context": "kcm",
         "preferences": {},
     }

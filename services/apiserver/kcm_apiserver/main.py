@@ -12,12 +12,13 @@ import ipaddress
 import logging
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 
-from kcm_apiserver import kubeconfig, persist
+from kcm_apiserver import kubeconfig, persist, schemas
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.server import Server
@@ -44,7 +45,7 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-async def serve(opts: Options, ready: asyncio.Future[str] | None = None) -> None:
+async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) -> None:
     token = opts.token
     if token is None and not _is_loopback(opts.bind):
         # Anyone on the network could otherwise write to the cluster.
@@ -52,6 +53,9 @@ async def serve(opts: Options, ready: asyncio.Future[str] | None = None) -> None
     db = persist.Database(opts.data_dir) if opts.data_dir else None
     store = Store(db, history=opts.watch_history)
     api = Api(store, Registry())
+    # Building the OpenAPI documents loads every client model (about a second): do it
+    # before announcing readiness so kubectl's first call is not the slow one.
+    schemas.openapi_v3_root(api.registry, api.crds.crds())
     server = Server(api, token=token, bookmark_interval=opts.bookmark_interval)
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()
@@ -67,8 +71,8 @@ async def serve(opts: Options, ready: asyncio.Future[str] | None = None) -> None
     if opts.kubeconfig_out is not None:
         kubeconfig.write(opts.kubeconfig_out, url, token)
     log.info("apiserver serving", extra={"url": url, "kubeconfig": str(opts.kubeconfig_out)})
-    if ready is not None and not ready.done():
-        ready.set_result(url)
+    if on_ready is not None:
+        on_ready(url)
     try:
         await asyncio.Event().wait()
     finally:

@@ -39,6 +39,19 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _IGNORED_ON_UPDATE = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 
 
+_KUBERNETES_SERVICE: Obj = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+    "spec": {
+        "clusterIP": "10.96.0.1",
+        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+        "sessionAffinity": "None",
+        "type": "ClusterIP",
+    },
+}
+
+
 def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -87,6 +100,10 @@ class Api:
         for name in SYSTEM_NAMESPACES:
             if store.get(storage_key_of(ns_rt), "", name) is None:
                 self.create(Ctx(ns_rt), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        svc_rt = self._rt("", "v1", "services")
+        if store.get(storage_key_of(svc_rt), "default", "kubernetes") is None:
+            # Upstream's apiserver publishes itself as default/kubernetes on the first service IP.
+            self.create(Ctx(svc_rt, "default"), _KUBERNETES_SERVICE)
 
     def _rt(self, group: str, version: str, resource: str) -> ResourceType:
         rt = self.registry.lookup(group, version, resource)
@@ -151,7 +168,7 @@ class Api:
 
         return match
 
-    def list(
+    def list_objects(
         self,
         ctx: Ctx,
         label_selector: str = "",
@@ -195,7 +212,9 @@ class Api:
         if not ctx.rt.namespaced:
             return
         if not ctx.namespace:
-            raise errors.bad_request("the server could not find the requested resource: namespace is required")
+            raise errors.bad_request(
+                "the server could not find the requested resource: namespace is required"
+            )
         ns = self.store.get("/namespaces", "", ctx.namespace)
         if ns is None:
             raise errors.not_found("", "namespaces", ctx.namespace)
@@ -249,7 +268,7 @@ class Api:
         causes = validation.validate(rt.group, rt.kind, obj, old)
         if causes:
             name = obj["metadata"].get("name") or obj["metadata"].get("generateName", "")
-            raise errors.invalid(rt.group, rt.kind, name, [dict(c) for c in causes])
+            raise errors.invalid(rt.group, rt.kind, name, causes)
 
     def _type_info(self, rt: ResourceType) -> Any:
         return schemas.type_info(self.registry, rt.group, rt.version, rt.kind, self.crds.crds())
@@ -273,9 +292,16 @@ class Api:
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if not meta.get("name"):
             raise errors.invalid(
-                rt.group, rt.kind, "",
-                [{"reason": "FieldValueRequired", "message": "Required value: name or generateName is required",
-                  "field": "metadata.name"}],
+                rt.group,
+                rt.kind,
+                "",
+                [
+                    {
+                        "reason": "FieldValueRequired",
+                        "message": "Required value: name or generateName is required",
+                        "field": "metadata.name",
+                    }
+                ],
             )
         for name in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(name, None)
@@ -315,17 +341,23 @@ class Api:
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(
-                rt.group, rt.resource, name,
+                rt.group,
+                rt.resource,
+                name,
                 "the object has been modified; please apply your changes to the latest version and try again",
             )
         return self._write_update(ctx, old, self.to_stored(rt, served), subresource)
 
-    def _own_fields(self, ctx: Ctx, srt: ResourceType, old: Obj | None, new: Obj, managed: list[Obj] | None) -> None:
+    def _own_fields(
+        self, ctx: Ctx, srt: ResourceType, old: Obj | None, new: Obj, managed: list[Obj] | None
+    ) -> None:
         """Record field ownership: an apply brings its own, any other write is an Update."""
         if managed is not None:
             new["metadata"]["managedFields"] = managed
         else:
-            apply.track_update(old, new, ctx.manager, self._type_info(srt), ctx.rt.group_version, self.clock())
+            apply.track_update(
+                old, new, ctx.manager, self._type_info(srt), ctx.rt.group_version, self.clock()
+            )
 
     def _write_update(
         self, ctx: Ctx, old: Obj, new: Obj, subresource: str, managed: list[Obj] | None = None
@@ -346,7 +378,9 @@ class Api:
         if subresource != "status":
             defaults.apply_defaults(srt.group, srt.kind, new)
         if "generation" in old["metadata"]:
-            meta["generation"] = old["metadata"]["generation"] + (1 if strategies.spec_changed(old, new) else 0)
+            meta["generation"] = old["metadata"]["generation"] + (
+                1 if strategies.spec_changed(old, new) else 0
+            )
         self._validate(srt, new, old)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         self._own_fields(ctx, srt, old, new, managed)
@@ -356,7 +390,9 @@ class Api:
         if ctx.dry_run:
             return self.to_served(rt, new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._may_finish(srt, new):
-            final = self.store.remove(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"])
+            final = self.store.remove(
+                storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]
+            )
             assert final is not None
             self._after_delete(srt, final)
             return self.to_served(rt, final)
@@ -392,7 +428,8 @@ class Api:
             elif patch_type == "strategic":
                 if rt.model is None:
                     raise errors.ApiError(
-                        415, "UnsupportedMediaType",
+                        415,
+                        "UnsupportedMediaType",
                         "strategic merge patch is not supported for custom resources",
                     )
                 patched = patch.strategic_merge_patch(current, body, self._type_info(rt))
@@ -405,13 +442,17 @@ class Api:
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != stored["metadata"]["resourceVersion"]:
             raise errors.conflict(
-                rt.group, rt.resource, name,
+                rt.group,
+                rt.resource,
+                name,
                 "the object has been modified; please apply your changes to the latest version and try again",
             )
         new = self._decode_body(ctx, patched)
         return self._write_update(ctx, stored, self.to_stored(rt, new), subresource), False
 
-    def _server_side_apply(self, ctx: Ctx, name: str, stored: Obj | None, body: Any, force: bool) -> tuple[Obj, bool]:
+    def _server_side_apply(
+        self, ctx: Ctx, name: str, stored: Obj | None, body: Any, force: bool
+    ) -> tuple[Obj, bool]:
         rt = ctx.rt
         if not ctx.field_manager:
             raise errors.bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
@@ -432,7 +473,8 @@ class Api:
             ]
             lines = ", ".join(f'conflict with "{m}": {f}' for m, f in exc.conflicts)
             raise errors.ApiError(
-                409, "Conflict",
+                409,
+                "Conflict",
                 f"Apply failed with {len(exc.conflicts)} conflict{'s' if len(exc.conflicts) != 1 else ''}: {lines}",
                 details={"causes": causes},
             ) from exc
@@ -452,12 +494,16 @@ class Api:
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
             raise errors.conflict(
-                rt.group, rt.resource, name,
+                rt.group,
+                rt.resource,
+                name,
                 f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
             raise errors.conflict(
-                rt.group, rt.resource, name,
+                rt.group,
+                rt.resource,
+                name,
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
             )
@@ -466,15 +512,24 @@ class Api:
             policy = "Orphan" if options["orphanDependents"] else "Background"
         if policy not in (None, "Orphan", "Background", "Foreground"):
             raise errors.invalid(
-                rt.group, rt.kind, name,
-                [{"reason": "FieldValueNotSupported", "field": "propagationPolicy",
-                  "message": f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"'}],
+                rt.group,
+                rt.kind,
+                name,
+                [
+                    {
+                        "reason": "FieldValueNotSupported",
+                        "field": "propagationPolicy",
+                        "message": f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"',
+                    }
+                ],
             )
         policy = policy or strategies.default_propagation(srt)
         is_namespace = (srt.group, srt.kind) == ("", "Namespace")
         if is_namespace and meta.get("deletionTimestamp"):
             raise errors.conflict(
-                "", "namespaces", name,
+                "",
+                "namespaces",
+                name,
                 "The system is ensuring all content is removed from this namespace.  "
                 "Upon completion, this namespace will automatically be purged by the system.",
             )
@@ -518,7 +573,7 @@ class Api:
     def delete_collection(
         self, ctx: Ctx, options: Obj, label_selector: str = "", field_selector: str = ""
     ) -> list[Obj]:
-        listed = self.list(ctx, label_selector, field_selector)
+        listed = self.list_objects(ctx, label_selector, field_selector)
         out = []
         for obj in listed.items:
             meta = obj["metadata"]

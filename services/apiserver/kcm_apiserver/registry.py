@@ -85,10 +85,25 @@ _NO_COLLECTION = tuple(v for v in ALL_VERBS if v != "deletecollection")
 
 BUILTIN: tuple[ResourceType, ...] = (
     # core/v1
-    _r("", "v1", "namespaces", "Namespace", False, short=("ns",), sub=("status", "finalize"),
-       verbs=_NO_COLLECTION),
-    _r("", "v1", "pods", "Pod", short=("po",), cats=_ALL,
-       sub=("status", "binding", "eviction", "log", "ephemeralcontainers", "resize")),
+    _r(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        short=("ns",),
+        sub=("status", "finalize"),
+        verbs=_NO_COLLECTION,
+    ),
+    _r(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        short=("po",),
+        cats=_ALL,
+        sub=("status", "binding", "eviction", "log", "ephemeralcontainers", "resize"),
+    ),
     _r("", "v1", "services", "Service", short=("svc",), cats=_ALL, sub=("status", "proxy")),
     _r("", "v1", "endpoints", "Endpoints", short=("ep",)),
     _r("", "v1", "nodes", "Node", False, short=("no",), sub=("status", "proxy")),
@@ -100,8 +115,15 @@ BUILTIN: tuple[ResourceType, ...] = (
     _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), sub=("status",)),
     _r("", "v1", "resourcequotas", "ResourceQuota", short=("quota",), sub=("status",)),
     _r("", "v1", "limitranges", "LimitRange", short=("limits",)),
-    _r("", "v1", "replicationcontrollers", "ReplicationController", short=("rc",), cats=_ALL,
-       sub=("status", "scale")),
+    _r(
+        "",
+        "v1",
+        "replicationcontrollers",
+        "ReplicationController",
+        short=("rc",),
+        cats=_ALL,
+        sub=("status", "scale"),
+    ),
     _r("", "v1", "podtemplates", "PodTemplate"),
     # apps/v1
     _r("apps", "v1", "deployments", "Deployment", short=("deploy",), cats=_ALL, sub=("status", "scale")),
@@ -119,13 +141,35 @@ BUILTIN: tuple[ResourceType, ...] = (
     # policy/v1
     _r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",), sub=("status",)),
     # autoscaling: v2 is stored, v1 is converted on the way in and out
-    _r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",),
-       cats=_ALL, sub=("status",)),
-    _r("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",),
-       cats=_ALL, sub=("status",), storage="v2"),
+    _r(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        short=("hpa",),
+        cats=_ALL,
+        sub=("status",),
+    ),
+    _r(
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        short=("hpa",),
+        cats=_ALL,
+        sub=("status",),
+        storage="v2",
+    ),
     # certificates.k8s.io/v1
-    _r("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
-       short=("csr",), sub=("status", "approval")),
+    _r(
+        "certificates.k8s.io",
+        "v1",
+        "certificatesigningrequests",
+        "CertificateSigningRequest",
+        False,
+        short=("csr",),
+        sub=("status", "approval"),
+    ),
     # rbac.authorization.k8s.io/v1
     _r("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
@@ -139,8 +183,16 @@ BUILTIN: tuple[ResourceType, ...] = (
     # events.k8s.io/v1 shares storage with core/v1 events
     _r("events.k8s.io", "v1", "events", "Event", short=("ev",), model="EventsV1Event"),
     # apiextensions.k8s.io/v1
-    _r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
-       short=("crd", "crds"), cats=("api-extensions",), sub=("status",)),
+    _r(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        short=("crd", "crds"),
+        cats=("api-extensions",),
+        sub=("status",),
+    ),
 )
 
 # events.k8s.io/v1 Events are core/v1 Events seen through a field mapping (see conversion).

@@ -246,7 +246,9 @@ class Server:
             return None
         ctype = request.content_type
         try:
-            if ctype in ("application/yaml", "application/apply-patch+yaml") and not raw.lstrip().startswith(b"{"):
+            if ctype in ("application/yaml", "application/apply-patch+yaml") and not raw.lstrip().startswith(
+                b"{"
+            ):
                 return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             return _decode(raw)
         except (msgspec.DecodeError, yaml.YAMLError) as exc:
@@ -268,12 +270,16 @@ class Server:
                 return self._list(request, ctx)
             if method == "POST":
                 if t.rt.namespaced and not t.namespace:
-                    raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+                    raise errors.method_not_allowed(
+                        "the server does not allow this method on the requested resource"
+                    )
                 obj = api.create(ctx, await self._body(request))
                 return _json(obj, 201, ctx.warnings)
             if method == "DELETE":
                 opts = await self._delete_options(request)
-                deleted = api.delete_collection(ctx, opts, q.get("labelSelector", ""), q.get("fieldSelector", ""))
+                deleted = api.delete_collection(
+                    ctx, opts, q.get("labelSelector", ""), q.get("fieldSelector", "")
+                )
                 return _json(self._list_body(t.rt, ListResult(deleted, str(api.store.rv))))
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         if t.watch_path:
@@ -293,7 +299,9 @@ class Server:
             return _json(obj, 201 if created else 200, ctx.warnings)
         if method == "DELETE":
             if t.subresource:
-                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+                raise errors.method_not_allowed(
+                    "the server does not allow this method on the requested resource"
+                )
             obj, gone = api.delete(ctx, t.name, await self._delete_options(request))
             # Upstream answers 202 Accepted while a graceful or finalized deletion is pending.
             return _json(obj, 200 if gone else 202)
@@ -361,7 +369,7 @@ class Server:
             limit = int(q.get("limit", "0") or 0)
         except ValueError as exc:
             raise errors.bad_request("limit must be an integer") from exc
-        result = self.api.list(
+        result = self.api.list_objects(
             ctx, q.get("labelSelector", ""), q.get("fieldSelector", ""), limit, q.get("continue", "")
         )
         form = _accepted_form(request)
@@ -375,10 +383,14 @@ class Server:
                 table = self._table(request, ctx.rt, served, gv)
                 table["metadata"] = meta
                 return _json(table)
-            return _json({
-                "kind": "PartialObjectMetadataList", "apiVersion": gv, "metadata": meta,
-                "items": [_partial(o, gv) for o in served],
-            })
+            return _json(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": gv,
+                    "metadata": meta,
+                    "items": [_partial(o, gv) for o in served],
+                }
+            )
         return _json(self._list_body(ctx.rt, result))
 
     def _respond_object(self, request: web.Request, rt: ResourceType, obj: Obj) -> web.Response:
@@ -399,11 +411,16 @@ class Server:
                     for v in spec.get("versions", []):
                         if v["name"] == rt.version:
                             crd_columns = v.get("additionalPrinterColumns")
-        table = tables.to_table(
-            rt.group, rt.kind, objs,
-            include_object=request.query.get("includeObject", "Metadata"),
-            crd_columns=crd_columns,
-        )
+        try:
+            table = tables.to_table(
+                rt.group,
+                rt.kind,
+                objs,
+                include_object=request.query.get("includeObject", "Metadata"),
+                crd_columns=crd_columns,
+            )
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from exc
         table["apiVersion"] = gv
         return table
 
@@ -434,13 +451,15 @@ class Server:
             try:
                 since = int(rv_param)
             except ValueError:
-                await resp.write(self._line("ERROR", errors.bad_request(
-                    f'invalid resource version "{rv_param}"').status()))
+                await resp.write(
+                    self._line("ERROR", errors.bad_request(f'invalid resource version "{rv_param}"').status())
+                )
                 return resp
             if not api.store.resumable(key, since):
                 oldest = api.store.oldest_resumable(key)
-                await resp.write(self._line("ERROR", errors.gone(
-                    f"too old resource version: {since} ({oldest})").status()))
+                await resp.write(
+                    self._line("ERROR", errors.gone(f"too old resource version: {since} ({oldest})").status())
+                )
                 return resp
         watcher = api.store.watch(key, namespace, predicate, since)
         task = asyncio.current_task()
@@ -472,9 +491,9 @@ class Server:
         ctx: Ctx,
         form: tuple[str, str] | None,
         bookmarks: bool,
-        timeout: float,
+        duration: float,
     ) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + duration
         queue = watcher.queue
         while True:
             remaining = deadline - time.monotonic()
@@ -497,7 +516,12 @@ class Server:
                 await resp.write(bytes(chunk))
 
     def _render(
-        self, event: Event, rt: ResourceType, form: tuple[str, str] | None, request: web.Request, bookmarks: bool
+        self,
+        event: Event,
+        rt: ResourceType,
+        form: tuple[str, str] | None,
+        request: web.Request,
+        bookmarks: bool,
     ) -> bytes:
         if event.type == BOOKMARK:
             return self._bookmark(rt, event.rv) if bookmarks else b""
@@ -556,9 +580,7 @@ def _accepted_form(request: web.Request) -> tuple[str, str] | None:
     """(kind, apiVersion) when the client accepts Table or PartialObjectMetadata, else None."""
     accept = request.headers.get("Accept", "")
     for clause in accept.split(","):
-        params = dict(
-            p.strip().split("=", 1) for p in clause.split(";")[1:] if "=" in p
-        )
+        params = dict(p.strip().split("=", 1) for p in clause.split(";")[1:] if "=" in p)
         as_kind = params.get("as")
         if params.get("g") != "meta.k8s.io" or as_kind is None:
             continue

@@ -21,7 +21,12 @@ from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import storage_key_of
 from kcm_apiserver.store import Obj
 
-_SCALABLE = {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("", "ReplicationController")}
+_SCALABLE = {
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("", "ReplicationController"),
+}
 
 
 def _success(code: int = 201) -> Obj:
@@ -47,7 +52,9 @@ def scale_of(kind: str, obj: Obj) -> Obj:
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": {
-            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
         },
         "spec": {"replicas": obj.get("spec", {}).get("replicas", 0)},
         "status": {
@@ -87,9 +94,16 @@ def write_scale(api: Api, ctx: Ctx, name: str, patch_type: str | None, body: Any
     replicas = (wanted.get("spec") or {}).get("replicas", 0)
     if not isinstance(replicas, int) or replicas < 0:
         raise errors.invalid(
-            "autoscaling", "Scale", name,
-            [{"reason": "FieldValueInvalid", "field": "spec.replicas",
-              "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}],
+            "autoscaling",
+            "Scale",
+            name,
+            [
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "spec.replicas",
+                    "message": f"Invalid value: {replicas}: must be greater than or equal to 0",
+                }
+            ],
         )
     parent = copy.deepcopy(api.get(ctx, name))
     rv = (wanted.get("metadata") or {}).get("resourceVersion")
@@ -108,9 +122,14 @@ def bind(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     target = body["target"]
     node = target.get("name", "")
     if target.get("kind", "Node") != "Node" or not node:
-        raise errors.invalid("", "Binding", name, [
-            {"reason": "FieldValueInvalid", "field": "target", "message": "must be a Node with a name"},
-        ])
+        raise errors.invalid(
+            "",
+            "Binding",
+            name,
+            [
+                {"reason": "FieldValueInvalid", "field": "target", "message": "must be a Node with a name"},
+            ],
+        )
     pod = copy.deepcopy(api.get_stored(ctx, name))
     if pod["metadata"].get("deletionTimestamp"):
         raise errors.conflict("", "pods", name, "pod is being deleted, cannot be assigned to a host")
@@ -120,8 +139,9 @@ def bind(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     pod["spec"]["nodeName"] = node
     status = pod.setdefault("status", {})
     conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
-    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": api.clock()})
+    conditions.append(
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": api.clock()}
+    )
     status["conditions"] = conditions
     if ctx.dry_run:
         return _success()
@@ -153,24 +173,31 @@ def evict(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
             matching.append(pdb)
     if len(matching) > 1:
         raise errors.ApiError(
-            500, "InternalError",
+            500,
+            "InternalError",
             "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
         )
     if matching:
         pdb = copy.deepcopy(matching[0])
         status = pdb.setdefault("status", {})
-        if status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 0) or status.get(
-            "disruptionsAllowed", 0
-        ) <= 0:
+        if (
+            status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 0)
+            or status.get("disruptionsAllowed", 0) <= 0
+        ):
             raise errors.ApiError(
-                429, "TooManyRequests",
+                429,
+                "TooManyRequests",
                 "Cannot evict pod as it would violate the pod's disruption budget.",
-                details={"causes": [{
-                    "reason": "DisruptionBudget",
-                    "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                    f"{status.get('desiredHealthy', 0)} healthy pods and has "
-                    f"{status.get('currentHealthy', 0)} currently",
-                }]},
+                details={
+                    "causes": [
+                        {
+                            "reason": "DisruptionBudget",
+                            "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                            f"{status.get('desiredHealthy', 0)} healthy pods and has "
+                            f"{status.get('currentHealthy', 0)} currently",
+                        }
+                    ]
+                },
                 retry_after=10,
             )
         status["disruptionsAllowed"] -= 1
@@ -219,7 +246,10 @@ def request_token(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
         "aud": spec.get("audiences") or ["https://kubernetes.default.svc"],
         "exp": int(expires.timestamp()),
         "sub": f"system:serviceaccount:{ctx.namespace}:{name}",
-        "kubernetes.io": {"namespace": ctx.namespace, "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]}},
+        "kubernetes.io": {
+            "namespace": ctx.namespace,
+            "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]},
+        },
         "jti": secrets.token_hex(8),
     }
 

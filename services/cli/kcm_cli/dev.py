@@ -6,25 +6,18 @@ the bus, controllers and simulator join it as they land.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from kcm_apiserver import main as apiserver_main
 
 
 async def run(state_dir: Path, kubeconfig_out: Path, port: int) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    def announce(url: str) -> None:
+        print(
+            f"kcm dev ready: apiserver {url}; use it with: export KUBECONFIG={kubeconfig_out.resolve()} "
+            "(then kubectl get nodes,pods -A); Ctrl-C stops everything",
+            flush=True,
+        )
+
     opts = apiserver_main.Options(port=port, kubeconfig_out=kubeconfig_out, data_dir=state_dir / "apiserver")
-    server = asyncio.ensure_future(apiserver_main.serve(opts, ready))
-    done, _ = await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if server in done:
-        server.result()
-        return
-    url = ready.result()
-    print(
-        f"kcm dev ready: apiserver {url}; use it with: export KUBECONFIG={kubeconfig_out.resolve()} "
-        "(then kubectl get nodes,pods -A); Ctrl-C stops everything",
-        flush=True,
-    )
-    await server
+    await apiserver_main.serve(opts, announce)

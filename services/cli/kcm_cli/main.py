@@ -16,21 +16,29 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-
 from kcm_apiserver import main as apiserver_main
-from kcm_cli import dev
 from kcm_shared import logs
+
+from kcm_cli import dev
 
 
 def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("apiserver", help="run the embedded Kubernetes API server")
     p.add_argument("--port", type=int, default=6443, help="port to listen on (0: any free port)")
     p.add_argument("--bind", default="127.0.0.1", help="address to bind (a token is required off loopback)")
-    p.add_argument("--kubeconfig-out", type=Path, required=True, help="where to write a kubeconfig once ready")
+    p.add_argument(
+        "--kubeconfig-out", type=Path, required=True, help="where to write a kubeconfig once ready"
+    )
     p.add_argument("--data-dir", type=Path, help="keep state in SQLite here (default: in memory)")
-    p.add_argument("--token", help="bearer token clients must send (default: none on loopback, random elsewhere)")
-    p.add_argument("--watch-history", type=int, default=10_000,
-                   help="events kept per resource for watches to resume from")
+    p.add_argument(
+        "--token", help="bearer token clients must send (default: none on loopback, random elsewhere)"
+    )
+    p.add_argument(
+        "--watch-history",
+        type=int,
+        default=10_000,
+        help="events kept per resource for watches to resume from",
+    )
     p.add_argument("--log-level", default="info")
 
 
@@ -81,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dev":
         logs.setup("dev", args.log_level)
         state = args.state_dir
+        state.mkdir(parents=True, exist_ok=True)
         return _run(dev.run(state, args.kubeconfig_out or state / "kubeconfig", args.port))
     return 2
 

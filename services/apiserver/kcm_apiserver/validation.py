@@ -1,0 +1,1104 @@
+"""Validation of built-in objects before they are stored, with upstream's error causes.
+
+`operations` calls `validate` after defaulting on every create (`old` None) and update; a
+non-empty result becomes a 422 Invalid Status whose `details.causes` are these causes.
+Rules and messages follow upstream's pkg/apis/*/validation and apimachinery's metadata
+validation, limited to what keeps controllers working: object names and metadata, label
+selectors and their templates, pod specs, workload strategies, and the fields that may
+not change once set. Unknown kinds (custom resources) get the metadata checks only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypedDict, TypeGuard
+
+from kcm_shared.selectors import (
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_label_value,
+    is_qualified_name,
+    label_selector_from_dict,
+    max_len_error,
+    regex_error,
+)
+
+from kcm_apiserver.registry import BUILTIN
+
+__all__ = ["Cause", "is_dns1035_label", "is_dns1123_label", "is_dns1123_subdomain", "validate"]
+
+Obj = dict[str, Any]
+
+
+class Cause(TypedDict):
+    """One metav1.StatusCause: `reason` is upstream's cause type, `field` a JSON path."""
+
+    reason: str
+    message: str
+    field: str
+
+
+REQUIRED = "FieldValueRequired"
+INVALID = "FieldValueInvalid"
+NOT_SUPPORTED = "FieldValueNotSupported"
+DUPLICATE = "FieldValueDuplicate"
+FORBIDDEN = "FieldValueForbidden"
+TOO_LONG = "FieldValueTooLong"
+NOT_FOUND = "FieldValueNotFound"
+
+IMMUTABLE = "field is immutable"
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+MAX_INT32 = 2**31 - 1
+
+
+# --- rendering values the way Go's field errors print them --------------------------------
+
+
+class GoText(str):
+    """A value already rendered in Go syntax (%#v of a struct); printed as is."""
+
+
+def go_quote(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def go_string_map(value: Mapping[str, Any] | None) -> GoText:
+    if value is None:
+        return GoText("map[string]string(nil)")
+    items = ", ".join(f"{go_quote(str(k))}:{go_quote(str(value[k]))}" for k in sorted(value))
+    return GoText(f"map[string]string{{{items}}}")
+
+
+def go_label_selector(sel: Mapping[str, Any]) -> GoText:
+    expressions = sel.get("matchExpressions")
+    if expressions is None:
+        rendered = "[]v1.LabelSelectorRequirement(nil)"
+    else:
+        parts = []
+        for e in expressions if isinstance(expressions, list) else []:
+            e = e if isinstance(e, dict) else {}
+            values = ", ".join(go_quote(str(v)) for v in e.get("values") or [])
+            parts.append(
+                f"v1.LabelSelectorRequirement{{Key:{go_quote(str(e.get('key', '')))}, "
+                f"Operator:{go_quote(str(e.get('operator', '')))}, Values:[]string{{{values}}}}}"
+            )
+        rendered = "[]v1.LabelSelectorRequirement{" + ", ".join(parts) + "}"
+    labels = sel.get("matchLabels")
+    return GoText(f"v1.LabelSelector{{MatchLabels:{go_string_map(labels)}, MatchExpressions:{rendered}}}")
+
+
+def go_value(value: Any) -> str:
+    if isinstance(value, GoText):
+        return str(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return go_quote(value)
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return go_string_map(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class _Causes(list[Cause]):
+    """Collects causes with upstream's message shapes (field.Error.ErrorBody)."""
+
+    def _add(self, reason: str, path: str, message: str, detail: str = "") -> None:
+        self.append(
+            {"reason": reason, "message": f"{message}: {detail}" if detail else message, "field": path}
+        )
+
+    def required(self, path: str, detail: str = "") -> None:
+        self._add(REQUIRED, path, "Required value", detail)
+
+    def invalid(self, path: str, value: Any, detail: str) -> None:
+        self._add(INVALID, path, f"Invalid value: {go_value(value)}", detail)
+
+    def not_supported(self, path: str, value: Any, supported: Iterable[str]) -> None:
+        listed = ", ".join(go_quote(s) for s in supported)
+        self._add(NOT_SUPPORTED, path, f"Unsupported value: {go_value(value)}", f"supported values: {listed}")
+
+    def duplicate(self, path: str, value: Any) -> None:
+        self._add(DUPLICATE, path, f"Duplicate value: {go_value(value)}")
+
+    def forbidden(self, path: str, detail: str) -> None:
+        self._add(FORBIDDEN, path, "Forbidden", detail)
+
+    def too_long(self, path: str, limit: int) -> None:
+        self._add(TOO_LONG, path, "Too long", f"may not be more than {limit} bytes")
+
+    def not_found(self, path: str, value: Any) -> None:
+        self._add(NOT_FOUND, path, f"Not found: {go_value(value)}")
+
+    def immutable(self, path: str, new: Any, old: Any) -> None:
+        if _semantic(new) != _semantic(old):
+            self.invalid(path, new, IMMUTABLE)
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _semantic(value: Any) -> Any:
+    """A form for equality checks that, like apimachinery's Semantic.DeepEqual, does not tell
+    a missing field from a null, empty string, empty map or empty list."""
+    if isinstance(value, dict):
+        out = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, "", {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def _nonnegative(c: _Causes, obj: Obj, key: str, path: str) -> None:
+    value = obj.get(key)
+    if value is None:
+        return
+    if not _is_int(value):
+        c.invalid(f"{path}.{key}", value, "must be an integer")
+    elif value < 0:
+        c.invalid(f"{path}.{key}", value, "must be greater than or equal to 0")
+
+
+def _one_of(
+    c: _Causes, obj: Obj, key: str, path: str, allowed: tuple[str, ...], *, required: bool = True
+) -> None:
+    value = obj.get(key)
+    if value in (None, ""):
+        if required:
+            c.required(f"{path}.{key}", "")
+    elif value not in allowed:
+        c.not_supported(f"{path}.{key}", value, allowed)
+
+
+# --- names ------------------------------------------------------------------------------------
+
+NameCheck = Callable[[str], list[str]]
+
+_DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_RE = re.compile(_DNS1035_LABEL_FMT)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character"
+)
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    """Errors for a string that is not an RFC 1035 label (Service names: must start with a letter)."""
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _DNS1035_LABEL_RE.fullmatch(value):
+        errs.append(regex_error(_DNS1035_MSG, _DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errs
+
+
+def is_path_segment_name(value: str) -> list[str]:
+    """Errors for a name that cannot be one segment of a URL path (RBAC object names)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{ch}'" for ch in "/%" if ch in value]
+
+
+_RBAC = "rbac.authorization.k8s.io"
+_NAME_CHECKS: dict[tuple[str, str], NameCheck] = {
+    ("", "Namespace"): is_dns1123_label,
+    ("", "Service"): is_dns1035_label,
+    (_RBAC, "Role"): is_path_segment_name,
+    (_RBAC, "ClusterRole"): is_path_segment_name,
+    (_RBAC, "RoleBinding"): is_path_segment_name,
+    (_RBAC, "ClusterRoleBinding"): is_path_segment_name,
+    ("certificates.k8s.io", "CertificateSigningRequest"): is_path_segment_name,
+}
+_NAMESPACED = {(rt.group, rt.kind): rt.namespaced for rt in BUILTIN}
+
+
+def _as_prefix(name: str) -> str:
+    # A generateName prefix may end in '-': upstream swaps the tail for a letter before checking.
+    return name[:-2] + "a" if len(name) > 1 and name.endswith("-") else name
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+
+def _labels(c: _Causes, labels: Any, path: str) -> None:
+    if labels is None:
+        return
+    if not isinstance(labels, dict):
+        c.invalid(path, labels, "must be a map of string keys to string values")
+        return
+    for key in sorted(labels):
+        for msg in is_qualified_name(key):
+            c.invalid(path, key, msg)
+        value = labels[key]
+        if not isinstance(value, str):
+            c.invalid(path, value, "must be a string")
+            continue
+        for msg in is_label_value(value):
+            c.invalid(path, value, msg)
+
+
+def _annotations(c: _Causes, annotations: Any, path: str) -> None:
+    if annotations is None:
+        return
+    if not isinstance(annotations, dict):
+        c.invalid(path, annotations, "must be a map of string keys to string values")
+        return
+    for key in sorted(annotations):
+        # Annotation keys are qualified names compared case-insensitively.
+        for msg in is_qualified_name(key.lower()):
+            c.invalid(path, key, msg)
+    size = sum(len(k.encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT:
+        c.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT)
+
+
+def _owner_references(c: _Causes, refs: Any, path: str) -> None:
+    first_controller = ""
+    for ref in map(_dict, _list(refs)):
+        api_version = str(ref.get("apiVersion") or "")
+        if not api_version.rsplit("/", 1)[-1]:
+            c.invalid(f"{path}.apiVersion", api_version, "version must not be empty")
+        for key in ("kind", "name", "uid"):
+            if not ref.get(key):
+                c.invalid(f"{path}.{key}", ref.get(key, ""), "must not be empty")
+        if ref.get("controller") is True:
+            current = f"{ref.get('kind')}/{ref.get('name')}"
+            if first_controller:
+                c.invalid(
+                    path,
+                    refs,
+                    'Only one reference can have Controller set to true. Found "true" in references for '
+                    f"{first_controller} and {current}",
+                )
+            else:
+                first_controller = current
+
+
+def _metadata(c: _Causes, group: str, kind: str, meta: Obj) -> None:
+    check = _NAME_CHECKS.get((group, kind), is_dns1123_subdomain)
+    generate_name = meta.get("generateName")
+    if generate_name:
+        for msg in check(_as_prefix(str(generate_name))):
+            c.invalid("metadata.generateName", generate_name, msg)
+    name = meta.get("name")
+    if not name:
+        c.required("metadata.name", "name or generateName is required")
+    else:
+        for msg in check(str(name)):
+            c.invalid("metadata.name", name, msg)
+    namespaced = _NAMESPACED.get((group, kind))
+    namespace = meta.get("namespace")
+    if namespaced is True and not namespace:
+        c.required("metadata.namespace", "")
+    elif namespaced is False and namespace:
+        c.forbidden("metadata.namespace", "not allowed on this type")
+    elif namespace:
+        for msg in is_dns1123_label(str(namespace)):
+            c.invalid("metadata.namespace", namespace, msg)
+    _nonnegative(c, meta, "generation", "metadata")
+    _labels(c, meta.get("labels"), "metadata.labels")
+    _annotations(c, meta.get("annotations"), "metadata.annotations")
+    _owner_references(c, meta.get("ownerReferences"), "metadata.ownerReferences")
+
+
+def _metadata_update(c: _Causes, meta: Obj, old_meta: Obj) -> None:
+    for key in ("name", "namespace", "uid"):
+        if old_meta.get(key) and meta.get(key) != old_meta.get(key):
+            c.invalid(f"metadata.{key}", meta.get(key, ""), IMMUTABLE)
+
+
+# --- label selectors ----------------------------------------------------------------------------
+
+
+def _label_selector(c: _Causes, sel: Obj, path: str) -> None:
+    """Structure of a metav1.LabelSelector (upstream ValidateLabelSelector)."""
+    _labels(c, sel.get("matchLabels"), f"{path}.matchLabels")
+    for i, expr in enumerate(map(_dict, _list(sel.get("matchExpressions")))):
+        at = f"{path}.matchExpressions[{i}]"
+        op, values = expr.get("operator"), _list(expr.get("values"))
+        if op in ("In", "NotIn"):
+            if not values:
+                c.required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'")
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                c.forbidden(
+                    f"{at}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+                )
+        else:
+            c.invalid(f"{at}.operator", op, "not a valid selector operator")
+        for msg in is_qualified_name(str(expr.get("key", ""))):
+            c.invalid(f"{at}.key", expr.get("key", ""), msg)
+        for j, value in enumerate(values):
+            for msg in is_label_value(str(value)):
+                c.invalid(f"{at}.values[{j}]", value, msg)
+
+
+def _selector_matches_template(c: _Causes, spec: Obj, base: str, what: str, *, required: bool = True) -> None:
+    """A workload's selector: present, valid, non-empty and selecting its own pod template."""
+    sel = spec.get("selector")
+    if sel is None:
+        if required:
+            c.required(f"{base}.selector", "")
+        return
+    if not isinstance(sel, dict):
+        c.invalid(f"{base}.selector", sel, "must be a label selector")
+        return
+    before = len(c)
+    _label_selector(c, sel, f"{base}.selector")
+    if not sel.get("matchLabels") and not sel.get("matchExpressions"):
+        c.invalid(f"{base}.selector", go_label_selector(sel), f"empty selector is invalid for {what}")
+    elif len(c) == before:
+        labels = _dict(_dict(spec.get("template")).get("metadata")).get("labels")
+        if not label_selector_from_dict(sel).matches(_dict(labels)):
+            c.invalid(
+                f"{base}.template.metadata.labels",
+                go_string_map(labels),
+                "`selector` does not match template `labels`",
+            )
+
+
+# --- pod specs ----------------------------------------------------------------------------------
+
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+_POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_PORT_NAME_CHARS = re.compile("[-a-z0-9]+")
+_PORT_NAME_LETTER = re.compile("[a-z]")
+
+
+def is_valid_port_name(name: str) -> list[str]:
+    """Errors for an IANA_SVC_NAME: at most 15 of [-a-z0-9], one letter, no '--', no edge '-'."""
+    errs = []
+    if len(name) > 15:
+        errs.append(max_len_error(15))
+    if not _PORT_NAME_CHARS.fullmatch(name):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not _PORT_NAME_LETTER.search(name):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        errs.append("must not contain consecutive hyphens")
+    if name.startswith("-") or name.endswith("-"):
+        errs.append("must not begin or end with a hyphen")
+    return errs
+
+
+def _port_number(c: _Causes, value: Any, path: str) -> None:
+    if not _is_int(value) or not 1 <= value <= 65535:
+        c.invalid(path, value, "must be between 1 and 65535, inclusive")
+
+
+def _volumes(c: _Causes, volumes: Any, path: str) -> set[str]:
+    names: set[str] = set()
+    for i, volume in enumerate(map(_dict, _list(volumes))):
+        at = f"{path}[{i}].name"
+        name = volume.get("name")
+        if not name:
+            c.required(at, "")
+            continue
+        for msg in is_dns1123_label(str(name)):
+            c.invalid(at, name, msg)
+        if name in names:
+            c.duplicate(at, name)
+        names.add(str(name))
+    return names
+
+
+def _container(c: _Causes, container: Obj, at: str, volumes: set[str]) -> None:
+    if not container.get("image"):
+        c.required(f"{at}.image", "")
+    elif str(container["image"]) != str(container["image"]).strip():
+        c.invalid(f"{at}.image", container["image"], "must not have leading or trailing whitespace")
+    policy = container.get("imagePullPolicy")
+    if policy not in (None, "") and policy not in _PULL_POLICIES:
+        c.not_supported(f"{at}.imagePullPolicy", policy, _PULL_POLICIES)
+    port_names: set[str] = set()
+    for j, port in enumerate(map(_dict, _list(container.get("ports")))):
+        pat = f"{at}.ports[{j}]"
+        if name := port.get("name"):
+            for msg in is_valid_port_name(str(name)):
+                c.invalid(f"{pat}.name", name, msg)
+            if name in port_names:
+                c.duplicate(f"{pat}.name", name)
+            port_names.add(str(name))
+        if port.get("containerPort") is None:
+            c.required(f"{pat}.containerPort", "")
+        else:
+            _port_number(c, port["containerPort"], f"{pat}.containerPort")
+        if port.get("hostPort"):
+            _port_number(c, port["hostPort"], f"{pat}.hostPort")
+        _one_of(c, port, "protocol", pat, _PROTOCOLS, required=False)
+    for j, mount in enumerate(map(_dict, _list(container.get("volumeMounts")))):
+        mat = f"{at}.volumeMounts[{j}]"
+        if not mount.get("name"):
+            c.required(f"{mat}.name", "")
+        elif mount["name"] not in volumes:
+            c.not_found(f"{mat}.name", mount["name"])
+        if not mount.get("mountPath"):
+            c.required(f"{mat}.mountPath", "")
+
+
+def _pod_spec(c: _Causes, spec: Obj, path: str, restart_policies: tuple[str, ...]) -> None:
+    volumes = _volumes(c, spec.get("volumes"), f"{path}.volumes")
+    if not _list(spec.get("containers")):
+        c.required(f"{path}.containers", "")
+    names: set[str] = set()
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(map(_dict, _list(spec.get(key)))):
+            at = f"{path}.{key}[{i}]"
+            name = container.get("name")
+            if not name:
+                c.required(f"{at}.name", "")
+            else:
+                for msg in is_dns1123_label(str(name)):
+                    c.invalid(f"{at}.name", name, msg)
+                if name in names:
+                    c.duplicate(f"{at}.name", name)
+                names.add(str(name))
+            _container(c, container, at, volumes)
+    _one_of(c, spec, "restartPolicy", path, restart_policies)
+    _one_of(c, spec, "dnsPolicy", path, _DNS_POLICIES)
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (not _is_int(deadline) or not 1 <= deadline <= MAX_INT32):
+        c.invalid(f"{path}.activeDeadlineSeconds", deadline, f"must be between 1 and {MAX_INT32}, inclusive")
+
+
+def _pod_template(
+    c: _Causes, template: Any, path: str, restart_policies: tuple[str, ...], owner: str = ""
+) -> None:
+    """A PodTemplateSpec; `owner` names the workload kind that may not set activeDeadlineSeconds."""
+    if not isinstance(template, dict):
+        c.required(path, "")
+        return
+    meta = _dict(template.get("metadata"))
+    _labels(c, meta.get("labels"), f"{path}.metadata.labels")
+    _annotations(c, meta.get("annotations"), f"{path}.metadata.annotations")
+    spec = _dict(template.get("spec"))
+    _pod_spec(c, spec, f"{path}.spec", restart_policies)
+    if owner and spec.get("activeDeadlineSeconds") is not None:
+        c.forbidden(
+            f"{path}.spec.activeDeadlineSeconds", f"activeDeadlineSeconds in {owner} is not Supported"
+        )
+
+
+_POD_UPDATE_RULE = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _pod_update(c: _Causes, spec: Obj, old_spec: Obj) -> None:
+    new_deadline, old_deadline = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
+    if new_deadline is None and old_deadline is not None:
+        c.invalid("spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value")
+    elif _is_int(new_deadline) and _is_int(old_deadline) and new_deadline > old_deadline:
+        c.invalid("spec.activeDeadlineSeconds", new_deadline, "must be less than or equal to previous value")
+    # Start from the old spec, let through what may change, and compare with what was sent.
+    allowed = copy.deepcopy(old_spec)
+    for key in ("containers", "initContainers"):
+        for mine, sent in zip(_list(allowed.get(key)), _list(spec.get(key)), strict=False):
+            if isinstance(mine, dict) and isinstance(sent, dict):
+                mine["image"] = sent.get("image")
+    allowed["activeDeadlineSeconds"] = new_deadline
+    old_tolerations, new_tolerations = _list(old_spec.get("tolerations")), _list(spec.get("tolerations"))
+    if all(t in new_tolerations for t in old_tolerations):
+        allowed["tolerations"] = new_tolerations
+    old_grace = old_spec.get("terminationGracePeriodSeconds")
+    if _is_int(old_grace) and old_grace < 0 and spec.get("terminationGracePeriodSeconds") == 1:
+        allowed["terminationGracePeriodSeconds"] = 1
+    gates = _list(spec.get("schedulingGates"))
+    if all(g in _list(old_spec.get("schedulingGates")) for g in gates):
+        allowed["schedulingGates"] = gates
+    # Ephemeral containers change only through their own subresource.
+    allowed["ephemeralContainers"] = spec.get("ephemeralContainers")
+    if _semantic(allowed) != _semantic(spec):
+        c.forbidden("spec", _POD_UPDATE_RULE)
+
+
+# --- workloads ----------------------------------------------------------------------------------
+
+_PERCENT_RE = re.compile("[0-9]+%")
+
+
+def _int_or_percent_value(value: Any) -> int | None:
+    if _is_int(value):
+        return int(value)
+    if isinstance(value, str) and _PERCENT_RE.fullmatch(value):
+        return int(value[:-1])
+    return None
+
+
+def _int_or_percent(c: _Causes, value: Any, path: str) -> None:
+    """A non-negative integer or a percent string (upstream ValidatePositiveIntOrPercent)."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        if not _PERCENT_RE.fullmatch(value):
+            msg = "a valid percent string must be a numeric string followed by an ending '%'"
+            c.invalid(path, value, regex_error(msg, "[0-9]+%", "1%", "93%"))
+    elif _is_int(value):
+        if value < 0:
+            c.invalid(path, value, "must be greater than or equal to 0")
+    else:
+        c.invalid(path, value, "must be an integer or percentage (e.g '5%')")
+
+
+def _not_over_100_percent(c: _Causes, value: Any, path: str) -> None:
+    if isinstance(value, str) and _PERCENT_RE.fullmatch(value) and int(value[:-1]) > 100:
+        c.invalid(path, value, "must not be greater than 100%")
+
+
+def _deployment(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    _nonnegative(c, spec, "replicas", "spec")
+    _selector_matches_template(c, spec, "spec", "deployment")
+    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "ReplicaSet")
+    strategy = _dict(spec.get("strategy"))
+    kind = strategy.get("type")
+    if kind == "Recreate":
+        if strategy.get("rollingUpdate") is not None:
+            c.forbidden(
+                "spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"
+            )
+    elif kind == "RollingUpdate":
+        rolling = strategy.get("rollingUpdate")
+        if not isinstance(rolling, dict):
+            c.required("spec.strategy.rollingUpdate", "this should be defaulted and never be nil")
+        else:
+            path = "spec.strategy.rollingUpdate"
+            _int_or_percent(c, rolling.get("maxUnavailable"), f"{path}.maxUnavailable")
+            _int_or_percent(c, rolling.get("maxSurge"), f"{path}.maxSurge")
+            if (
+                _int_or_percent_value(rolling.get("maxUnavailable"))
+                == 0
+                == _int_or_percent_value(rolling.get("maxSurge"))
+            ):
+                c.invalid(
+                    f"{path}.maxUnavailable",
+                    rolling.get("maxUnavailable"),
+                    "may not be 0 when `maxSurge` is 0",
+                )
+            _not_over_100_percent(c, rolling.get("maxUnavailable"), f"{path}.maxUnavailable")
+    else:
+        c.not_supported(
+            "spec.strategy", GoText(json.dumps(strategy, sort_keys=True)), ("Recreate", "RollingUpdate")
+        )
+    for key in ("minReadySeconds", "revisionHistoryLimit", "progressDeadlineSeconds"):
+        _nonnegative(c, spec, key, "spec")
+    deadline = spec.get("progressDeadlineSeconds")
+    if _is_int(deadline) and deadline <= (spec.get("minReadySeconds") or 0):
+        c.invalid("spec.progressDeadlineSeconds", deadline, "must be greater than minReadySeconds")
+    if old is not None:
+        _selector_immutable(c, spec, _dict(old.get("spec")))
+
+
+def _selector_immutable(c: _Causes, spec: Obj, old_spec: Obj) -> None:
+    if _semantic(spec.get("selector")) != _semantic(old_spec.get("selector")):
+        c.invalid("spec.selector", go_label_selector(_dict(spec.get("selector"))), IMMUTABLE)
+
+
+def _replica_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    _nonnegative(c, spec, "replicas", "spec")
+    _nonnegative(c, spec, "minReadySeconds", "spec")
+    # Upstream reuses the Deployment wording here.
+    _selector_matches_template(c, spec, "spec", "deployment")
+    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "ReplicaSet")
+    if old is not None:
+        _selector_immutable(c, spec, _dict(old.get("spec")))
+
+
+def _replication_controller(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    _nonnegative(c, spec, "replicas", "spec")
+    _nonnegative(c, spec, "minReadySeconds", "spec")
+    selector = spec.get("selector")
+    if not selector:
+        c.required("spec.selector", "")
+    else:
+        _labels(c, selector, "spec.selector")
+    template = spec.get("template")
+    if template is None:
+        c.required("spec.template", "")
+        return
+    labels = _dict(_dict(template).get("metadata")).get("labels")
+    if isinstance(selector, dict) and any(_dict(labels).get(k) != v for k, v in selector.items()):
+        c.invalid(
+            "spec.template.metadata.labels",
+            go_string_map(labels),
+            "`selector` does not match template `labels`",
+        )
+    _pod_template(c, template, "spec.template", ("Always",), "ReplicationController")
+
+
+_STS_MUTABLE = (
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "revisionHistoryLimit",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+)
+
+
+def _stateful_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    policy = spec.get("podManagementPolicy")
+    if not policy:
+        c.required("spec.podManagementPolicy", "")
+    elif policy not in ("OrderedReady", "Parallel"):
+        c.invalid("spec.podManagementPolicy", policy, "must be 'OrderedReady' or 'Parallel'")
+    strategy = _dict(spec.get("updateStrategy"))
+    kind = strategy.get("type")
+    if not kind:
+        c.required("spec.updateStrategy", "")
+    elif kind == "OnDelete":
+        if strategy.get("rollingUpdate") is not None:
+            c.invalid(
+                "spec.updateStrategy.rollingUpdate",
+                strategy["rollingUpdate"],
+                "only allowed for updateStrategy 'RollingUpdate'",
+            )
+    elif kind == "RollingUpdate":
+        rolling = _dict(strategy.get("rollingUpdate"))
+        _nonnegative(c, rolling, "partition", "spec.updateStrategy.rollingUpdate")
+        _int_or_percent(c, rolling.get("maxUnavailable"), "spec.updateStrategy.rollingUpdate.maxUnavailable")
+    else:
+        c.invalid(
+            "spec.updateStrategy",
+            GoText(json.dumps(strategy, sort_keys=True)),
+            "must be 'RollingUpdate' or 'OnDelete'",
+        )
+    retention = _dict(spec.get("persistentVolumeClaimRetentionPolicy"))
+    for key in ("whenDeleted", "whenScaled"):
+        _one_of(
+            c,
+            retention,
+            key,
+            "spec.persistentVolumeClaimRetentionPolicy",
+            ("Retain", "Delete"),
+            required=False,
+        )
+    for key in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
+        _nonnegative(c, spec, key, "spec")
+    _nonnegative(c, _dict(spec.get("ordinals")), "start", "spec.ordinals")
+    _selector_matches_template(c, spec, "spec", "statefulset")
+    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "StatefulSet")
+    if old is not None:
+        old_spec = _dict(old.get("spec"))
+        allowed = {**old_spec, **{k: spec.get(k) for k in _STS_MUTABLE}}
+        if _semantic(allowed) != _semantic(spec):
+            c.forbidden(
+                "spec",
+                "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
+                "'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and "
+                "'minReadySeconds' are forbidden",
+            )
+
+
+def _daemon_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    _selector_matches_template(c, spec, "spec", "daemonset")
+    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "DaemonSet")
+    for key in ("minReadySeconds", "revisionHistoryLimit"):
+        _nonnegative(c, spec, key, "spec")
+    strategy = _dict(spec.get("updateStrategy"))
+    kind = strategy.get("type")
+    if kind == "RollingUpdate":
+        rolling = strategy.get("rollingUpdate")
+        if not isinstance(rolling, dict):
+            c.required("spec.updateStrategy.rollingUpdate", "")
+        else:
+            path = "spec.updateStrategy.rollingUpdate"
+            unavailable, surge = rolling.get("maxUnavailable"), rolling.get("maxSurge")
+            for key, value in (("maxUnavailable", unavailable), ("maxSurge", surge)):
+                _int_or_percent(c, value, f"{path}.{key}")
+                _not_over_100_percent(c, value, f"{path}.{key}")
+            has_unavailable = _int_or_percent_value(unavailable) not in (0, None)
+            has_surge = _int_or_percent_value(surge) not in (0, None)
+            if has_unavailable and has_surge:
+                c.invalid(f"{path}.maxSurge", surge, "may not be set when maxUnavailable is non-zero")
+            elif not has_unavailable and not has_surge:
+                c.invalid(f"{path}.maxUnavailable", unavailable, "cannot be 0 when maxSurge is 0")
+    elif kind != "OnDelete":
+        c.not_supported(
+            "spec.updateStrategy", GoText(json.dumps(strategy, sort_keys=True)), ("OnDelete", "RollingUpdate")
+        )
+    if old is not None:
+        _selector_immutable(c, spec, _dict(old.get("spec")))
+
+
+_JOB_RESTART_POLICIES = ("OnFailure", "Never")
+_JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+_JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+# While a Job is suspended and has never started, these template fields may be edited.
+_JOB_SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
+
+
+def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
+    for key in (
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+    ):
+        _nonnegative(c, spec, key, path)
+    mode = spec.get("completionMode")
+    if mode is not None and mode not in ("NonIndexed", "Indexed"):
+        c.not_supported(f"{path}.completionMode", mode, ("NonIndexed", "Indexed"))
+    if mode == "Indexed" and spec.get("completions") is None:
+        c.required(f"{path}.completions", "when completion mode is Indexed")
+    _pod_template(c, spec.get("template"), f"{path}.template", _JOB_RESTART_POLICIES)
+    if spec.get("manualSelector") is True:
+        _selector_matches_template(c, spec, path, "job")
+    elif isinstance(spec.get("selector"), dict):
+        _label_selector(c, spec["selector"], f"{path}.selector")
+
+
+def _generated_selector(c: _Causes, obj: Obj) -> None:
+    """On create, a Job without a manual selector must carry the labels the server generated."""
+    spec, meta = _dict(obj.get("spec")), _dict(obj.get("metadata"))
+    if spec.get("manualSelector") is True or spec.get("selector") is None:
+        return
+    uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
+    if not uid:
+        c.required("metadata.uid", "")
+    labels = _dict(_dict(_dict(spec.get("template")).get("metadata")).get("labels"))
+    expected = {**dict.fromkeys(_JOB_UID_LABELS, uid), **dict.fromkeys(_JOB_NAME_LABELS, name)}
+    for key in (*_JOB_UID_LABELS, *_JOB_NAME_LABELS):
+        at = f"spec.template.metadata.labels[{key}]"
+        if key not in labels:
+            c.required(at, expected[key])
+        elif labels[key] != expected[key]:
+            c.invalid(at, go_string_map(labels), f"must be '{expected[key]}'")
+    selector = spec["selector"]
+    try:
+        matches = label_selector_from_dict(_dict(selector)).matches(expected)
+    except ValueError:
+        return  # already reported by the selector's own validation
+    if not matches:
+        c.invalid("spec.selector", go_label_selector(_dict(selector)), "`selector` not auto-generated")
+
+
+def _job(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    _job_spec(c, spec, "spec")
+    if old is None:
+        _generated_selector(c, obj)
+        return
+    old_spec = _dict(old.get("spec"))
+    elastic = spec.get("completionMode") == "Indexed" and spec.get("completions") == spec.get("parallelism")
+    if not elastic:
+        c.immutable("spec.completions", spec.get("completions"), old_spec.get("completions"))
+    if _semantic(spec.get("selector")) != _semantic(old_spec.get("selector")):
+        c.invalid("spec.selector", go_label_selector(_dict(spec.get("selector"))), IMMUTABLE)
+    for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex"):
+        c.immutable(f"spec.{key}", spec.get(key), old_spec.get(key))
+    template, old_template = _dict(spec.get("template")), copy.deepcopy(_dict(old_spec.get("template")))
+    never_started = old_spec.get("suspend") is True and not _dict(old.get("status")).get("startTime")
+    if never_started:
+        old_template["metadata"] = template.get("metadata")
+        old_pod_spec = _dict(old_template.setdefault("spec", {}))
+        for key in _JOB_SCHEDULING_FIELDS:
+            old_pod_spec[key] = _dict(template.get("spec")).get(key)
+    c.immutable("spec.template", template, old_template)
+
+
+_CRON_DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_CRON_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_CRON_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {m: i + 1 for i, m in enumerate(_MONTHS)},
+    {d: i for i, d in enumerate(_WEEKDAYS)},
+)
+_GO_DURATION_RE = re.compile(r"([0-9]*\.?[0-9]+(ns|us|µs|ms|s|m|h))+")
+
+
+def cron_schedule_error(schedule: str) -> str | None:
+    """Why a standard 5-field cron schedule (or @descriptor) cannot be parsed, or None."""
+    if schedule.startswith("@"):
+        if schedule.startswith("@every "):
+            return (
+                None
+                if _GO_DURATION_RE.fullmatch(schedule[7:].strip())
+                else f"failed to parse duration {schedule}"
+            )
+        return None if schedule in _CRON_DESCRIPTORS else f"unrecognized descriptor: {schedule}"
+    fields = schedule.split()
+    if len(fields) != 5:
+        return f"expected exactly 5 fields, found {len(fields)}: {schedule}"
+    for text, (low, high), names in zip(fields, _CRON_BOUNDS, _CRON_NAMES, strict=True):
+        for part in text.split(","):
+            if err := _cron_range_error(part, low, high, names):
+                return err
+    return None
+
+
+def _cron_range_error(expr: str, low: int, high: int, names: Mapping[str, int]) -> str | None:
+    range_part, _, step_part = expr.partition("/")
+    numbers: list[int] = []
+    if range_part in ("*", "?"):
+        start, end = low, high
+    else:
+        for bound in range_part.split("-", 1):
+            value = names.get(bound.lower())
+            if value is None:
+                if not bound.isdigit():
+                    return (
+                        f'failed to parse int from {bound}: strconv.Atoi: parsing "{bound}": invalid syntax'
+                    )
+                value = int(bound)
+            numbers.append(value)
+        start, end = numbers[0], numbers[-1]
+    if step_part or "/" in expr:
+        if not step_part.isdigit():
+            return (
+                f'failed to parse int from {step_part}: strconv.Atoi: parsing "{step_part}": invalid syntax'
+            )
+        if int(step_part) == 0:
+            return f"step of range should be a positive number: {expr}"
+    if start < low:
+        return f"beginning of range ({start}) below minimum ({low}): {expr}"
+    if end > high:
+        return f"end of range ({end}) above maximum ({high}): {expr}"
+    if start > end:
+        return f"beginning of range ({start}) beyond end of range ({end}): {expr}"
+    return None
+
+
+def _cron_job(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    name = str(_dict(obj.get("metadata")).get("name") or "")
+    # The controller appends an 11-character suffix and job names end up as 63-character labels.
+    if len(name) > 52:
+        c.invalid("metadata.name", name, "must be no more than 52 characters")
+    spec = _dict(obj.get("spec"))
+    schedule = spec.get("schedule")
+    if not schedule:
+        c.required("spec.schedule", "")
+    else:
+        if err := cron_schedule_error(str(schedule)):
+            c.invalid("spec.schedule", schedule, err)
+        if "TZ" in str(schedule):
+            detail = (
+                "cannot use both timeZone field and TZ or CRON_TZ in schedule"
+                if spec.get("timeZone")
+                else "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+            )
+            c.invalid("spec.schedule", schedule, detail)
+    _one_of(c, spec, "concurrencyPolicy", "spec", ("Allow", "Forbid", "Replace"))
+    for key in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        _nonnegative(c, spec, key, "spec")
+    job_template = _dict(spec.get("jobTemplate"))
+    _labels(c, _dict(job_template.get("metadata")).get("labels"), "spec.jobTemplate.metadata.labels")
+    _job_spec(c, _dict(job_template.get("spec")), "spec.jobTemplate.spec")
+
+
+def _pod(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    _pod_spec(c, spec, "spec", _POD_RESTART_POLICIES)
+    if old is not None:
+        _pod_update(c, spec, _dict(old.get("spec")))
+
+
+def _pod_template_object(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    _pod_template(c, obj.get("template"), "template", _POD_RESTART_POLICIES)
+
+
+# --- services and other kinds -------------------------------------------------------------------
+
+_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+
+
+def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    svc_type = spec.get("type")
+    _one_of(c, spec, "type", "spec", _SERVICE_TYPES)
+    _one_of(c, spec, "sessionAffinity", "spec", ("ClientIP", "None"))
+    ports = _list(spec.get("ports"))
+    if svc_type == "ExternalName":
+        if not spec.get("externalName"):
+            c.required("spec.externalName", "")
+        else:
+            for msg in is_dns1123_subdomain(str(spec["externalName"]).rstrip(".")):
+                c.invalid("spec.externalName", spec["externalName"], msg)
+    elif not ports and spec.get("clusterIP") != "None":
+        c.required("spec.ports", "")
+    names: set[str] = set()
+    for i, port in enumerate(map(_dict, ports)):
+        at = f"spec.ports[{i}]"
+        name = port.get("name")
+        if not name:
+            if len(ports) > 1:
+                c.required(f"{at}.name", "")
+        else:
+            for msg in is_dns1123_label(str(name)):
+                c.invalid(f"{at}.name", name, msg)
+            if name in names:
+                c.duplicate(f"{at}.name", name)
+            names.add(str(name))
+        _port_number(c, port.get("port"), f"{at}.port")
+        _one_of(c, port, "protocol", at, _PROTOCOLS)
+        target = port.get("targetPort")
+        if isinstance(target, str):
+            for msg in is_valid_port_name(target):
+                c.invalid(f"{at}.targetPort", target, msg)
+        elif target is not None:
+            _port_number(c, target, f"{at}.targetPort")
+    _labels(c, spec.get("selector"), "spec.selector")
+    if old is not None:
+        old_spec = _dict(old.get("spec"))
+        if "ExternalName" not in (svc_type, old_spec.get("type")) and old_spec.get("clusterIP"):
+            c.immutable("spec.clusterIP", spec.get("clusterIP", ""), old_spec.get("clusterIP"))
+
+
+def _pod_disruption_budget(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        c.invalid(
+            "spec",
+            GoText(json.dumps(spec, sort_keys=True)),
+            "minAvailable and maxUnavailable cannot be both set",
+        )
+    for key in ("minAvailable", "maxUnavailable"):
+        _int_or_percent(c, spec.get(key), f"spec.{key}")
+        _not_over_100_percent(c, spec.get(key), f"spec.{key}")
+    if isinstance(spec.get("selector"), dict):
+        _label_selector(c, spec["selector"], "spec.selector")
+
+
+def _horizontal_pod_autoscaler(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    ref = _dict(spec.get("scaleTargetRef"))
+    for key in ("kind", "name"):
+        if not ref.get(key):
+            c.required(f"spec.scaleTargetRef.{key}", "")
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    if low is not None and (not _is_int(low) or low < 1):
+        c.invalid("spec.minReplicas", low, "must be greater than or equal to 1")
+    if not _is_int(high) or high < 1:
+        c.invalid("spec.maxReplicas", high, "must be greater than 0")
+    elif _is_int(low) and high < low:
+        c.invalid("spec.maxReplicas", high, "must be greater than or equal to `minReplicas`")
+
+
+_CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
+_CONFIG_KEY_RE = re.compile(_CONFIG_KEY_FMT)
+_CONFIG_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+
+
+def is_config_map_key(key: str) -> list[str]:
+    errs = []
+    if len(key) > 253:
+        errs.append(max_len_error(253))
+    if not _CONFIG_KEY_RE.fullmatch(key):
+        errs.append(regex_error(_CONFIG_KEY_MSG, _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    if key == ".":
+        errs.append("must not be '.'")
+    elif key == "..":
+        errs.append("must not be '..'")
+    elif key.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def _data_keys(c: _Causes, obj: Obj, fields: tuple[str, ...]) -> None:
+    seen: set[str] = set()
+    for name in fields:
+        for key in sorted(_dict(obj.get(name))):
+            for msg in is_config_map_key(key):
+                c.invalid(f"{name}[{key}]", key, msg)
+            if key in seen:
+                c.invalid(f"{name}[{key}]", key, "duplicate of key present in another data field")
+            seen.add(key)
+
+
+def _immutable_data(c: _Causes, obj: Obj, old: Obj | None, fields: tuple[str, ...]) -> None:
+    if old is None or old.get("immutable") is not True:
+        return
+    if obj.get("immutable") is not True:
+        c.forbidden("immutable", "field is immutable when `immutable` is set")
+    for name in fields:
+        if _semantic(obj.get(name)) != _semantic(old.get(name)):
+            c.forbidden(name, "field is immutable when `immutable` is set")
+
+
+def _config_map(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    _data_keys(c, obj, ("data", "binaryData"))
+    _immutable_data(c, obj, old, ("data", "binaryData"))
+
+
+def _secret(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    _data_keys(c, obj, ("data",))
+    _immutable_data(c, obj, old, ("data",))
+    if old is not None:
+        c.immutable("type", obj.get("type"), old.get("type"))
+
+
+def _custom_resource_definition(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj.get("spec"))
+    expected = f"{_dict(spec.get('names')).get('plural', '')}.{spec.get('group', '')}"
+    name = _dict(obj.get("metadata")).get("name")
+    if name and name != expected:
+        c.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
+
+
+_Validator = Callable[[_Causes, Obj, Obj | None], None]
+_VALIDATORS: dict[tuple[str, str], _Validator] = {
+    ("", "Pod"): _pod,
+    ("", "PodTemplate"): _pod_template_object,
+    ("", "ReplicationController"): _replication_controller,
+    ("", "Service"): _service,
+    ("", "ConfigMap"): _config_map,
+    ("", "Secret"): _secret,
+    ("apps", "Deployment"): _deployment,
+    ("apps", "ReplicaSet"): _replica_set,
+    ("apps", "StatefulSet"): _stateful_set,
+    ("apps", "DaemonSet"): _daemon_set,
+    ("batch", "Job"): _job,
+    ("batch", "CronJob"): _cron_job,
+    ("policy", "PodDisruptionBudget"): _pod_disruption_budget,
+    ("autoscaling", "HorizontalPodAutoscaler"): _horizontal_pod_autoscaler,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): _custom_resource_definition,
+}
+
+
+def validate(group: str, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+    """Every reason `obj` (stored version, defaulted) may not be written; [] when it may.
+
+    `old` is the stored object on update and None on create.
+    """
+    c = _Causes()
+    meta = _dict(obj.get("metadata"))
+    _metadata(c, group, kind, meta)
+    if old is not None:
+        _metadata_update(c, meta, _dict(old.get("metadata")))
+    validator = _VALIDATORS.get((group, kind))
+    if validator is not None:
+        validator(c, obj, old)
+    return list(c)
