@@ -1,8 +1,11 @@
 """Generate kcm_apiserver/proto_schema.json, the field table `kcm_apiserver.protobuf` decodes with.
 
 How it was produced: `python tools/gen_proto_schema.py /usr/bin/kubectl` against kubectl v1.32.4,
-the client whose protobuf request bodies the embedded API server has to read. Nothing else calls
-this script; rerun it when moving to a newer kubectl and commit the JSON it writes.
+the client whose protobuf request bodies the embedded API server has to read. That kubectl is
+gcloud's dispatcher, which may run a kubectl.1.NN matching the server's reported minor version;
+the server reports 1.32, and kubectl.1.32 yields the identical table (kubectl.1.33's only adds
+fields). Nothing else calls this script; rerun it when moving to a newer kubectl and commit the
+JSON it writes.
 
 Why read the kubectl binary rather than upstream's `generated.proto` text: the binary holds both
 halves the JSON form needs, for exactly the version that sends the bytes.
@@ -15,14 +18,14 @@ halves the JSON form needs, for exactly the version that sends the bytes.
   `Volume.volumeSource` have none), whether a zero value is dropped (`omitempty` on a non-pointer),
   and whether an absent field shows as `null` (a nil pointer, slice or map without `omitempty`).
 
-The Go layout read here (abi.Type is 48 bytes, a struct type's field slice at +56, its uncommon
-type at +80, a field is {name, type, offset}) has held since Go 1.17; the script checks that it
-found structs for the core messages and fails otherwise.
+The Go layout read here is Go 1.23's (kubectl 1.32 and 1.33 are built with it): abi.Type is 48
+bytes, a struct type's field slice is at +56 and its uncommon type at +80, a field is
+{name, type, offset}. The script fails if it finds no Go struct for core/v1 ConfigMap.
 
 Output shape (compact JSON):
   {"kinds": {"apps/v1": "k8s.io.api.apps.v1", ...},          # apiVersion -> proto package
    "wrappers": ["k8s.io.api.authentication.v1.ExtraValue", ...],  # named Go slices: JSON is `items`
-   "messages": {"k8s.io.api.core.v1.ConfigMap": {"2": ["data", "map", 0, "string", "string"], ...}}}
+   "messages": {"k8s.io.api.core.v1.ConfigMap": {"2": ["data", "map", 4, "string", "string"], ...}}}
 A field is [jsonName, type, flags] or, for a map, [jsonName, "map", flags, keyType, valueType];
 type is a scalar name ("string", "int32", ...) or a message's full name. Flags are the FLAG_*
 constants of `kcm_apiserver.protobuf`.
@@ -39,7 +42,9 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+# Must match the FLAG_* constants of kcm_apiserver.protobuf, which reads this output.
 FLAG_REPEATED = 1
 FLAG_INLINE = 2
 FLAG_OMIT_ZERO = 4
@@ -386,7 +391,7 @@ def _reachable(roots: list[str], imports: dict[str, list[str]]) -> set[str]:
     return {p.rsplit("/", 1)[0] for p in seen}
 
 
-def build(binary: bytes) -> dict[str, object]:
+def build(binary: bytes) -> dict[str, Any]:
     messages, imports = proto_messages(binary)
     go_structs = GoTypes(binary).structs()
     if "k8s.io/api/core/v1.ConfigMap" not in go_structs:
@@ -434,7 +439,7 @@ def main() -> None:
         raise SystemExit("kubectl not found; pass its path")
     schema = build(Path(args.kubectl).resolve().read_bytes())
     args.output.write_text(json.dumps(schema, separators=(",", ":"), sort_keys=True) + "\n")
-    print(f"wrote {args.output}: {len(schema['messages'])} messages")  # type: ignore[arg-type]
+    print(f"wrote {args.output}: {len(schema['messages'])} messages")
 
 
 if __name__ == "__main__":

@@ -606,3 +606,41 @@ def test_apply_after_update_conflicts_only_on_changed_values() -> None:
     result = apply(created, deployment(replicas=1), "kubectl", now=T1)
     assert owned(result, "kubectl-create/Update").has(("f:spec", "f:replicas"))
     assert owned(result, "kubectl/Apply").has(("f:spec", "f:replicas"))
+
+
+def test_undecodable_client_managed_fields_fall_back_to_the_live_ones() -> None:
+    old = deployment(replicas=1)
+    track_update(None, old, "creator", DEPLOYMENT, "apps/v1", T0)
+    new = copy.deepcopy(old)
+    new["metadata"]["managedFields"] = [{"manager": "me", "operation": "Destroy"}]
+    track_update(old, new, "editor", DEPLOYMENT, "apps/v1", T1)
+    assert new["metadata"]["managedFields"] == old["metadata"]["managedFields"]
+    assert new["metadata"]["managedFields"] is not old["metadata"]["managedFields"]
+
+
+def test_undecodable_live_managed_fields_are_dropped_on_update() -> None:
+    old = deployment(replicas=1)
+    old["metadata"]["managedFields"] = [
+        {
+            "manager": "x",
+            "operation": "Patch",
+            "apiVersion": "apps/v1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        }
+    ]
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 2
+    track_update(old, new, "editor", DEPLOYMENT, "apps/v1", T1)
+    assert "managedFields" not in new["metadata"]
+
+
+def test_apply_leaves_untouched_managers_entries_as_they_were() -> None:
+    created = deployment(replicas=1)
+    track_update(None, created, "kubectl-create", DEPLOYMENT, "apps/v1", T0)
+    annotated = copy.deepcopy(created)
+    annotated["metadata"]["annotations"] = {"note": "x"}
+    track_update(created, annotated, "annotator", DEPLOYMENT, "apps/v1", T1)
+    result = apply(annotated, {**deployment(replicas=1), "spec": {"paused": True}}, "kubectl", now=T2)
+    assert managers(result)["annotator/Update"] == managers(annotated)["annotator/Update"]
+    assert managers(result)["kubectl-create/Update"] == managers(annotated)["kubectl-create/Update"]
+    assert result["spec"]["paused"] is True

@@ -721,6 +721,12 @@ def test_json_patch_applies_operations(doc: Any, ops: Any, expected: Any) -> Non
             {"a": [1]}, [{"op": "add", "path": "/a/x", "value": 2}], "invalid array index", id="bad index"
         ),
         pytest.param(
+            {"a": [1]},
+            [{"op": "add", "path": "/a/1_0", "value": 2}],
+            "invalid array index",
+            id="index with underscore",
+        ),
+        pytest.param(
             {"a": {"b": 1}},
             [{"op": "move", "from": "/a", "path": "/a/b/c"}],
             "own child",

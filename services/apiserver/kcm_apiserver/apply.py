@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kcm_apiserver.errors import ApiError
@@ -49,7 +48,8 @@ class FieldSet:
     """A set of field paths, kept as a trie of FieldsV1 path elements.
 
     A path is a member when the node itself is owned; `children` holds the sets below a
-    path element whether or not that element is itself a member.
+    path element whether or not that element is itself a member. Set operations share
+    unchanged subtrees with their operands, so a built set must not be modified in place.
     """
 
     __slots__ = ("children", "members")
@@ -76,12 +76,6 @@ class FieldSet:
             found = self.children[pe] = FieldSet()
         return found
 
-    def insert(self, path: Sequence[str]) -> None:
-        node = self
-        for pe in path[:-1]:
-            node = node.child(pe)
-        node.members.add(path[-1])
-
     def has(self, path: Sequence[str]) -> bool:
         node: FieldSet | None = self
         for pe in path[:-1]:
@@ -89,24 +83,31 @@ class FieldSet:
         return node is not None and path[-1] in node.members
 
     def union(self, other: FieldSet) -> FieldSet:
+        if other.empty():
+            return self
         out = FieldSet()
         out.members = self.members | other.members
-        for pe in self.children.keys() | other.children.keys():
-            mine, theirs = self.children.get(pe), other.children.get(pe)
-            if mine is not None and theirs is not None:
-                out.children[pe] = mine.union(theirs)
-            else:
-                out.children[pe] = (mine or theirs or FieldSet()).copy()
+        out.children = dict(self.children)
+        for pe, theirs in other.children.items():
+            mine = self.children.get(pe)
+            out.children[pe] = theirs if mine is None else mine.union(theirs)
         return out
 
     def difference(self, other: FieldSet) -> FieldSet:
+        # Untouched subtrees are shared, so this costs the size of `other`, not of `self`.
+        if other.empty():
+            return self
         out = FieldSet()
         out.members = self.members - other.members
-        for pe, mine in self.children.items():
-            theirs = other.children.get(pe)
-            rest = mine.difference(theirs) if theirs is not None else mine.copy()
-            if not rest.empty():
-                out.children[pe] = rest
+        out.children = dict(self.children)
+        for pe, theirs in other.children.items():
+            mine = self.children.get(pe)
+            if mine is not None:
+                rest = mine.difference(theirs)
+                if rest.empty():
+                    del out.children[pe]
+                else:
+                    out.children[pe] = rest
         return out
 
     def intersection(self, other: FieldSet) -> FieldSet:
@@ -118,12 +119,6 @@ class FieldSet:
                 both = mine.intersection(theirs)
                 if not both.empty():
                     out.children[pe] = both
-        return out
-
-    def copy(self) -> FieldSet:
-        out = FieldSet()
-        out.members = set(self.members)
-        out.children = {pe: c.copy() for pe, c in self.children.items()}
         return out
 
     def paths(self) -> Iterator[tuple[str, ...]]:
@@ -487,20 +482,53 @@ def _remove_fields(value: Any, fields: FieldSet, info: TypeInfo | None) -> None:
 # --- Managed fields entries -------------------------------------------------------------------
 
 
-@dataclass
 class _Entry:
-    manager: str
-    operation: str
-    api_version: str
-    subresource: str
-    time: str | None
-    fields: FieldSet
+    """One managedFields entry. Its FieldsV1 is parsed only when a change touches it, and
+    written back as it came when untouched: most writes change few managers' fields."""
+
+    __slots__ = ("_fields", "_raw", "api_version", "manager", "operation", "subresource", "time")
+
+    def __init__(
+        self,
+        manager: str,
+        operation: str,
+        api_version: str,
+        subresource: str,
+        time: str | None,
+        fields: FieldSet | None = None,
+        raw: dict[str, Any] | None = None,
+    ) -> None:
+        self.manager = manager
+        self.operation = operation
+        self.api_version = api_version
+        self.subresource = subresource
+        self.time = time
+        self._fields = fields
+        self._raw = raw
+
+    @property
+    def fields(self) -> FieldSet:
+        if self._fields is None:
+            self._fields = FieldSet.from_fields_v1(self._raw)
+        return self._fields
+
+    @fields.setter
+    def fields(self, value: FieldSet) -> None:
+        self._fields = value
+        self._raw = None
 
     @property
     def ident(self) -> tuple[str, str, str, str]:
         # Appliers keep one entry across API versions; updaters get one per version.
         version = "" if self.operation == "Apply" else self.api_version
         return self.manager, self.operation, version, self.subresource
+
+    def empty(self) -> bool:
+        return not self._raw if self._raw is not None else self.fields.empty()
+
+    def touches(self, paths: FieldSet) -> bool:
+        """Whether `paths` may overlap this entry's fields (without parsing them)."""
+        return self._raw is None or _raw_touches(self._raw, paths)
 
     def printed(self) -> str:
         """The manager as upstream names it in conflict messages."""
@@ -516,14 +544,27 @@ class _Entry:
         if self.time is not None:
             entry["time"] = self.time
         entry["fieldsType"] = "FieldsV1"
-        entry["fieldsV1"] = self.fields.to_fields_v1()
+        entry["fieldsV1"] = self._raw if self._raw is not None else self.fields.to_fields_v1()
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
 
 
-def _decode(raw: Any) -> dict[tuple[str, str, str, str], _Entry]:
-    """Managed fields by manager identity; ValueError when malformed."""
+def _raw_touches(raw: dict[str, Any], paths: FieldSet) -> bool:
+    if any(pe in raw for pe in paths.members):
+        return True
+    for pe, below in paths.children.items():
+        node = raw.get(pe)
+        if isinstance(node, dict) and _raw_touches(node, below):
+            return True
+    return False
+
+
+def _decode(raw: Any, *, parse: bool) -> dict[tuple[str, str, str, str], _Entry]:
+    """Managed fields by manager identity; ValueError when malformed.
+
+    Without `parse`, FieldsV1 is parsed (and so checked) only when first needed.
+    """
     entries: dict[tuple[str, str, str, str], _Entry] = {}
     if raw is None:
         return entries
@@ -537,13 +578,17 @@ def _decode(raw: Any) -> dict[tuple[str, str, str, str], _Entry]:
             raise ValueError(f"managedFields operation must be Apply or Update, got {operation!r}")
         if item.get("fieldsType", "FieldsV1") != "FieldsV1":
             raise ValueError(f"unsupported managedFields fieldsType {item.get('fieldsType')!r}")
+        fields_v1 = item.get("fieldsV1", {})
+        if not isinstance(fields_v1, dict):
+            raise ValueError("managedFields fieldsV1 must be an object")
         entry = _Entry(
             manager=str(item.get("manager", "")),
             operation=operation,
             api_version=str(item.get("apiVersion", "")),
             subresource=str(item.get("subresource", "")),
             time=item.get("time"),
-            fields=FieldSet.from_fields_v1(item.get("fieldsV1", {})),
+            fields=FieldSet.from_fields_v1(fields_v1) if parse else None,
+            raw=fields_v1,
         )
         previous = entries.get(entry.ident)
         if previous is not None:
@@ -553,7 +598,7 @@ def _decode(raw: Any) -> dict[tuple[str, str, str, str], _Entry]:
 
 
 def _encode(obj: Obj, entries: dict[tuple[str, str, str, str], _Entry]) -> None:
-    kept = [e for e in entries.values() if not e.fields.empty()]
+    kept = [e for e in entries.values() if not e.empty()]
     kept.sort(key=lambda e: (e.operation, e.time or "", e.manager, e.api_version, e.subresource))
     metadata = obj.setdefault("metadata", {})
     if kept:
@@ -600,38 +645,48 @@ def track_update(
     metadata = new.get("metadata")
     if not isinstance(metadata, dict):
         return
-    live_raw = old.get("metadata", {}).get("managedFields") if old else None
-    new_raw = metadata.get("managedFields")
     try:
-        if _is_reset(new_raw) and not subresource:
-            entries = {}
-        elif new_raw and not subresource:
-            # A client may set managedFields itself; ones it cannot decode fall back to the live set.
-            try:
-                entries = _decode(new_raw)
-            except ValueError:
-                entries = _decode(live_raw)
-        else:
-            entries = _decode(live_raw)
+        entries = _update_entries(old, metadata.get("managedFields"), subresource)
         if old is not None and not entries:
             # Upstream never starts tracking an existing object on update: a reset sticks.
             metadata.pop("managedFields", None)
             return
         changed, removed = _compare(_without_server_fields(old), _without_server_fields(new), info)
+        touched = changed.union(removed)
+        for entry in entries.values():
+            if entry.touches(touched):
+                entry.fields = entry.fields.difference(touched)
+        ident = (manager, "Update", api_version, subresource)
+        own = entries.get(ident)
+        if own is None:
+            own = entries[ident] = _Entry(manager, "Update", api_version, subresource, None, FieldSet())
+        if not changed.empty():
+            own.fields = own.fields.union(changed)
+            own.time = now
     except (ValueError, PatchError):
         # Upstream drops managed fields it cannot compute rather than failing the write.
         metadata.pop("managedFields", None)
         return
-    ident = (manager, "Update", api_version, subresource)
-    for entry in entries.values():
-        entry.fields = entry.fields.difference(changed).difference(removed)
-    own = entries.get(ident)
-    if own is None:
-        own = entries[ident] = _Entry(manager, "Update", api_version, subresource, None, FieldSet())
-    if not changed.empty():
-        own.fields = own.fields.union(changed)
-        own.time = now
     _encode(new, entries)
+
+
+def _update_entries(
+    old: Obj | None, new_raw: Any, subresource: str
+) -> dict[tuple[str, str, str, str], _Entry]:
+    """The entries an update starts from: those the client sent, else the live object's."""
+    live_raw = old.get("metadata", {}).get("managedFields") if old else None
+    if new_raw and new_raw == live_raw:
+        return _decode(new_raw, parse=False)
+    if not subresource:
+        if _is_reset(new_raw):
+            return {}
+        if new_raw:
+            try:
+                return _decode(new_raw, parse=True)
+            except ValueError:
+                pass  # upstream falls back to the live object's entries
+    # The entries end up in the new object, which must not share structure with the old one.
+    return _decode(deep_copy(live_raw), parse=False)
 
 
 # --- Server-side apply ------------------------------------------------------------------------
@@ -693,7 +748,7 @@ def server_side_apply(
     before_meta = before.get("metadata")
     raw = before_meta.pop("managedFields", None) if isinstance(before_meta, dict) else None
     try:
-        entries = _decode(raw)
+        entries = _decode(raw, parse=True)
     except ValueError as err:
         raise PatchError(f"failed to decode managed fields: {err}") from None
 
@@ -714,7 +769,7 @@ def server_side_apply(
 
     changed, removed = _compare(_without_server_fields(before), _without_server_fields(merged), info)
     others = [e for key, e in entries.items() if key != ident]
-    conflicts = [(e, e.fields.intersection(changed)) for e in others]
+    conflicts = [(e, e.fields.intersection(changed)) for e in others if e.touches(changed)]
     conflicts = [(e, c) for e, c in conflicts if not c.empty()]
     if conflicts and not force:
         conflicts.sort(key=lambda ec: ec[0].ident)
@@ -722,7 +777,8 @@ def server_side_apply(
     for entry, taken in conflicts:
         entry.fields = entry.fields.difference(taken)
     for entry in others:
-        entry.fields = entry.fields.difference(removed)
+        if entry.touches(removed):
+            entry.fields = entry.fields.difference(removed)
     if previous is None or not changed.empty() or not removed.empty():
         entries[ident].time = now
     _encode(merged, entries)

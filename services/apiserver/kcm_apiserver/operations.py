@@ -349,14 +349,22 @@ class Api:
         return self._write_update(ctx, old, self.to_stored(rt, served), subresource)
 
     def _own_fields(
-        self, ctx: Ctx, srt: ResourceType, old: Obj | None, new: Obj, managed: list[Obj] | None
+        self,
+        ctx: Ctx,
+        srt: ResourceType,
+        old: Obj | None,
+        new: Obj,
+        managed: list[Obj] | None,
+        subresource: str = "",
     ) -> None:
         """Record field ownership: an apply brings its own, any other write is an Update."""
         if managed is not None:
             new["metadata"]["managedFields"] = managed
         else:
+            info = self._type_info(srt)
+            now = self.clock()
             apply.track_update(
-                old, new, ctx.manager, self._type_info(srt), ctx.rt.group_version, self.clock()
+                old, new, ctx.manager, info, ctx.rt.group_version, now, subresource=subresource
             )
 
     def _write_update(
@@ -383,7 +391,7 @@ class Api:
             )
         self._validate(srt, new, old)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-        self._own_fields(ctx, srt, old, new, managed)
+        self._own_fields(ctx, srt, old, new, managed, subresource)
         if new == old:
             # Upstream skips no-op writes: the resourceVersion does not move and no event fires.
             return self.to_served(rt, old)
@@ -467,17 +475,9 @@ class Api:
                 live, applied, ctx.field_manager, force, info, rt.group_version, self.clock()
             )
         except apply.ApplyConflict as exc:
-            causes = [
-                {"reason": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": f}
-                for m, f in exc.conflicts
-            ]
-            lines = ", ".join(f'conflict with "{m}": {f}' for m, f in exc.conflicts)
-            raise errors.ApiError(
-                409,
-                "Conflict",
-                f"Apply failed with {len(exc.conflicts)} conflict{'s' if len(exc.conflicts) != 1 else ''}: {lines}",
-                details={"causes": causes},
-            ) from exc
+            raise exc.api_error() from exc
+        except patch.PatchError as exc:
+            raise errors.ApiError(422, "Invalid", str(exc)) from exc
         managed = merged["metadata"].get("managedFields") or []
         if stored is None:
             return self.create(ctx, merged, managed), True

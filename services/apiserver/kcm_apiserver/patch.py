@@ -13,6 +13,7 @@ All functions return new documents and never mutate their arguments.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
@@ -22,6 +23,7 @@ _DIRECTIVE = "$patch"
 _RETAIN_KEYS = "$retainKeys"
 _DELETE_FROM_PRIMITIVE_LIST = "$deleteFromPrimitiveList/"
 _SET_ELEMENT_ORDER = "$setElementOrder/"
+_ARRAY_INDEX = re.compile(r"-?[0-9]+")
 
 
 class PatchError(ValueError):
@@ -142,10 +144,10 @@ def _child_of(container: Any, token: str, where: str) -> Any:
 
 
 def _index(array: list[Any], token: str, where: str, *, allow_end: bool) -> int:
-    try:
-        index = int(token)
-    except ValueError:
-        raise PatchError(f"invalid array index {token!r} in {where}") from None
+    # int() alone would also accept " 1" and "1_0".
+    if not _ARRAY_INDEX.fullmatch(token):
+        raise PatchError(f"invalid array index {token!r} in {where}")
+    index = int(token)
     # Negative indices count from the end, as upstream's json-patch library allows.
     if index < 0:
         index += len(array)

@@ -20,7 +20,7 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from kcm_apiserver import discovery, errors, schemas, subresources, tables
+from kcm_apiserver import discovery, errors, protobuf, schemas, subresources, tables
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
@@ -245,6 +245,12 @@ class Server:
         if not raw:
             return None
         ctype = request.content_type
+        if ctype == protobuf.CONTENT_TYPE:
+            # kubectl's typed clients (kubectl create deployment/configmap/...) send protobuf.
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
         try:
             if ctype in ("application/yaml", "application/apply-patch+yaml") and not raw.lstrip().startswith(
                 b"{"

@@ -69,7 +69,12 @@ def _run(coro: Coroutine[Any, Any, None]) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    uvloop.run(wrapper())
+    try:
+        uvloop.run(wrapper())
+    except OSError as exc:
+        # Start-up failures such as a taken port are the user's to fix: one line, no traceback.
+        print(f"kcm: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,68 @@
+"""`kcm dev` (what `make run` starts): ready line, a working kubeconfig, clean Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+from tests.conftest import KCM, KUBECTL
+
+
+def test_dev_prints_ready_serves_kubectl_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [KCM, "dev", "--state-dir", str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    timer = threading.Timer(60, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("kcm dev ready"), line + (proc.stderr.read() if proc.stderr else "")
+        kubeconfig = state / "kubeconfig"
+        assert f"KUBECONFIG={kubeconfig.resolve()}" in line
+        out = subprocess.run(
+            [
+                KUBECTL,
+                "--kubeconfig",
+                str(kubeconfig),
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "get",
+                "namespaces",
+                "-o",
+                "name",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert "namespace/kube-system" in out.stdout.split(), out.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    # State lives where it was asked to, so a second `make run` finds it again.
+    assert (state / "apiserver" / "apiserver.sqlite3").exists()
+
+
+def test_apiserver_reports_a_taken_port_clearly(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = subprocess.run(
+            [KCM, "apiserver", "--port", str(port), "--kubeconfig-out", str(tmp_path / "kc")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert res.returncode != 0
+    assert "address already in use" in res.stderr.lower()
+    assert not (tmp_path / "kc").exists()
