@@ -70,6 +70,8 @@ class LoadResult:
     # CPU this process spent; near `seconds` means the load generator, not the server, was the limit.
     cpu_seconds: float = 0.0
     server_cpu_seconds: float = math.nan
+    # Busy CPU of the whole machine, all cores: shows how much went to processes not ours.
+    machine_cpu_seconds: float = math.nan
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -238,6 +240,17 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time all cores have spent busy since boot, from /proc/stat; NaN without it."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(t) for t in f.readline().split()[1:9]]
+    except OSError:
+        return math.nan
+    idle, iowait = ticks[3], ticks[4]
+    return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Target:
     url: str
@@ -303,6 +316,7 @@ class WatchReport(msgspec.Struct):
     events: list[int]
     lag_p50_ms: float
     lag_p99_ms: float
+    cpu_seconds: float
     problems: list[str]
 
 
@@ -332,6 +346,8 @@ class Watchers:
         await self.proc.stdin.drain()
         line = await asyncio.wait_for(self.proc.stdout.readline(), WATCH_IDLE_TIMEOUT + 60)
         await self.proc.wait()
+        if not line:
+            raise RuntimeError(f"the watch process exited with {self.proc.returncode} and no report")
         return msgspec.json.decode(line, type=WatchReport)
 
     async def stop(self) -> None:
@@ -384,9 +400,10 @@ async def _run_phase(
     if watch:
         watchers = await Watchers.start(target.url, await _resource_version(session, target.url), phase)
     try:
-        cpu = process_cpu_seconds(target.pid)
+        cpu, machine = process_cpu_seconds(target.pid), machine_cpu_seconds()
         result = await load()
         result.server_cpu_seconds = process_cpu_seconds(target.pid) - cpu
+        result.machine_cpu_seconds = machine_cpu_seconds() - machine
         return result, await watchers.finish(result.ok) if watchers else None
     finally:
         if watchers:
@@ -462,8 +479,18 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
-def _row(label: str, api: float | None, base: float | None, digits: int, goal: str = "") -> None:
-    print(f"{label:<40}{_fmt(api, digits):>11}{_fmt(base, digits):>11}{_ratio(api, base):>8}   {goal}")
+def _row(
+    label: str, api: float | None, base: float | None, digits: int, goal: str = "", ratio: bool = True
+) -> None:
+    shown = _ratio(api, base) if ratio else ""
+    print(f"{label:<40}{_fmt(api, digits):>11}{_fmt(base, digits):>11}{shown:>8}   {goal}")
+
+
+def _others(load: LoadResult, watch_cpu: float) -> float:
+    """CPU % the rest of the machine took during a phase; high means the figures are noisy."""
+    ours = load.server_cpu_seconds + load.cpu_seconds + watch_cpu
+    # Clamped: the kernel counts in clock ticks, so a quiet machine can come out slightly negative.
+    return max(0.0, 100 * (load.machine_cpu_seconds - ours) / load.seconds) if load.seconds > 0 else math.nan
 
 
 def report(api: Figures, base: Figures, args: argparse.Namespace) -> None:
@@ -501,14 +528,23 @@ def report(api: Figures, base: Figures, args: argparse.Namespace) -> None:
         _goal(list_s, 0.5, False, "< 0.5"),
     )
     _row("  list size MB", api.listing.size / 1e6, base.listing.size / 1e6, 1)
-    _row("server CPU % (pod creates)", api.creates.server_cpu_percent, base.creates.server_cpu_percent, 0)
-    _row("load generator CPU % (pod creates)", api.creates.cpu_percent, base.creates.cpu_percent, 0)
+    # CPU shares say who limited a run; a ratio of them means nothing.
+    watch_cpu = cw.cpu_seconds if cw else 0.0
+    cpu_rows = [
+        ("server", api.creates.server_cpu_percent, base.creates.server_cpu_percent),
+        ("load generator", api.creates.cpu_percent, base.creates.cpu_percent),
+        ("watch process", 100 * watch_cpu / api.creates.seconds if cw else None, None),
+        ("other processes", _others(api.creates, watch_cpu), _others(base.creates, 0.0)),
+    ]
+    for who, a, b in cpu_rows:
+        _row(f"{who} CPU % (pod creates)", a, b, 0, ratio=False)
     print()
     print("ratio = apiserver / baseline; the baseline is an aiohttp + uvloop server that decodes the")
     print("JSON, adds a uid and echoes it (lists: encodes what it kept). Watch lag runs from the")
     print("create being sent to its event arriving at the watcher, so it includes the create itself.")
     print("Paced latency counts from the scheduled send. CPU % is of one core over the phase: a")
-    print("server near 100% is the limit; a load generator near 100% capped the rate instead.")
+    print("server near 100% is the limit; a load generator near 100% capped the rate instead;")
+    print("'other processes' is CPU used by the rest of the machine (the figures are noisy if high).")
 
 
 def problems(api: Figures, base: Figures) -> list[str]:
@@ -663,6 +699,8 @@ async def run_watchers(url: str, rv: str, phase: str) -> None:
                 print(f"watch: HTTP {resp.status}: {(await resp.read())[:300]!r}", flush=True)
                 return
         print("ready", flush=True)
+        # Start-up (imports, connecting) is not part of what the watchers cost during a phase.
+        cpu_at_start = time.process_time()
         tasks = [asyncio.create_task(_consume(r, s, phase)) for r, s in zip(responses, streams, strict=True)]
         expected = int(await asyncio.to_thread(sys.stdin.readline))
         while not all(len(s.names) >= expected for s in streams):
@@ -686,6 +724,7 @@ async def run_watchers(url: str, rv: str, phase: str) -> None:
         events=[s.events for s in streams],
         lag_p50_ms=percentile(lags, 50) * 1000,
         lag_p99_ms=percentile(lags, 99) * 1000,
+        cpu_seconds=time.process_time() - cpu_at_start,
         problems=found,
     )
     sys.stdout.buffer.write(_encode(out) + b"\n")
@@ -723,7 +762,11 @@ def main() -> int:
         return 0
     # Turn SIGTERM into an exception so the servers are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    return uvloop.run(bench(args))
+    try:
+        return uvloop.run(bench(args))
+    except RuntimeError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
