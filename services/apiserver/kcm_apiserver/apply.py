@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from kcm_apiserver import typeinfo
 from kcm_apiserver.errors import ApiError
 from kcm_apiserver.patch import PatchError, deep_copy
 from kcm_apiserver.typeinfo import TypeInfo
@@ -187,16 +188,6 @@ def _compact(value: Any) -> str:
 # --- Shapes of values -------------------------------------------------------------------------
 
 
-def _child_info(info: TypeInfo | None, key: str) -> TypeInfo | None:
-    if info is None:
-        return None
-    if info.kind == "object":
-        return info.field(key)
-    if info.kind == "map":
-        return info.elem()
-    return None
-
-
 def _list_keys(info: TypeInfo | None) -> tuple[str, tuple[str, ...]]:
     """('map', keys), ('set', ()) or ('atomic', ()), from list-type markers or patch tags."""
     if info is None:
@@ -267,7 +258,7 @@ def _collect(value: Any, info: TypeInfo | None, node: FieldSet) -> None:
     if shape in ("struct", "map"):
         for key, child in value.items():
             pe = "f:" + key
-            child_info = _child_info(info, key)
+            child_info = typeinfo.child(info, key)
             child_shape = _shape(child, child_info)
             named = shape == "struct" and child_info is not None
             if not named or child_shape == "leaf" or child is None or child == {}:
@@ -306,7 +297,7 @@ def _diff_children(old: Any, new: Any, info: TypeInfo | None, changed: FieldSet,
     if shape in ("struct", "map"):
         for key in old.keys() | new.keys():
             before, after = old.get(key, _MISSING), new.get(key, _MISSING)
-            _diff_value("f:" + key, before, after, _child_info(info, key), shape, changed, removed)
+            _diff_value("f:" + key, before, after, typeinfo.child(info, key), shape, changed, removed)
     else:
         elem = info.elem() if info is not None else None
         old_items, new_items = _items(old, shape, info), _items(new, shape, info)
@@ -353,7 +344,7 @@ def _record_whole(pe: str, value: Any, info: TypeInfo | None, parent: str, into:
 
 def _record_below(pe: str, value: Any, info: TypeInfo | None, shape: str, into: FieldSet) -> None:
     if shape in ("struct", "map"):
-        items = [("f:" + k, v, _child_info(info, k)) for k, v in value.items()]
+        items = [("f:" + k, v, typeinfo.child(info, k)) for k, v in value.items()]
     elif shape in ("list-map", "list-set"):
         elem = info.elem() if info is not None else None
         items = [(_item_pe(item, shape, info), item, elem) for item in value]
@@ -378,7 +369,7 @@ def _merge(live: Any, config: Any, info: TypeInfo | None) -> Any:
             if value is None:
                 out.pop(key, None)
             else:
-                out[key] = _merge(out.get(key), value, _child_info(info, key))
+                out[key] = _merge(out.get(key), value, typeinfo.child(info, key))
         return out
     if shape in ("list-map", "list-set") and isinstance(live, list) and _shape(live, info) == shape:
         return _merge_list(live, config, info, shape)
@@ -446,7 +437,7 @@ def _named_fields_as_members(fields: FieldSet, info: TypeInfo | None) -> FieldSe
     out.members = set(fields.members)
     for pe, below in fields.children.items():
         if pe.startswith("f:"):
-            child_info = _child_info(info, pe[2:])
+            child_info = typeinfo.child(info, pe[2:])
             if info is not None and info.kind == "object" and child_info is not None:
                 out.members.add(pe)
         else:
@@ -465,7 +456,7 @@ def _remove_fields(value: Any, fields: FieldSet, info: TypeInfo | None) -> None:
         for pe, below in fields.children.items():
             key = pe[2:]
             if pe.startswith("f:") and key in value:
-                _remove_fields(value[key], below, _child_info(info, key))
+                _remove_fields(value[key], below, typeinfo.child(info, key))
     elif shape in ("list-map", "list-set"):
         elem = info.elem() if info is not None else None
         kept = []

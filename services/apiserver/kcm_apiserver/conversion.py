@@ -96,46 +96,47 @@ def _put(dst: JSON, key: str, value: Any) -> None:
         dst[key] = copy.deepcopy(value)
 
 
-def _metric_spec_v2_to_v1(metric: JSON) -> JSON:
+def _metric_v2_to_v1(metric: JSON, side: str) -> JSON:
+    """A v2 metric spec (`side` "target") or status ("current") in v1's flattened field names."""
     kind = metric.get("type", "")
     out: JSON = {"type": kind}
     if kind in ("Resource", "ContainerResource"):
         key = "resource" if kind == "Resource" else "containerResource"
         src = metric.get(key) or {}
-        target = src.get("target") or {}
+        values = src.get(side) or {}
         body: JSON = {"name": src.get("name", "")}
         if kind == "ContainerResource":
             body["container"] = src.get("container", "")
-        _put(body, "targetAverageUtilization", target.get("averageUtilization"))
-        _put(body, "targetAverageValue", target.get("averageValue"))
+        _put(body, f"{side}AverageUtilization", values.get("averageUtilization"))
+        _put(body, f"{side}AverageValue", values.get("averageValue"))
         out[key] = body
     elif kind == "Pods":
         src = metric.get("pods") or {}
         ident = src.get("metric") or {}
         body = {"metricName": ident.get("name", "")}
         _put(body, "selector", ident.get("selector"))
-        _put(body, "targetAverageValue", (src.get("target") or {}).get("averageValue"))
+        _put(body, f"{side}AverageValue", (src.get(side) or {}).get("averageValue"))
         out["pods"] = body
     elif kind == "Object":
         src = metric.get("object") or {}
         ident = src.get("metric") or {}
-        target = src.get("target") or {}
+        values = src.get(side) or {}
         body = {
             "target": copy.deepcopy(src.get("describedObject") or {}),
             "metricName": ident.get("name", ""),
         }
         _put(body, "selector", ident.get("selector"))
-        _put(body, "targetValue", target.get("value"))
-        _put(body, "averageValue", target.get("averageValue"))
+        _put(body, f"{side}Value", values.get("value"))
+        _put(body, "averageValue", values.get("averageValue"))
         out["object"] = body
     elif kind == "External":
         src = metric.get("external") or {}
         ident = src.get("metric") or {}
-        target = src.get("target") or {}
+        values = src.get(side) or {}
         body = {"metricName": ident.get("name", "")}
         _put(body, "metricSelector", ident.get("selector"))
-        _put(body, "targetValue", target.get("value"))
-        _put(body, "targetAverageValue", target.get("averageValue"))
+        _put(body, f"{side}Value", values.get("value"))
+        _put(body, f"{side}AverageValue", values.get("averageValue"))
         out["external"] = body
     return out
 
@@ -198,50 +199,6 @@ def _metric_spec_v1_to_v2(metric: JSON) -> JSON:
                 averageValue=src.get("targetAverageValue"),
             ),
         }
-    return out
-
-
-def _metric_status_v2_to_v1(metric: JSON) -> JSON:
-    kind = metric.get("type", "")
-    out: JSON = {"type": kind}
-    if kind in ("Resource", "ContainerResource"):
-        key = "resource" if kind == "Resource" else "containerResource"
-        src = metric.get(key) or {}
-        current = src.get("current") or {}
-        body: JSON = {"name": src.get("name", "")}
-        if kind == "ContainerResource":
-            body["container"] = src.get("container", "")
-        _put(body, "currentAverageUtilization", current.get("averageUtilization"))
-        _put(body, "currentAverageValue", current.get("averageValue"))
-        out[key] = body
-    elif kind == "Pods":
-        src = metric.get("pods") or {}
-        ident = src.get("metric") or {}
-        body = {"metricName": ident.get("name", "")}
-        _put(body, "selector", ident.get("selector"))
-        _put(body, "currentAverageValue", (src.get("current") or {}).get("averageValue"))
-        out["pods"] = body
-    elif kind == "Object":
-        src = metric.get("object") or {}
-        ident = src.get("metric") or {}
-        current = src.get("current") or {}
-        body = {
-            "target": copy.deepcopy(src.get("describedObject") or {}),
-            "metricName": ident.get("name", ""),
-        }
-        _put(body, "selector", ident.get("selector"))
-        _put(body, "currentValue", current.get("value"))
-        _put(body, "averageValue", current.get("averageValue"))
-        out["object"] = body
-    elif kind == "External":
-        src = metric.get("external") or {}
-        ident = src.get("metric") or {}
-        current = src.get("current") or {}
-        body = {"metricName": ident.get("name", "")}
-        _put(body, "metricSelector", ident.get("selector"))
-        _put(body, "currentValue", current.get("value"))
-        _put(body, "currentAverageValue", current.get("averageValue"))
-        out["external"] = body
     return out
 
 
@@ -343,7 +300,7 @@ def hpa_v2_to_v1(obj: JSON) -> JSON:
     cpu = next((m for m in metrics if _is_cpu_utilization(m, "target")), None)
     if cpu is not None:
         out_spec["targetCPUUtilizationPercentage"] = cpu["resource"]["target"]["averageUtilization"]
-    others = [_metric_spec_v2_to_v1(m) for m in metrics if not _is_cpu_utilization(m, "target")]
+    others = [_metric_v2_to_v1(m, "target") for m in metrics if not _is_cpu_utilization(m, "target")]
     if others:
         annotations[HPA_METRICS_ANNOTATION] = _json_dump(others)
     if spec.get("behavior") is not None:
@@ -363,7 +320,7 @@ def hpa_v2_to_v1(obj: JSON) -> JSON:
                 ]
         if current:
             annotations[HPA_CURRENT_METRICS_ANNOTATION] = _json_dump(
-                [_metric_status_v2_to_v1(m) for m in current]
+                [_metric_v2_to_v1(m, "current") for m in current]
             )
         if status.get("conditions"):
             annotations[HPA_CONDITIONS_ANNOTATION] = _json_dump(status["conditions"])

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
+from kcm_apiserver import typeinfo
 from kcm_apiserver.typeinfo import TypeInfo
 
 _DIRECTIVE = "$patch"
@@ -245,16 +246,6 @@ def strategic_merge_patch(
     return _merge_map(deep_copy(doc), patch, info)
 
 
-def _child_type(info: TypeInfo | None, key: str) -> TypeInfo | None:
-    if info is None:
-        return None
-    if info.kind == "object":
-        return info.field(key)
-    if info.kind == "map":
-        return info.elem()
-    return None
-
-
 def _merges(info: TypeInfo | None) -> TypeGuard[TypeInfo]:
     return info is not None and "merge" in info.patch_strategy
 
@@ -281,9 +272,9 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], info: TypeInfo |
         elif value is None:
             original.pop(key, None)
         elif key in original:
-            original[key] = _merge_value(original[key], value, _child_type(info, key))
+            original[key] = _merge_value(original[key], value, typeinfo.child(info, key))
         else:
-            original[key] = _fresh_value(value, _child_type(info, key))
+            original[key] = _fresh_value(value, typeinfo.child(info, key))
     for key, value in deletions:
         _delete_from_primitive_list(original, key, value)
     return original
@@ -360,7 +351,7 @@ def _apply_element_orders(original: dict[str, Any], rest: dict[str, Any], info: 
             patch_list is not None and not isinstance(patch_list, list)
         ):
             raise PatchError(f"{directive_key}: {key} is not a list")
-        field = _child_type(info, key)
+        field = typeinfo.child(info, key)
         merge_key = field.patch_merge_key if field is not None else None
         _validate_element_order(patch_list or [], order, merge_key)
         server_order = list(live or [])

@@ -40,3 +40,14 @@ class TypeInfo(Protocol):
 
     def elem(self) -> TypeInfo | None:
         """The type of array items or map values, None when unknown."""
+
+
+def child(info: TypeInfo | None, key: str) -> TypeInfo | None:
+    """The type under `key` of an object's field or a map's value; None when unknown."""
+    if info is None:
+        return None
+    if info.kind == "object":
+        return info.field(key)
+    if info.kind == "map":
+        return info.elem()
+    return None
