@@ -42,8 +42,9 @@ class ApiServer:
     workdir: Path
     args: list[str] = field(default_factory=list)
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> str:
-        cmd = [
+    def kubectl_cmd(self, *args: str) -> list[str]:
+        """A kubectl command line for this server, with a discovery cache of its own."""
+        return [
             KUBECTL,
             "--kubeconfig",
             str(self.kubeconfig),
@@ -51,6 +52,9 @@ class ApiServer:
             str(self.workdir / "kcache"),
             *args,
         ]
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        cmd = self.kubectl_cmd(*args)
         res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and res.returncode != 0:
             raise AssertionError(

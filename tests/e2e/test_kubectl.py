@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import KUBECTL, ApiServer, wait_for
+from tests.conftest import ApiServer, wait_for
 
 DEPLOYMENT = """
 apiVersion: apps/v1
@@ -127,18 +127,7 @@ def test_scale_label_annotate(apiserver: ApiServer) -> None:
 
 def test_get_watch_prints_events(apiserver: ApiServer) -> None:
     apiserver.kubectl("create", "configmap", "watched", "--from-literal=a=1")
-    cmd = [
-        KUBECTL,
-        "--kubeconfig",
-        str(apiserver.kubeconfig),
-        "--cache-dir",
-        str(apiserver.workdir / "kcache"),
-        "get",
-        "configmap",
-        "watched",
-        "-w",
-        "--output-watch-events",
-    ]
+    cmd = apiserver.kubectl_cmd("get", "configmap", "watched", "-w", "--output-watch-events")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
