@@ -1,4 +1,4 @@
-"""`kcm dev` (what `make run` starts): ready line, a working kubeconfig, clean Ctrl-C."""
+"""`kcm dev` (what `make run` starts): ready line, a working kubeconfig, simulated nodes, clean Ctrl-C."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.conftest import KCM, KUBECTL
+from tests.conftest import KCM, KUBECTL, wait_for
 
 
-def test_dev_prints_ready_serves_kubectl_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+def test_dev_prints_ready_serves_kubectl_runs_simulator_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     state = tmp_path / "state"
     proc = subprocess.Popen(
         [KCM, "dev", "--state-dir", str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -40,6 +40,27 @@ def test_dev_prints_ready_serves_kubectl_and_stops_on_ctrl_c(tmp_path: Path) -> 
             timeout=30,
         )
         assert "namespace/kube-system" in out.stdout.split(), out.stderr
+
+        def nodes() -> list[str]:
+            res = subprocess.run(
+                [
+                    KUBECTL,
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--cache-dir",
+                    str(tmp_path / "c"),
+                    "get",
+                    "nodes",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            return [line.split()[0] for line in res.stdout.splitlines()[1:]]
+
+        # The simulator starts beside the API server with three nodes by default.
+        wait_for(lambda: len(nodes()) == 3, what="simulated nodes")
+        assert "sim-node-0" in nodes()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
     finally:

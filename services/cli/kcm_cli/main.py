@@ -18,6 +18,7 @@ from typing import Any
 import uvloop
 from kcm_apiserver import main as apiserver_main
 from kcm_shared import logs
+from kcm_simulator import main as simulator_main
 
 from kcm_cli import dev
 
@@ -47,6 +48,20 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--state-dir", type=Path, default=Path(".kcm"), help="where state and the kubeconfig go")
     p.add_argument("--kubeconfig-out", type=Path, help="kubeconfig path (default: STATE_DIR/kubeconfig)")
     p.add_argument("--port", type=int, default=0, help="API server port (0: any free port)")
+    p.add_argument("--nodes", type=int, default=3, help="simulated nodes to run (0: no simulator)")
+    p.add_argument("--log-level", default="info")
+
+
+def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("sim", help="simulate nodes, a scheduler and kubelets against an API server")
+    p.add_argument("--kubeconfig", type=Path, required=True)
+    p.add_argument("--nodes", type=int, default=3, help="how many nodes to register")
+    p.add_argument("--zones", type=int, default=3, help="zones the nodes are spread over")
+    p.add_argument("--pod-start-delay", type=float, default=0.5, help="seconds before a bound pod runs")
+    p.add_argument("--node-prefix", default="sim-node-")
+    p.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between node heartbeats")
+    p.add_argument("--control-port", type=int, default=0, help="fault-injection port on loopback (0: any)")
+    p.add_argument("--control-file", type=Path, help="write the chosen control port here")
     p.add_argument("--log-level", default="info")
 
 
@@ -55,6 +70,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _apiserver_parser(sub)
     _dev_parser(sub)
+    _sim_parser(sub)
     return p
 
 
@@ -95,7 +111,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.setup("dev", args.log_level)
         state = args.state_dir
         state.mkdir(parents=True, exist_ok=True)
-        return _run(dev.run(state, args.kubeconfig_out or state / "kubeconfig", args.port))
+        return _run(dev.run(state, args.kubeconfig_out or state / "kubeconfig", args.port, args.nodes))
+    if args.command == "sim":
+        logs.setup("sim", args.log_level)
+        sim_opts = simulator_main.Options(
+            kubeconfig=args.kubeconfig,
+            nodes=args.nodes,
+            zones=args.zones,
+            pod_start_delay=args.pod_start_delay,
+            node_prefix=args.node_prefix,
+            heartbeat_interval=args.heartbeat_interval,
+            control_port=args.control_port,
+            control_file=args.control_file,
+        )
+        return _run(simulator_main.run(sim_opts))
     return 2
 
 

@@ -1,0 +1,245 @@
+"""The kubelet stand-in: registers the simulated nodes, heartbeats them, and runs their pods.
+
+Node heartbeats renew the Lease in kube-node-lease and the Ready condition; pods bound to
+our nodes become Running (or finish, per the annotations in podstatus.py), and graceful
+deletions are completed. Fed pod events by `main.py`; faults come from `control.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcm_shared.kubeclient import KubeClient, resource_path
+
+from kcm_simulator import nodes, podstatus
+from kcm_simulator.calls import Writer
+
+Obj = dict[str, Any]
+log = logging.getLogger("kcm.sim.kubelet")
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class NodeState:
+    index: int
+    heartbeat: bool = True
+    ready: bool = True
+    serial: int = 0
+
+
+@dataclass
+class PodRun:
+    key: tuple[str, str]
+    task: asyncio.Task[None]
+    crash: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Kubelet:
+    def __init__(
+        self,
+        client: KubeClient,
+        writer: Writer,
+        *,
+        count: int,
+        zones: int,
+        prefix: str,
+        pod_start_delay: float,
+        heartbeat_interval: float,
+    ) -> None:
+        self._client = client
+        self._writer = writer
+        self._zones = zones
+        self._prefix = prefix
+        self._delay = pod_start_delay
+        self._interval = heartbeat_interval
+        self.nodes = {nodes.node_name(prefix, i): NodeState(i) for i in range(count)}
+        self._runs: dict[str, PodRun] = {}
+        self._deleting: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    async def run_nodes(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for name in self.nodes:
+                group.create_task(self._node_loop(name))
+
+    async def _node_loop(self, name: str) -> None:
+        state = self.nodes[name]
+        await self._register(name, state)
+        while True:
+            if state.heartbeat:
+                await self.heartbeat(name)
+            await asyncio.sleep(self._interval)
+
+    async def _register(self, name: str, state: NodeState) -> None:
+        obj = nodes.node(self._prefix, state.index, self._zones, _now())
+        path = resource_path("", "v1", "nodes")
+        await self._writer.call(f"register {name}", lambda: self._client.create(path, obj))
+        # Upstream may drop status on create, and a node left from an earlier run keeps its old one.
+        status_path = resource_path("", "v1", "nodes", name=name, subresource="status")
+        patch = {"metadata": {"labels": obj["metadata"]["labels"]}, "status": obj["status"]}
+        await self._writer.call(f"node status {name}", lambda: self._client.patch(status_path, patch))
+        log.info("registered node", extra={"node": name})
+
+    async def heartbeat(self, name: str) -> None:
+        state = self.nodes[name]
+        path = resource_path("", "v1", "nodes", name=name, subresource="status")
+        patch = {"status": {"conditions": nodes.conditions(_now(), state.ready)}}
+        if await self._writer.call(f"heartbeat {name}", lambda: self._client.patch(path, patch)) is None:
+            # Someone deleted the node: a kubelet registers itself again.
+            await self._register(name, state)
+        await self._renew_lease(name)
+
+    async def _renew_lease(self, name: str) -> None:
+        lease = nodes.lease(name, _micro_now())
+        ns = "kube-node-lease"
+        path = resource_path("coordination.k8s.io", "v1", "leases", ns, name)
+        patch = {"spec": lease["spec"]}
+        if await self._writer.call(f"lease {name}", lambda: self._client.patch(path, patch)) is None:
+            collection = resource_path("coordination.k8s.io", "v1", "leases", ns)
+            await self._writer.call(f"lease {name}", lambda: self._client.create(collection, lease))
+
+    def set_heartbeat(self, name: str, on: bool) -> None:
+        self.nodes[name].heartbeat = on
+
+    async def set_ready(self, name: str, ready: bool) -> None:
+        self.nodes[name].ready = ready
+        if self.nodes[name].heartbeat:
+            await self.heartbeat(name)
+
+    # -- pods -------------------------------------------------------------------------------
+
+    def reset_pods(self, pods: list[Obj]) -> None:
+        present = {p.get("metadata", {}).get("uid") for p in pods}
+        for uid in list(self._runs):
+            if uid not in present:
+                self._runs.pop(uid).task.cancel()
+        for pod in pods:
+            self.on_pod("ADDED", pod)
+
+    def on_pod(self, kind: str, pod: Obj) -> None:
+        meta = pod.get("metadata", {})
+        uid = meta.get("uid", "")
+        if pod.get("spec", {}).get("nodeName") not in self.nodes:
+            return
+        if kind == "DELETED":
+            run = self._runs.pop(uid, None)
+            if run is not None:
+                run.task.cancel()
+            self._deleting.discard(uid)
+            return
+        if meta.get("deletionTimestamp"):
+            run = self._runs.get(uid)
+            if run is not None:
+                run.task.cancel()
+            if uid not in self._deleting:
+                self._deleting.add(uid)
+                self._spawn(self._finish_deletion(pod))
+            return
+        if uid not in self._runs and pod.get("status", {}).get("phase") not in _TERMINAL:
+            task = asyncio.ensure_future(self._run_pod(pod))
+            self._runs[uid] = PodRun((meta.get("namespace", ""), meta.get("name", "")), task)
+
+    def crash(self, namespace: str, name: str) -> bool:
+        for run in self._runs.values():
+            if run.key == (namespace, name) and not run.task.done():
+                run.crash.set()
+                return True
+        return False
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish_deletion(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        path = resource_path("", "v1", "pods", meta.get("namespace"), meta["name"])
+        options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}}
+        await self._writer.call(f"delete {meta['name']}", lambda: self._client.delete(path, options))
+
+    async def _patch_status(self, pod: Obj, status: Obj) -> None:
+        meta = pod["metadata"]
+        path = resource_path("", "v1", "pods", meta.get("namespace"), meta["name"], "status")
+        await self._writer.call(
+            f"status {meta['name']}", lambda: self._client.patch(path, {"status": status})
+        )
+
+    async def _run_pod(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        run = self._runs[meta.get("uid", "")]
+        await asyncio.sleep(self._delay)
+        node = pod["spec"]["nodeName"]
+        state = self.nodes[node]
+        host_ip = f"10.0.{state.index}.1"
+        if pod["spec"].get("hostNetwork"):
+            pod_ip = host_ip
+        else:
+            pod_ip = pod.get("status", {}).get("podIP") or nodes.pod_ip(
+                nodes.pod_cidr(state.index), state.serial
+            )
+            state.serial += 1
+        start_time = pod.get("status", {}).get("startTime") or _now()
+        want = podstatus.behaviour(pod)
+        policy = pod["spec"].get("restartPolicy", "Always")
+        restarts = 0
+        last: tuple[int, str, str] | None = None
+        while True:
+            started = _now()
+            status = podstatus.running(
+                pod,
+                now=started,
+                start_time=start_time,
+                host_ip=host_ip,
+                pod_ip=pod_ip,
+                ready=want.ready,
+                restarts=restarts,
+                last_exit=last,
+            )
+            await self._patch_status(pod, status)
+            code = await self._wait_exit(run, want)
+            if not podstatus.restarts_after(policy, code):
+                final = podstatus.finished(
+                    pod,
+                    now=_now(),
+                    start_time=start_time,
+                    started=started,
+                    host_ip=host_ip,
+                    pod_ip=pod_ip,
+                    exit_code=code,
+                    restarts=restarts,
+                )
+                await self._patch_status(pod, final)
+                return
+            restarts += 1
+            last = (code, started, _now())
+
+    async def _wait_exit(self, run: PodRun, want: podstatus.Behaviour) -> int:
+        """The exit code of the current run: from the annotations' timer, or a crash fault."""
+        crashed = asyncio.ensure_future(run.crash.wait())
+        try:
+            if want.exit_code is None:
+                await crashed
+                run.crash.clear()
+                return 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(crashed), want.run_seconds)
+                run.crash.clear()
+                return 1
+            return want.exit_code
+        finally:
+            crashed.cancel()

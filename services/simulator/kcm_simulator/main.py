@@ -1,0 +1,78 @@
+"""`kcm sim`: run the simulated nodes, scheduler and kubelet against an API server until cancelled.
+
+Called by the launcher (`kcm sim`, and in-process by `kcm dev`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcm_shared.kubeclient import KubeClient, load_connection, resource_path
+
+from kcm_simulator import control, informer
+from kcm_simulator.calls import Writer
+from kcm_simulator.kubelet import Kubelet
+from kcm_simulator.scheduler import Scheduler
+
+log = logging.getLogger("kcm.sim")
+
+
+@dataclass
+class Options:
+    kubeconfig: Path
+    nodes: int = 3
+    zones: int = 3
+    pod_start_delay: float = 0.5
+    node_prefix: str = "sim-node-"
+    heartbeat_interval: float = 10.0
+    control_port: int | None = 0
+    control_file: Path | None = None
+    qps: float = 200.0
+    burst: int = 400
+
+
+async def run(opts: Options) -> None:
+    client = KubeClient(
+        load_connection(str(opts.kubeconfig)), qps=opts.qps, burst=opts.burst, user_agent="kcm-sim"
+    )
+    writer = Writer()
+    kubelet = Kubelet(
+        client,
+        writer,
+        count=opts.nodes,
+        zones=opts.zones,
+        prefix=opts.node_prefix,
+        pod_start_delay=opts.pod_start_delay,
+        heartbeat_interval=opts.heartbeat_interval,
+    )
+    scheduler = Scheduler(client, writer)
+
+    def reset_pods(pods: list[dict[str, object]]) -> None:
+        scheduler.reset_pods(pods)
+        kubelet.reset_pods(pods)
+
+    def on_pod(kind: str, pod: dict[str, object]) -> None:
+        scheduler.on_pod(kind, pod)
+        kubelet.on_pod(kind, pod)
+
+    runner = None
+    if opts.control_port is not None:
+        runner = await control.start(kubelet, opts.control_port, opts.control_file)
+    log.info("simulator starting", extra={"nodes": opts.nodes, "server": client.conn.server})
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(kubelet.run_nodes())
+            group.create_task(scheduler.run())
+            group.create_task(
+                informer.run(
+                    client, resource_path("", "v1", "nodes"), scheduler.reset_nodes, scheduler.on_node
+                )
+            )
+            group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await client.close()

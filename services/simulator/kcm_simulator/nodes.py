@@ -1,0 +1,112 @@
+"""The simulated nodes' objects: Node with upstream's well-known labels and status, and its Lease.
+
+Pure builders called by `kubelet.py` when registering nodes and renewing heartbeats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+KUBELET_VERSION = "v1.32.0"
+INSTANCE_TYPE = "sim.large"
+LEASE_SECONDS = 40
+
+
+def zone_name(index: int, zones: int) -> str:
+    return "zone-" + chr(ord("a") + index % max(zones, 1))
+
+
+def node_name(prefix: str, index: int) -> str:
+    return f"{prefix}{index}"
+
+
+def conditions(now: str, ready: bool) -> list[Obj]:
+    """The four conditions a kubelet reports, all with a fresh heartbeat."""
+
+    def cond(kind: str, status: str, reason: str, message: str) -> Obj:
+        return {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+
+    return [
+        cond(
+            "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+        ),
+        cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        cond("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+        if ready
+        else cond("Ready", "False", "KubeletNotReady", "container runtime is down (simulated)"),
+    ]
+
+
+def node(prefix: str, index: int, zones: int, now: str) -> Obj:
+    name = node_name(prefix, index)
+    capacity = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/region": "sim-region",
+                "topology.kubernetes.io/zone": zone_name(index, zones),
+                "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+                "sim.kcm.dev/simulated": "true",
+            },
+        },
+        "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": conditions(now, ready=True),
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{index}.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": f"sim-{index}",
+                "systemUUID": f"sim-{index}",
+                "bootID": f"sim-boot-{index}",
+                "kernelVersion": "6.1.0-sim",
+                "osImage": "KCM Simulated Linux",
+                "containerRuntimeVersion": "containerd://1.7.0-sim",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def pod_cidr(index: int) -> str:
+    return f"10.244.{index}.0/24"
+
+
+def pod_ip(cidr: str, serial: int) -> str:
+    """The serial-th address handed out from a /24, skipping network, gateway and broadcast."""
+    base = cidr.split("/")[0].rsplit(".", 1)[0]
+    return f"{base}.{2 + serial % 253}"
+
+
+def lease(name: str, now: str) -> Obj:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": now},
+    }

@@ -1,0 +1,217 @@
+"""Pure scheduling predicates and scoring for the simulator's scheduler stand-in.
+
+`filter_node` says why a pod cannot go to a node (upstream's filter plugins: NodeName,
+NodeUnschedulable, NodeAffinity, TaintToleration, NodeResourcesFit), `pick_node` chooses the
+least-loaded feasible node, and `unschedulable_message` words the failure like upstream's
+"0/3 nodes are available: ...". Called by `scheduler.py`; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from kcm_simulator import quantity
+
+Obj = dict[str, Any]
+
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+NODE_NAME_MISMATCH = "node(s) didn't match the requested node name"
+UNSCHEDULABLE = "node(s) were unschedulable"
+TOO_MANY_PODS = "Too many pods"
+_SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _label_values(node: Obj) -> Mapping[str, str]:
+    labels: Mapping[str, str] = node.get("metadata", {}).get("labels") or {}
+    return labels
+
+
+def _requirement_matches(req: Obj, values: Mapping[str, str]) -> bool:
+    key, op, wanted = req.get("key", ""), req.get("operator", ""), req.get("values") or []
+    present = key in values
+    if op == "In":
+        return present and values[key] in wanted
+    if op == "NotIn":
+        return not present or values[key] not in wanted
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and len(wanted) == 1:
+        try:
+            have, bound = int(values[key]), int(wanted[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _term_matches(term: Obj, node: Obj) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    # An empty term selects nothing, as upstream's NodeSelectorTerm.
+    if not expressions and not fields:
+        return False
+    labels = _label_values(node)
+    field_values = {"metadata.name": node.get("metadata", {}).get("name", "")}
+    return all(_requirement_matches(r, labels) for r in expressions) and all(
+        _requirement_matches(r, field_values) for r in fields
+    )
+
+
+def matches_node_selector(pod: Obj, node: Obj) -> bool:
+    """spec.nodeSelector and required node affinity (terms ORed, requirements ANDed)."""
+    spec = pod.get("spec", {})
+    labels = _label_values(node)
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms")
+    if terms is None:
+        return True
+    return any(_term_matches(term, node) for term in terms)
+
+
+def tolerates(toleration: Obj, taint: Obj) -> bool:
+    effect = toleration.get("effect", "")
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key", "")
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return not key or key == taint.get("key")
+    return bool(key == taint.get("key") and toleration.get("value", "") == taint.get("value", ""))
+
+
+def untolerated_taint(pod: Obj, node: Obj) -> Obj | None:
+    """The first NoSchedule/NoExecute taint none of the pod's tolerations accepts, if any."""
+    tolerations = pod.get("spec", {}).get("tolerations") or []
+    for taint in node.get("spec", {}).get("taints") or []:
+        if taint.get("effect") not in _SCHEDULING_EFFECTS:
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return dict(taint)
+    return None
+
+
+def _container_requests(container: Obj) -> dict[str, Decimal]:
+    resources = container.get("resources") or {}
+    # Upstream defaults requests to limits when only limits are set.
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    out: dict[str, Decimal] = {}
+    for name in ("cpu", "memory"):
+        if name in merged:
+            try:
+                out[name] = quantity.parse(merged[name])
+            except ValueError:
+                continue
+    return out
+
+
+def pod_requests(pod: Obj) -> dict[str, Decimal]:
+    """Effective cpu/memory requests: sum of containers, at least the largest init container."""
+    spec = pod.get("spec", {})
+    total: dict[str, Decimal] = {"cpu": Decimal(0), "memory": Decimal(0)}
+    for container in spec.get("containers") or []:
+        for name, amount in _container_requests(container).items():
+            total[name] += amount
+    for container in spec.get("initContainers") or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = max(total[name], amount)
+    return total
+
+
+def allocatable(node: Obj) -> dict[str, Decimal]:
+    alloc = node.get("status", {}).get("allocatable") or {}
+    out: dict[str, Decimal] = {}
+    for name in ("cpu", "memory", "pods"):
+        try:
+            out[name] = quantity.parse(alloc.get(name, "0"))
+        except ValueError:
+            out[name] = Decimal(0)
+    return out
+
+
+def used(pods: Iterable[Obj]) -> dict[str, Decimal]:
+    """What the given (bound, non-terminal) pods take from their node."""
+    total = {"cpu": Decimal(0), "memory": Decimal(0), "pods": Decimal(0)}
+    for pod in pods:
+        for name, amount in pod_requests(pod).items():
+            total[name] += amount
+        total["pods"] += 1
+    return total
+
+
+def filter_node(pod: Obj, node: Obj, in_use: Mapping[str, Decimal]) -> list[str]:
+    """Reasons the pod cannot run on the node; empty when it fits."""
+    wanted_name = pod.get("spec", {}).get("nodeName")
+    if wanted_name and wanted_name != node.get("metadata", {}).get("name"):
+        return [NODE_NAME_MISMATCH]
+    if node.get("spec", {}).get("unschedulable") and not any(
+        tolerates(t, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+        for t in pod.get("spec", {}).get("tolerations") or []
+    ):
+        return [UNSCHEDULABLE]
+    if not matches_node_selector(pod, node):
+        return [AFFINITY_MISMATCH]
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        value = taint.get("value")
+        shown = f"{taint.get('key')}: {value}" if value else str(taint.get("key"))
+        return [f"node(s) had untolerated taint {{{shown}}}"]
+    alloc = allocatable(node)
+    reasons = []
+    if in_use.get("pods", Decimal(0)) + 1 > alloc["pods"]:
+        reasons.append(TOO_MANY_PODS)
+    for name, amount in pod_requests(pod).items():
+        if amount > 0 and in_use.get(name, Decimal(0)) + amount > alloc[name]:
+            reasons.append(f"Insufficient {name}")
+    return reasons
+
+
+def load_after(pod: Obj, node: Obj, in_use: Mapping[str, Decimal]) -> Decimal:
+    """Mean fraction of cpu, memory and pod slots taken once the pod is placed: lower is better."""
+    alloc = allocatable(node)
+    requests = pod_requests(pod)
+    fractions = []
+    for name in ("cpu", "memory", "pods"):
+        taken = in_use.get(name, Decimal(0)) + (1 if name == "pods" else requests.get(name, Decimal(0)))
+        fractions.append(taken / alloc[name] if alloc[name] > 0 else Decimal(1))
+    return sum(fractions, Decimal(0)) / len(fractions)
+
+
+def pick_node(
+    pod: Obj, nodes: Sequence[Obj], in_use: Mapping[str, Mapping[str, Decimal]]
+) -> tuple[str | None, dict[str, list[str]]]:
+    """The least-loaded node the pod fits on (ties by name), or None with each node's reasons."""
+    failures: dict[str, list[str]] = {}
+    best: tuple[Decimal, str] | None = None
+    for node in nodes:
+        name = node.get("metadata", {}).get("name", "")
+        usage = in_use.get(name, {})
+        reasons = filter_node(pod, node, usage)
+        if reasons:
+            failures[name] = reasons
+            continue
+        candidate = (load_after(pod, node, usage), name)
+        if best is None or candidate < best:
+            best = candidate
+    return (best[1] if best else None), failures
+
+
+def unschedulable_message(total_nodes: int, failures: Mapping[str, Sequence[str]]) -> str:
+    """Upstream's FitError wording: reasons counted over nodes, sorted."""
+    counts = Counter(reason for reasons in failures.values() for reason in reasons)
+    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
+    detail = ", ".join(parts)
+    return (
+        f"0/{total_nodes} nodes are available: {detail}."
+        if detail
+        else f"0/{total_nodes} nodes are available."
+    )

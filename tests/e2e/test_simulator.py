@@ -1,0 +1,197 @@
+"""`kcm sim` against the real embedded API server: nodes, heartbeats, scheduling, pod lifecycles, faults."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import KCM, ApiServer, wait_for
+
+
+@dataclass
+class Sim:
+    api: ApiServer
+    proc: subprocess.Popen[bytes]
+    control_file: Path
+
+    def control(self, path: str) -> Any:
+        port = self.control_file.read_text()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST", data=b"")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.load(resp)
+
+
+@pytest.fixture(scope="module")
+def sim(apiserver: ApiServer) -> Iterator[Sim]:
+    control_file = apiserver.workdir / "sim-control-port"
+    log = open(apiserver.workdir / "sim.log", "ab")  # noqa: SIM115 - handed to the child process
+    args = [KCM, "sim", "--kubeconfig", str(apiserver.kubeconfig), "--nodes", "3", "--zones", "2"]
+    args += ["--pod-start-delay", "0.1", "--heartbeat-interval", "0.5", "--control-file", str(control_file)]
+    proc = subprocess.Popen(args, stdout=log, stderr=log)
+    log.close()
+    try:
+        wait_for(lambda: control_file.exists() or proc.poll() is not None, 20, what="control file")
+        assert proc.poll() is None, (apiserver.workdir / "sim.log").read_text()
+        yield Sim(apiserver, proc, control_file)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _get(api: ApiServer, *args: str) -> Any:
+    out = api.kubectl(*args, "-o", "json", check=False)
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError:
+        return None
+
+
+def _pod(sim: Sim, name: str) -> Any:
+    return _get(sim.api, "get", "pod", name)
+
+
+def _condition(obj: Any, kind: str) -> dict[str, Any]:
+    for cond in (obj or {}).get("status", {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return dict(cond)
+    return {}
+
+
+def _create_pod(sim: Sim, name: str, annotations: dict[str, str] | None = None, **spec: Any) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
+    }
+    sim.api.kubectl("create", "-f", "-", input=json.dumps(pod))
+
+
+def test_nodes_register_ready_with_labels_and_renew_leases(sim: Sim) -> None:
+    def ready_nodes() -> list[Any]:
+        items = (_get(sim.api, "get", "nodes") or {}).get("items", [])
+        return [n for n in items if _condition(n, "Ready").get("status") == "True"]
+
+    nodes = wait_for(lambda: len(ready_nodes()) == 3 and ready_nodes(), what="3 ready nodes")
+    node = next(n for n in nodes if n["metadata"]["name"] == "sim-node-1")
+    labels = node["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == "sim-node-1"
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels["topology.kubernetes.io/zone"] == "zone-b"
+    assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes} == {"zone-a", "zone-b"}
+    assert node["status"]["allocatable"]["cpu"] == "4"
+    assert node["spec"]["podCIDR"] == "10.244.1.0/24"
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.0"
+    assert {"type": "InternalIP", "address": "10.0.1.1"} in node["status"]["addresses"]
+
+    def renew_time() -> str:
+        lease = _get(sim.api, "get", "lease", "-n", "kube-node-lease", "sim-node-0") or {}
+        return str(lease.get("spec", {}).get("renewTime", ""))
+
+    first = wait_for(renew_time, what="lease")
+    wait_for(lambda: renew_time() not in ("", first), 10, what="lease renewal")
+
+
+def test_plain_pod_is_bound_and_becomes_ready_with_a_pod_ip(sim: Sim) -> None:
+    _create_pod(sim, "plain")
+    pod = wait_for(
+        lambda: _condition(_pod(sim, "plain"), "Ready").get("status") == "True" and _pod(sim, "plain"),
+        what="ready pod",
+    )
+    assert pod["spec"]["nodeName"].startswith("sim-node-")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["podIP"].startswith("10.244.")
+    status = pod["status"]["containerStatuses"][0]
+    assert status["ready"] and status["started"] and "running" in status["state"]
+
+
+def test_pod_with_unsatisfiable_node_selector_stays_pending_unschedulable(sim: Sim) -> None:
+    _create_pod(sim, "nowhere", nodeSelector={"disktype": "ssd"})
+    cond = wait_for(lambda: _condition(_pod(sim, "nowhere"), "PodScheduled"), what="PodScheduled")
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["message"].startswith("0/3 nodes are available: 3 node(s) didn't match")
+    pod = _pod(sim, "nowhere")
+    assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize(("code", "phase"), [("0", "Succeeded"), ("1", "Failed")])
+def test_exit_code_annotation_ends_a_never_restarting_pod(sim: Sim, code: str, phase: str) -> None:
+    name = f"exit-{code}"
+    annotations = {"sim.kcm.dev/exit-code": code, "sim.kcm.dev/run-seconds": "0.2"}
+    _create_pod(sim, name, annotations, restartPolicy="Never")
+    pod = wait_for(
+        lambda: (_pod(sim, name) or {}).get("status", {}).get("phase") == phase and _pod(sim, name),
+        what=phase,
+    )
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == int(code)
+
+
+def test_bound_pod_deleted_gracefully_disappears(sim: Sim) -> None:
+    _create_pod(sim, "doomed")
+    wait_for(lambda: (_pod(sim, "doomed") or {}).get("status", {}).get("phase") == "Running", what="running")
+    sim.api.kubectl("delete", "pod", "doomed", "--wait=false")
+    wait_for(lambda: _pod(sim, "doomed") is None, what="pod gone")
+
+
+def test_stop_heartbeat_freezes_the_lease_and_resume_renews_it(sim: Sim) -> None:
+    def renew_time() -> str:
+        lease = _get(sim.api, "get", "lease", "-n", "kube-node-lease", "sim-node-2") or {}
+        return str(lease.get("spec", {}).get("renewTime", ""))
+
+    wait_for(renew_time, what="lease")
+    sim.control("/nodes/sim-node-2/stop-heartbeat")
+    # A heartbeat already in flight may still land; after that renewTime must stay put for
+    # several heartbeat intervals.
+    frozen = wait_for(lambda: _unchanged_for(renew_time, 2.0), 10, what="frozen lease")
+    sim.control("/nodes/sim-node-2/resume-heartbeat")
+    wait_for(lambda: renew_time() != frozen, 10, what="renewal after resume")
+
+
+def _unchanged_for(read: Callable[[], str], seconds: float) -> str:
+    """The value if `read` kept returning it for `seconds`, else "" (so wait_for polls again)."""
+    first = read()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if read() != first:
+            return ""
+        time.sleep(0.1)
+    return first
+
+
+def test_crash_fault_restarts_an_always_restarting_pod(sim: Sim) -> None:
+    _create_pod(sim, "crashy")
+    wait_for(lambda: (_pod(sim, "crashy") or {}).get("status", {}).get("phase") == "Running", what="running")
+    sim.control("/pods/default/crashy/crash")
+
+    def restarted() -> Any:
+        statuses = (_pod(sim, "crashy") or {}).get("status", {}).get("containerStatuses") or [{}]
+        return statuses[0].get("restartCount") == 1 and statuses[0]
+
+    status = wait_for(restarted, what="restart")
+    assert status["lastState"]["terminated"]["exitCode"] == 1
+    assert "running" in status["state"]
+
+
+def test_not_ready_fault_turns_the_node_ready_condition_false(sim: Sim) -> None:
+    sim.control("/nodes/sim-node-1/not-ready")
+    cond = wait_for(
+        lambda: (
+            _condition(_get(sim.api, "get", "node", "sim-node-1"), "Ready").get("status") == "False"
+            and _condition(_get(sim.api, "get", "node", "sim-node-1"), "Ready")
+        ),
+        what="NotReady",
+    )
+    assert cond["reason"] == "KubeletNotReady"
+    sim.control("/nodes/sim-node-1/ready")
+    wait_for(
+        lambda: _condition(_get(sim.api, "get", "node", "sim-node-1"), "Ready").get("status") == "True",
+        what="Ready again",
+    )
