@@ -164,6 +164,11 @@ def _all_group_versions() -> list[tuple[str, str]]:
     return [(g, v) for g, versions in Registry().groups().items() for v in versions]
 
 
+def _writable_group_versions() -> list[tuple[str, str]]:
+    """Group versions with a patchable type: metrics.k8s.io serves get and list only."""
+    return sorted({(rt.group, rt.version) for rt in Registry() if "patch" in rt.verbs})
+
+
 def _refs(node: Any) -> set[str]:
     if isinstance(node, dict):
         found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
@@ -181,7 +186,7 @@ def test_every_document_is_json_with_all_references_resolvable(group: str, versi
     assert _refs(doc) - names == set()
 
 
-@pytest.mark.parametrize(("group", "version"), _all_group_versions())
+@pytest.mark.parametrize(("group", "version"), _writable_group_versions())
 def test_every_patch_operation_declares_field_validation_gvk_and_strategic_merge(
     group: str, version: str
 ) -> None:

@@ -30,6 +30,8 @@ class ResourceType:
     storage_version: str = ""
     # Kinds whose spec changes bump metadata.generation (upstream: types with a spec/status split).
     has_status: bool = False
+    # Read-only views computed from other stored objects at request time (metrics.k8s.io).
+    derived: bool = False
 
     @property
     def group_version(self) -> str:
@@ -192,6 +194,13 @@ BUILTIN: tuple[ResourceType, ...] = (
         short=("crd", "crds"),
         cats=("api-extensions",),
         sub=("status",),
+    ),
+    # metrics.k8s.io/v1beta1: computed by metrics_api from pods and nodes, never stored
+    ResourceType(
+        "metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, verbs=("get", "list"), derived=True
+    ),
+    ResourceType(
+        "metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, verbs=("get", "list"), derived=True
     ),
 )
 

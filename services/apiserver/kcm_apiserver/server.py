@@ -14,13 +14,14 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import yaml
 from aiohttp import web
 
-from kcm_apiserver import discovery, errors, protobuf, schemas, subresources, tables
+from kcm_apiserver import discovery, errors, metrics_api, protobuf, schemas, subresources, tables
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
@@ -267,6 +268,8 @@ class Server:
         api = self.api
         if t.rt.namespaced is False and t.namespace:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        if t.rt.derived:
+            return self._derived(request, t)
         if t.subresource and t.subresource != "status":
             return await self._subresource(request, ctx, t)
         if not t.name:
@@ -353,6 +356,36 @@ class Server:
             api.get(ctx, t.name)
             return web.Response(text="", content_type="text/plain")
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+    def _derived(self, request: web.Request, t: Target) -> web.Response:
+        """metrics.k8s.io: read-only objects computed from the stored pods and nodes."""
+        q = request.query
+        if request.method != "GET" or t.watch_path or q.get("watch") in ("true", "1"):
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        store, now = self.api.store, datetime.now(UTC)
+        if t.rt.kind == "PodMetrics":
+            items = metrics_api.all_pod_metrics(store.list("/pods", t.namespace or None), now)
+        else:
+            items = metrics_api.all_node_metrics(store.list("/nodes", None), store.list("/pods", None), now)
+        if t.name:
+            for obj in items:
+                if obj["metadata"]["name"] == t.name:
+                    return self._respond_object(request, t.rt, obj)
+            raise errors.not_found(t.rt.group, t.rt.kind.lower(), t.name)
+        match = self.api.predicate(t.rt, q.get("labelSelector", ""), q.get("fieldSelector", ""))
+        items = [o for o in items if match is None or match(o)]
+        form = _accepted_form(request)
+        if form is not None and form[0] == "Table":
+            return _json(self._table(request, t.rt, items, form[1]))
+        if form is not None:
+            return _json(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": form[1],
+                    "items": [_partial(o, form[1]) for o in items],
+                }
+            )
+        return _json(metrics_api.list_body(t.rt.kind, items, str(store.rv)))
 
     # -- lists and response forms ---------------------------------------------------------------
 
