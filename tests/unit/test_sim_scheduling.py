@@ -220,3 +220,27 @@ def test_pick_node_reports_every_nodes_reasons_when_nothing_fits() -> None:
     assert scheduling.unschedulable_message(2, failures) == (
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
     )
+
+
+@pytest.mark.parametrize(
+    ("total", "wanted"),
+    [(0, 0), (3, 3), (99, 99), (100, 100), (200, 100), (1000, 420), (5000, 500), (10_000, 500)],
+)
+def test_large_clusters_are_searched_for_a_share_of_feasible_nodes(total: int, wanted: int) -> None:
+    assert scheduling.nodes_to_find(total) == wanted
+
+
+@pytest.mark.parametrize(
+    ("start", "chosen"),
+    [(0, "n000"), (150, "n150"), (950, "n000")],
+)
+def test_pick_node_stops_after_enough_feasible_nodes_from_the_start_index(start: int, chosen: str) -> None:
+    # 1,000 equally loaded nodes: the search sees 420 from `start` on and the tie goes to the first name.
+    nodes = [_node(f"n{i:03d}") for i in range(1000)]
+    assert scheduling.pick_node(_pod("1"), nodes, {}, start) == (chosen, {})
+
+
+def test_pick_node_searches_every_node_when_few_fit() -> None:
+    nodes = [_node(f"n{i:03d}", {"disk": "ssd"} if i == 999 else {}) for i in range(1000)]
+    chosen, failures = scheduling.pick_node(_pod("1", nodeSelector={"disk": "ssd"}), nodes, {}, start=500)
+    assert chosen == "n999" and len(failures) == 999

@@ -5,6 +5,7 @@ Used by the simulator's scheduling predicates to compare requests with allocatab
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -33,7 +34,13 @@ def parse(value: object) -> Decimal:
     """The amount a quantity stands for; raises ValueError on anything upstream would reject."""
     if isinstance(value, int | float):
         return Decimal(str(value))
-    match = _FORM.match(str(value).strip())
+    return _parse_text(str(value))
+
+
+# Scheduling parses the same few strings (every node's allocatable) for every pod it places.
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    match = _FORM.match(value.strip())
     if not match or match.group(2) not in _SUFFIXES:
         raise ValueError(f"invalid quantity {value!r}")
     try:

@@ -1,7 +1,9 @@
 """The scheduler stand-in: binds pending default-scheduler pods to the least-loaded node that fits.
 
-Fed pod and node events by `main.py`; every change marks the queue dirty and the loop
-retries all pending pods, so unschedulable pods are retried as soon as capacity appears.
+Fed pod and node events by `main.py`. New or changed pending pods join a queue; pods that fit
+nowhere wait aside and are retried only when a node changes or a pod stops taking capacity
+(deleted or finished), as upstream's scheduling queue does. Each node's usage is kept up to date
+from the events, so scheduling one pod does not rescan all pods.
 """
 
 from __future__ import annotations
@@ -41,18 +43,46 @@ def is_pending(pod: Obj) -> bool:
     )
 
 
+def _occupies(pod: Obj) -> str | None:
+    """The node whose capacity the pod takes, if any."""
+    node = pod.get("spec", {}).get("nodeName")
+    return node if node and pod.get("status", {}).get("phase") not in _TERMINAL else None
+
+
+def _placement(node: Obj) -> tuple[Any, ...]:
+    """What of a node the filters read."""
+    return (
+        node.get("metadata", {}).get("labels"),
+        node.get("spec"),
+        node.get("status", {}).get("allocatable"),
+    )
+
+
 class Scheduler:
     def __init__(self, client: KubeClient, writer: Writer) -> None:
         self._client = client
         self._writer = writer
         self._pods: dict[str, Obj] = {}
         self._nodes: dict[str, Obj] = {}
+        # `_nodes` by name, rebuilt after a node changes.
+        self._node_list: list[Obj] | None = None
+        self._start = 0
         self._dirty = asyncio.Event()
+        # Pending pods to try, in arrival order (a dict as an ordered set).
+        self._queue: dict[str, None] = {}
+        self._unschedulable: set[str] = set()
+        # What each bound pod takes from its node, and the sums per node.
+        self._taken: dict[str, tuple[str, dict[str, Decimal]]] = {}
+        self._usage: dict[str, dict[str, Decimal]] = {}
         # Message last reported per pending pod, so a retry that fails the same way writes nothing.
         self._reported: dict[str, str] = {}
 
     def reset_pods(self, pods: list[Obj]) -> None:
-        self._pods = {_key(p): p for p in pods}
+        self._pods, self._taken, self._usage = {}, {}, {}
+        self._queue, self._unschedulable = {}, set()
+        ordered = sorted(pods, key=lambda p: (p.get("metadata", {}).get("creationTimestamp", ""), _key(p)))
+        for pod in ordered:
+            self._store(_key(pod), pod)
         self._dirty.set()
 
     def on_pod(self, kind: str, pod: Obj) -> None:
@@ -60,29 +90,72 @@ class Scheduler:
         if kind == "DELETED":
             self._pods.pop(key, None)
             self._reported.pop(key, None)
+            self._queue.pop(key, None)
+            self._unschedulable.discard(key)
+            self._account(key, None)
+            self._retry_unschedulable()
         else:
-            self._pods[key] = pod
+            self._store(key, pod)
         self._dirty.set()
 
     def reset_nodes(self, nodes: list[Obj]) -> None:
         self._nodes = {n["metadata"]["name"]: n for n in nodes}
+        self._node_list = None
+        self._retry_unschedulable()
         self._dirty.set()
 
     def on_node(self, kind: str, node: Obj) -> None:
         name = node["metadata"]["name"]
-        if kind == "DELETED":
-            self._nodes.pop(name, None)
-        else:
+        old = self._nodes.pop(name, None)
+        self._node_list = None
+        if kind != "DELETED":
             self._nodes[name] = node
+        # Heartbeats change nothing the filters read: retrying on them would be work for nothing.
+        if kind == "DELETED" or old is None or _placement(old) != _placement(node):
+            self._retry_unschedulable()
         self._dirty.set()
 
-    def _usage(self) -> dict[str, dict[str, Decimal]]:
-        by_node: dict[str, list[Obj]] = {}
-        for pod in self._pods.values():
-            node = pod.get("spec", {}).get("nodeName")
-            if node and pod.get("status", {}).get("phase") not in _TERMINAL:
-                by_node.setdefault(node, []).append(pod)
-        return {name: scheduling.used(pods) for name, pods in by_node.items()}
+    def _sorted_nodes(self) -> list[Obj]:
+        if self._node_list is None:
+            self._node_list = sorted(self._nodes.values(), key=lambda n: n["metadata"]["name"])
+        return self._node_list
+
+    def _store(self, key: str, pod: Obj) -> None:
+        self._pods[key] = pod
+        freed = self._account(key, pod)
+        # Any change to a pending pod may make it fit, as upstream's queue assumes.
+        self._unschedulable.discard(key)
+        if is_pending(pod):
+            self._queue[key] = None
+        else:
+            self._queue.pop(key, None)
+        if freed:
+            self._retry_unschedulable()
+
+    def _account(self, key: str, pod: Obj | None) -> bool:
+        """Moves the pod's requests to the node it now occupies; True when capacity was freed."""
+        node = _occupies(pod) if pod is not None else None
+        old = self._taken.get(key)
+        if old is not None and old[0] == node:
+            return False
+        if old is not None:
+            self._add(old[0], old[1], -1)
+            del self._taken[key]
+        if node is not None and pod is not None:
+            taken = scheduling.used([pod])
+            self._taken[key] = (node, taken)
+            self._add(node, taken, 1)
+        return old is not None
+
+    def _add(self, node: str, taken: dict[str, Decimal], sign: int) -> None:
+        total = self._usage.setdefault(node, {"cpu": Decimal(0), "memory": Decimal(0), "pods": Decimal(0)})
+        for name, amount in taken.items():
+            total[name] += sign * amount
+
+    def _retry_unschedulable(self) -> None:
+        for key in sorted(self._unschedulable):
+            self._queue[key] = None
+        self._unschedulable.clear()
 
     async def run(self) -> None:
         while True:
@@ -91,29 +164,28 @@ class Scheduler:
             await self._schedule_pending()
 
     async def _schedule_pending(self) -> None:
-        pending = sorted(
-            (p for p in self._pods.values() if is_pending(p)),
-            key=lambda p: (p.get("metadata", {}).get("creationTimestamp", ""), _key(p)),
-        )
-        if not pending:
-            return
-        usage = self._usage()
-        nodes = sorted(self._nodes.values(), key=lambda n: n["metadata"]["name"])
-        for pod in pending:
-            target, failures = scheduling.pick_node(pod, nodes, usage)
+        while self._queue:
+            nodes = self._sorted_nodes()
+            key = next(iter(self._queue))
+            del self._queue[key]
+            pod = self._pods.get(key)
+            if pod is None or not is_pending(pod):
+                continue
+            target, failures = scheduling.pick_node(pod, nodes, self._usage, self._start)
+            # The next search starts past the nodes this one looked at, as upstream's does.
+            self._start = (self._start + scheduling.nodes_to_find(len(nodes))) % max(len(nodes), 1)
             if target is None:
+                self._unschedulable.add(key)
                 await self._report_unschedulable(pod, scheduling.unschedulable_message(len(nodes), failures))
                 continue
-            if await self._bind(pod, target):
-                bound = {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}}
-                self._pods[_key(pod)] = bound
-                self._reported.pop(_key(pod), None)
-                usage[target] = scheduling.used(
-                    p
-                    for p in self._pods.values()
-                    if p.get("spec", {}).get("nodeName") == target
-                    and p.get("status", {}).get("phase") not in _TERMINAL
-                )
+            if not await self._bind(pod, target):
+                # Refused for good (e.g. already bound): the pod's next event or a node change says more.
+                self._unschedulable.add(key)
+                continue
+            self._reported.pop(key, None)
+            # The pod may have changed or gone while the binding was in flight.
+            if self._pods.get(key) is pod:
+                self._store(key, {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}})
 
     async def _bind(self, pod: Obj, node: str) -> bool:
         meta = pod["metadata"]
