@@ -120,3 +120,68 @@ def _no_user_kubeconfig() -> Iterator[None]:
     yield
     if old is not None:
         os.environ["KUBECONFIG"] = old
+
+
+@dataclass
+class NatsProc:
+    """A real nats-server with JetStream on file storage, restartable on the same port and files."""
+
+    url: str
+    port: int
+    store_dir: Path
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import socket
+
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.args, stdout=log, stderr=log)
+
+        def ready() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.log_path.read_text()
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    return s.recv(4).startswith(b"INFO")
+            except OSError:
+                return False
+
+        wait_for(ready, 20, what="nats-server")
+
+    def kill(self) -> None:
+        """kill -9, as the invariant tests require."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_nats(workdir: Path) -> NatsProc:
+    from kcm_cli import natsd
+
+    planned = natsd.plan(workdir / "jetstream")
+    server = NatsProc(planned.url, planned.port, planned.store_dir, planned.args(), workdir / "nats.log")
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsProc]:
+    server = start_nats(tmp_path_factory.mktemp("nats"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def fresh_nats(tmp_path: Path) -> Iterator[NatsProc]:
+    server = start_nats(tmp_path / "nats")
+    yield server
+    server.stop()

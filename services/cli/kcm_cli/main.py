@@ -17,8 +17,10 @@ from typing import Any
 
 import uvloop
 from kcm_apiserver import main as apiserver_main
+from kcm_coordinator import cli as coordinator_cli
 from kcm_shared import logs
 from kcm_simulator import main as simulator_main
+from kcm_watcher import cli as watcher_cli
 
 from kcm_cli import dev
 
@@ -71,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
     _apiserver_parser(sub)
     _dev_parser(sub)
     _sim_parser(sub)
+    # Bus services describe their own flags; each sets `service` and `run` (args -> coroutine).
+    watcher_cli.register(sub)
+    coordinator_cli.register(sub)
     return p
 
 
@@ -125,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_file=args.control_file,
         )
         return _run(simulator_main.run(sim_opts))
+    if hasattr(args, "run"):
+        logs.setup(args.service, args.log_level)
+        return _run(args.run(args))
     return 2
 
 

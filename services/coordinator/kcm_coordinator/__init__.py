@@ -1,0 +1,1 @@
+"""The coordinator: leader lease, membership of controller replicas, partition ownership, health."""

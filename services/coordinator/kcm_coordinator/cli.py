@@ -1,0 +1,9 @@
+"""`kcm coordinator` flags (placeholder until the coordinator lands)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    del sub

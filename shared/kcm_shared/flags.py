@@ -1,0 +1,40 @@
+"""Command-line flags every bus service shares, named as kube-controller-manager names them.
+
+Each service's `cli.register` calls `add_common` on its subparser; `kube_client` and
+`opsserver` then read the parsed namespace, so `--kubeconfig`, `--master`,
+`--kube-api-qps`, `--kube-api-burst`, the `--nats-*` options and the ops endpoint mean the
+same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+
+from kcm_shared import kubeclient, natsconn
+
+
+def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
+    g = p.add_argument_group("Kubernetes API")
+    g.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    g.add_argument("--master", help="API server URL, overriding the kubeconfig")
+    g.add_argument("--kube-api-qps", type=float, default=20.0, help="client-side rate limit (0: none)")
+    g.add_argument("--kube-api-burst", type=int, default=30)
+    o = p.add_argument_group("operations")
+    o.add_argument("--ops-bind", default="0.0.0.0", help="address of /healthz and /metrics")
+    o.add_argument("--ops-port", type=int, default=ops_port, help="port of /healthz and /metrics (0: any)")
+    o.add_argument("--instance", default=default_instance(), help="this replica's name (default: host-pid)")
+    p.add_argument("--log-level", default="info")
+    natsconn.add_arguments(p)
+
+
+def default_instance() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def kube_client(args: argparse.Namespace, user_agent: str) -> kubeclient.KubeClient:
+    conn = kubeclient.load_connection(args.kubeconfig, args.master)
+    return kubeclient.KubeClient(
+        conn, qps=args.kube_api_qps, burst=args.kube_api_burst, user_agent=user_agent
+    )

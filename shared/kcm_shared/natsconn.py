@@ -1,0 +1,180 @@
+"""Connecting to NATS and declaring the JetStream streams of the bus.
+
+Every service takes the same `--nats-*` flags (`add_arguments`), connects with `connect`
+(reconnecting forever with backoff: a dead NATS is waited out, not fatal), and declares the
+streams it uses with the `ensure_*` helpers, which are idempotent so any service may start
+first. The stream layout is documented in docs/bus.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext, api
+from nats.js.errors import BadRequestError
+
+from kcm_shared import subjects
+
+log = logging.getLogger("kcm.nats")
+
+TOMBSTONE_TTL = 3600.0  # seconds a DELETED tombstone stays in the object stream
+
+
+@dataclass
+class NatsOptions:
+    url: str = "nats://127.0.0.1:4222"
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    nkey_seed: str | None = None  # path of an nkey seed file
+    creds: str | None = None  # path of a .creds file (JWT + seed)
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("NATS")
+    g.add_argument("--nats-url", default=NatsOptions.url, help="NATS server URL(s), comma-separated")
+    g.add_argument("--nats-user")
+    g.add_argument("--nats-password")
+    g.add_argument("--nats-token")
+    g.add_argument("--nats-nkey-seed", help="file holding an nkey seed")
+    g.add_argument("--nats-creds", help="a NATS .creds file")
+    g.add_argument("--nats-tls-ca", help="CA bundle to verify the NATS server")
+    g.add_argument("--nats-tls-cert", help="client certificate for mutual TLS")
+    g.add_argument("--nats-tls-key", help="client key for mutual TLS")
+
+
+def from_args(args: argparse.Namespace) -> NatsOptions:
+    return NatsOptions(
+        url=args.nats_url,
+        user=args.nats_user,
+        password=args.nats_password,
+        token=args.nats_token,
+        nkey_seed=args.nats_nkey_seed,
+        creds=args.nats_creds,
+        tls_ca=args.nats_tls_ca,
+        tls_cert=args.nats_tls_cert,
+        tls_key=args.nats_tls_key,
+    )
+
+
+def _tls(opts: NatsOptions) -> ssl.SSLContext | None:
+    if not (opts.tls_ca or opts.tls_cert):
+        return None
+    ctx = ssl.create_default_context(cafile=opts.tls_ca)
+    if opts.tls_cert:
+        ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
+    return ctx
+
+
+async def connect(opts: NatsOptions, name: str) -> Client:
+    """Connect, retrying the first connection too (services may start before NATS does)."""
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats error", extra={"error": str(exc), "client": name})
+
+    async def on_disconnect() -> None:
+        log.warning("nats disconnected", extra={"client": name})
+
+    async def on_reconnect() -> None:
+        log.info("nats reconnected", extra={"client": name})
+
+    attempt = 0
+    while True:
+        try:
+            return await _connect_once(opts, name, on_error, on_disconnect, on_reconnect)
+        except (OSError, nats.errors.NoServersError, TimeoutError) as exc:
+            log.warning("nats not reachable yet", extra={"url": opts.url, "error": str(exc), "attempt": attempt})
+            await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
+            attempt += 1
+
+
+async def _connect_once(
+    opts: NatsOptions,
+    name: str,
+    on_error: Callable[[Exception], Awaitable[None]],
+    on_disconnect: Callable[[], Awaitable[None]],
+    on_reconnect: Callable[[], Awaitable[None]],
+) -> Client:
+    return await nats.connect(
+        servers=opts.url.split(","),
+        name=name,
+        user=opts.user,
+        password=opts.password,
+        token=opts.token,
+        nkeys_seed=opts.nkey_seed,
+        user_credentials=opts.creds,
+        tls=_tls(opts),
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        error_cb=on_error,
+        disconnected_cb=on_disconnect,
+        reconnected_cb=on_reconnect,
+        ping_interval=10,
+    )
+
+
+async def _ensure(js: JetStreamContext, config: api.StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+    except BadRequestError as exc:
+        # 10058: exists with a different config; bring it to ours (limits may have changed).
+        if exc.err_code != 10058:
+            raise
+        await js.update_stream(config)
+
+
+async def ensure_object_stream(js: JetStreamContext) -> None:
+    await _ensure(
+        js,
+        api.StreamConfig(
+            name=subjects.OBJECTS_STREAM,
+            subjects=["kcm.obj.>", "kcm.progress.>"],
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.LIMITS,
+            max_msgs_per_subject=1,
+            discard=api.DiscardPolicy.OLD,
+            allow_msg_ttl=True,
+            allow_direct=True,
+        ),
+    )
+
+
+async def ensure_work_stream(js: JetStreamContext, controller: str) -> None:
+    """One pending message per key: re-adding a pending key replaces it (coalescing)."""
+    await _ensure(
+        js,
+        api.StreamConfig(
+            name=subjects.work_stream(controller),
+            subjects=[subjects.work_filter(controller)],
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            max_msgs_per_subject=1,
+            discard=api.DiscardPolicy.OLD,
+        ),
+    )
+
+
+async def ensure_dlq_stream(js: JetStreamContext) -> None:
+    await _ensure(
+        js,
+        api.StreamConfig(
+            name=subjects.DLQ_STREAM,
+            subjects=["kcm.dlq.>"],
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.LIMITS,
+            max_age=7 * 24 * 3600.0,
+        ),
+    )

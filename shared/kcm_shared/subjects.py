@@ -1,0 +1,153 @@
+"""NATS subject names for the bus, and the reversible token encoding they rely on.
+
+Every service and third-party subscriber names subjects through this module, so the scheme
+in docs/bus.md has one implementation. Kubernetes names may hold characters that are not
+legal in a NATS token (`.` above all); `encode_token` escapes them as `~XX` per UTF-8 byte.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+OBJECTS_STREAM = "KCM_OBJECTS"
+DLQ_STREAM = "KCM_DLQ"
+NONE = "_"  # the namespace token of cluster-scoped objects and keys
+CORE = "core"  # the group token of the legacy core group ""
+WATCHER_SYNC = "kcm.watcher.sync"
+
+_PLAIN = frozenset(chr(c) for c in range(0x21, 0x7F)) - set(".*>~")
+
+
+def encode_token(text: str) -> str:
+    """Escape `text` into one legal NATS token; `decode_token` reverses it exactly."""
+    if text and all(ch in _PLAIN for ch in text):
+        return text
+    if not text:
+        raise ValueError("a subject token cannot be empty")
+    out: list[str] = []
+    for ch in text:
+        if ch in _PLAIN:
+            out.append(ch)
+        else:
+            out.extend(f"~{b:02X}" for b in ch.encode())
+    return "".join(out)
+
+
+def decode_token(token: str) -> str:
+    if "~" not in token:
+        return token
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        if token[i] == "~":
+            try:
+                raw.append(int(token[i + 1 : i + 3], 16))
+            except ValueError:
+                raise ValueError(f"bad escape in subject token {token!r}") from None
+            i += 3
+        else:
+            raw.extend(token[i].encode())
+            i += 1
+    return raw.decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A group/version/resource, the unit the watcher lists and watches."""
+
+    group: str
+    version: str
+    resource: str
+
+    @property
+    def tokens(self) -> str:
+        return f"{encode_token(self.group or CORE)}.{encode_token(self.version)}.{encode_token(self.resource)}"
+
+    def __str__(self) -> str:
+        return f"{self.group or CORE}/{self.version}/{self.resource}"
+
+    @classmethod
+    def parse(cls, text: str) -> Resource:
+        """`apps/v1/deployments` or `v1/pods` (core group)."""
+        parts = text.split("/")
+        if len(parts) == 2:
+            return cls("", parts[0], parts[1])
+        if len(parts) == 3:
+            return cls("" if parts[0] == CORE else parts[0], parts[1], parts[2])
+        raise ValueError(f"not a group/version/resource: {text!r}")
+
+
+def _ns_token(namespace: str | None) -> str:
+    return encode_token(namespace) if namespace else NONE
+
+
+def object_subject(res: Resource, namespace: str | None, name: str) -> str:
+    return f"kcm.obj.{res.tokens}.{_ns_token(namespace)}.{encode_token(name)}"
+
+
+def object_filter(res: Resource) -> str:
+    """Every object of one resource."""
+    return f"kcm.obj.{res.tokens}.>"
+
+
+def progress_subject(res: Resource) -> str:
+    return f"kcm.progress.{res.tokens}"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSubject:
+    resource: Resource
+    namespace: str  # "" when cluster-scoped
+    name: str
+
+
+def parse_object_subject(subject: str) -> ObjectSubject:
+    parts = subject.split(".")
+    if len(parts) != 7 or parts[:2] != ["kcm", "obj"]:
+        raise ValueError(f"not an object subject: {subject!r}")
+    group = decode_token(parts[2])
+    res = Resource("" if group == CORE else group, decode_token(parts[3]), decode_token(parts[4]))
+    namespace = "" if parts[5] == NONE else decode_token(parts[5])
+    return ObjectSubject(res, namespace, decode_token(parts[6]))
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """Stable across processes and restarts (unlike hash()), so every replica agrees."""
+    return zlib.crc32(key.encode()) % partitions
+
+
+def work_stream(controller: str) -> str:
+    return "KCM_WORK_" + "".join(ch if ch.isalnum() else "_" for ch in controller.upper())
+
+
+def work_filter(controller: str, partition: int | None = None) -> str:
+    part = "*" if partition is None else str(partition)
+    return f"kcm.work.{encode_token(controller)}.{part}.>"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """`namespace/name` or `name` (cluster-scoped), as upstream's MetaNamespaceKeyFunc makes them."""
+    namespace, sep, name = key.rpartition("/")
+    return (namespace if sep else ""), name
+
+
+def work_subject(controller: str, partition: int, key: str) -> str:
+    namespace, name = split_key(key)
+    return f"kcm.work.{encode_token(controller)}.{partition}.{_ns_token(namespace)}.{encode_token(name)}"
+
+
+def key_of_work_subject(subject: str) -> str:
+    parts = subject.split(".")
+    if len(parts) != 6 or parts[:2] != ["kcm", "work"]:
+        raise ValueError(f"not a work subject: {subject!r}")
+    name = decode_token(parts[5])
+    return name if parts[4] == NONE else f"{decode_token(parts[4])}/{name}"
+
+
+def dlq_subject(controller: str) -> str:
+    return f"kcm.dlq.{encode_token(controller)}"
+
+
+def health_subject(service: str, instance: str) -> str:
+    return f"kcm.health.{encode_token(service)}.{encode_token(instance)}"
