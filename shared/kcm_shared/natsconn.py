@@ -94,7 +94,9 @@ async def connect(opts: NatsOptions, name: str) -> Client:
         try:
             return await _connect_once(opts, name, on_error, on_disconnect, on_reconnect)
         except (OSError, nats.errors.NoServersError, TimeoutError) as exc:
-            log.warning("nats not reachable yet", extra={"url": opts.url, "error": str(exc), "attempt": attempt})
+            log.warning(
+                "nats not reachable yet", extra={"url": opts.url, "error": str(exc), "attempt": attempt}
+            )
             await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
             attempt += 1
 

@@ -62,7 +62,9 @@ class Resource:
 
     @property
     def tokens(self) -> str:
-        return f"{encode_token(self.group or CORE)}.{encode_token(self.version)}.{encode_token(self.resource)}"
+        return (
+            f"{encode_token(self.group or CORE)}.{encode_token(self.version)}.{encode_token(self.resource)}"
+        )
 
     def __str__(self) -> str:
         return f"{self.group or CORE}/{self.version}/{self.resource}"
