@@ -30,6 +30,16 @@ class TokenBucket:
         self._tokens -= 1
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def try_take(self) -> bool:
+        """Take a token if one is there now; a refusal costs nothing (upstream's TryAccept)."""
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
     async def acquire(self) -> None:
         delay = self.reserve()
         if delay > 0:
