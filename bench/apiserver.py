@@ -9,7 +9,7 @@ baseline and the project's goals. Timings are printed, never enforced: the exit 
 is non-zero only when requests fail or a watcher misses events.
 
 The same file is also the entry point of the helper processes (`--role baseline` and
-`--role watch`), so the benchmark is one self-contained script.
+`--role watch`), so the benchmark is one script.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import asyncio
 import contextlib
 import math
 import os
-import shlex
-import signal
 import socket
 import statistics
 import sys
@@ -33,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import benchlib
 import msgspec
 import uvloop
-import yaml
 from aiohttp import web
 
 PHASE_ANNOTATION = "bench.kcm.dev/phase"
@@ -46,9 +44,6 @@ WATCHERS = 4
 # How long a watcher may go without a new event, once all creates are done, before it
 # gives up and reports what it saw.
 WATCH_IDLE_TIMEOUT = 10.0
-JSON = {"Content-Type": "application/json"}
-
-_encode = msgspec.json.encode
 
 
 # -- shared figures ------------------------------------------------------------------------------
@@ -63,9 +58,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 @dataclass
-class LoadResult:
+class LoadResult(benchlib.Failures):
     ok: int = 0
-    failed: int = 0
     seconds: float = 0.0
     # CPU this process spent; near `seconds` means the load generator, not the server, was the limit.
     cpu_seconds: float = 0.0
@@ -73,7 +67,6 @@ class LoadResult:
     # Busy CPU of the whole machine, all cores: shows how much went to processes not ours.
     machine_cpu_seconds: float = math.nan
     latencies: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -89,12 +82,6 @@ class LoadResult:
 
     def ms(self, q: float) -> float:
         return percentile(sorted(self.latencies), q) * 1000
-
-    def record_error(self, text: str) -> None:
-        self.failed += 1
-        # A failing server fails every request the same way; a few samples say enough.
-        if len(self.errors) < 3:
-            self.errors.append(text[:300])
 
 
 # -- load generator --------------------------------------------------------------------------------
@@ -127,7 +114,7 @@ async def _post(
     session: aiohttp.ClientSession, url: str, body: dict[str, Any], result: LoadResult, started: float
 ) -> None:
     try:
-        async with session.post(url, data=_encode(body), headers=JSON) as resp:
+        async with session.post(url, data=benchlib.encode(body), headers=benchlib.JSON) as resp:
             payload = await resp.read()
             if resp.status == 201:
                 result.ok += 1
@@ -218,28 +205,6 @@ class _ItemList(msgspec.Struct):
 # -- processes -------------------------------------------------------------------------------------
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is not None:
-        return
-    proc.terminate()
-    try:
-        await asyncio.wait_for(proc.wait(), 10)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process from /proc; NaN where there is no /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return math.nan
-    # Fields after the parenthesised command name, which may itself hold spaces.
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def machine_cpu_seconds() -> float:
     """CPU time all cores have spent busy since boot, from /proc/stat; NaN without it."""
     try:
@@ -251,64 +216,21 @@ def machine_cpu_seconds() -> float:
     return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
 
 
-@dataclass
-class Target:
-    url: str
-    pid: int
-
-
-def _tail(path: Path) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-20:])
-    except OSError:
-        return ""
-
-
-@contextlib.asynccontextmanager
-async def apiserver(command: list[str], workdir: Path) -> AsyncIterator[Target]:
-    """Run `kcm apiserver` until the block exits; yields its URL once the kubeconfig appears."""
-    kubeconfig = workdir / "kubeconfig"
-    log_path = workdir / "apiserver.log"
-    with log_path.open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            "apiserver",
-            "--port",
-            "0",
-            "--kubeconfig-out",
-            str(kubeconfig),
-            "--log-level",
-            "warning",
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not kubeconfig.exists():
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcm apiserver did not become ready:\n{_tail(log_path)}")
-            await asyncio.sleep(0.05)
-        config = yaml.safe_load(kubeconfig.read_text())
-        yield Target(str(config["clusters"][0]["cluster"]["server"]), proc.pid)
-    finally:
-        await _stop(proc)
-
-
 def _role_command(role: str, *args: str) -> list[str]:
     return [sys.executable, os.path.abspath(__file__), "--role", role, *args]
 
 
 @contextlib.asynccontextmanager
-async def baseline_server() -> AsyncIterator[Target]:
+async def baseline_server() -> AsyncIterator[benchlib.Target]:
     proc = await asyncio.create_subprocess_exec(*_role_command("baseline"), stdout=asyncio.subprocess.PIPE)
     try:
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         if not line:
             raise RuntimeError("baseline server exited before listening")
-        yield Target(line.decode().strip(), proc.pid)
+        yield benchlib.Target(line.decode().strip(), proc.pid)
     finally:
-        await _stop(proc)
+        await benchlib.stop(proc)
 
 
 class WatchReport(msgspec.Struct):
@@ -336,7 +258,7 @@ class Watchers:
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         if line.strip() != b"ready":
-            await _stop(proc)
+            await benchlib.stop(proc)
             raise RuntimeError(f"watchers failed to start: {line.decode(errors='replace')}")
         return cls(proc)
 
@@ -351,15 +273,15 @@ class Watchers:
         return msgspec.json.decode(line, type=WatchReport)
 
     async def stop(self) -> None:
-        await _stop(self.proc)
+        await benchlib.stop(self.proc)
 
 
 # -- measurements ----------------------------------------------------------------------------------
 
 
 async def _request(session: aiohttp.ClientSession, method: str, url: str, body: Any = None) -> Any:
-    data = None if body is None else _encode(body)
-    async with session.request(method, url, data=data, headers=JSON) as resp:
+    data = None if body is None else benchlib.encode(body)
+    async with session.request(method, url, data=data, headers=benchlib.JSON) as resp:
         payload = await resp.read()
         if resp.status >= 300 and resp.status != 409:
             raise RuntimeError(
@@ -391,7 +313,7 @@ class Figures:
 
 async def _run_phase(
     session: aiohttp.ClientSession,
-    target: Target,
+    target: benchlib.Target,
     phase: str,
     watch: bool,
     load: Callable[[], Awaitable[LoadResult]],
@@ -400,9 +322,9 @@ async def _run_phase(
     if watch:
         watchers = await Watchers.start(target.url, await _resource_version(session, target.url), phase)
     try:
-        cpu, machine = process_cpu_seconds(target.pid), machine_cpu_seconds()
+        cpu, machine = benchlib.process_cpu_seconds(target.pid), machine_cpu_seconds()
         result = await load()
-        result.server_cpu_seconds = process_cpu_seconds(target.pid) - cpu
+        result.server_cpu_seconds = benchlib.process_cpu_seconds(target.pid) - cpu
         result.machine_cpu_seconds = machine_cpu_seconds() - machine
         return result, await watchers.finish(result.ok) if watchers else None
     finally:
@@ -410,7 +332,7 @@ async def _run_phase(
             await watchers.stop()
 
 
-async def measure(target: Target, args: argparse.Namespace, watch: bool) -> Figures:
+async def measure(target: benchlib.Target, args: argparse.Namespace, watch: bool) -> Figures:
     """Run the three measurements against one server, with watchers if `watch`."""
     # Open-loop bursts may need more sockets than the closed-loop workers.
     connector = aiohttp.TCPConnector(limit=max(args.concurrency, 256))
@@ -456,18 +378,6 @@ async def measure(target: Target, args: argparse.Namespace, watch: bool) -> Figu
 # -- report ----------------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, digits: int) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value:,.{digits}f}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or math.isnan(a) or math.isnan(b) or b == 0:
-        return "n/a"
-    return f"{a / b:.2f}"
-
-
 def _goal(value: float, target: float, higher_is_better: bool, label: str) -> str:
     if math.isnan(value):
         return label
@@ -482,8 +392,8 @@ def _median(values: list[float]) -> float:
 def _row(
     label: str, api: float | None, base: float | None, digits: int, goal: str = "", ratio: bool = True
 ) -> None:
-    shown = _ratio(api, base) if ratio else ""
-    print(f"{label:<40}{_fmt(api, digits):>11}{_fmt(base, digits):>11}{shown:>8}   {goal}")
+    shown = benchlib.ratio(api, base) if ratio else ""
+    print(f"{label:<40}{benchlib.fmt(api, digits):>11}{benchlib.fmt(base, digits):>11}{shown:>8}   {goal}")
 
 
 def _others(load: LoadResult, watch_cpu: float) -> float:
@@ -582,23 +492,20 @@ def problems(api: Figures, base: Figures) -> list[str]:
 
 
 async def bench(args: argparse.Namespace) -> int:
-    command = shlex.split(args.kcm) if args.kcm else [str(Path(sys.executable).with_name("kcm"))]
+    command = benchlib.kcm_command(args)
     print(
         f"pods={args.pods} concurrency={args.concurrency} rate={args.rate:g}/s for {args.seconds:g}s "
         f"configmaps={args.configmaps} watchers={WATCHERS} cpus={os.cpu_count()}"
     )
     with tempfile.TemporaryDirectory(prefix="kcm-bench-") as tmp:
-        async with apiserver(command, Path(tmp)) as target:
+        async with benchlib.apiserver(command, Path(tmp)) as target:
             print(f"apiserver at {target.url}: measuring ...", flush=True)
             api = await measure(target, args, watch=True)
     async with baseline_server() as target:
         print(f"baseline at {target.url}: measuring ...", flush=True)
         base = await measure(target, args, watch=False)
     report(api, base, args)
-    found = problems(api, base)
-    for problem in found:
-        print(f"ERROR: {problem}", file=sys.stderr)
-    return 1 if found else 0
+    return benchlib.exit_status(problems(api, base))
 
 
 # -- helper process: baseline server ---------------------------------------------------------------
@@ -613,11 +520,11 @@ async def serve_baseline() -> None:
         obj = decode(await request.read())
         obj["metadata"]["uid"] = str(uuid.uuid4())
         kept.setdefault(request.path, []).append(obj)
-        return web.Response(body=_encode(obj), status=201, content_type="application/json")
+        return web.Response(body=benchlib.encode(obj), status=201, content_type="application/json")
 
     async def collection(request: web.Request) -> web.Response:
         listing = {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": kept.get(request.path, [])}
-        return web.Response(body=_encode(listing), content_type="application/json")
+        return web.Response(body=benchlib.encode(listing), content_type="application/json")
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", create)
@@ -663,14 +570,9 @@ class _Stream:
 
 async def _consume(resp: aiohttp.ClientResponse, stream: _Stream, phase: str) -> None:
     decoder = msgspec.json.Decoder(_WatchEvent)
-    pending = b""
-    async for chunk in resp.content.iter_any():
+    async for lines in benchlib.watch_lines(resp):
         received = time.time()
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
         for line in lines:
-            if not line.strip():
-                continue
             event = decoder.decode(line)
             if event.type == "ERROR":
                 stream.problem = f"ERROR event: {line[:300].decode(errors='replace')}"
@@ -727,7 +629,7 @@ async def run_watchers(url: str, rv: str, phase: str) -> None:
         cpu_seconds=time.process_time() - cpu_at_start,
         problems=found,
     )
-    sys.stdout.buffer.write(_encode(out) + b"\n")
+    sys.stdout.buffer.write(benchlib.encode(out) + b"\n")
     sys.stdout.flush()
 
 
@@ -742,7 +644,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=5, help="length of the paced run")
     p.add_argument("--configmaps", type=int, default=10_000, help="configmaps to create and then list")
     p.add_argument("--list-repeat", type=int, default=5, help="how many times to time the full list")
-    p.add_argument("--kcm", default="", help="command that runs kcm (default: the kcm beside this python)")
+    benchlib.add_kcm_argument(p)
     # Internal: the same script runs the helper processes.
     p.add_argument("--role", choices=("bench", "baseline", "watch"), default="bench", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
@@ -760,13 +662,7 @@ def main() -> int:
     if args.role == "watch":
         uvloop.run(run_watchers(args.url, args.rv, args.phase))
         return 0
-    # Turn SIGTERM into an exception so the servers are stopped on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        return uvloop.run(bench(args))
-    except RuntimeError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
+    return benchlib.run(bench(args))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import math
 import os
-import shlex
 import signal
 import sys
 import tempfile
@@ -28,85 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import benchlib
 import msgspec
-import uvloop
-import yaml
 
 NAMESPACE = "bench"
 CONCURRENCY = 32
-JSON = {"Content-Type": "application/json"}
 MERGE = {"Content-Type": "application/merge-patch+json"}
-
-_encode = msgspec.json.encode
 
 
 # -- processes -------------------------------------------------------------------------------------
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process from /proc; NaN where there is no /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return math.nan
-    # Fields after the parenthesised command name, which may itself hold spaces.
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _tail(path: Path) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-20:])
-    except OSError:
-        return ""
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is not None:
-        return
-    proc.terminate()
-    try:
-        await asyncio.wait_for(proc.wait(), 10)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-
-
-@dataclass
-class Server:
-    url: str
-    pid: int
-    kubeconfig: Path
-
-
-@contextlib.asynccontextmanager
-async def apiserver(command: list[str], workdir: Path) -> AsyncIterator[Server]:
-    """Run `kcm apiserver` until the block exits; yields its URL once the kubeconfig appears."""
-    kubeconfig = workdir / "kubeconfig"
-    log_path = workdir / "apiserver.log"
-    with log_path.open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            "apiserver",
-            "--port",
-            "0",
-            "--kubeconfig-out",
-            str(kubeconfig),
-            "--log-level",
-            "warning",
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not kubeconfig.exists():
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcm apiserver did not become ready:\n{_tail(log_path)}")
-            await asyncio.sleep(0.05)
-        config = yaml.safe_load(kubeconfig.read_text())
-        yield Server(str(config["clusters"][0]["cluster"]["server"]), proc.pid, kubeconfig)
-    finally:
-        await _stop(proc)
 
 
 @contextlib.asynccontextmanager
@@ -114,45 +43,24 @@ async def simulator(
     command: list[str], kubeconfig: Path, args: argparse.Namespace, workdir: Path
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     log_path = workdir / "sim.log"
-    with log_path.open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            "sim",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            str(args.nodes),
-            "--pod-start-delay",
-            str(args.pod_start_delay),
-            "--heartbeat-interval",
-            str(args.heartbeat_interval),
-            "--log-level",
-            "warning",
-            stdout=log,
-            stderr=log,
-        )
+    argv = ["sim", "--kubeconfig", str(kubeconfig), "--nodes", str(args.nodes)]
+    argv += ["--pod-start-delay", str(args.pod_start_delay)]
+    argv += ["--heartbeat-interval", str(args.heartbeat_interval), "--log-level", "warning"]
+    proc = await benchlib.start_logged([*command, *argv], log_path)
     try:
         yield proc
     finally:
-        await _stop(proc)
+        await benchlib.stop(proc)
         if proc.returncode not in (0, -signal.SIGTERM):
-            print(f"simulator log tail:\n{_tail(log_path)}", file=sys.stderr)
+            print(f"simulator log tail:\n{benchlib.tail(log_path)}", file=sys.stderr)
 
 
 # -- API calls -------------------------------------------------------------------------------------
 
 
 @dataclass
-class Writes:
+class Writes(benchlib.Failures):
     ok: int = 0
-    failed: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def record_error(self, text: str) -> None:
-        self.failed += 1
-        # A failing server fails every request the same way; a few samples say enough.
-        if len(self.errors) < 3:
-            self.errors.append(text[:300])
 
 
 async def _send(
@@ -161,10 +69,10 @@ async def _send(
     url: str,
     body: Any,
     writes: Writes,
-    headers: dict[str, str] = JSON,
+    headers: dict[str, str] = benchlib.JSON,
 ) -> None:
     try:
-        async with session.request(method, url, data=_encode(body), headers=headers) as resp:
+        async with session.request(method, url, data=benchlib.encode(body), headers=headers) as resp:
             payload = await resp.read()
             if resp.status < 300:
                 writes.ok += 1
@@ -269,14 +177,9 @@ async def follow_pods(session: aiohttp.ClientSession, url: str, rv: str, progres
             if resp.status != 200:
                 progress.problem = f"watch: HTTP {resp.status}"
                 return
-            pending = b""
-            async for chunk in resp.content.iter_any():
+            async for lines in benchlib.watch_lines(resp):
                 now = time.perf_counter()
-                lines = (pending + chunk).split(b"\n")
-                pending = lines.pop()
                 for line in lines:
-                    if not line.strip():
-                        continue
                     event = decoder.decode(line)
                     if event.type == "ERROR":
                         progress.problem = f"watch ERROR event: {line[:300].decode(errors='replace')}"
@@ -294,7 +197,9 @@ async def follow_pods(session: aiohttp.ClientSession, url: str, rv: str, progres
 
 async def _ensure_namespace(session: aiohttp.ClientSession, url: str) -> None:
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    async with session.post(f"{url}/api/v1/namespaces", data=_encode(body), headers=JSON) as resp:
+    async with session.post(
+        f"{url}/api/v1/namespaces", data=benchlib.encode(body), headers=benchlib.JSON
+    ) as resp:
         if resp.status not in (201, 409):
             raise RuntimeError(f"create namespace: HTTP {resp.status}: {(await resp.text())[:300]}")
 
@@ -330,14 +235,14 @@ class Cpu:
 @contextlib.contextmanager
 def measure_cpu(cpu: Cpu, apiserver_pid: int, sim_pid: int | None) -> Any:
     start = time.perf_counter()
-    api0, load0 = process_cpu_seconds(apiserver_pid), time.process_time()
-    sim0 = process_cpu_seconds(sim_pid) if sim_pid else math.nan
+    api0, load0 = benchlib.process_cpu_seconds(apiserver_pid), time.process_time()
+    sim0 = benchlib.process_cpu_seconds(sim_pid) if sim_pid else math.nan
     yield
     cpu.seconds = time.perf_counter() - start
-    cpu.apiserver = process_cpu_seconds(apiserver_pid) - api0
+    cpu.apiserver = benchlib.process_cpu_seconds(apiserver_pid) - api0
     cpu.load = time.process_time() - load0
     if sim_pid:
-        cpu.sim = process_cpu_seconds(sim_pid) - sim0
+        cpu.sim = benchlib.process_cpu_seconds(sim_pid) - sim0
 
 
 @dataclass
@@ -356,7 +261,7 @@ class SimFigures:
 
 async def run_with_simulator(command: list[str], args: argparse.Namespace, workdir: Path) -> SimFigures:
     figures = SimFigures()
-    async with apiserver(command, workdir) as server, _session() as session:
+    async with benchlib.apiserver(command, workdir) as server, _session() as session:
         url = server.url
         await _ensure_namespace(session, url)
         print(f"apiserver at {url}: starting {args.nodes} simulated nodes ...", flush=True)
@@ -419,7 +324,7 @@ class BaseFigures:
 async def run_baseline(command: list[str], args: argparse.Namespace, workdir: Path) -> BaseFigures:
     """The same per-pod writes the simulator causes, sent by the load generator itself."""
     figures = BaseFigures()
-    async with apiserver(command, workdir) as server, _session() as session:
+    async with benchlib.apiserver(command, workdir) as server, _session() as session:
         url = server.url
         await _ensure_namespace(session, url)
         print(f"baseline apiserver at {url}: {args.pods} pods x (create, bind, status) ...", flush=True)
@@ -448,21 +353,9 @@ async def run_baseline(command: list[str], args: argparse.Namespace, workdir: Pa
 # -- report ----------------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, digits: int) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value:,.{digits}f}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or math.isnan(a) or math.isnan(b) or b == 0:
-        return "n/a"
-    return f"{a / b:.2f}"
-
-
 def _row(label: str, sim: float | None, base: float | None, digits: int, ratio: bool = True) -> None:
-    shown = _ratio(sim, base) if ratio else ""
-    print(f"{label:<44}{_fmt(sim, digits):>11}{_fmt(base, digits):>11}{shown:>8}")
+    shown = benchlib.ratio(sim, base) if ratio else ""
+    print(f"{label:<44}{benchlib.fmt(sim, digits):>11}{benchlib.fmt(base, digits):>11}{shown:>8}")
 
 
 def _rate(count: int, seconds: float) -> float:
@@ -507,7 +400,7 @@ def problems(sim: SimFigures, base: BaseFigures) -> list[str]:
 
 
 async def bench(args: argparse.Namespace) -> int:
-    command = shlex.split(args.kcm) if args.kcm else [str(Path(sys.executable).with_name("kcm"))]
+    command = benchlib.kcm_command(args)
     print(
         f"nodes={args.nodes} pods={args.pods} heartbeat={args.heartbeat_interval:g}s "
         f"pod-start-delay={args.pod_start_delay:g}s cpus={os.cpu_count()}"
@@ -519,10 +412,7 @@ async def bench(args: argparse.Namespace) -> int:
         sim = await run_with_simulator(command, args, sim_dir)
         base = await run_baseline(command, args, base_dir)
     report(sim, base, args)
-    found = problems(sim, base)
-    for problem in found:
-        print(f"ERROR: {problem}", file=sys.stderr)
-    return 1 if found else 0
+    return benchlib.exit_status(problems(sim, base))
 
 
 def parse_args() -> argparse.Namespace:
@@ -532,19 +422,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--heartbeat-interval", type=float, default=10.0, help="the simulator's heartbeat period")
     p.add_argument("--pod-start-delay", type=float, default=0.5, help="the simulator's bind-to-Running delay")
     p.add_argument("--timeout", type=float, default=600, help="give up waiting for nodes or pods after this")
-    p.add_argument("--kcm", default="", help="command that runs kcm (default: the kcm beside this python)")
+    benchlib.add_kcm_argument(p)
     return p.parse_args()
 
 
 def main() -> int:
-    args = parse_args()
-    # Turn SIGTERM into an exception so the servers are stopped on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        return uvloop.run(bench(args))
-    except RuntimeError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
+    return benchlib.run(bench(parse_args()))
 
 
 if __name__ == "__main__":

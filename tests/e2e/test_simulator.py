@@ -28,22 +28,34 @@ class Sim:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.load(resp)
 
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
 
-@pytest.fixture(scope="module")
-def sim(apiserver: ApiServer) -> Iterator[Sim]:
-    control_file = apiserver.workdir / "sim-control-port"
-    log = open(apiserver.workdir / "sim.log", "ab")  # noqa: SIM115 - handed to the child process
-    args = [KCM, "sim", "--kubeconfig", str(apiserver.kubeconfig), "--nodes", "3", "--zones", "2"]
+
+def start_sim(api: ApiServer) -> Sim:
+    control_file = api.workdir / "sim-control-port"
+    control_file.unlink(missing_ok=True)
+    log = open(api.workdir / "sim.log", "ab")  # noqa: SIM115 - handed to the child process
+    args = [KCM, "sim", "--kubeconfig", str(api.kubeconfig), "--nodes", "3", "--zones", "2"]
     args += ["--pod-start-delay", "0.1", "--heartbeat-interval", "0.5", "--control-file", str(control_file)]
     proc = subprocess.Popen(args, stdout=log, stderr=log)
     log.close()
+    sim = Sim(api, proc, control_file)
     try:
         wait_for(lambda: control_file.exists() or proc.poll() is not None, 20, what="control file")
-        assert proc.poll() is None, (apiserver.workdir / "sim.log").read_text()
-        yield Sim(apiserver, proc, control_file)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        assert proc.poll() is None, (api.workdir / "sim.log").read_text()
+    except BaseException:
+        sim.stop()
+        raise
+    return sim
+
+
+@pytest.fixture(scope="module")
+def sim(apiserver: ApiServer) -> Iterator[Sim]:
+    started = start_sim(apiserver)
+    yield started
+    started.stop()
 
 
 def _get(api: ApiServer, *args: str) -> Any:
@@ -134,11 +146,83 @@ def test_exit_code_annotation_ends_a_never_restarting_pod(sim: Sim, code: str, p
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == int(code)
 
 
-def test_bound_pod_deleted_gracefully_disappears(sim: Sim) -> None:
+def _running(sim: Sim, name: str) -> Any:
+    """The pod once it is Running, for its resourceVersion."""
+    return wait_for(
+        lambda: (_pod(sim, name) or {}).get("status", {}).get("phase") == "Running" and _pod(sim, name),
+        what=f"{name} running",
+    )
+
+
+def _last_state(sim: Sim, name: str, rv: str) -> Any:
+    """The pod as it was deleted, from the API server's replay of its events since `rv`."""
+    query = f"watch=1&resourceVersion={rv}&fieldSelector=metadata.name%3D{name}&timeoutSeconds=1"
+    out = sim.api.kubectl("get", "--raw", f"/api/v1/namespaces/default/pods?{query}")
+    events = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert events and events[-1]["type"] == "DELETED", [e["type"] for e in events]
+    return events[-1]["object"]
+
+
+def test_graceful_delete_finishes_only_after_the_grace_period(sim: Sim) -> None:
     _create_pod(sim, "doomed")
-    wait_for(lambda: (_pod(sim, "doomed") or {}).get("status", {}).get("phase") == "Running", what="running")
-    sim.api.kubectl("delete", "pod", "doomed", "--wait=false")
-    wait_for(lambda: _pod(sim, "doomed") is None, what="pod gone")
+    rv = _running(sim, "doomed")["metadata"]["resourceVersion"]
+    started = time.monotonic()
+    sim.api.kubectl("delete", "pod", "doomed", "--grace-period=3", "--wait=false")
+    pod = _pod(sim, "doomed")
+    assert pod is not None, "deleted before its grace period was over"
+    assert pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 3
+    wait_for(lambda: _pod(sim, "doomed") is None, 20, what="pod gone after its grace period")
+    # deletionTimestamp has whole seconds, so the sim may finish up to 1 s early, never sooner.
+    assert time.monotonic() - started >= 2
+    # Containers that outlive the grace period are killed, and the pod reported Failed before it goes.
+    final = _last_state(sim, "doomed", rv)
+    assert final["status"]["phase"] == "Failed"
+    assert final["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+def test_terminate_seconds_annotation_shortens_the_grace_period(sim: Sim) -> None:
+    _create_pod(sim, "quick", {"sim.kcm.dev/terminate-seconds": "1"})
+    rv = _running(sim, "quick")["metadata"]["resourceVersion"]
+    # The default grace period is 30 s: only the annotation can end it within the wait.
+    sim.api.kubectl("delete", "pod", "quick", "--wait=false")
+    wait_for(lambda: _pod(sim, "quick") is None, 15, what="pod gone after terminate-seconds")
+    final = _last_state(sim, "quick", rv)
+    assert final["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert final["status"]["phase"] == "Succeeded"
+    assert final["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "annotations", "flags"),
+    [
+        ("forced", {}, ["--grace-period=0", "--force"]),
+        ("zero", {"sim.kcm.dev/terminate-seconds": "0"}, []),
+    ],
+)
+def test_delete_without_a_period_to_wait_is_immediate(
+    sim: Sim, name: str, annotations: dict[str, str], flags: list[str]
+) -> None:
+    _create_pod(sim, name, annotations)
+    _running(sim, name)
+    sim.api.kubectl("delete", "pod", name, "--wait=false", *flags)
+    # Against the default 30 s grace period: gone at once, not when it runs out.
+    wait_for(lambda: _pod(sim, name) is None, 5, what="pod gone at once")
+
+
+def test_restarted_sim_finishes_deletions_begun_while_it_was_down(fresh_apiserver: ApiServer) -> None:
+    first = start_sim(fresh_apiserver)
+    try:
+        _create_pod(first, "orphan")
+        rv = _running(first, "orphan")["metadata"]["resourceVersion"]
+    finally:
+        first.stop()
+    fresh_apiserver.kubectl("delete", "pod", "orphan", "--grace-period=3", "--wait=false")
+    second = start_sim(fresh_apiserver)
+    try:
+        wait_for(lambda: _pod(second, "orphan") is None, 20, what="pod gone after the restart")
+        assert _last_state(second, "orphan", rv)["status"]["phase"] == "Failed"
+    finally:
+        second.stop()
 
 
 def test_stop_heartbeat_freezes_the_lease_and_resume_renews_it(sim: Sim) -> None:

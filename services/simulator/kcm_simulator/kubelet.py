@@ -2,7 +2,8 @@
 
 Node heartbeats renew the Lease in kube-node-lease and the Ready condition; pods bound to
 our nodes become Running (or finish, per the annotations in podstatus.py), and graceful
-deletions are completed. Fed pod events by `main.py`; faults come from `control.py`.
+deletions are completed once their grace period is over. Fed pod events by `main.py`;
+faults come from `control.py`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +49,17 @@ class PodRun:
     crash: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+@dataclass
+class Termination:
+    """A graceful deletion under way: the latest pod seen, and when it was asked for."""
+
+    pod: Obj
+    requested: float
+    task: asyncio.Task[None]
+    # Set when a later event may move the end: a shorter grace period, a changed annotation.
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class Kubelet:
     def __init__(
         self,
@@ -67,8 +80,7 @@ class Kubelet:
         self._interval = heartbeat_interval
         self.nodes = {nodes.node_name(prefix, i): NodeState(i) for i in range(count)}
         self._runs: dict[str, PodRun] = {}
-        self._deleting: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._terminations: dict[str, Termination] = {}
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -128,6 +140,9 @@ class Kubelet:
         for uid in list(self._runs):
             if uid not in present:
                 self._runs.pop(uid).task.cancel()
+        for uid in list(self._terminations):
+            if uid not in present:
+                self._cancel_termination(uid)
         for pod in pods:
             self.on_pod("ADDED", pod)
 
@@ -140,15 +155,13 @@ class Kubelet:
             run = self._runs.pop(uid, None)
             if run is not None:
                 run.task.cancel()
-            self._deleting.discard(uid)
+            self._cancel_termination(uid)
             return
         if meta.get("deletionTimestamp"):
             run = self._runs.get(uid)
             if run is not None:
                 run.task.cancel()
-            if uid not in self._deleting:
-                self._deleting.add(uid)
-                self._spawn(self._finish_deletion(pod))
+            self._terminate(uid, pod)
             return
         if uid not in self._runs and pod.get("status", {}).get("phase") not in _TERMINAL:
             task = asyncio.ensure_future(self._run_pod(pod))
@@ -161,13 +174,55 @@ class Kubelet:
                 return True
         return False
 
-    def _spawn(self, coro: Any) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def stop(self) -> None:
+        """Cancel every pod's run and pending deletion; a restarted sim picks them up from the API."""
+        tasks = [run.task for run in self._runs.values()]
+        tasks += [term.task for term in self._terminations.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._runs.clear()
+        self._terminations.clear()
 
-    async def _finish_deletion(self, pod: Obj) -> None:
+    def _terminate(self, uid: str, pod: Obj) -> None:
+        requested = podstatus.deletion_requested(pod, time.time())
+        term = self._terminations.get(uid)
+        if term is None:
+            task = asyncio.ensure_future(self._finish_deletion(uid))
+            self._terminations[uid] = Termination(pod, requested, task)
+        elif not term.task.done():
+            term.pod = pod
+            # A second delete only ever shortens the grace; the earliest request time is the real one.
+            term.requested = min(term.requested, requested)
+            term.changed.set()
+
+    def _cancel_termination(self, uid: str) -> None:
+        term = self._terminations.pop(uid, None)
+        if term is not None:
+            term.task.cancel()
+
+    async def _finish_deletion(self, uid: str) -> None:
+        """Stop the containers when the grace period ends (sooner with terminate-seconds), as a
+        kubelet, report the pod terminal, then remove it with grace 0."""
+        term = self._terminations[uid]
+        # A pod whose containers never started has nothing to stop, so nothing to wait for.
+        running = term.pod.get("status", {}).get("phase") == "Running"
+        on_their_own = False
+        while running:
+            seconds, on_their_own = podstatus.stop_after(term.pod)
+            left = term.requested + seconds - time.time()
+            if left <= 0:
+                break
+            term.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(term.changed.wait(), left)
+        pod = term.pod
         meta = pod["metadata"]
+        if running:
+            # As upstream since 1.27: a deleted pod ends Succeeded or Failed before it goes,
+            # which is what e.g. the Job controller waits for to drop its finalizer.
+            code = 0 if on_their_own else podstatus.KILLED_EXIT_CODE
+            await self._patch_status(pod, podstatus.stopped(pod, now=_now(), exit_code=code))
         path = resource_path("", "v1", "pods", meta.get("namespace"), meta["name"])
         options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}}
         await self._writer.call(f"delete {meta['name']}", lambda: self._client.delete(path, options))

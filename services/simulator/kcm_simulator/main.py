@@ -75,6 +75,7 @@ async def run(opts: Options) -> None:
             )
             group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
     finally:
+        await kubelet.stop()
         if runner is not None:
             await runner.cleanup()
         await client.close()

@@ -5,6 +5,7 @@ Pure builders called by `kubelet.py`; the annotations are documented in docs/sim
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,9 @@ Obj = dict[str, Any]
 READY_ANNOTATION = "sim.kcm.dev/ready"
 EXIT_CODE_ANNOTATION = "sim.kcm.dev/exit-code"
 RUN_SECONDS_ANNOTATION = "sim.kcm.dev/run-seconds"
+TERMINATE_SECONDS_ANNOTATION = "sim.kcm.dev/terminate-seconds"
+# What a runtime reports for a container it had to SIGKILL when the grace period ran out.
+KILLED_EXIT_CODE = 137
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,35 @@ def behaviour(pod: Obj) -> Behaviour:
     except ValueError:
         exit_code = None
     return Behaviour(ready, exit_code, run_seconds)
+
+
+def deletion_requested(pod: Obj, now: float) -> float:
+    """When the graceful deletion was asked for (epoch seconds): deletionTimestamp less the grace.
+
+    The API server sets deletionTimestamp to the request time plus the grace period, so this
+    holds across a simulator restart. `now` is the answer when the timestamp cannot be read.
+    """
+    meta = pod.get("metadata", {})
+    try:
+        deadline = dt.datetime.fromisoformat(str(meta.get("deletionTimestamp"))).timestamp()
+    except ValueError:
+        return now
+    return deadline - float(meta.get("deletionGracePeriodSeconds") or 0)
+
+
+def stop_after(pod: Obj) -> tuple[float, bool]:
+    """Seconds from the deletion request until the containers are gone, and whether they exit on
+    their own (terminate-seconds shorter than the grace period) rather than being killed at its end.
+    """
+    meta = pod.get("metadata", {})
+    grace = max(0.0, float(meta.get("deletionGracePeriodSeconds") or 0))
+    try:
+        wanted = float((meta.get("annotations") or {})[TERMINATE_SECONDS_ANNOTATION])
+    except (KeyError, ValueError):
+        return grace, False
+    if 0 <= wanted < grace:
+        return wanted, True
+    return grace, False
 
 
 def restarts_after(restart_policy: str, exit_code: int) -> bool:
@@ -189,6 +222,23 @@ def finished(
         "initContainerStatuses": _init_statuses(pod, start_time),
         "containerStatuses": statuses,
     }
+
+
+def stopped(pod: Obj, *, now: str, exit_code: int) -> Obj:
+    """The terminal status of a Running pod whose containers were stopped for its deletion."""
+    status = pod.get("status", {})
+    start_time = status.get("startTime") or now
+    container = (status.get("containerStatuses") or [{}])[0]
+    return finished(
+        pod,
+        now=now,
+        start_time=start_time,
+        started=container.get("state", {}).get("running", {}).get("startedAt") or start_time,
+        host_ip=status.get("hostIP", ""),
+        pod_ip=status.get("podIP", ""),
+        exit_code=exit_code,
+        restarts=int(container.get("restartCount") or 0),
+    )
 
 
 def unschedulable(message: str, now: str) -> Obj:

@@ -1,0 +1,174 @@
+"""What the benchmarks in bench/ share: running `kcm` processes, their CPU time, the report's figures.
+
+A package rather than a module beside the scripts, so `make bench` (every `bench/*.py`) does not
+run it as a benchmark. The scripts import it as `benchlib`: Python puts the directory of the
+script it runs first on sys.path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+import uvloop
+import yaml
+
+JSON = {"Content-Type": "application/json"}
+
+encode = msgspec.json.encode
+
+
+@dataclass
+class Failures:
+    """Failed requests: how many, and the first few answers."""
+
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def record_error(self, text: str) -> None:
+        self.failed += 1
+        # A failing server fails every request the same way; a few samples say enough.
+        if len(self.errors) < 3:
+            self.errors.append(text[:300])
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process from /proc; NaN where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return math.nan
+    # Fields after the parenthesised command name, which may itself hold spaces.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tail(path: Path) -> str:
+    """The last lines of a log, for an error message."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-20:])
+    except OSError:
+        return ""
+
+
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), 10)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+async def start_logged(argv: list[str], log_path: Path) -> asyncio.subprocess.Process:
+    """Start a process whose output goes to a log file (read back with `tail` if it fails)."""
+    with log_path.open("wb") as log:
+        return await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
+
+
+@dataclass
+class Target:
+    """A server under measurement: where to send requests, and which process to read CPU of."""
+
+    url: str
+    pid: int
+
+
+@dataclass
+class ApiServer(Target):
+    kubeconfig: Path
+
+
+@contextlib.asynccontextmanager
+async def apiserver(command: list[str], workdir: Path) -> AsyncIterator[ApiServer]:
+    """Run `kcm apiserver` until the block exits; yields its URL once the kubeconfig appears."""
+    kubeconfig = workdir / "kubeconfig"
+    log_path = workdir / "apiserver.log"
+    argv = ["apiserver", "--port", "0", "--kubeconfig-out", str(kubeconfig), "--log-level", "warning"]
+    proc = await start_logged([*command, *argv], log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not kubeconfig.exists():
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"kcm apiserver did not become ready:\n{tail(log_path)}")
+            await asyncio.sleep(0.05)
+        config = yaml.safe_load(kubeconfig.read_text())
+        yield ApiServer(str(config["clusters"][0]["cluster"]["server"]), proc.pid, kubeconfig)
+    finally:
+        await stop(proc)
+
+
+# -- API calls -------------------------------------------------------------------------------------
+
+
+async def watch_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[list[bytes]]:
+    """A watch response's events, one JSON line each, in the batches the network delivers them."""
+    pending = b""
+    async for chunk in resp.content.iter_any():
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        yield [line for line in lines if line.strip()]
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+
+def add_kcm_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kcm", default="", help="command that runs kcm (default: the kcm beside this python)"
+    )
+
+
+def kcm_command(args: argparse.Namespace) -> list[str]:
+    return shlex.split(args.kcm) if args.kcm else [str(Path(sys.executable).with_name("kcm"))]
+
+
+def run(bench: Coroutine[Any, Any, int]) -> int:
+    """Run a benchmark to its exit status; a RuntimeError is reported, not raised."""
+    # Turn SIGTERM into an exception so the servers are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return uvloop.run(bench)
+    except RuntimeError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+
+
+def exit_status(problems: list[str]) -> int:
+    """Report what made the run fail, if anything; the figures alone never do."""
+    for problem in problems:
+        print(f"ERROR: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or math.isnan(a) or math.isnan(b) or b == 0:
+        return "n/a"
+    return f"{a / b:.2f}"
