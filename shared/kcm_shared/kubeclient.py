@@ -165,6 +165,22 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Obj:
+        raw = await self.request_bytes(method, path, params=params, body=body, content_type=content_type)
+        if not raw:
+            return {}
+        result: Obj = _decode(raw)
+        return result
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> bytes:
+        """The response body undecoded, for callers that pass objects on byte for byte (the watcher)."""
         if self._limiter is not None:
             await self._limiter.acquire()
         data = None if body is None else (body if isinstance(body, bytes) else _encode(body))
@@ -175,10 +191,7 @@ class KubeClient:
             raw = await resp.read()
             if resp.status >= 400:
                 raise _error(resp.status, raw)
-            if not raw:
-                return {}
-            result: Obj = _decode(raw)
-            return result
+            return raw
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> Obj:
         return await self.request("GET", path, params=params)
@@ -203,6 +216,17 @@ class KubeClient:
 
     async def watch(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Obj]:
         """Yield watch events until the server ends the stream; an ERROR event raises ApiError."""
+        async for line in self.watch_lines(path, params):
+            event: Obj = _decode(line)
+            if event.get("type") == "ERROR":
+                raise status_error(event.get("object") or {})
+            yield event
+
+    async def watch_lines(self, path: str, params: Mapping[str, str]) -> AsyncIterator[bytes]:
+        """Yield each watch event's JSON line undecoded until the server ends the stream.
+
+        ERROR events are yielded like any other: the caller decodes and raises `status_error`.
+        """
         query = {**params, "watch": "true"}
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
         async with self._http().get(self.conn.server + path, params=query, timeout=timeout) as resp:
@@ -216,18 +240,13 @@ class KubeClient:
                     if not sep:
                         break
                     buffer = rest
-                    if not line.strip():
-                        continue
-                    event: Obj = _decode(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise ApiError(
-                            int(status.get("code", 500)),
-                            status.get("reason", ""),
-                            status.get("message", ""),
-                            status,
-                        )
-                    yield event
+                    if line.strip():
+                        yield line
+
+
+def status_error(status: Obj) -> ApiError:
+    """The ApiError a watch ERROR event's metav1.Status stands for."""
+    return ApiError(int(status.get("code", 500)), status.get("reason", ""), status.get("message", ""), status)
 
 
 def _error(code: int, raw: bytes) -> ApiError:

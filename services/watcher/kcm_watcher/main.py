@@ -1,0 +1,74 @@
+"""`kcm watcher`: wires the API client, NATS, the ops endpoint and leader election together.
+
+The launcher (kcm_cli.main) calls `run(args)` and cancels it on SIGINT/SIGTERM; cancelling
+stops the loops, flushes unacknowledged messages (bounded), releases the Lease and closes
+the connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+
+import nats.errors
+from kcm_shared import flags, health, kubeclient, leaderelection, natsconn, opsserver, tracing
+from nats.js import JetStreamContext
+
+from kcm_watcher import discovery, publisher, supervisor
+
+log = logging.getLogger("kcm.watcher")
+
+
+async def _declare_stream(js: JetStreamContext) -> None:
+    # A freshly started nats-server may take a moment before JetStream answers.
+    attempt = 0
+    while True:
+        try:
+            await natsconn.ensure_object_stream(js)
+            return
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.warning(
+                "cannot declare the object stream yet", extra={"error": repr(exc), "attempt": attempt}
+            )
+            await kubeclient.sleep_backoff(attempt)
+            attempt += 1
+
+
+async def run(args: argparse.Namespace) -> None:
+    tracing.setup("watcher")
+    client = flags.kube_client(args, user_agent="kcm-watcher")
+    nc = await natsconn.connect(natsconn.from_args(args), name=f"kcm-watcher:{args.instance}")
+    try:
+        js = nc.jetstream()
+        await _declare_stream(js)
+        pub = publisher.Publisher(js, window=args.publish_window)
+        sup = supervisor.Supervisor(
+            client,
+            nc,
+            pub,
+            supervisor.Options(
+                selection=discovery.Selection.parse(args.resources),
+                discovery_interval=args.discovery_interval,
+                watch_timeout=args.watch_timeout,
+                sync_grace=args.sync_grace,
+                sync_timeout=args.sync_timeout,
+            ),
+        )
+        checks = health.Checks()
+        checks.add("watcher", sup.check)
+        checks.add("nats", lambda: pub.check(args.publish_failure_limit))
+        runner, _ = await opsserver.start(opsserver.app(checks), args.ops_bind, args.ops_port)
+        try:
+            elector = leaderelection.from_args(args, client, args.instance)
+            if elector is None:
+                await sup.lead()
+            else:
+                await elector.run(sup.lead)
+        finally:
+            await runner.cleanup()
+    finally:
+        # With NATS down at shutdown, nats-py fails flushing into the dead socket: nothing to save.
+        with contextlib.suppress(nats.errors.Error, OSError, RuntimeError):
+            await nc.close()
+        await client.close()

@@ -1,0 +1,305 @@
+"""One resource's list+watch loop: the reflector of upstream client-go, publishing to the stream.
+
+`supervisor` runs one `ResourceWatch` per watched resource while this replica leads;
+`syncserver` asks it for progress. The loop:
+
+1. reads what the stream holds for the resource (the last message per subject, headers only);
+2. LISTs (paginated) and publishes `SYNC` for objects the stream lacks or holds at another
+   resourceVersion, and `DELETED` tombstones (the stream's last state as body) for live objects
+   the list no longer has; then a progress marker at the list's resourceVersion;
+3. WATCHes from there with bookmarks, publishing every event, and a marker per bookmark;
+4. goes back to 2 when the watch's resourceVersion has expired (410 Gone) or a sync request
+   could not be answered from the watch in time. Other watch failures resume the watch from
+   the last resourceVersion seen, with backoff, as the reflector does.
+
+After the first read the stream's contents are tracked in memory (`held`): this replica is
+the only publisher while it holds the lease, and a new term starts from step 1 again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aiohttp
+import msgspec
+import nats.errors
+import nats.js.errors
+from kcm_shared import kubeclient, subjects, tracing
+from nats.js import JetStreamContext, api
+
+from kcm_watcher import metrics, objects, publisher
+
+log = logging.getLogger("kcm.watcher.resource")
+
+PAGE_SIZE = 500
+_READ_BATCH = 1000
+_READ_TIMEOUT = 10.0
+
+# What a broken list or watch may raise; anything else is a bug and ends the loop loudly.
+_TRANSIENT = (
+    kubeclient.ApiError,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    msgspec.DecodeError,
+    nats.errors.Error,
+)
+T = TypeVar("T")
+
+
+class ResourceWatch:
+    def __init__(
+        self,
+        res: subjects.Resource,
+        client: kubeclient.KubeClient,
+        js: JetStreamContext,
+        lane: publisher.Lane,
+        *,
+        watch_timeout: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.res = res
+        self._client = client
+        self._js = js
+        self._lane = lane
+        self._watch_timeout = watch_timeout
+        self._clock = clock
+        self._path = kubeclient.resource_path(res.group, res.version, res.resource)
+        self._label = str(res)
+        self.held: dict[str, str] = {}  # subject -> resourceVersion of live objects in the stream
+        self.marker = ""  # resourceVersion of the last progress marker acknowledged
+        self.relists = 0  # relists completed, markers included
+        self._progress = asyncio.Condition()
+        self._relist_wanted = asyncio.Event()
+        self._failing_since: float | None = None
+        self.last_error = ""
+
+    # -- health and progress ------------------------------------------------------------------
+
+    def failing_for(self) -> float:
+        """Seconds the list or watch has kept failing (0 while it works)."""
+        return 0.0 if self._failing_since is None else self._clock() - self._failing_since
+
+    async def wait_progress(self, target: str, grace: float) -> str:
+        """The resourceVersion of a marker at or beyond `target`, once one is published.
+
+        Waits `grace` seconds for the watch to get there on its own, then has the loop relist
+        (a list is always current). The caller bounds the whole wait.
+        """
+        if objects.rv_int(target) is None:
+            # Opaque resourceVersions cannot be compared: only a relist started now will do.
+            done = self.relists
+            self._relist_wanted.set()
+            return await self._until(lambda: self.relists > done)
+        try:
+            async with asyncio.timeout(grace):
+                return await self._until(lambda: objects.reached(self.marker, target))
+        except TimeoutError:
+            pass
+        self._relist_wanted.set()
+        return await self._until(lambda: objects.reached(self.marker, target))
+
+    async def _until(self, predicate: Callable[[], bool]) -> str:
+        async with self._progress:
+            await self._progress.wait_for(predicate)
+            return self.marker
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, watch and publish until cancelled."""
+        self.held = await self._retrying(self._read_stream, "read stream")
+        reason = "start"
+        while True:
+            # Cleared before the list, so a request arriving during it gets a list of its own.
+            self._relist_wanted.clear()
+            rv = await self._retrying(functools.partial(self._relist, reason), "list")
+            watching = asyncio.ensure_future(self._watch_from(rv))
+            wanted = asyncio.ensure_future(self._relist_wanted.wait())
+            try:
+                await asyncio.wait({watching, wanted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (watching, wanted):
+                    task.cancel()
+                await asyncio.wait({watching, wanted})
+            if watching.cancelled():
+                reason = "sync"
+            else:
+                watching.result()  # a bug in the watch loop surfaces here
+                reason = "expired"
+
+    async def _retrying(self, step: Callable[[], Awaitable[T]], what: str) -> T:
+        attempt = 0
+        while True:
+            try:
+                result = await step()
+            except _TRANSIENT as exc:
+                self._failed(what, exc, attempt)
+                await kubeclient.sleep_backoff(attempt)
+                attempt += 1
+                continue
+            self._failing_since = None
+            return result
+
+    def _failed(self, what: str, exc: BaseException, attempt: int) -> None:
+        if self._failing_since is None:
+            self._failing_since = self._clock()
+        self.last_error = f"{what}: {exc}"
+        log.warning(
+            f"{what} failed, retrying",
+            extra={"resource": self._label, "error": str(exc), "attempt": attempt},
+        )
+
+    async def _read_stream(self) -> dict[str, str]:
+        """subject -> resourceVersion of each object the stream holds as live."""
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=api.AckPolicy.NONE,
+            headers_only=True,
+            mem_storage=True,
+            inactive_threshold=30.0,
+        )
+        sub = await self._js.pull_subscribe(
+            subjects.object_filter(self.res), stream=subjects.OBJECTS_STREAM, config=config
+        )
+        held: dict[str, str] = {}
+        try:
+            info = await sub.consumer_info()
+            remaining = info.num_pending or 0
+            while remaining > 0:
+                for msg in await sub.fetch(min(remaining, _READ_BATCH), timeout=_READ_TIMEOUT):
+                    rv = objects.held_entry(msg.headers)
+                    if rv is not None:
+                        held[msg.subject] = rv
+                    remaining = msg.metadata.num_pending
+        finally:
+            await sub.unsubscribe()
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                # pull_subscribe named the ephemeral consumer in `config`.
+                await self._js.delete_consumer(subjects.OBJECTS_STREAM, config.name or "")
+        return held
+
+    # -- relist -------------------------------------------------------------------------------
+
+    async def _relist(self, reason: str) -> str:
+        """List, publish the differences and a marker; returns the list's resourceVersion."""
+        metrics.RELISTS.labels(resource=self._label, reason=reason).inc()
+        diff = objects.Relist(self.held)
+        params = {"limit": str(PAGE_SIZE)}
+        list_rv = ""
+        while True:
+            page = objects.decode_page(await self._client.request_bytes("GET", self._path, params=params))
+            list_rv = list_rv or page.metadata.resource_version
+            for item in page.items:
+                head = objects.decode_head(item)
+                meta = head.metadata
+                subject = subjects.object_subject(self.res, meta.namespace, meta.name)
+                if diff.needs_sync(subject, meta.resource_version):
+                    body = objects.with_type_meta(bytes(item), head, page.kind, page.api_version)
+                    await self._publish(subject, body, objects.SYNC, head)
+            if not page.metadata.continue_:
+                break
+            params = {"limit": str(PAGE_SIZE), "continue": page.metadata.continue_}
+        gone = diff.gone()
+        for subject in gone:
+            await self._tombstone(subject)
+        await self._mark(list_rv)
+        self.relists += 1
+        log.info(
+            "relisted",
+            extra={
+                "resource": self._label,
+                "reason": reason,
+                "resourceVersion": list_rv,
+                "deleted": len(gone),
+            },
+        )
+        return list_rv
+
+    async def _tombstone(self, subject: str) -> None:
+        """Publish the delete a relist found missing, with the last state the stream had."""
+        try:
+            last = await self._js.get_last_msg(subjects.OBJECTS_STREAM, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            # Purged meanwhile: the stream already shows the object absent.
+            del self.held[subject]
+            return
+        body = last.data or b""
+        head = objects.decode_head(body)
+        await self._publish(subject, body, objects.DELETED, head)
+
+    async def _mark(self, rv: str) -> None:
+        """Publish a progress marker once everything before it is acknowledged."""
+        await self._lane.publish(subjects.progress_subject(self.res), b"", {objects.RESOURCE_VERSION: rv})
+        await self._lane.flush()
+        async with self._progress:
+            self.marker = rv
+            self._progress.notify_all()
+
+    # -- watch --------------------------------------------------------------------------------
+
+    async def _watch_from(self, rv: str) -> None:
+        """Watch and publish until the resourceVersion expires (returns) or cancelled."""
+        attempt = 0
+        while True:
+            params = {
+                "allowWatchBookmarks": "true",
+                "resourceVersion": rv,
+                # Spread reconnects of many watches, as the reflector does.
+                "timeoutSeconds": str(int(self._watch_timeout * (1 + random.random()))),
+            }
+            try:
+                async for line in self._client.watch_lines(self._path, params):
+                    rv = await self._on_event(objects.decode_line(line), rv)
+                    attempt = 0
+                    self._failing_since = None
+            except kubeclient.ApiError as exc:
+                if exc.gone:
+                    log.info("watch expired", extra={"resource": self._label, "resourceVersion": rv})
+                    return
+                self._failed("watch", exc, attempt)
+            except _TRANSIENT as exc:
+                self._failed("watch", exc, attempt)
+            else:
+                continue  # the server ended the watch (timeoutSeconds): resume at once
+            await kubeclient.sleep_backoff(attempt)
+            attempt += 1
+
+    async def _on_event(self, event: objects.WatchLine, rv: str) -> str:
+        """Publish one watch event; returns the resourceVersion to resume from."""
+        raw = bytes(event.object)
+        if event.type == objects.ERROR:
+            raise kubeclient.status_error(objects.decode_status(raw))
+        head = objects.decode_head(raw)
+        new_rv = head.metadata.resource_version or rv
+        if event.type == objects.BOOKMARK:
+            if new_rv != self.marker:  # an idle resource's bookmarks repeat themselves
+                await self._mark(new_rv)
+            return new_rv
+        metrics.EVENTS.labels(resource=self._label, type=event.type).inc()
+        meta = head.metadata
+        subject = subjects.object_subject(self.res, meta.namespace, meta.name)
+        if objects.is_stale(meta.resource_version, self.held.get(subject)):
+            return new_rv
+        await self._publish(subject, raw, event.type, head)
+        return new_rv
+
+    async def _publish(self, subject: str, body: bytes, event: str, head: objects.Head) -> None:
+        """Hand one object message to the lane and remember what the stream now holds."""
+        hdrs = objects.headers(event, head)
+        meta = head.metadata
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        with tracing.span("watcher.publish", resource=self._label, event=event, key=key):
+            tracing.inject(hdrs)
+            await self._lane.publish(subject, body, hdrs, objects.ttl_of(event))
+        if event == objects.DELETED:
+            self.held.pop(subject, None)
+        else:
+            self.held[subject] = meta.resource_version

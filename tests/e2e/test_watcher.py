@@ -1,0 +1,480 @@
+"""`kcm watcher` end to end: a real API server, a real nats-server, the watcher as a subprocess.
+
+A test reads the KCM_OBJECTS stream with nats-py and compares it with the API server's state:
+what the stream holds per subject (its last message) must be the object's latest state, a
+tombstone for deleted objects, and unchanged objects must keep their stream sequence across
+restarts (no duplicate flood).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+import uvloop
+from kcm_shared import subjects
+from nats.js import api
+
+from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, start_nats, wait_for
+
+CM = subjects.Resource("", "v1", "configmaps")
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    seq: int
+    headers: dict[str, str]
+    data: bytes
+
+    @property
+    def event(self) -> str:
+        return self.headers.get("Kcm-Event", "")
+
+    @property
+    def rv(self) -> str:
+        return self.headers.get("Kcm-Resource-Version", "")
+
+
+async def _last_per_subject(url: str, filter_subject: str) -> dict[str, Entry]:
+    nc = await nats.connect(url, connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream()
+        try:
+            await js.stream_info(subjects.OBJECTS_STREAM)
+        except nats.js.errors.NotFoundError:
+            return {}
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=api.AckPolicy.NONE,
+            inactive_threshold=10.0,
+        )
+        sub = await js.pull_subscribe(filter_subject, stream=subjects.OBJECTS_STREAM, config=config)
+        out: dict[str, Entry] = {}
+        remaining = (await sub.consumer_info()).num_pending or 0
+        while remaining > 0:
+            for msg in await sub.fetch(min(remaining, 500), timeout=5):
+                out[msg.subject] = Entry(msg.metadata.sequence.stream, dict(msg.headers or {}), msg.data)
+                remaining = msg.metadata.num_pending
+        await sub.unsubscribe()
+        return out
+    finally:
+        await nc.close()
+
+
+def stream_state(server: NatsProc, filter_subject: str = "kcm.>") -> dict[str, Entry]:
+    return uvloop.run(_last_per_subject(server.url, filter_subject))
+
+
+def cm_subject(name: str, namespace: str = "default") -> str:
+    return subjects.object_subject(CM, namespace, name)
+
+
+async def _request(url: str, subject: str, body: dict[str, Any], wait: float) -> dict[str, Any]:
+    nc = await nats.connect(url)
+    try:
+        reply = await nc.request(subject, json.dumps(body).encode(), timeout=wait)
+        result: dict[str, Any] = json.loads(reply.data)
+        return result
+    finally:
+        await nc.close()
+
+
+@dataclass
+class WatcherProc:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def ops_port(self) -> int:
+        def port() -> int | None:
+            found = re.search(r'"ops endpoint serving".*?"port": (\d+)', self.log_path.read_text())
+            return int(found.group(1)) if found else None
+
+        found: int = wait_for(port, 20, what="the watcher's ops endpoint")
+        return found
+
+    def metric(self, metric: str, **labels: str) -> float:
+        text = (
+            urllib.request.urlopen(f"http://127.0.0.1:{self.ops_port()}/metrics", timeout=5).read().decode()
+        )
+        total = 0.0
+        for line in text.splitlines():
+            if not line.startswith(metric + "{") and not line.startswith(metric + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def health(self, check: str) -> int:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.ops_port()}/healthz/{check}", timeout=5
+            ) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_watcher(api_server: ApiServer, nats_proc: NatsProc, log_path: Path, *extra: str) -> WatcherProc:
+    args = [
+        KCM,
+        "watcher",
+        "--kubeconfig",
+        str(api_server.kubeconfig),
+        "--nats-url",
+        nats_proc.url,
+        "--ops-port",
+        "0",
+        "--ops-bind",
+        "127.0.0.1",
+        "--discovery-interval",
+        "1s",
+        *extra,
+    ]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=log)
+    return WatcherProc(proc, log_path)
+
+
+@pytest.fixture()
+def watchers(tmp_path: Path) -> Iterator[list[WatcherProc]]:
+    started: list[WatcherProc] = []
+    yield started
+    for w in started:
+        w.stop()
+    for w in started:
+        if w.proc.returncode not in (0, -signal.SIGKILL, -signal.SIGTERM):
+            raise AssertionError(f"watcher exited {w.proc.returncode}: {w.log_path.read_text()[-3000:]}")
+
+
+def core_api(api_server: ApiServer) -> Any:
+    client, api_client = api_server.client()
+    return client.CoreV1Api(api_client)
+
+
+def create_cm(core: Any, name: str, data: dict[str, str] | None = None) -> Any:
+    return core.create_namespaced_config_map(
+        "default", {"metadata": {"name": name}, "data": data or {"k": "v"}}
+    )
+
+
+def api_configmaps(api_server: ApiServer) -> dict[str, str]:
+    """subject -> resourceVersion of every ConfigMap in the API server."""
+    items = api_server.kubectl_json("get", "configmaps", "-A")["items"]
+    return {
+        cm_subject(i["metadata"]["name"], i["metadata"]["namespace"]): i["metadata"]["resourceVersion"]
+        for i in items
+    }
+
+
+def stream_matches_api(nats_proc: NatsProc, api_server: ApiServer, deleted: tuple[str, ...] = ()) -> bool:
+    """The stream holds exactly the API's ConfigMaps at their resourceVersions, and tombstones
+    for the `deleted` names."""
+    want = api_configmaps(api_server)
+    held = stream_state(nats_proc, subjects.object_filter(CM))
+    live = {s: e.rv for s, e in held.items() if e.event != "DELETED"}
+    tombstoned = all(held.get(cm_subject(name), Entry(0, {}, b"")).event == "DELETED" for name in deleted)
+    return live == want and tombstoned
+
+
+# -- tests ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def running(
+    apiserver: ApiServer, nats_server: NatsProc, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WatcherProc]:
+    w = start_watcher(
+        apiserver, nats_server, tmp_path_factory.mktemp("watcher") / "watcher.log", "--leader-elect=false"
+    )
+    # Listed once: from here on every change arrives through the watch.
+    wait_for(lambda: subjects.progress_subject(CM) in stream_state(nats_server), what="first list")
+    yield w
+    w.stop()
+
+
+def test_changes_are_published_with_headers_and_deletes_leave_tombstones(
+    apiserver: ApiServer, nats_server: NatsProc, running: WatcherProc
+) -> None:
+    core = core_api(apiserver)
+    create_cm(core, "app.config", {"a": "1"})
+    patched = core.patch_namespaced_config_map("app.config", "default", {"data": {"a": "2"}})
+    create_cm(core, "short-lived")
+    wait_for(lambda: cm_subject("short-lived") in stream_state(nats_server), what="short-lived published")
+    deleted_rv = core.read_namespaced_config_map("short-lived", "default").metadata.resource_version
+    core.delete_namespaced_config_map("short-lived", "default")
+
+    subject = "kcm.obj.core.v1.configmaps.default.app~2Econfig"  # the dot is escaped (docs/bus.md)
+
+    def settled() -> dict[str, Entry] | None:
+        state = stream_state(nats_server)
+        done = state.get(subject) and state[subject].rv == patched.metadata.resource_version
+        tomb = state.get(cm_subject("short-lived"))
+        return state if done and tomb is not None and tomb.event == "DELETED" else None
+
+    state = wait_for(settled, what="update and delete published")
+    entry = state[subject]
+    assert entry.event == "MODIFIED"
+    body = json.loads(entry.data)
+    assert body["kind"] == "ConfigMap" and body["apiVersion"] == "v1"
+    assert body["data"] == {"a": "2"}
+    assert body["metadata"]["resourceVersion"] == patched.metadata.resource_version
+    assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}", entry.headers["traceparent"])
+    assert (
+        entry.headers["Nats-Msg-Id"] == f"{patched.metadata.uid}:{patched.metadata.resource_version}:MODIFIED"
+    )
+    tomb = state[cm_subject("short-lived")]
+    assert "Nats-TTL" in tomb.headers
+    assert json.loads(tomb.data)["metadata"]["name"] == "short-lived"
+    assert int(tomb.rv) > int(deleted_rv)
+    # Objects that existed before the watcher started came in through its first list.
+    ns = state["kcm.obj.core.v1.namespaces._.kube-system"]
+    assert ns.event in ("SYNC", "ADDED", "MODIFIED")
+    assert json.loads(ns.data)["kind"] == "Namespace"
+    progress = state[subjects.progress_subject(CM)]
+    assert progress.data == b"" and int(progress.rv) >= 1
+    assert running.metric("kcm_watcher_events_total", resource="core/v1/configmaps", type="DELETED") >= 1
+    assert running.metric("kcm_watcher_published_total") > 0
+    assert running.health("watcher") == 200 and running.health("nats") == 200
+
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+
+
+def test_custom_resources_of_a_crd_created_later_are_published(
+    apiserver: ApiServer, nats_server: NatsProc, running: WatcherProc
+) -> None:
+    apiserver.kubectl("apply", "-f", "-", input=CRD)
+    widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w.1, namespace: default}\nsize: 3\n"
+    wait_for(
+        lambda: "created" in apiserver.kubectl("apply", "-f", "-", input=widget, check=False),
+        what="widget created",
+    )
+    subject = subjects.object_subject(subjects.Resource("example.com", "v1", "widgets"), "default", "w.1")
+    entry = wait_for(lambda: stream_state(nats_server).get(subject), what="widget published")
+    assert json.loads(entry.data)["size"] == 3
+
+
+def test_sync_request_answers_once_the_stream_reached_the_resource_version(
+    apiserver: ApiServer, nats_server: NatsProc, running: WatcherProc
+) -> None:
+    core = core_api(apiserver)
+    rv = create_cm(core, "sync-probe").metadata.resource_version
+    for res in (CM, subjects.Resource("apps", "v1", "deployments")):
+        body = {"group": res.group, "version": res.version, "resource": res.resource, "resourceVersion": rv}
+        reply = uvloop.run(_request(nats_server.url, subjects.WATCHER_SYNC, body, wait=20))
+        assert reply["ok"] is True, reply
+        assert int(reply["resourceVersion"]) >= int(rv)
+        marker = stream_state(nats_server)[subjects.progress_subject(res)]
+        assert int(marker.rv) >= int(rv)
+    # The created object is in the stream by the time the reply says so.
+    assert stream_state(nats_server)[cm_subject("sync-probe")].rv == rv
+    unknown = {"group": "nope.io", "version": "v1", "resource": "things", "resourceVersion": rv}
+    reply = uvloop.run(_request(nats_server.url, subjects.WATCHER_SYNC, unknown, wait=20))
+    assert reply["ok"] is False and "not watched" in reply["error"]
+
+
+def test_restart_republishes_only_what_changed_while_down(
+    fresh_apiserver: ApiServer, fresh_nats: NatsProc, watchers: list[WatcherProc], tmp_path: Path
+) -> None:
+    core = core_api(fresh_apiserver)
+    for i in range(20):
+        create_cm(core, f"cm-{i}")
+    flags = ("--leader-elect=false", "--resources", "v1/configmaps")
+    watchers.append(start_watcher(fresh_apiserver, fresh_nats, tmp_path / "w1.log", *flags))
+    wait_for(lambda: stream_matches_api(fresh_nats, fresh_apiserver), what="first list published")
+    before = stream_state(fresh_nats, subjects.object_filter(CM))
+
+    # Changes keep coming while the watcher dies and comes back.
+    stop = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            core.patch_namespaced_config_map(f"cm-{n % 4}", "default", {"data": {"n": str(n)}})
+            n += 1
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+    try:
+        wait_for(lambda: stream_state(fresh_nats)[cm_subject("cm-0")].event == "MODIFIED", what="churn seen")
+        watchers[0].kill()
+        core.delete_namespaced_config_map("cm-10", "default")
+        create_cm(core, "cm-new")
+        core.patch_namespaced_config_map("cm-11", "default", {"data": {"k": "changed"}})
+        watchers.append(start_watcher(fresh_apiserver, fresh_nats, tmp_path / "w2.log", *flags))
+        wait_for(lambda: cm_subject("cm-new") in stream_state(fresh_nats), what="restarted watcher publishes")
+    finally:
+        stop.set()
+        churner.join(10)
+    wait_for(
+        lambda: stream_matches_api(fresh_nats, fresh_apiserver, ("cm-10",)),
+        what="stream caught up after restart",
+    )
+    after = stream_state(fresh_nats, subjects.object_filter(CM))
+    assert after[cm_subject("cm-10")].event == "DELETED"
+    assert after[cm_subject("cm-new")].event == "SYNC"
+    assert after[cm_subject("cm-11")].event == "SYNC"
+    untouched = [cm_subject(f"cm-{i}") for i in range(4, 20) if i not in (10, 11)]
+    # Not republished: the very same stream message still stands for each of them.
+    assert {s: after[s].seq for s in untouched} == {s: before[s].seq for s in untouched}
+
+
+def test_expired_watch_relists_and_publishes_the_missed_delete(
+    tmp_path: Path, fresh_nats: NatsProc, watchers: list[WatcherProc]
+) -> None:
+    server = start_apiserver(tmp_path / "api", "--watch-history", "5")
+    try:
+        core = core_api(server)
+        create_cm(core, "victim")
+        flags = ("--leader-elect=false", "--resources", "v1/configmaps", "--watch-timeout", "1s")
+        watcher = start_watcher(server, fresh_nats, tmp_path / "w.log", *flags)
+        watchers.append(watcher)
+        wait_for(lambda: stream_matches_api(fresh_nats, server), what="first list published")
+
+        def registered_watches() -> float:
+            text = urllib.request.urlopen(f"{server.url}/metrics", timeout=5).read().decode()
+            return float(re.search(r"^apiserver_registered_watchers (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+
+        wait_for(lambda: registered_watches() >= 1, what="watch open")
+        os.kill(watcher.proc.pid, signal.SIGSTOP)
+        try:
+            # The server ends the watch on its timeout; what happens next is not in the watch.
+            wait_for(lambda: registered_watches() == 0, what="watch ended by the server")
+            core.delete_namespaced_config_map("victim", "default")
+            for i in range(8):  # more changes than the server's history keeps
+                create_cm(core, f"filler-{i}")
+        finally:
+            os.kill(watcher.proc.pid, signal.SIGCONT)
+        wait_for(
+            lambda: stream_matches_api(fresh_nats, server, ("victim",)), what="stream caught up after 410"
+        )
+        assert (
+            watcher.metric("kcm_watcher_relists_total", resource="core/v1/configmaps", reason="expired") >= 1
+        )
+    finally:
+        server.stop()
+
+
+def test_standby_takes_over_when_the_leader_dies(
+    fresh_apiserver: ApiServer, fresh_nats: NatsProc, watchers: list[WatcherProc], tmp_path: Path
+) -> None:
+    flags = (
+        "--resources",
+        "v1/configmaps",
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "0.5s",
+    )
+    for name in ("a", "b"):
+        watchers.append(
+            start_watcher(fresh_apiserver, fresh_nats, tmp_path / f"{name}.log", "--instance", name, *flags)
+        )
+    core = core_api(fresh_apiserver)
+    client, api_client = fresh_apiserver.client()
+    coordination = client.CoordinationV1Api(api_client)
+
+    def holder() -> str | None:
+        try:
+            return str(
+                coordination.read_namespaced_lease("kcm-watcher", "kube-system").spec.holder_identity or ""
+            )
+        except client.ApiException:
+            return None
+
+    leader_name = wait_for(holder, what="a leader")
+    leader, standby = (watchers[0], watchers[1]) if leader_name == "a" else (watchers[1], watchers[0])
+    create_cm(core, "before")
+    wait_for(lambda: cm_subject("before") in stream_state(fresh_nats), what="leader publishes")
+    assert standby.metric("kcm_watcher_published_total") == 0
+    assert standby.metric("leader_election_master_status", name="kcm-watcher") == 0
+
+    leader.kill()
+    core.delete_namespaced_config_map("before", "default")
+    create_cm(core, "after")
+    wait_for(lambda: stream_matches_api(fresh_nats, fresh_apiserver, ("before",)), what="standby took over")
+    assert standby.metric("leader_election_master_status", name="kcm-watcher") == 1
+
+
+def test_nats_killed_mid_load_loses_no_change(
+    fresh_apiserver: ApiServer, tmp_path: Path, watchers: list[WatcherProc]
+) -> None:
+    nats_proc = start_nats(tmp_path / "nats")
+    core = core_api(fresh_apiserver)
+    create_cm(core, "seed")
+    try:
+        watchers.append(
+            start_watcher(
+                fresh_apiserver,
+                nats_proc,
+                tmp_path / "w.log",
+                "--leader-elect=false",
+                "--resources",
+                "v1/configmaps",
+                "--publish-failure-limit",
+                "1s",
+            )
+        )
+        wait_for(lambda: stream_matches_api(nats_proc, fresh_apiserver), what="first list published")
+        for i in range(30):
+            create_cm(core, f"load-{i}")
+        nats_proc.kill()
+        for i in range(30, 60):
+            create_cm(core, f"load-{i}")
+        core.delete_namespaced_config_map("load-0", "default")
+        watcher = watchers[0]
+        wait_for(lambda: watcher.health("nats") == 500, what="nats check failing while NATS is down")
+        nats_proc.start()
+        for i in range(60, 90):
+            create_cm(core, f"load-{i}")
+        wait_for(
+            lambda: stream_matches_api(nats_proc, fresh_apiserver, ("load-0",)),
+            40,
+            what="every change in the stream",
+        )
+        wait_for(lambda: watcher.health("nats") == 200, what="nats check healthy again")
+    finally:
+        nats_proc.stop()
