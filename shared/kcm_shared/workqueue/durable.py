@@ -1,0 +1,547 @@
+"""The durable, partitioned work queue of a controller, on NATS JetStream.
+
+The controller runner builds one `DurableQueue` per controller: event handlers call
+`add(key, partitions)`, the coordinator's partition assignments turn into
+`start_partition` / `stop_partition`, and `run()` is the worker pool that calls the
+controller's reconcile. Architecture invariants 1 to 4 are kept here:
+
+- No lost change: a work message is acked only after its reconcile succeeded (or it was
+  dead-lettered); a replica that dies mid-reconcile leaves it unacked, and JetStream
+  redelivers it after `ack_wait`. Long reconciles send in-progress acks so that does not
+  happen while they are merely slow.
+- One key, one worker: a partition is consumed through one durable consumer by the one
+  replica that owns it; inside the replica `queue.WorkQueue` never hands a key to two
+  workers. `stop_partition` returns only after the partition's reconciles finished (or
+  were cancelled), so the next owner cannot overlap them.
+- Coalescing: the work stream keeps one message per key, so adds while pending replace each
+  other; a message for a key that is being processed is held and the key runs again after.
+- Retries: a failure naks the message with the rate limiter's delay (other keys flow on);
+  after `max_deliveries` deliveries, or on `TerminalError`, the item is published to
+  `kcm.dlq.<controller>` with the reason and terminated.
+
+`Result(requeue_after=d)` does not nak: that would count a delivery towards
+`max_deliveries` on every timed requeue, so a key that requeues often would be
+dead-lettered by its first real failure. Instead the key is re-published with a
+`Kcm-Not-Before` header (a fresh message, delivery count 1) and the old one acked; a
+replica that receives it early naks it with the remaining delay. A real change published
+meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext, api
+
+from kcm_shared import health, natsconn, subjects, tracing
+from kcm_shared.workqueue import metrics, queue, ratelimit
+
+log = logging.getLogger("kcm.workqueue")
+
+NOT_BEFORE = "Kcm-Not-Before"  # header: unix time before which a deferred item is not processed
+_JS_API = "$JS.API"  # the JetStream API prefix of `nc.jetstream()`, which every service uses
+_STATUS = api.Header.STATUS
+_TRACE_HEADERS = ("traceparent", "tracestate")  # carried over when a deferred item is re-published
+FETCH_BATCH = 64  # most messages one pull request asks for
+MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
+# Errors after which publishing again can succeed (NATS restarting or reconnecting).
+_TRANSIENT = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.OutboundBufferLimitError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a reconcile returns; returning None means plain success."""
+
+    requeue_after: float | None = None  # reconcile the key again after this many seconds
+
+
+class TerminalError(Exception):
+    """Raised by a reconcile that retrying cannot fix: the key is dead-lettered at once."""
+
+
+Reconcile = Callable[[str], Awaitable[Result | None]]
+
+
+@dataclass(eq=False)
+class _Item:
+    """The newest work message this replica holds for a key."""
+
+    key: str
+    msg: Msg  # replaced by a redelivery of the same message, so the ack uses the live one
+    seq: int  # stream sequence: tells a newer message from a redelivery or a stale one
+    partition: int
+    task: asyncio.Future[Result | None] | None = None  # the running reconcile
+
+
+@dataclass(eq=False)
+class _Partition:
+    index: int
+    sub: Subscription  # the inbox pull requests are answered on
+    inbox: str
+    next_subject: str  # where pull requests go
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while nothing is in flight
+    inflight: int = 0
+    fetcher: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+
+class DurableQueue:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        nc: Client,
+        controller: str,
+        reconcile: Reconcile,
+        *,
+        workers: int = 5,
+        max_deliveries: int = 15,
+        ack_wait: float = 30.0,
+        rate_limiter: ratelimit.RateLimiter | None = None,
+        max_ack_pending: int = 10_000,
+        prefetch: int | None = None,
+        fetch_wait: float = 1.0,
+        drain_timeout: float = 10.0,
+        stuck_after: float = 120.0,
+    ) -> None:
+        """`max_ack_pending` bounds the messages of one partition that are out with a replica or
+        waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
+        the number of keys expected to be failing at once. `prefetch` (default 4 per worker)
+        bounds the messages this replica holds locally; `fetch_wait` is how long an idle pull
+        waits, which is also how long `stop_partition` may wait for it; `drain_timeout` bounds
+        how long `stop_partition` waits for running reconciles before cancelling them;
+        `stuck_after` is the health watchdog's limit for a loop making no progress.
+        """
+        if workers < 1 or max_deliveries < 1 or ack_wait <= 0:
+            raise ValueError("workers and max_deliveries must be >= 1 and ack_wait > 0")
+        self._js = js
+        self._nc = nc
+        self._controller = controller
+        self._reconcile = reconcile
+        self._workers = workers
+        self._max_deliveries = max_deliveries
+        self._ack_wait = ack_wait
+        self._limiter = rate_limiter or ratelimit.default_controller_rate_limiter()
+        self._max_ack_pending = max_ack_pending
+        self._prefetch = prefetch or 4 * workers
+        self._fetch_wait = fetch_wait
+        self._drain_timeout = drain_timeout
+        self._stream = subjects.work_stream(controller)
+        self._consumer_prefix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in controller)
+        self._queue: queue.WorkQueue[str] = queue.WorkQueue(controller)
+        self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
+        self._running: dict[str, _Item] = {}
+        self._partitions: dict[int, _Partition] = {}
+        self._room = asyncio.Event()
+        self._room.set()
+        self._busy = False
+        self.health = health.Watchdog(stuck_after)
+
+    async def setup(self) -> None:
+        """Declare the work stream and the dead-letter stream (idempotent)."""
+        await natsconn.ensure_work_stream(self._js, self._controller)
+        await natsconn.ensure_dlq_stream(self._js)
+
+    async def add(self, key: str, partitions: int) -> None:
+        """Enqueue `key` durably; returns once JetStream stored it.
+
+        Every caller must pass the same `partitions`. While NATS is unreachable this retries
+        with backoff rather than drop the change; cancel the caller to give up.
+        """
+        subject = subjects.work_subject(self._controller, subjects.partition_of(key, partitions), key)
+        headers: dict[str, str] = {}
+        tracing.inject(headers)  # the reconcile continues the trace of the change that caused it
+        attempt = 0
+        while True:
+            try:
+                await self._js.publish(subject, stream=self._stream, headers=headers or None)
+                return
+            except _TRANSIENT as exc:
+                attempt += 1
+                log.warning(
+                    "work item not stored yet, retrying",
+                    extra={
+                        "controller": self._controller,
+                        "key": key,
+                        "error": repr(exc),
+                        "attempt": attempt,
+                    },
+                )
+                await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt))
+
+    async def start_partition(self, partition: int) -> None:
+        """Begin consuming `partition`; returns once its consumer exists and fetching started.
+
+        The caller owes fencing: no other replica may consume the partition until this one's
+        `stop_partition` returned (or this replica is gone).
+        """
+        current = self._partitions.get(partition)
+        if current is not None:
+            if not current.stop.is_set():
+                return
+            await current.released.wait()  # taken back while being released: start afresh after
+        name = f"{self._consumer_prefix}-p{partition}"
+        await self._js.add_consumer(
+            self._stream,
+            api.ConsumerConfig(
+                name=name,
+                durable_name=name,
+                filter_subject=subjects.work_filter(self._controller, partition),
+                deliver_policy=api.DeliverPolicy.ALL,
+                ack_policy=api.AckPolicy.EXPLICIT,
+                ack_wait=self._ack_wait,
+                max_deliver=-1,  # counted by us, so the last failure can be dead-lettered
+                max_ack_pending=self._max_ack_pending,
+            ),
+        )
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        part = _Partition(partition, sub, inbox, f"{_JS_API}.CONSUMER.MSG.NEXT.{self._stream}.{name}")
+        self._partitions[partition] = part
+        part.fetcher = asyncio.create_task(self._fetch_loop(part), name=f"fetch {name}")
+
+    async def stop_partition(self, partition: int) -> None:
+        """Release `partition`: stop fetching, let its running reconciles finish and ack, hand
+        back what was not started. Returns when another replica may take the partition over.
+
+        Reconciles still running after `drain_timeout` are cancelled and their messages nak'd,
+        so they are redelivered to the next owner.
+        """
+        part = self._partitions.get(partition)
+        if part is None:
+            return
+        if part.stop.is_set():
+            await part.released.wait()
+            return
+        part.stop.set()
+        if part.fetcher is not None:
+            # Let the outstanding pull expire: cancelling it would strand what it brings until ack_wait.
+            _, pending = await asyncio.wait([part.fetcher], timeout=self._fetch_wait + 1.0)
+            for task in pending:
+                task.cancel()
+                await asyncio.wait([task])
+        try:
+            await asyncio.wait_for(part.idle.wait(), self._drain_timeout)
+        except TimeoutError:
+            for item in self._running.values():
+                if item.partition == partition and item.task is not None:
+                    log.warning(
+                        "reconcile outlived the partition hand-over, cancelled",
+                        extra={"controller": self._controller, "key": item.key},
+                    )
+                    item.task.cancel()
+            try:
+                await asyncio.wait_for(part.idle.wait(), self._drain_timeout)
+            except TimeoutError:
+                # A reconcile that ignores cancellation: its message stays unacked (redelivered
+                # after ack_wait), but the partition is released anyway rather than never.
+                log.error(
+                    "reconcile ignored cancellation, partition released regardless",
+                    extra={"controller": self._controller, "partition": partition},
+                )
+        for key, item in list(self._held.items()):
+            if item.partition == partition:
+                del self._held[key]
+                await self._settle(item.msg.nak(), "hand back", key)
+        await self._settle(part.sub.unsubscribe(), "unsubscribe", "")
+        # The acks and naks above must reach the server before the next owner starts.
+        await self._settle(self._nc.flush(timeout=5), "flush", "")
+        del self._partitions[partition]
+        part.released.set()
+        self._room_changed()
+        self._update_busy()
+
+    async def run(self) -> None:
+        """The worker pool. Runs until cancelled; then releases every partition (see
+        `stop_partition`) before it returns."""
+        tasks = [
+            asyncio.create_task(self._worker(), name=f"worker {self._controller}")
+            for _ in range(self._workers)
+        ]
+        tasks.append(asyncio.create_task(self._keep_alive(), name=f"keep-alive {self._controller}"))
+        try:
+            await asyncio.wait(tasks)
+        finally:
+            await asyncio.gather(*(self.stop_partition(p) for p in list(self._partitions)))
+            self._queue.shutdown()
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+
+    def depth(self) -> int:
+        """Keys received and waiting for a worker."""
+        return self._queue.len()
+
+    async def _fetch_loop(self, part: _Partition) -> None:
+        failures = 0
+        while not part.stop.is_set():
+            room = self._prefetch - len(self._held) - len(self._running)
+            if room <= 0:
+                await _wait(self._room, self._fetch_wait)
+                continue
+            try:
+                await self._pull(part, min(room, FETCH_BATCH))
+                failures = 0
+            except Exception as exc:  # the loop must outlive any NATS trouble
+                failures += 1
+                log.warning(
+                    "fetching work failed, retrying",
+                    extra={"controller": self._controller, "partition": part.index, "error": repr(exc)},
+                )
+                await _wait(part.stop, min(MAX_BACKOFF, 0.1 * 2**failures))
+
+    async def _pull(self, part: _Partition, batch: int) -> None:
+        """One pull request, each message handled the moment it arrives.
+
+        nats-py's `fetch` returns a batch only when it is full or the request expired, which
+        would delay a lone message by up to `fetch_wait`; streaming the request's replies
+        gives a worker each key at once. Returns when the request is over.
+        """
+        request = {"batch": batch, "expires": int(self._fetch_wait * 1e9)}
+        await self._nc.publish(part.next_subject, json.dumps(request).encode(), reply=part.inbox)
+        loop = asyncio.get_running_loop()
+        # Past this, the request was lost (say, in a reconnect): make a new one.
+        deadline = loop.time() + self._fetch_wait + 1.0
+        for _ in range(batch):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            try:
+                msg = await part.sub.next_msg(timeout=remaining)
+            except TimeoutError:
+                return
+            status = (msg.headers or {}).get(_STATUS)
+            if status is None:
+                await self._receive(part, msg)
+            elif status == "409":  # e.g. too many waiting pulls, consumer deleted: back off
+                raise nats.errors.Error(f"pull request refused: {msg.headers}")
+            elif status != "100":  # 404 / 408: nothing (more) for this request
+                return
+
+    async def _receive(self, part: _Partition, msg: Msg) -> None:
+        try:
+            key = subjects.key_of_work_subject(msg.subject)
+        except ValueError as exc:
+            await self._dead_letter(msg, "", f"malformed work subject: {exc}")
+            return
+        not_before = (msg.headers or {}).get(NOT_BEFORE)
+        if not_before is not None:
+            wait = _float(not_before) - time.time()
+            if wait > 0:
+                await self._settle(msg.nak(delay=wait), "defer", key)
+                return
+        seq = msg.metadata.sequence.stream
+        running = self._running.get(key)
+        if running is not None and seq <= running.seq:
+            await self._take_over(running, msg, seq)
+            return
+        held = self._held.get(key)
+        if held is not None:
+            if seq > held.seq:
+                # The stream dropped the older message when this one was stored; settle ours too.
+                await self._settle(held.msg.ack(), "ack superseded", key)
+                held.seq = seq
+            await self._take_over(held, msg, seq)
+            return
+        self._held[key] = _Item(key, msg, seq, part.index)
+        self._queue.add(key)
+        self._update_busy()
+        self._room_changed()
+
+    async def _take_over(self, item: _Item, msg: Msg, seq: int) -> None:
+        """`msg` is a redelivery of `item`'s message (answer through the newest delivery) or an
+        older, already replaced one (nothing to do but settle it)."""
+        if seq == item.seq:
+            item.msg = msg
+        else:
+            await self._settle(msg.ack(), "ack stale", item.key)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self._queue.get()
+            except queue.ShutDown:
+                return
+            try:
+                await self._work_on(key)
+            except Exception:  # a bug in one item must not shrink the pool
+                log.exception(
+                    "work item failed unexpectedly", extra={"controller": self._controller, "key": key}
+                )
+            finally:
+                self._queue.done(key)
+                self._update_busy()
+
+    async def _work_on(self, key: str) -> None:
+        item = self._held.get(key)
+        if item is None:
+            return  # handed back by stop_partition
+        part = self._partitions[item.partition]
+        if part.stop.is_set():
+            return  # stays held; stop_partition hands it back
+        del self._held[key]
+        self._running[key] = item
+        part.inflight += 1
+        part.idle.clear()
+        self.health.tick()
+        try:
+            await self._reconcile_and_settle(item)
+        finally:
+            del self._running[key]
+            part.inflight -= 1
+            if part.inflight == 0:
+                part.idle.set()
+            self.health.tick()
+            self._room_changed()
+
+    async def _reconcile_and_settle(self, item: _Item) -> None:
+        key = item.key
+        # A task of its own, so stop_partition can cancel one reconcile without the worker.
+        item.task = asyncio.create_task(self._traced(item), name=f"reconcile {self._controller} {key}")
+        try:
+            await asyncio.wait([item.task])
+        except asyncio.CancelledError:
+            item.task.cancel()
+            raise
+        if item.task.cancelled():
+            await self._settle(item.msg.nak(), "hand back", key)
+            return
+        exc = item.task.exception()
+        if exc is None:
+            self._limiter.forget(key)
+            result = item.task.result()
+            if result is not None and result.requeue_after is not None:
+                await self._defer(item, result.requeue_after)
+            else:
+                await self._settle(item.msg.ack(), "ack", key)
+            return
+        reason = f"{type(exc).__name__}: {exc}"
+        deliveries = item.msg.metadata.num_delivered
+        if isinstance(exc, TerminalError) or deliveries >= self._max_deliveries:
+            await self._dead_letter(item.msg, key, reason)
+            return
+        delay = self._limiter.when(key)
+        metrics.RETRIES.labels(self._controller).inc()
+        log.info(
+            "reconcile failed, retrying",
+            extra={
+                "controller": self._controller,
+                "key": key,
+                "error": reason,
+                "delay": delay,
+                "deliveries": deliveries,
+            },
+        )
+        await self._settle(item.msg.nak(delay=delay), "nak", key)
+
+    async def _traced(self, item: _Item) -> Result | None:
+        context = tracing.extract(item.msg.headers)
+        with tracing.span("reconcile", context=context, controller=self._controller, key=item.key):
+            return await self._reconcile(item.key)
+
+    async def _defer(self, item: _Item, delay: float) -> None:
+        headers = {k: v for k, v in (item.msg.headers or {}).items() if k in _TRACE_HEADERS}
+        headers[NOT_BEFORE] = f"{time.time() + delay:.3f}"
+        try:
+            await self._js.publish(item.msg.subject, item.msg.data, stream=self._stream, headers=headers)
+        except nats.errors.Error as exc:
+            # Still durable, only at the cost of one delivery towards max_deliveries.
+            log.warning(
+                "could not re-publish a deferred item, naking it instead",
+                extra={"controller": self._controller, "key": item.key, "error": repr(exc)},
+            )
+            await self._settle(item.msg.nak(delay=delay), "nak", item.key)
+            return
+        await self._settle(item.msg.ack(), "ack", item.key)
+
+    async def _dead_letter(self, msg: Msg, key: str, reason: str) -> None:
+        deliveries = msg.metadata.num_delivered
+        headers = {
+            "Kcm-Key": key,
+            "Kcm-Reason": " ".join(reason.split())[:2000],  # a header value is one line
+            "Kcm-Deliveries": str(deliveries),
+            "Kcm-Subject": msg.subject,
+        }
+        try:
+            await self._js.publish(
+                subjects.dlq_subject(self._controller), msg.data, stream=subjects.DLQ_STREAM, headers=headers
+            )
+        except nats.errors.Error as exc:
+            # Not recorded anywhere yet: keep the item and try again later rather than drop it.
+            log.warning(
+                "could not dead-letter, will retry",
+                extra={"controller": self._controller, "key": key, "error": repr(exc)},
+            )
+            await self._settle(msg.nak(delay=MAX_BACKOFF), "nak", key)
+            return
+        metrics.DEAD_LETTERS.labels(self._controller).inc()
+        if key:
+            self._limiter.forget(key)
+        log.error(
+            "work item dead-lettered",
+            extra={"controller": self._controller, "key": key, "reason": reason, "deliveries": deliveries},
+        )
+        await self._settle(msg.term(), "terminate", key)
+
+    async def _keep_alive(self) -> None:
+        """In-progress acks for everything held, so JetStream redelivers none of it elsewhere."""
+        while True:
+            await asyncio.sleep(self._ack_wait / 3)
+            for item in [*self._running.values(), *self._held.values()]:
+                await self._settle(item.msg.in_progress(), "in-progress", item.key)
+
+    async def _settle(self, op: Awaitable[Any], what: str, key: str) -> None:
+        """Await an ack-like call; failing one only costs a redelivery, so it is logged, not raised."""
+        try:
+            await op
+        except nats.errors.Error as exc:
+            log.warning(
+                "could not %s a work item",
+                what,
+                extra={"controller": self._controller, "key": key, "error": repr(exc)},
+            )
+
+    def _room_changed(self) -> None:
+        if len(self._held) + len(self._running) < self._prefetch:
+            self._room.set()
+        else:
+            self._room.clear()
+
+    def _update_busy(self) -> None:
+        # Only transitions reach the watchdog: refreshing it on every add would hide a stall.
+        busy = self._queue.len() > 0 or bool(self._running)
+        if busy != self._busy:
+            self._busy = busy
+            self.health.busy(busy)
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Until `event` is set, or `seconds` passed."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0  # an unreadable deadline must not park the item: process it now

@@ -1,0 +1,550 @@
+"""The durable work queue against a real nats-server: architecture invariants 1 to 4 (and 7).
+
+Every DurableQueue here is a "replica" with a NATS connection of its own, all in one process
+so a reconcile can record what it saw; each test uses its own controller name, so its own
+work stream and consumers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvloop
+from kcm_shared import natsconn, subjects, tracing
+from kcm_shared.workqueue import durable, ratelimit
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from opentelemetry import trace
+from prometheus_client import REGISTRY
+
+from tests.conftest import NatsProc
+
+_names = itertools.count()
+
+
+def run(body: Coroutine[Any, Any, None]) -> None:
+    uvloop.run(body)
+
+
+def controller_name(what: str) -> str:
+    return f"wq-{what}-{next(_names)}-{random.randrange(1 << 30)}"
+
+
+async def until(predicate: Callable[[], Awaitable[Any] | Any], within: float = 20.0, what: str = "") -> None:
+    """Poll `predicate` (sync or async) until truthy; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        result = predicate()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what or predicate}")
+        await asyncio.sleep(0.02)
+
+
+async def connect(server: NatsProc, name: str) -> tuple[Client, JetStreamContext]:
+    nc = await natsconn.connect(natsconn.NatsOptions(url=server.url), name)
+    return nc, nc.jetstream()
+
+
+@dataclass
+class Call:
+    replica: str
+    key: str
+    start: float
+    end: float = 0.0
+
+
+@dataclass
+class Recorder:
+    """Reconciles of all replicas, and any moment two of them ran one key at once."""
+
+    calls: list[Call] = field(default_factory=list)
+    active: dict[str, str] = field(default_factory=dict)
+    overlaps: list[tuple[str, str, str, float]] = field(default_factory=list)
+
+    def enter(self, replica: str, key: str) -> Call:
+        now = time.monotonic()
+        if key in self.active:
+            self.overlaps.append((key, self.active[key], replica, now))
+        self.active[key] = replica
+        call = Call(replica, key, now)
+        self.calls.append(call)
+        return call
+
+    def leave(self, call: Call) -> None:
+        call.end = time.monotonic()
+        if self.active.get(call.key) == call.replica:
+            del self.active[call.key]
+
+    def of(self, key: str) -> list[Call]:
+        return [c for c in self.calls if c.key == key]
+
+    def reconciler(
+        self, replica: str, body: Callable[[str, int], Awaitable[durable.Result | None]] | None = None
+    ) -> durable.Reconcile:
+        async def reconcile(key: str) -> durable.Result | None:
+            call = self.enter(replica, key)
+            try:
+                return await body(key, len(self.of(key))) if body else None
+            finally:
+                self.leave(call)
+
+        return reconcile
+
+
+async def stream_messages(js: JetStreamContext, controller: str) -> int:
+    info = await js.stream_info(subjects.work_stream(controller))
+    return info.state.messages
+
+
+async def drained(js: JetStreamContext, controller: str, partitions: int) -> bool:
+    """Nothing stored, nothing out with a replica or waiting for a retry."""
+    if await stream_messages(js, controller):
+        return False
+    for p in range(partitions):
+        info = await js.consumer_info(subjects.work_stream(controller), f"{controller}-p{p}")
+        if info.num_ack_pending or info.num_pending:
+            return False
+    return True
+
+
+async def dead_letter(js: JetStreamContext, controller: str) -> Any:
+    return await js.get_last_msg(subjects.DLQ_STREAM, subjects.dlq_subject(controller))
+
+
+def dead_letters(controller: str) -> float:
+    return REGISTRY.get_sample_value("kcm_workqueue_dead_letters_total", {"name": controller}) or 0.0
+
+
+class Replica:
+    """A DurableQueue with its own connection and running worker pool."""
+
+    def __init__(self, nc: Client, js: JetStreamContext, dq: durable.DurableQueue) -> None:
+        self.nc, self.js, self.dq = nc, js, dq
+        self.task = asyncio.create_task(dq.run())
+
+    @classmethod
+    async def start(
+        cls, server: NatsProc, controller: str, reconcile: durable.Reconcile, **kw: Any
+    ) -> Replica:
+        nc, js = await connect(server, f"replica-{controller}")
+        dq = durable.DurableQueue(js, nc, controller, reconcile, **kw)
+        await dq.setup()
+        return cls(nc, js, dq)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.wait([self.task])
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+
+def test_coalescing_pending_adds_and_rerun_after_processing(nats_server: NatsProc) -> None:
+    ctl = controller_name("coalesce")
+    release = asyncio.Event()
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def slow_first(key: str, n: int) -> None:
+            if n == 1:
+                await release.wait()
+
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", slow_first), stuck_after=0.5)
+        try:
+            for _ in range(100):
+                await r.dq.add("ns/a", 1)
+            assert await stream_messages(r.js, ctl) == 1, "a pending key is one message"
+            await r.dq.start_partition(0)
+            await until(lambda: len(rec.calls) == 1, what="first reconcile")
+            # A loop stuck in one reconcile turns unhealthy (invariant 7).
+            await until(lambda: r.dq.health() is not None, what="watchdog")
+
+            for _ in range(100):
+                await r.dq.add("ns/a", 1)
+
+            async def all_delivered() -> bool:
+                stream = await r.js.stream_info(subjects.work_stream(ctl))
+                consumer = await r.js.consumer_info(subjects.work_stream(ctl), f"{ctl}-p0")
+                return bool(consumer.delivered.stream_seq == stream.state.last_seq)
+
+            await until(all_delivered, what="the adds made while processing reached the replica")
+            assert len(rec.calls) == 1, "a key must not run twice at once"
+            release.set()
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
+            assert len(rec.calls) == 2, "added while processing: reconciled exactly once more"
+            assert rec.calls[1].start >= rec.calls[0].end
+            assert r.dq.health() is None
+            assert r.dq.depth() == 0
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_no_concurrent_reconcile_across_replicas_and_partition_handover(nats_server: NatsProc) -> None:
+    ctl = controller_name("handover")
+    partitions = 4
+    keys = [f"ns-{i % 3}/obj-{i}" for i in range(40)]
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def work(key: str, n: int) -> None:
+            await asyncio.sleep(random.uniform(0, 0.004))
+
+        a = await Replica.start(nats_server, ctl, rec.reconciler("a", work), workers=4)
+        b = await Replica.start(nats_server, ctl, rec.reconciler("b", work), workers=4)
+        last_add: dict[str, float] = {}
+        try:
+            for p in (0, 1):
+                await a.dq.start_partition(p)
+            for p in (2, 3):
+                await b.dq.start_partition(p)
+
+            async def produce(rounds: int) -> None:
+                for _ in range(rounds):
+                    key = random.choice(keys)
+                    # Stamped before: the reconcile may start before add() has its ack back.
+                    last_add[key] = time.monotonic()
+                    await a.dq.add(key, partitions)
+
+            for key in keys:
+                last_add[key] = time.monotonic()
+                await a.dq.add(key, partitions)
+            producer = asyncio.create_task(produce(600))
+            await until(lambda: len(rec.calls) > 100, what="load flowing")
+            # Hand partition 1 from a to b under load; b starts only after a released it.
+            await a.dq.stop_partition(1)
+            handed_over = time.monotonic()
+            await b.dq.start_partition(1)
+            await producer
+
+            def all_seen() -> bool:
+                return all(any(c.start > last_add[k] and c.end for c in rec.of(k)) for k in keys)
+
+            await until(all_seen, what="every key reconciled after its last add")
+            await until(lambda: drained(a.js, ctl, partitions), what="queue drained")
+            assert rec.overlaps == [], f"one key reconciled concurrently: {rec.overlaps[:5]}"
+            moved = [k for k in keys if subjects.partition_of(k, partitions) == 1]
+            assert moved, "the test needs keys in the handed-over partition"
+            for call in rec.calls:
+                if subjects.partition_of(call.key, partitions) == 1 and call.start > handed_over:
+                    assert call.replica == "b", f"{call} ran on the old owner after the hand-over"
+            assert {c.replica for c in rec.calls} == {"a", "b"}
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(body())
+
+
+class RecordingLimiter:
+    def __init__(self, inner: ratelimit.RateLimiter) -> None:
+        self.inner = inner
+        self.delays: list[float] = []
+
+    def when(self, item: Any) -> float:
+        delay = self.inner.when(item)
+        self.delays.append(delay)
+        return delay
+
+    def forget(self, item: Any) -> None:
+        self.inner.forget(item)
+
+    def num_requeues(self, item: Any) -> int:
+        return self.inner.num_requeues(item)
+
+
+def test_failing_key_backs_off_while_other_keys_flow(nats_server: NatsProc) -> None:
+    ctl = controller_name("backoff")
+
+    async def body() -> None:
+        rec = Recorder()
+        limiter = RecordingLimiter(ratelimit.ItemExponentialFailureRateLimiter(0.2, 10.0))
+
+        async def flaky(key: str, n: int) -> None:
+            if key == "ns/bad" and n <= 4:
+                raise RuntimeError(f"attempt {n} failed")
+
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", flaky), rate_limiter=limiter, workers=2)
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/bad", 1)
+            await until(lambda: len(rec.of("ns/bad")) == 1, what="first failure")
+            good = [f"ns/good-{i}" for i in range(20)]
+            for key in good:
+                await r.dq.add(key, 1)
+            await until(lambda: len(rec.of("ns/bad")) == 5, within=30, what="bad key succeeded")
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
+
+            assert limiter.delays == [0.2, 0.4, 0.8, 1.6]
+            attempts = rec.of("ns/bad")
+            for delay, before, after in zip(limiter.delays, attempts[:-1], attempts[1:], strict=True):
+                assert after.start - before.end >= delay - 0.05, "retried before its backoff"
+            last_bad = attempts[-1].start
+            assert all(rec.of(k) and rec.of(k)[0].end < last_bad for k in good), (
+                "other keys must flow while a key backs off"
+            )
+            retries = REGISTRY.get_sample_value("workqueue_retries_total", {"name": ctl})
+            assert retries == 4
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_poison_key_is_dead_lettered_after_max_deliveries(nats_server: NatsProc) -> None:
+    ctl = controller_name("poison")
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def poison(key: str, n: int) -> None:
+            raise ValueError(f"cannot parse spec\nof {key}")
+
+        limiter = ratelimit.ItemExponentialFailureRateLimiter(0.01, 1.0)
+        r = await Replica.start(
+            nats_server, ctl, rec.reconciler("a", poison), max_deliveries=3, rate_limiter=limiter
+        )
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/poison", 1)
+            await until(lambda: dead_letters(ctl) == 1, what="dead letter")
+            await until(lambda: drained(r.js, ctl, 1), what="work message terminated")
+            assert len(rec.of("ns/poison")) == 3
+            msg = await dead_letter(r.js, ctl)
+            assert msg.headers["Kcm-Key"] == "ns/poison"
+            assert msg.headers["Kcm-Reason"] == "ValueError: cannot parse spec of ns/poison"
+            assert msg.headers["Kcm-Deliveries"] == "3"
+            assert limiter.num_requeues("ns/poison") == 0, "a dead-lettered key is forgotten"
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_terminal_error_and_malformed_message_go_straight_to_dlq(nats_server: NatsProc) -> None:
+    ctl = controller_name("terminal")
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def terminal(key: str, n: int) -> None:
+            if key == "ns/doomed":
+                raise durable.TerminalError("object is invalid forever")
+
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", terminal))
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/doomed", 1)
+            await until(lambda: dead_letters(ctl) == 1, what="dead letter")
+            assert len(rec.of("ns/doomed")) == 1
+            msg = await dead_letter(r.js, ctl)
+            assert msg.headers["Kcm-Key"] == "ns/doomed"
+            assert msg.headers["Kcm-Reason"] == "TerminalError: object is invalid forever"
+            assert msg.headers["Kcm-Deliveries"] == "1"
+
+            # One token too many: no key can be read from it.
+            bad_subject = subjects.work_filter(ctl, 0)[:-1] + "ns.a.b"
+            await r.js.publish(bad_subject, b"junk")
+            await until(lambda: dead_letters(ctl) == 2, what="malformed message dead-lettered")
+            msg = await dead_letter(r.js, ctl)
+            assert msg.headers["Kcm-Reason"].startswith("malformed work subject")
+            assert msg.headers["Kcm-Subject"] == bad_subject
+            assert msg.data == b"junk"
+
+            await r.dq.add("ns/fine", 1)
+            await until(lambda: rec.of("ns/fine"), what="the loop survived")
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_requeue_after_reconciles_again_later(nats_server: NatsProc) -> None:
+    ctl = controller_name("requeue")
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def requeue_once(key: str, n: int) -> durable.Result | None:
+            return durable.Result(requeue_after=0.7) if n == 1 else None
+
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", requeue_once), max_deliveries=1)
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/a", 1)
+            await until(lambda: len(rec.of("ns/a")) == 2, what="timed requeue")
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
+            first, second = rec.of("ns/a")
+            assert second.start - first.end >= 0.65, "requeued before its time"
+            assert dead_letters(ctl) == 0
+            assert REGISTRY.get_sample_value("workqueue_retries_total", {"name": ctl}) is None
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_reconcile_of_a_dead_replica_is_redelivered_and_completed(nats_server: NatsProc) -> None:
+    ctl = controller_name("killed")
+
+    async def body() -> None:
+        rec = Recorder()
+        never = asyncio.Event()
+
+        async def hang(key: str, n: int) -> None:
+            await never.wait()
+
+        a = await Replica.start(nats_server, ctl, rec.reconciler("a", hang), ack_wait=1.5, drain_timeout=0.2)
+        b: Replica | None = None
+        try:
+            await a.dq.start_partition(0)
+            await a.dq.add("ns/a", 1)
+            await until(lambda: rec.of("ns/a"), what="reconcile started on a")
+            # kill -9: the connection goes away mid-reconcile, nothing is acked or handed back.
+            await a.nc.close()
+            b = await Replica.start(nats_server, ctl, rec.reconciler("b"), ack_wait=1.5)
+            await b.dq.start_partition(0)
+            await until(
+                lambda: any(c.replica == "b" and c.end for c in rec.of("ns/a")), what="redelivered to b"
+            )
+            await until(lambda: drained(b.js, ctl, 1), what="acked by b")
+        finally:
+            await a.stop()
+            if b is not None:
+                await b.stop()
+
+    run(body())
+
+
+def test_nats_server_restart_mid_load_loses_no_key(fresh_nats: NatsProc) -> None:
+    ctl = controller_name("restart")
+    keys = [f"ns/k-{i}" for i in range(60)]
+
+    async def body() -> None:
+        rec = Recorder()
+        r = await Replica.start(fresh_nats, ctl, rec.reconciler("a"), ack_wait=2.0)
+        last_add: dict[str, float] = {}
+        try:
+            await r.dq.start_partition(0)
+
+            async def produce() -> None:
+                for round_ in range(3):
+                    for key in keys:
+                        # Stamped before: the reconcile may start before add() has its ack back.
+                        last_add[key] = time.monotonic()
+                        await r.dq.add(key, 1)
+                    if round_ == 0:
+                        restart.set()
+
+            restart = asyncio.Event()
+            producer = asyncio.create_task(produce())
+            await restart.wait()
+            await asyncio.to_thread(fresh_nats.kill)
+            await asyncio.to_thread(fresh_nats.start)
+            await asyncio.wait_for(producer, 60)
+
+            def all_seen() -> bool:
+                return all(any(c.start > last_add[k] and c.end for c in rec.of(k)) for k in keys)
+
+            await until(all_seen, within=40, what="every key reconciled after its last add")
+            await until(lambda: drained(r.js, ctl, 1), within=20, what="queue drained")
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_stop_partition_hands_back_held_items(nats_server: NatsProc) -> None:
+    ctl = controller_name("handback")
+
+    async def body() -> None:
+        rec = Recorder()
+        release = asyncio.Event()
+
+        async def blocked(key: str, n: int) -> None:
+            await release.wait()
+
+        a = await Replica.start(
+            nats_server, ctl, rec.reconciler("a", blocked), workers=1, prefetch=10, drain_timeout=30
+        )
+        b = await Replica.start(nats_server, ctl, rec.reconciler("b"))
+        try:
+            await a.dq.start_partition(0)
+            for i in range(5):
+                await a.dq.add(f"ns/{i}", 1)
+            await until(lambda: a.dq.depth() == 4, what="one running, four held")
+            stopping = asyncio.create_task(a.dq.stop_partition(0))
+            # Longer than the pull in flight may take to expire, far shorter than drain_timeout.
+            done, _ = await asyncio.wait([stopping], timeout=2.5)
+            assert not done, "stop_partition returned while a reconcile still ran"
+            release.set()
+            await asyncio.wait_for(stopping, 10)
+            assert [c.replica for c in rec.calls] == ["a"], "held items must not start once stopping"
+            await b.dq.start_partition(0)
+            await until(lambda: drained(b.js, ctl, 1), what="b finished the handed-back keys")
+            assert sorted(c.key for c in rec.calls if c.replica == "b") == [f"ns/{i}" for i in range(1, 5)]
+        finally:
+            release.set()
+            await a.stop()
+            await b.stop()
+
+    run(body())
+
+
+def test_keys_are_routed_to_their_partition(nats_server: NatsProc) -> None:
+    """A replica consuming one partition sees exactly the keys that hash to it."""
+    ctl = controller_name("routing")
+
+    async def body() -> None:
+        rec = Recorder()
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a"))
+        try:
+            keys = [f"ns/{i}" for i in range(30)]
+            for key in keys:
+                await r.dq.add(key, 3)
+            await r.dq.start_partition(2)
+            mine = sorted(k for k in keys if subjects.partition_of(k, 3) == 2)
+            await until(lambda: len(rec.calls) >= len(mine), what="partition 2 reconciled")
+            await r.dq.stop_partition(2)
+            assert sorted(c.key for c in rec.calls) == mine
+            assert await stream_messages(r.js, ctl) == len(keys) - len(mine)
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_reconcile_continues_the_trace_of_the_add(nats_server: NatsProc) -> None:
+    ctl = controller_name("trace")
+    tracing.setup("test-workqueue")
+
+    async def body() -> None:
+        seen: list[int] = []
+
+        async def reconcile(key: str) -> None:
+            seen.append(trace.get_current_span().get_span_context().trace_id)
+
+        r = await Replica.start(nats_server, ctl, reconcile)
+        try:
+            with tracing.span("object changed") as span:
+                await r.dq.add("ns/a", 1)
+            await r.dq.start_partition(0)
+            await until(lambda: seen, what="reconcile")
+            assert seen == [span.get_span_context().trace_id]
+        finally:
+            await r.stop()
+
+    run(body())
