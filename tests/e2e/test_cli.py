@@ -87,3 +87,86 @@ def test_apiserver_reports_a_taken_port_clearly(tmp_path: Path) -> None:
     assert res.returncode != 0
     assert "address already in use" in res.stderr.lower()
     assert not (tmp_path / "kc").exists()
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Child pid -> command line, from /proc (the supervised services of `kcm dev`)."""
+    out = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        out[int(child)] = cmdline
+    return out
+
+
+def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path: Path) -> None:
+    import asyncio
+    import os
+
+    import nats
+
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [KCM, "dev", "--state-dir", str(state), "--nodes", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("kcm dev ready"), line + (proc.stderr.read() if proc.stderr else "")
+        services = " ".join(_children(proc.pid).values())
+        for name in ("nats-server", " watcher ", " coordinator "):
+            assert name in services, services
+
+        # The watcher publishes the cluster onto the bus: kube-system is in the object stream.
+        url = (state / "nats.url").read_text().strip()
+
+        async def published() -> bool:
+            nc = await nats.connect(url)
+            try:
+                js = nc.jetstream()
+                try:
+                    await js.get_last_msg("KCM_OBJECTS", "kcm.obj.core.v1.namespaces._.kube-system")
+                except nats.js.errors.NotFoundError:
+                    return False
+                return True
+            finally:
+                await nc.close()
+
+        wait_for(lambda: asyncio.run(published()), 30, interval=0.5, what="kube-system on the bus")
+
+        # `kcm status` finds the stack through the state directory.
+        status = wait_for(
+            lambda: (
+                r := subprocess.run(
+                    [KCM, "status", "--state-dir", str(state)], capture_output=True, text=True, timeout=30
+                )
+            ).returncode
+            == 0
+            and r,
+            30,
+            interval=0.5,
+            what="kcm status healthy",
+        )
+        coordinator_url = (state / "coordinator.url").read_text().strip()
+        assert status.stdout.startswith(f"coordinator {coordinator_url} (leader "), status.stdout
+
+        # A service that dies is restarted, and the restart is announced.
+        watcher = next(pid for pid, cmd in _children(proc.pid).items() if " watcher " in cmd)
+        os.kill(watcher, signal.SIGKILL)
+        announced = proc.stdout.readline()
+        assert "watcher exited" in announced and "restarting" in announced, announced
+        wait_for(
+            lambda: any(" watcher " in cmd and pid != watcher for pid, cmd in _children(proc.pid).items()),
+            30,
+            what="watcher restarted",
+        )
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()

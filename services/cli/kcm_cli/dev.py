@@ -1,39 +1,132 @@
-"""`kcm dev`: the local stack in one foreground command (what `make run` starts).
+"""`kcm dev`: the whole local stack in one foreground command (what `make run` starts).
 
-Today the stack is the embedded API server with its state under the state directory and,
-once it serves, the cluster simulator (nodes, scheduler, kubelets) in the same process;
-the bus and controllers join it as they land.
+The embedded API server and the simulator run in this process; nats-server, the watcher,
+the coordinator and the controller services run as supervised child processes (restarted
+when they die, like a compose restart policy), with their logs and JetStream files under
+the state directory. `kcm status` finds the stack through `STATE_DIR/coordinator.url`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kcm_apiserver import main as apiserver_main
+from kcm_shared import controller
 from kcm_simulator import main as simulator_main
 
+from kcm_cli import natsd, supervisor
+from kcm_cli.controllers import BUILTIN
 
-async def run(state_dir: Path, kubeconfig_out: Path, port: int, nodes: int = 3) -> None:
-    sim: asyncio.Task[None] | None = None
+READY_TIMEOUT = 60.0
 
-    def announce(url: str) -> None:
-        nonlocal sim
+
+@dataclass
+class DevOptions:
+    state_dir: Path
+    kubeconfig_out: Path
+    port: int = 0
+    nodes: int = 3
+    controllers: str = "*"
+    replicas: dict[str, int] = field(default_factory=dict)
+    controller_flags: list[str] = field(default_factory=list)
+
+
+def kcm_argv() -> list[str]:
+    beside = Path(sys.executable).with_name("kcm")
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "kcm_cli.main"]
+
+
+def _controller_groups(opts: DevOptions) -> list[tuple[str, list[str]]]:
+    """One process for the controllers at one replica, one process per replica of the rest."""
+    chosen = controller.select(BUILTIN, opts.controllers)
+    replicas = {controller.select(BUILTIN, name)[0].name: n for name, n in opts.replicas.items()}
+    shared = [spec.name for spec in chosen if spec.name not in replicas]
+    groups = [("controllers", ["controllers", "--controllers", ",".join(shared)])] if shared else []
+    for spec in chosen:
+        groups += [(f"{spec.alias}-{i}", ["controller", spec.name]) for i in range(replicas.get(spec.name, 0))]
+    return groups
+
+
+async def _answers(url: str) -> bool:
+    def probe() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except urllib.error.HTTPError:
+            return True  # it answered; health is the coordinator's to report
+        except OSError:
+            return False
+
+    return await asyncio.to_thread(probe)
+
+
+async def run(opts: DevOptions) -> None:
+    state = opts.state_dir
+    logs = state / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    api_url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    api = asyncio.ensure_future(
+        apiserver_main.serve(
+            apiserver_main.Options(
+                port=opts.port, kubeconfig_out=opts.kubeconfig_out, data_dir=state / "apiserver"
+            ),
+            api_url.set_result,
+        )
+    )
+    nats = natsd.plan(state / "nats")
+    (state / "nats.url").write_text(nats.url + "\n")
+    children = [supervisor.Supervised("nats-server", nats.args(), logs / "nats.log")]
+    tasks: list[asyncio.Future[None]] = [api]
+    try:
+        tasks.append(asyncio.ensure_future(children[0].run()))
+        started: list[asyncio.Future[Any]] = [api, api_url]
+        done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
+        if api in done:
+            api.result()  # a start-up failure (taken port) surfaces as the apiserver's error
+        async with asyncio.timeout(READY_TIMEOUT):
+            await natsd.wait_ready(nats.port)
+        common = ["--kubeconfig", str(opts.kubeconfig_out), "--nats-url", nats.url, "--ops-bind", "127.0.0.1"]
+        coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
+        coordinator_url = f"http://127.0.0.1:{coordinator_port}"
+        services = [
+            ("watcher", ["watcher", *common, "--ops-port", str(watcher_port)]),
+            (
+                "coordinator",
+                ["coordinator", *common, "--ops-port", str(coordinator_port), "--ops-url-file", str(state / "coordinator.url")],
+            ),
+        ]
+        services += [
+            (name, [*argv, *common, "--ops-port", "0", *opts.controller_flags])
+            for name, argv in _controller_groups(opts)
+        ]
+        for name, argv in services:
+            child = supervisor.Supervised(name, [*kcm_argv(), *argv], logs / f"{name}.log")
+            children.append(child)
+            tasks.append(asyncio.ensure_future(child.run()))
+        if opts.nodes > 0:
+            sim = simulator_main.Options(kubeconfig=opts.kubeconfig_out, nodes=opts.nodes, control_port=None)
+            tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
+        async with asyncio.timeout(READY_TIMEOUT):
+            for url in (coordinator_url, f"http://127.0.0.1:{watcher_port}"):
+                while not await _answers(url + "/healthz"):
+                    await asyncio.sleep(0.1)
         print(
-            f"kcm dev ready: apiserver {url}; use it with: export KUBECONFIG={kubeconfig_out.resolve()} "
-            "(then kubectl get nodes,pods -A); Ctrl-C stops everything",
+            f"kcm dev ready: apiserver {api_url.result()}, nats {nats.url}, "
+            f"{len(services)} services (logs in {logs}); "
+            f"use it with: export KUBECONFIG={opts.kubeconfig_out.resolve()} "
+            "(then kubectl get nodes,pods -A; kcm status); Ctrl-C stops everything",
             flush=True,
         )
-        if nodes > 0:
-            opts = simulator_main.Options(kubeconfig=kubeconfig_out, nodes=nodes, control_port=None)
-            sim = asyncio.ensure_future(simulator_main.run(opts))
-
-    opts = apiserver_main.Options(port=port, kubeconfig_out=kubeconfig_out, data_dir=state_dir / "apiserver")
-    try:
-        await apiserver_main.serve(opts, announce)
+        await asyncio.gather(*tasks)
     finally:
-        if sim is not None:
-            sim.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sim
+        # Controllers first, nats-server and the API server last, so services flush on the way out.
+        for task in reversed(tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -18,11 +18,12 @@ from typing import Any
 import uvloop
 from kcm_apiserver import main as apiserver_main
 from kcm_coordinator import cli as coordinator_cli
+from kcm_coordinator import status as coordinator_status
 from kcm_shared import logs
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
-from kcm_cli import dev
+from kcm_cli import controllers, dev
 
 
 def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +52,16 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--kubeconfig-out", type=Path, help="kubeconfig path (default: STATE_DIR/kubeconfig)")
     p.add_argument("--port", type=int, default=0, help="API server port (0: any free port)")
     p.add_argument("--nodes", type=int, default=3, help="simulated nodes to run (0: no simulator)")
+    p.add_argument("--controllers", default="*", help="which controllers to run (*,-foo,bar)")
+    p.add_argument(
+        "--replicas",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="run controller NAME as N separate replicas (repeatable)",
+    )
+    p.add_argument("--kube-api-qps", help="passed to the controllers")
+    p.add_argument("--kube-api-burst", help="passed to the controllers")
     p.add_argument("--log-level", default="info")
 
 
@@ -76,6 +87,8 @@ def parser() -> argparse.ArgumentParser:
     # Bus services describe their own flags; each sets `service` and `run` (args -> coroutine).
     watcher_cli.register(sub)
     coordinator_cli.register(sub)
+    coordinator_status.register_status(sub)
+    controllers.register(sub)
     return p
 
 
@@ -99,8 +112,32 @@ def _run(coro: Coroutine[Any, Any, None]) -> int:
     return 0
 
 
+def _replicas(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit():
+            raise SystemExit(f"kcm dev: --replicas wants NAME=N, got {item!r}")
+        out[name] = int(count)
+    return out
+
+
+def _passthrough(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """Controller flags `kcm dev` hands on: the rate limits and any --concurrent-<x>-syncs."""
+    flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
+    for item in extra:
+        name = item.split("=", 1)[0]
+        if not (name.startswith("--concurrent-") and name.endswith("-syncs") and "=" in item):
+            raise SystemExit(f"kcm dev: unrecognized argument {item!r}")
+        flags.append(item)
+    return flags
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra and args.command != "dev":
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "apiserver":
         logs.setup("apiserver", args.log_level)
         opts = apiserver_main.Options(
@@ -116,7 +153,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.setup("dev", args.log_level)
         state = args.state_dir
         state.mkdir(parents=True, exist_ok=True)
-        return _run(dev.run(state, args.kubeconfig_out or state / "kubeconfig", args.port, args.nodes))
+        dev_opts = dev.DevOptions(
+            state_dir=state,
+            kubeconfig_out=args.kubeconfig_out or state / "kubeconfig",
+            port=args.port,
+            nodes=args.nodes,
+            controllers=args.controllers,
+            replicas=_replicas(args.replicas),
+            controller_flags=_passthrough(args, extra),
+        )
+        return _run(dev.run(dev_opts))
     if args.command == "sim":
         logs.setup("sim", args.log_level)
         sim_opts = simulator_main.Options(
@@ -130,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_file=args.control_file,
         )
         return _run(simulator_main.run(sim_opts))
+    if args.command == "status":
+        return coordinator_status.main(args)
     if hasattr(args, "run"):
         logs.setup(args.service, args.log_level)
         return _run(args.run(args))

@@ -1,0 +1,301 @@
+"""The controller runtime: caches, event handlers, the durable queue and partition ownership.
+
+A controller is a `Spec`: its canonical name and alias (upstream's
+`cmd/kube-controller-manager/names`), the resources it reads with the view each is decoded
+into, its primary resource (whose keys it reconciles), and `build(ctx)`, which registers the
+controller's event handlers on `ctx.caches` and returns its reconcile function.
+
+`run` starts one or more controllers in one process in the order controller-runtime's
+Manager uses: ops endpoint, caches, wait until the caches have caught up with the API server
+(invariant 6), then membership with the coordinator, and workers only for the partitions
+this replica is granted. Event handlers enqueue a key only when this replica owns its
+partition; a newly gained partition is first filled with every primary key the (caught up)
+cache holds, the way upstream's initial list enqueues everything at start-up, so a key whose
+event the previous owner never saw is still reconciled. Called by the launcher (`kcm
+controllers`, `kcm controller`) and by third-party controllers built on this runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from kcm_shared import (
+    cache,
+    codec,
+    events,
+    flags,
+    health,
+    kubeclient,
+    membership,
+    natsconn,
+    opsserver,
+    subjects,
+    tracing,
+)
+from kcm_shared.workqueue import durable
+
+log = logging.getLogger("kcm.controller")
+
+Reconcile = Callable[[str], Awaitable[durable.Result | None]]
+
+
+@dataclass
+class Context:
+    """What a controller's `build` gets: the API, its caches, a way to enqueue keys, Events."""
+
+    name: str
+    client: kubeclient.KubeClient
+    caches: dict[subjects.Resource, cache.Cache[Any]]
+    enqueue: Callable[[str], None]
+    recorder: events.EventRecorder
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    alias: str
+    primary: subjects.Resource
+    views: dict[subjects.Resource, type[Any]]
+    build: Callable[[Context], Reconcile]
+    workers: int = 5
+    enabled_by_default: bool = True
+
+    @property
+    def flag(self) -> str:
+        """`--concurrent-<alias>-syncs`, as upstream names its per-controller worker flags."""
+        return f"concurrent-{self.alias}-syncs"
+
+
+def load_plugin(path: str) -> Spec:
+    """`module:attribute` naming a Spec: a controller that is not built into `kcm`."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise ValueError(f"--plugin wants MODULE:ATTRIBUTE, got {path!r}")
+    spec = getattr(importlib.import_module(module), attr)
+    if not isinstance(spec, Spec):
+        raise ValueError(f"{path} is a {type(spec).__name__}, not a controller Spec")
+    return spec
+
+
+def select(specs: Sequence[Spec], expression: str) -> list[Spec]:
+    """Upstream's `--controllers` grammar: `*` = all enabled by default, `foo` on, `-foo` off.
+
+    Names may be canonical (`replicaset-controller`) or the alias (`replicaset`).
+    """
+    by_name: dict[str, Spec] = {}
+    for spec in specs:
+        by_name[spec.name] = by_name[spec.alias] = spec
+    on: set[str] = set()
+    off: set[str] = set()
+    star = False
+    for item in (part.strip() for part in expression.split(",")):
+        if not item:
+            continue
+        if item == "*":
+            star = True
+            continue
+        name = item[1:] if item.startswith("-") else item
+        if name not in by_name:
+            known = ", ".join(sorted(s.alias for s in specs)) or "none"
+            raise ValueError(f"unknown controller {name!r} in --controllers (known: {known})")
+        (off if item.startswith("-") else on).add(by_name[name].name)
+    return [
+        spec
+        for spec in specs
+        if spec.name not in off and (spec.name in on or (star and spec.enabled_by_default))
+    ]
+
+
+def add_arguments(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
+    flags.add_common(p, ops_port=10259)
+    p.add_argument("--controllers", default="*", help="*: all on by default; foo: on; -foo: off")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="also run this controller Spec from an importable module (repeatable)",
+    )
+    p.add_argument("--max-deliveries", type=int, default=15, help="deliveries before a key is dead-lettered")
+    p.add_argument("--ack-wait", type=float, default=30.0, help="seconds before unacked work is redelivered")
+    p.add_argument(
+        "--stuck-after", type=float, default=120.0, help="seconds without progress before a loop is unhealthy"
+    )
+    for spec in specs:
+        p.add_argument(f"--{spec.flag}", type=int, default=spec.workers, help=f"workers for {spec.name}")
+
+
+@dataclass
+class _Running:
+    spec: Spec
+    queue: durable.DurableQueue
+    client: kubeclient.KubeClient
+    recorder: events.EventRecorder
+    pending: set[str] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Manager:
+    """Runs the given controllers in this process; see the module docstring for the order."""
+
+    def __init__(self, specs: Sequence[Spec], args: argparse.Namespace) -> None:
+        self.specs = list(specs)
+        self.args = args
+        self.checks = health.Checks()
+        self.caches: dict[tuple[subjects.Resource, type[Any]], cache.Cache[Any]] = {}
+        self.running: dict[str, _Running] = {}
+        self.members: membership.Membership | None = None
+        self._ready = asyncio.Event()
+
+    def _cache(self, js: JetStreamContext, nc: Client, res: subjects.Resource, view: type[Any]) -> Any:
+        # Controllers that read a resource through the same view share one cache.
+        key = (res, view)
+        if key not in self.caches:
+            self.caches[key] = cache.Cache(js, nc, res, view)
+        return self.caches[key]
+
+    def _enqueue(self, name: str) -> Callable[[str], None]:
+        def enqueue(key: str) -> None:
+            run = self.running[name]
+            if self.members is None:
+                return
+            count = self.members.partitions(name)
+            # Keys of partitions owned elsewhere are their owner's: it sees the same event.
+            if count is None or subjects.partition_of(key, count) not in self.members.owned(name):
+                return
+            run.pending.add(key)
+            run.wake.set()
+
+        return enqueue
+
+    async def _publish_pending(self, run: _Running) -> None:
+        """Drain keys from event handlers onto the durable queue (handlers are synchronous)."""
+        assert self.members is not None
+        while True:
+            await run.wake.wait()
+            run.wake.clear()
+            while run.pending:
+                key = run.pending.pop()
+                count = self.members.partitions(run.spec.name)
+                if count is None:
+                    continue
+                try:
+                    await run.queue.add(key, count)
+                except Exception:
+                    # NATS is down: keep the key and try again once it is back.
+                    run.pending.add(key)
+                    log.warning("enqueue failed; retrying", extra={"controller": run.spec.name, "key": key})
+                    await asyncio.sleep(1.0)
+
+    async def _caught_up(self, spec: Spec, client: kubeclient.KubeClient) -> None:
+        for res, view in spec.views.items():
+            store = self.caches[(res, view)]
+            await store.wait_synced()
+            rv = await cache.current_resource_version(client, res)
+            await store.wait_caught_up(rv)
+
+    async def _on_change(self, name: str, gained: set[int], lost: set[int]) -> None:
+        run = self.running[name]
+        for partition in sorted(lost):
+            await run.queue.stop_partition(partition)
+        if not gained:
+            return
+        # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
+        await self._caught_up(run.spec, run.client)
+        assert self.members is not None
+        count = self.members.partitions(name)
+        primary = self.caches[(run.spec.primary, run.spec.views[run.spec.primary])]
+        if count is not None:
+            for obj in primary.list():
+                key = codec.key_of(obj.metadata)
+                if subjects.partition_of(key, count) in gained:
+                    await run.queue.add(key, count)
+        for partition in sorted(gained):
+            await run.queue.start_partition(partition)
+
+    def _report(self) -> membership.Report:
+        results = self.checks.run()
+        return membership.Report(
+            health={name: results.get(name) for name in self.running},
+            depth={name: run.queue.depth() for name, run in self.running.items()},
+        )
+
+    async def run(self) -> None:
+        args = self.args
+        tracing.setup("controllers")
+        nc = await natsconn.connect(natsconn.from_args(args), f"kcm-controllers-{args.instance}")
+        js = nc.jetstream()
+        runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
+        host = args.ops_bind if args.ops_bind not in ("0.0.0.0", "::") else "127.0.0.1"
+        try:
+            self._build(js, nc)
+            members = self.members = membership.Membership(
+                nc,
+                service="controllers",
+                instance=args.instance,
+                controllers=list(self.running),
+                ops_url=f"http://{host}:{port}",
+                report=self._report,
+            )
+            members.on_change(self._on_change)
+            async with asyncio.TaskGroup() as group:
+                for store in self.caches.values():
+                    group.create_task(store.run())
+                for run in self.running.values():
+                    await run.queue.setup()
+                    group.create_task(run.queue.run())
+                    group.create_task(run.recorder.run())
+                    group.create_task(self._publish_pending(run))
+                for run in self.running.values():
+                    await self._caught_up(run.spec, run.client)
+                # Only now ask for partitions: a replica never acts on a cache behind the API.
+                group.create_task(members.run())
+                self._ready.set()
+                log.info("controllers running", extra={"controllers": list(self.running)})
+        finally:
+            await runner.cleanup()
+            for run in self.running.values():
+                await run.client.close()
+            with contextlib.suppress(Exception):
+                await nc.drain()
+
+    def _build(self, js: JetStreamContext, nc: Client) -> None:
+        for spec in self.specs:
+            client = flags.kube_client(self.args, user_agent=f"kcm/{spec.name}")
+            caches = {res: self._cache(js, nc, res, view) for res, view in spec.views.items()}
+            recorder = events.EventRecorder(client, spec.name)
+            ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder)
+            reconcile = spec.build(ctx)
+            workers = getattr(self.args, spec.flag.replace("-", "_"), spec.workers)
+            queue = durable.DurableQueue(
+                js,
+                nc,
+                spec.name,
+                reconcile,
+                workers=workers,
+                max_deliveries=self.args.max_deliveries,
+                ack_wait=self.args.ack_wait,
+                stuck_after=self.args.stuck_after,
+            )
+            self.running[spec.name] = _Running(spec, queue, client, recorder)
+            self.checks.add(spec.name, queue.health)
+
+    async def ready(self) -> None:
+        await self._ready.wait()
+
+
+async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
+    chosen = select(specs, args.controllers) + [load_plugin(path) for path in args.plugin]
+    if not chosen:
+        raise SystemExit("kcm: no controller selected (see --controllers and --plugin)")
+    await Manager(chosen, args).run()
