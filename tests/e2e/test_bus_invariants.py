@@ -103,7 +103,9 @@ def test_no_change_is_lost_and_no_key_runs_twice_when_a_process_is_killed(stack:
             else:
                 proc = _by_name(stack, victim)
                 proc.start()
-    wait_for(lambda: _converged(stack, final), 90, interval=0.3, what=f"every change reconciled ({stack.logs()})")
+    wait_for(
+        lambda: _converged(stack, final), 90, interval=0.3, what=f"every change reconciled ({stack.logs()})"
+    )
     assert _overlaps(stack.records()) == []
 
 
@@ -126,7 +128,9 @@ def test_scaling_replicas_up_and_down_under_load_keeps_every_key_owned_once(stac
             final[name] = f"{name}-v{step}"
             _apply(core, name, {"value": final[name], "sleep": "0.01"})
     wait_owned(stack, coordinator, replicas=2, timeout=60)
-    wait_for(lambda: _converged(stack, final), 90, interval=0.3, what=f"every change reconciled ({stack.logs()})")
+    wait_for(
+        lambda: _converged(stack, final), 90, interval=0.3, what=f"every change reconciled ({stack.logs()})"
+    )
     assert _overlaps(stack.records()) == []
 
 

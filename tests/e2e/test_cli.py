@@ -141,12 +141,14 @@ def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path:
         # `kcm status` finds the stack through the state directory.
         status = wait_for(
             lambda: (
-                r := subprocess.run(
-                    [KCM, "status", "--state-dir", str(state)], capture_output=True, text=True, timeout=30
-                )
-            ).returncode
-            == 0
-            and r,
+                (
+                    r := subprocess.run(
+                        [KCM, "status", "--state-dir", str(state)], capture_output=True, text=True, timeout=30
+                    )
+                ).returncode
+                == 0
+                and r
+            ),
             30,
             interval=0.5,
             what="kcm status healthy",

@@ -49,21 +49,27 @@ def _controller_groups(opts: DevOptions) -> list[tuple[str, list[str]]]:
     shared = [spec.name for spec in chosen if spec.name not in replicas]
     groups = [("controllers", ["controllers", "--controllers", ",".join(shared)])] if shared else []
     for spec in chosen:
-        groups += [(f"{spec.alias}-{i}", ["controller", spec.name]) for i in range(replicas.get(spec.name, 0))]
+        groups += [
+            (f"{spec.alias}-{i}", ["controller", spec.name]) for i in range(replicas.get(spec.name, 0))
+        ]
     return groups
 
 
-async def _answers(url: str) -> bool:
-    def probe() -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return True
-        except urllib.error.HTTPError:
-            return True  # it answered; health is the coordinator's to report
-        except OSError:
-            return False
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered; health is the coordinator's to report
+    except OSError:
+        return False
 
-    return await asyncio.to_thread(probe)
+
+async def _wait_answering(url: str) -> None:
+    while True:
+        if await asyncio.to_thread(_answers, url):
+            return
+        await asyncio.sleep(0.1)
 
 
 async def run(opts: DevOptions) -> None:
@@ -98,7 +104,14 @@ async def run(opts: DevOptions) -> None:
             ("watcher", ["watcher", *common, "--ops-port", str(watcher_port)]),
             (
                 "coordinator",
-                ["coordinator", *common, "--ops-port", str(coordinator_port), "--ops-url-file", str(state / "coordinator.url")],
+                [
+                    "coordinator",
+                    *common,
+                    "--ops-port",
+                    str(coordinator_port),
+                    "--ops-url-file",
+                    str(state / "coordinator.url"),
+                ],
             ),
         ]
         services += [
@@ -114,8 +127,7 @@ async def run(opts: DevOptions) -> None:
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
         async with asyncio.timeout(READY_TIMEOUT):
             for url in (coordinator_url, f"http://127.0.0.1:{watcher_port}"):
-                while not await _answers(url + "/healthz"):
-                    await asyncio.sleep(0.1)
+                await _wait_answering(url + "/healthz")
         print(
             f"kcm dev ready: apiserver {api_url.result()}, nats {nats.url}, "
             f"{len(services)} services (logs in {logs}); "

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import signal
 from pathlib import Path
+from typing import BinaryIO
 
 STOP_GRACE = 10.0  # seconds a child gets to exit on SIGTERM before SIGKILL
 
@@ -29,7 +30,7 @@ class Supervised:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                with open(self.log_path, "ab") as log:
+                with self._open_log() as log:
                     self.proc = await asyncio.create_subprocess_exec(*self.argv, stdout=log, stderr=log)
                 self.started.set()
                 began = loop.time()
@@ -46,6 +47,10 @@ class Supervised:
                 delay = min(30.0, delay * 2)
         finally:
             await self.stop()
+
+    def _open_log(self) -> BinaryIO:
+        # Opening a local file for append does not wait on anything worth a thread hop.
+        return open(self.log_path, "ab")
 
     async def stop(self) -> None:
         proc = self.proc
