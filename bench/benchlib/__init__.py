@@ -25,6 +25,7 @@ import aiohttp
 import msgspec
 import uvloop
 import yaml
+from kcm_cli import natsd
 
 JSON = {"Content-Type": "application/json"}
 
@@ -116,6 +117,40 @@ async def apiserver(command: list[str], workdir: Path) -> AsyncIterator[ApiServe
         await stop(proc)
 
 
+@contextlib.asynccontextmanager
+async def nats_server(workdir: Path) -> AsyncIterator[Target]:
+    """Run a nats-server with JetStream (files under `workdir`) until the block exits."""
+    planned = natsd.plan(workdir / "jetstream")
+    log_path = workdir / "nats.log"
+    proc = await start_logged(planned.args(), log_path)
+    try:
+        try:
+            await asyncio.wait_for(natsd.wait_ready(planned.port), 20)
+        except TimeoutError:
+            raise RuntimeError(f"nats-server did not become ready:\n{tail(log_path)}") from None
+        yield Target(planned.url, proc.pid)
+    finally:
+        await stop(proc)
+
+
+@contextlib.asynccontextmanager
+async def kcm_process(
+    command: list[str], argv: list[str], log_path: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Run one `kcm` service until the block exits; its log tail is shown if it died on its own."""
+    with log_path.open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            *command, *argv, stdout=log, stderr=log, env={**os.environ, **(env or {})}
+        )
+    try:
+        yield proc
+    finally:
+        died = proc.returncode is not None
+        await stop(proc)
+        if died:
+            print(f"{argv[0]} exited with {proc.returncode}:\n{tail(log_path)}", file=sys.stderr)
+
+
 # -- API calls -------------------------------------------------------------------------------------
 
 
@@ -160,6 +195,14 @@ def exit_status(problems: list[str]) -> int:
 
 
 # -- report ----------------------------------------------------------------------------------------
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list; NaN when it is empty."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
 
 
 def fmt(value: float | None, digits: int) -> str:
