@@ -49,14 +49,6 @@ WATCH_IDLE_TIMEOUT = 10.0
 # -- shared figures ------------------------------------------------------------------------------
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list; NaN when it is empty."""
-    if not sorted_values:
-        return math.nan
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
 @dataclass
 class LoadResult(benchlib.Failures):
     ok: int = 0
@@ -81,7 +73,7 @@ class LoadResult(benchlib.Failures):
         return 100 * self.server_cpu_seconds / self.seconds if self.seconds > 0 else math.nan
 
     def ms(self, q: float) -> float:
-        return percentile(sorted(self.latencies), q) * 1000
+        return benchlib.percentile(sorted(self.latencies), q) * 1000
 
 
 # -- load generator --------------------------------------------------------------------------------
@@ -624,8 +616,8 @@ async def run_watchers(url: str, rv: str, phase: str) -> None:
     out = WatchReport(
         seen=[len(s.names) for s in streams],
         events=[s.events for s in streams],
-        lag_p50_ms=percentile(lags, 50) * 1000,
-        lag_p99_ms=percentile(lags, 99) * 1000,
+        lag_p50_ms=benchlib.percentile(lags, 50) * 1000,
+        lag_p99_ms=benchlib.percentile(lags, 99) * 1000,
         cpu_seconds=time.process_time() - cpu_at_start,
         problems=found,
     )
