@@ -11,15 +11,16 @@ metav1.Status.
 from __future__ import annotations
 
 import asyncio
+import random
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
 
-from kcm_shared import tokenbucket
+from kcm_shared import tokenbucket, tracing
 
 Obj = dict[str, Any]
 _decode = msgspec.json.Decoder().decode
@@ -184,7 +185,9 @@ class KubeClient:
         if self._limiter is not None:
             await self._limiter.acquire()
         data = None if body is None else (body if isinstance(body, bytes) else _encode(body))
-        headers = {"Content-Type": content_type} if data is not None else None
+        headers = {"Content-Type": content_type} if data is not None else {}
+        # Writes made inside a reconcile carry its trace, so one trace spans watcher -> API write.
+        tracing.inject(headers)
         async with self._http().request(
             method, self.conn.server + path, params=params, data=data, headers=headers, timeout=self._timeout
         ) as resp:
@@ -257,6 +260,25 @@ def _error(code: int, raw: bytes) -> ApiError:
     if not isinstance(status, dict) or status.get("kind") != "Status":
         return ApiError(code, "", raw.decode(errors="replace")[:500])
     return ApiError(code, status.get("reason", ""), status.get("message", ""), status)
+
+
+T = TypeVar("T")
+
+
+async def retry_on_conflict(
+    attempt: Callable[[], Awaitable[T]], *, steps: int = 5, delay: float = 0.01, jitter: float = 0.1
+) -> T:
+    """Run `attempt` again while it fails with 409 Conflict, like client-go's RetryOnConflict
+    with DefaultRetry (5 tries, 10 ms apart, 10% jitter). `attempt` must re-read the object
+    each time: a conflict means the copy it started from is stale."""
+    for tried in range(1, steps + 1):
+        try:
+            return await attempt()
+        except ApiError as exc:
+            if not exc.conflict or tried == steps:
+                raise
+        await asyncio.sleep(delay * (1 + random.random() * jitter))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 async def sleep_backoff(attempt: int, base: float = 0.2, cap: float = 10.0) -> None:

@@ -86,3 +86,65 @@ def test_dead_server_is_a_clear_connection_error(tmp_path: Path) -> None:
             await client.close()
 
     run(scenario())
+
+
+def test_retry_on_conflict_rereads_and_wins_against_a_concurrent_writer(apiserver: ApiServer) -> None:
+    async def scenario() -> tuple[int, dict[str, str]]:
+        client = kubeclient.KubeClient(kubeclient.load_connection(str(apiserver.kubeconfig)), qps=0)
+        one = kubeclient.resource_path("", "v1", "configmaps", "default", "race")
+        await client.create(
+            kubeclient.resource_path("", "v1", "configmaps", "default"), {"metadata": {"name": "race"}}
+        )
+        tries = 0
+
+        async def bump() -> dict[str, object]:
+            nonlocal tries
+            tries += 1
+            current = await client.get(one)
+            if tries == 1:
+                # Someone else writes between our read and our write: our copy is now stale.
+                await client.patch(one, {"data": {"other": "x"}})
+            current.setdefault("data", {})["mine"] = str(tries)
+            return await client.update(one, current)
+
+        try:
+            await kubeclient.retry_on_conflict(bump)
+            return tries, (await client.get(one))["data"]
+        finally:
+            await client.close()
+
+    tries, data = run(scenario())  # type: ignore[misc]
+    assert tries == 2
+    assert data == {"other": "x", "mine": "2"}
+
+
+def test_requests_made_inside_a_span_carry_its_traceparent() -> None:
+    from aiohttp import web
+    from kcm_shared import tracing
+
+    seen: list[str] = []
+
+    async def scenario() -> str:
+        async def handler(request: web.Request) -> web.Response:
+            seen.append(request.headers.get("traceparent", ""))
+            return web.json_response({"kind": "ConfigMap"})
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        client = kubeclient.KubeClient(kubeclient.Connection(f"http://127.0.0.1:{port}"), qps=0)
+        tracing.setup("test")
+        try:
+            with tracing.span("reconcile") as span:
+                await client.update("/api/v1/namespaces/default/configmaps/a", {"kind": "ConfigMap"})
+                return format(span.get_span_context().trace_id, "032x")
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    trace_id = run(scenario())
+    assert len(seen) == 1 and seen[0].split("-")[1] == trace_id, seen
