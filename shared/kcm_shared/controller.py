@@ -217,10 +217,9 @@ class Manager:
         count = self.members.partitions(name)
         primary = self.caches[(run.spec.primary, run.spec.views[run.spec.primary])]
         if count is not None:
-            for obj in primary.list():
-                key = codec.key_of(obj.metadata)
-                if subjects.partition_of(key, count) in gained:
-                    await run.queue.add(key, count)
+            keys = (codec.key_of(obj.metadata) for obj in primary.list())
+            run.pending.update(key for key in keys if subjects.partition_of(key, count) in gained)
+            run.wake.set()
         for partition in sorted(gained):
             await run.queue.start_partition(partition)
 
