@@ -51,17 +51,17 @@ def test_is_stale_only_for_events_not_newer_than_published(
 
 def test_list_items_get_kind_and_api_version_like_watch_events() -> None:
     raw = b'{"metadata":{"name":"a","resourceVersion":"3"},"data":{"k":"v"}}'
-    body = objects.with_type_meta(raw, objects.decode_head(raw), "ConfigMapList", "v1")
+    body = objects.TypeMeta("ConfigMapList", "v1").complete(raw, objects.decode_head(raw))
     assert json.loads(body) == {**json.loads(raw), "kind": "ConfigMap", "apiVersion": "v1"}
 
 
 def test_list_items_that_carry_their_kind_stay_byte_for_byte() -> None:
     raw = b'{"apiVersion":"x.io/v1","kind":"Foo","metadata":{"name":"a"}}'
-    assert objects.with_type_meta(raw, objects.decode_head(raw), "FooList", "x.io/v1") is raw
+    assert objects.TypeMeta("FooList", "x.io/v1").complete(raw, objects.decode_head(raw)) == raw
 
 
 def test_empty_list_item_gets_type_meta() -> None:
-    body = objects.with_type_meta(b"{}", objects.decode_head(b"{}"), "PodList", "v1")
+    body = objects.TypeMeta("PodList", "v1").complete(b"{}", objects.decode_head(b"{}"))
     assert json.loads(body) == {"kind": "Pod", "apiVersion": "v1"}
 
 

@@ -1,77 +1,147 @@
-"""The publisher's guarantees against a scripted JetStream: retries, per-subject order, the window."""
+"""The publisher's guarantees against a scripted core NATS: retries, per-subject order, the window.
+
+The script plays JetStream's part: it records each attempt and answers on its reply subject
+with a PubAck, an error, or nothing (an ack that never comes), as the test says.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
-import nats.errors
 import uvloop
 from kcm_watcher import publisher
-from nats.js import JetStreamContext
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 
-class ScriptedJetStream:
-    """Records publish attempts; fails the first `failures[body]` attempts of a body; may hold acks."""
+@dataclass
+class Reply:
+    subject: str
+    data: bytes
+    headers: dict[str, str] | None = None
 
-    def __init__(self, failures: dict[bytes, int] | None = None) -> None:
+
+class ScriptedNats:
+    """Answers the first `failures[body]` attempts of a body with an error; may hold or drop acks."""
+
+    def __init__(self, failures: dict[bytes, int] | None = None, silent: dict[bytes, int] | None = None):
         self.failures = dict(failures or {})
+        self.silent = dict(silent or {})  # attempts of a body that get no answer at all
         self.attempts: list[bytes] = []
-        self.stored: list[tuple[str, bytes, dict[str, str], float | None]] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
+        self.stored: list[tuple[str, bytes, dict[str, str]]] = []
+        self.held: list[tuple[str, bytes, str, dict[str, str]]] = []
+        self.hold = False
         self.failed = asyncio.Event()
+        self._cb: Callable[[Msg], Awaitable[None]] | None = None
+        self._answering: set[asyncio.Task[None]] = set()
 
-    async def publish(
-        self, subject: str, payload: bytes, headers: dict[str, str], msg_ttl: float | None, **_: Any
-    ) -> Any:
+    def new_inbox(self) -> str:
+        return "_INBOX.test"
+
+    async def subscribe(self, subject: str, cb: Callable[[Msg], Awaitable[None]]) -> None:
+        assert subject == "_INBOX.test.*"
+        self._cb = cb
+
+    async def publish(self, subject: str, payload: bytes, reply: str, headers: dict[str, str]) -> None:
         self.attempts.append(payload)
-        await self.gate.wait()
+        if self.hold:
+            self.held.append((subject, payload, reply, headers))
+        else:
+            asyncio.get_running_loop().call_soon(self._answer, subject, payload, reply, headers)
+
+    def release(self) -> None:
+        self.hold = False
+        for args in self.held:
+            self._answer(*args)
+        self.held.clear()
+
+    def _answer(self, subject: str, payload: bytes, reply: str, headers: dict[str, str]) -> None:
+        assert self._cb is not None
+        if self.silent.get(payload, 0) > 0:
+            self.silent[payload] -= 1
+            self.failed.set()
+            return
         if self.failures.get(payload, 0) > 0:
             self.failures[payload] -= 1
             self.failed.set()
-            raise nats.errors.TimeoutError
-        self.stored.append((subject, payload, headers, msg_ttl))
-        return None
+            data = b'{"error":{"code":503,"err_code":10077,"description":"unavailable"}}'
+        else:
+            self.stored.append((subject, payload, dict(headers)))
+            data = b'{"stream":"S","seq":1}'
+        task = asyncio.ensure_future(self._cb(cast(Msg, Reply(reply, data))))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
 
-def _publisher(js: ScriptedJetStream, window: int = 16) -> publisher.Publisher:
-    return publisher.Publisher(cast(JetStreamContext, js), window=window, ack_timeout=1.0)
+def _publisher(nc: ScriptedNats, window: int = 16, **kwargs: Any) -> publisher.Publisher:
+    return publisher.Publisher(cast(Client, nc), window=window, **kwargs)
 
 
 def test_failed_publish_is_retried_and_later_change_of_same_object_waits_for_it() -> None:
     async def body() -> None:
-        js = ScriptedJetStream(failures={b"x1": 2})
-        lane = _publisher(js).lane("r")
+        nc = ScriptedNats(failures={b"x1": 2})
+        lane = _publisher(nc).lane("r")
         await lane.publish("x", b"x1", {"h": "1"})
         await lane.publish("y", b"y1", {})
         await lane.publish("x", b"x2", {}, ttl=5.0)
         await asyncio.wait_for(lane.flush(), 10)
-        assert js.attempts.count(b"x1") == 3
+        assert nc.attempts.count(b"x1") == 3
         # x2 was not even attempted before x1 landed: the stream's last message for x is x2.
-        assert js.attempts.index(b"x2") > max(i for i, p in enumerate(js.attempts) if p == b"x1")
-        assert [p for s, p, _, _ in js.stored if s == "x"] == [b"x1", b"x2"]
-        assert js.stored[-1][3] == 5.0
-        assert next(h for _, p, h, _ in js.stored if p == b"x1") == {"h": "1"}
+        assert nc.attempts.index(b"x2") > max(i for i, p in enumerate(nc.attempts) if p == b"x1")
+        assert [p for s, p, _ in nc.stored if s == "x"] == [b"x1", b"x2"]
+        assert nc.stored[-1][2] == {"Nats-TTL": "5"}
+        assert next(h for _, p, h in nc.stored if p == b"x1") == {"h": "1"}
+
+    uvloop.run(body())
+
+
+def test_an_ack_that_never_comes_is_retried_after_the_timeout() -> None:
+    async def body() -> None:
+        nc = ScriptedNats(silent={b"a": 1})
+        lane = _publisher(nc, ack_timeout=0.2).lane("r")
+        await lane.publish("a", b"a", {})
+        await asyncio.wait_for(lane.flush(), 10)
+        assert nc.attempts == [b"a", b"a"]
+        assert [p for _, p, _ in nc.stored] == [b"a"]
 
     uvloop.run(body())
 
 
 def test_window_bounds_unacknowledged_messages() -> None:
     async def body() -> None:
-        js = ScriptedJetStream()
-        js.gate.clear()  # hold every ack
-        pub = _publisher(js, window=2)
+        nc = ScriptedNats()
+        nc.hold = True
+        pub = _publisher(nc, window=2)
         lane = pub.lane("r")
         await lane.publish("a", b"a", {})
         await lane.publish("b", b"b", {})
         third = asyncio.ensure_future(lane.publish("c", b"c", {}))
         await asyncio.sleep(0)  # let the third call reach the full window
         assert not third.done()
-        js.gate.set()
+        nc.release()
         await asyncio.wait_for(third, 5)
         await asyncio.wait_for(pub.flush_all(), 5)
-        assert sorted(p for _, p, _, _ in js.stored) == [b"a", b"b", b"c"]
+        assert sorted(p for _, p, _ in nc.stored) == [b"a", b"b", b"c"]
+
+    uvloop.run(body())
+
+
+def test_flush_waits_for_every_message_handed_over() -> None:
+    async def body() -> None:
+        nc = ScriptedNats()
+        nc.hold = True
+        lane = _publisher(nc).lane("r")
+        for name in ("a", "b", "c"):
+            await lane.publish(name, name.encode(), {})
+        flushed = asyncio.ensure_future(lane.flush())
+        await asyncio.sleep(0)
+        assert not flushed.done()
+        nc.release()
+        await asyncio.wait_for(flushed, 5)
+        assert len(nc.stored) == 3
 
     uvloop.run(body())
 
@@ -79,18 +149,37 @@ def test_window_bounds_unacknowledged_messages() -> None:
 def test_failing_publishes_make_the_health_check_fail() -> None:
     async def body() -> None:
         now = [100.0]
-        js = ScriptedJetStream(failures={b"a": 1_000_000})
-        pub = publisher.Publisher(cast(JetStreamContext, js), window=4, clock=lambda: now[0])
+        nc = ScriptedNats(failures={b"a": 1_000_000})
+        pub = _publisher(nc, window=4, clock=lambda: now[0])
         lane = pub.lane("r")
         assert pub.check(30) is None
         await lane.publish("a", b"a", {})
-        await asyncio.wait_for(js.failed.wait(), 5)
+        await asyncio.wait_for(nc.failed.wait(), 5)
         now[0] += 29
         assert pub.check(30) is None
         now[0] += 2
         assert pub.check(30) is not None
-        js.failures.clear()  # NATS is back
+        nc.failures.clear()  # NATS is back
         await asyncio.wait_for(lane.flush(), 10)
         assert pub.check(30) is None
+
+    uvloop.run(body())
+
+
+def test_abandoned_messages_free_the_window_and_are_not_retried() -> None:
+    async def body() -> None:
+        nc = ScriptedNats(failures={b"a": 1_000_000})
+        pub = _publisher(nc, window=1)
+        lane = pub.lane("r")
+        await lane.publish("a", b"a", {})
+        await asyncio.wait_for(nc.failed.wait(), 5)
+        pub.abandon_all()
+        await asyncio.wait_for(lane.flush(), 5)
+        tried = len(nc.attempts)
+        nc.failures.clear()
+        await asyncio.wait_for(lane.publish("b", b"b", {}), 5)  # the slot was given back
+        await asyncio.wait_for(lane.flush(), 5)
+        await asyncio.sleep(0.3)  # longer than the first retry's backoff: a retry would show
+        assert nc.attempts[tried:] == [b"b"]
 
     uvloop.run(body())

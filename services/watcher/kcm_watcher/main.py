@@ -42,7 +42,7 @@ async def run(args: argparse.Namespace) -> None:
     try:
         js = nc.jetstream()
         await _declare_stream(js)
-        pub = publisher.Publisher(js, window=args.publish_window)
+        pub = publisher.Publisher(nc, window=args.publish_window)
         sup = supervisor.Supervisor(
             client,
             nc,

@@ -57,16 +57,28 @@ decode_page = msgspec.json.Decoder(ListPage).decode
 decode_status = msgspec.json.Decoder(dict[str, Any]).decode
 
 
-def with_type_meta(raw: bytes, head: Head, list_kind: str, api_version: str) -> bytes:
-    """A list item as a watch event would carry it: with kind and apiVersion.
+class TypeMeta:
+    """Completes a list page's items to read as a watch event's would: with kind and apiVersion.
 
-    Built-in lists omit both on their items; custom resources carry them already.
+    Built-in lists omit both on their items; custom resources carry them already. Made once
+    per page, so the fields are encoded once, not per item.
     """
-    if head.kind or not raw.startswith(b"{") or not list_kind.endswith("List"):
-        return raw
-    prefix = msgspec.json.encode({"kind": list_kind[: -len("List")], "apiVersion": api_version})
-    rest = raw[1:].lstrip()
-    return prefix[:-1] + (b"," + rest if not rest.startswith(b"}") else rest)
+
+    def __init__(self, list_kind: str, api_version: str) -> None:
+        self._prefix = b""  # the fields as `{"kind":..,"apiVersion":..` (no closing brace)
+        if list_kind.endswith("List"):
+            fields = {"kind": list_kind[: -len("List")], "apiVersion": api_version}
+            self._prefix = msgspec.json.encode(fields)[:-1]
+
+    def complete(self, raw: bytes | msgspec.Raw, head: Head) -> bytes:
+        body = bytes(raw)
+        if head.kind or not self._prefix or not body.startswith(b"{"):
+            return body
+        second = body[1:2]
+        if second == b"}" or second.isspace():
+            rest = body[1:].lstrip()
+            return self._prefix + (b"," + rest if not rest.startswith(b"}") else rest)
+        return b"".join((self._prefix, b",", memoryview(body)[1:]))
 
 
 def rv_int(rv: str) -> int | None:

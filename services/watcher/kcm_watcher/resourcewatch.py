@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
@@ -38,7 +38,7 @@ from kcm_watcher import metrics, objects, publisher
 
 log = logging.getLogger("kcm.watcher.resource")
 
-PAGE_SIZE = 500
+PAGE_SIZE = 2000  # fewer round trips; the page is published before the next is asked for
 _READ_BATCH = 1000
 _READ_TIMEOUT = 10.0
 
@@ -197,13 +197,19 @@ class ResourceWatch:
         while True:
             page = objects.decode_page(await self._client.request_bytes("GET", self._path, params=params))
             list_rv = list_rv or page.metadata.resource_version
-            for item in page.items:
-                head = objects.decode_head(item)
-                meta = head.metadata
-                subject = subjects.object_subject(self.res, meta.namespace, meta.name)
-                if diff.needs_sync(subject, meta.resource_version):
-                    body = objects.with_type_meta(bytes(item), head, page.kind, page.api_version)
-                    await self._publish(subject, body, objects.SYNC, head)
+            type_meta = objects.TypeMeta(page.kind, page.api_version)
+            # One span per page: a span per listed object would cost more than publishing it.
+            with tracing.span(
+                "watcher.publish", resource=self._label, event=objects.SYNC, objects=len(page.items)
+            ):
+                trace = self._trace_headers()
+                for item in page.items:
+                    head = objects.decode_head(item)
+                    meta = head.metadata
+                    subject = subjects.object_subject(self.res, meta.namespace, meta.name)
+                    if diff.needs_sync(subject, meta.resource_version):
+                        body = type_meta.complete(item, head)
+                        await self._publish(subject, body, objects.SYNC, head, trace)
             if not page.metadata.continue_:
                 break
             params = {"limit": str(PAGE_SIZE), "continue": page.metadata.continue_}
@@ -233,7 +239,8 @@ class ResourceWatch:
             return
         body = last.data or b""
         head = objects.decode_head(body)
-        await self._publish(subject, body, objects.DELETED, head)
+        with tracing.span("watcher.publish", resource=self._label, event=objects.DELETED, key=_key(head)):
+            await self._publish(subject, body, objects.DELETED, head, self._trace_headers())
 
     async def _mark(self, rv: str) -> None:
         """Publish a progress marker once everything before it is acknowledged."""
@@ -256,8 +263,8 @@ class ResourceWatch:
                 "timeoutSeconds": str(int(self._watch_timeout * (1 + random.random()))),
             }
             try:
-                async for line in self._client.watch_lines(self._path, params):
-                    rv = await self._on_event(objects.decode_line(line), rv)
+                async for batch in self._client.watch_batches(self._path, params):
+                    rv = await self._on_events([objects.decode_line(line) for line in batch], rv)
                     attempt = 0
                     self._failing_since = None
             except kubeclient.ApiError as exc:
@@ -272,7 +279,22 @@ class ResourceWatch:
             await kubeclient.sleep_backoff(attempt)
             attempt += 1
 
-    async def _on_event(self, event: objects.WatchLine, rv: str) -> str:
+    async def _on_events(self, events: list[objects.WatchLine], rv: str) -> str:
+        """Publish the watch events that arrived together; returns the resourceVersion to resume from.
+
+        They share one span (a lone event, the usual case when idle, gets its own with its key).
+        """
+        attributes: dict[str, Any] = {"resource": self._label, "events": len(events)}
+        if len(events) == 1 and events[0].type not in (objects.BOOKMARK, objects.ERROR):
+            attributes["event"] = events[0].type
+            attributes["key"] = _key(objects.decode_head(events[0].object))
+        with tracing.span("watcher.publish", **attributes):
+            trace = self._trace_headers()
+            for event in events:
+                rv = await self._on_event(event, rv, trace)
+        return rv
+
+    async def _on_event(self, event: objects.WatchLine, rv: str, trace: dict[str, str]) -> str:
         """Publish one watch event; returns the resourceVersion to resume from."""
         raw = bytes(event.object)
         if event.type == objects.ERROR:
@@ -288,18 +310,29 @@ class ResourceWatch:
         subject = subjects.object_subject(self.res, meta.namespace, meta.name)
         if objects.is_stale(meta.resource_version, self.held.get(subject)):
             return new_rv
-        await self._publish(subject, raw, event.type, head)
+        await self._publish(subject, raw, event.type, head, trace)
         return new_rv
 
-    async def _publish(self, subject: str, body: bytes, event: str, head: objects.Head) -> None:
+    @staticmethod
+    def _trace_headers() -> dict[str, str]:
+        """The current span's trace context as headers, shared by the messages published in it."""
+        trace: dict[str, str] = {}
+        tracing.inject(trace)
+        return trace
+
+    async def _publish(
+        self, subject: str, body: bytes, event: str, head: objects.Head, trace: dict[str, str]
+    ) -> None:
         """Hand one object message to the lane and remember what the stream now holds."""
         hdrs = objects.headers(event, head)
-        meta = head.metadata
-        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
-        with tracing.span("watcher.publish", resource=self._label, event=event, key=key):
-            tracing.inject(hdrs)
-            await self._lane.publish(subject, body, hdrs, objects.ttl_of(event))
+        hdrs.update(trace)
+        await self._lane.publish(subject, body, hdrs, objects.ttl_of(event))
         if event == objects.DELETED:
             self.held.pop(subject, None)
         else:
-            self.held[subject] = meta.resource_version
+            self.held[subject] = head.metadata.resource_version
+
+
+def _key(head: objects.Head) -> str:
+    meta = head.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
