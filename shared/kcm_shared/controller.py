@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,16 +250,16 @@ class Manager:
             members.on_change(self._on_change)
             async with asyncio.TaskGroup() as group:
                 for store in self.caches.values():
-                    group.create_task(store.run())
+                    group.create_task(_logged("cache", store.run()))
                 for run in self.running.values():
                     await run.queue.setup()
-                    group.create_task(run.queue.run())
-                    group.create_task(run.recorder.run())
-                    group.create_task(self._publish_pending(run))
+                    group.create_task(_logged("queue", run.queue.run()))
+                    group.create_task(_logged("events", run.recorder.run()))
+                    group.create_task(_logged("enqueue", self._publish_pending(run)))
                 for run in self.running.values():
                     await self._caught_up(run.spec, run.client)
                 # Only now ask for partitions: a replica never acts on a cache behind the API.
-                group.create_task(members.run())
+                group.create_task(_logged("membership", members.run()))
                 self._ready.set()
                 log.info("controllers running", extra={"controllers": list(self.running)})
         finally:
@@ -288,10 +288,20 @@ class Manager:
                 stuck_after=self.args.stuck_after,
             )
             self.running[spec.name] = _Running(spec, queue, client, recorder)
-            self.checks.add(spec.name, queue.health)
+            self.checks.add(spec.name, queue.check)
 
     async def ready(self) -> None:
         await self._ready.wait()
+
+
+async def _logged(what: str, coro: Coroutine[Any, Any, None]) -> None:
+    """Log a component's failure the moment it happens: the TaskGroup then spends a while
+    handing partitions back before the error surfaces, and a supervisor may kill us first."""
+    try:
+        await coro
+    except Exception:
+        log.exception("component failed; stopping", extra={"component": what})
+        raise
 
 
 async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:

@@ -171,14 +171,19 @@ def test_poison_key_is_dead_lettered_with_its_reason_and_other_keys_flow(stack: 
 
 def test_stuck_loop_turns_controller_unhealthy_and_recovers(stack: Stack) -> None:
     coordinator = _by_name(stack, "coordinator-0")
+    wait_owned(stack, coordinator, replicas=2, timeout=60)
     wait_for(lambda: coordinator.get("/healthz/probe-controller")[0] == 200, 60, what="healthy first")
     core = _core(stack)
     _apply(core, "stuck", {"sleep": "8", "value": "stuck"})
-    _, body = wait_for(
-        lambda: (r := coordinator.get("/healthz/probe-controller"))[0] == 500 and r,
-        40,
-        interval=0.3,
-        what="unhealthy while stuck",
-    )
+    flowing = itertools.count()
+
+    def unhealthy_while_others_flow() -> tuple[int, str] | None:
+        # Other keys keep being reconciled: one stuck worker must not hide behind them.
+        _apply(core, "flowing", {"value": f"flowing-{next(flowing)}"})
+        code, text = coordinator.get("/healthz/probe-controller")
+        return (code, text) if code == 500 else None
+
+    _, body = wait_for(unhealthy_while_others_flow, 40, interval=0.3, what="unhealthy while stuck")
     assert "stuck" in body, body
+    assert _converged(stack, {"flowing": f"flowing-{next(flowing) - 2}"}), "other keys kept flowing"
     wait_for(lambda: coordinator.get("/healthz/probe-controller")[0] == 200, 60, what="healthy again")

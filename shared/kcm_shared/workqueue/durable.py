@@ -87,6 +87,7 @@ class _Item:
     seq: int  # stream sequence: tells a newer message from a redelivery or a stale one
     partition: int
     task: asyncio.Future[Result | None] | None = None  # the running reconcile
+    started: float = 0.0  # monotonic time its reconcile began
 
 
 @dataclass(eq=False)
@@ -155,6 +156,7 @@ class DurableQueue:
         self._room.set()
         self._busy = False
         self.health = health.Watchdog(stuck_after)
+        self._stuck_after = stuck_after
 
     async def setup(self) -> None:
         """Declare the work stream and the dead-letter stream (idempotent)."""
@@ -287,6 +289,18 @@ class DurableQueue:
                 task.cancel()
             await asyncio.wait(tasks)
 
+    def check(self) -> str | None:
+        """The health check: the loop makes progress, and no single reconcile outlives the limit
+        (one stuck worker would otherwise hide behind the others' progress)."""
+        if (err := self.health()) is not None:
+            return err
+        if self._running:
+            key, item = min(self._running.items(), key=lambda kv: kv[1].started)
+            running = time.monotonic() - item.started
+            if running > self._stuck_after:
+                return f"reconcile of {key} stuck for {running:.1f}s (limit {self._stuck_after:.0f}s)"
+        return None
+
     def depth(self) -> int:
         """Keys received and waiting for a worker."""
         return self._queue.len()
@@ -399,6 +413,7 @@ class DurableQueue:
         if part.stop.is_set():
             return  # stays held; stop_partition hands it back
         del self._held[key]
+        item.started = time.monotonic()
         self._running[key] = item
         part.inflight += 1
         part.idle.clear()
