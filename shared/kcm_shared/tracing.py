@@ -33,6 +33,7 @@ log = logging.getLogger("kcm.tracing")
 
 _propagator = TraceContextTextMapPropagator()
 _provider: TracerProvider | None = None
+_cached_tracer: trace.Tracer | None = None
 
 
 def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
@@ -41,7 +42,7 @@ def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
     Calling it again replaces this module's provider (the process-wide OpenTelemetry one can
     be set only once, so spans made here always use the provider of the latest call).
     """
-    global _provider
+    global _provider, _cached_tracer
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     if exporter is None:
         exporter = _exporter_from_env()
@@ -52,6 +53,9 @@ def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
     if _provider is None:
         trace.set_tracer_provider(provider)
     _provider = provider
+    # get_tracer builds a new Tracer each call; one per provider is enough (hot path: a span
+    # per reconcile and per published batch).
+    _cached_tracer = provider.get_tracer("kcm")
     return provider
 
 
@@ -65,8 +69,8 @@ def _exporter_from_env() -> SpanExporter | None:
 
 
 def _tracer() -> trace.Tracer:
-    if _provider is not None:
-        return _provider.get_tracer("kcm")
+    if _cached_tracer is not None:
+        return _cached_tracer
     return trace.get_tracer("kcm")  # no setup: non-recording spans, nothing propagates
 
 
