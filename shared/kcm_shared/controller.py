@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -206,13 +207,18 @@ class Manager:
             await store.wait_caught_up(rv)
 
     async def _on_change(self, name: str, gained: set[int], lost: set[int]) -> None:
+        """Start and stop partitions; each step is retried until it is done, because a
+        partition the coordinator counts as ours but that nobody consumes loses its changes
+        (a NATS or API outage during a hand-over must delay it, never drop it)."""
         run = self.running[name]
         for partition in sorted(lost):
-            await run.queue.stop_partition(partition)
+            await _until_done(
+                f"stop partition {partition}", name, functools.partial(run.queue.stop_partition, partition)
+            )
         if not gained:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
-        await self._caught_up(run.spec, run.client)
+        await _until_done("catch up", name, lambda: self._caught_up(run.spec, run.client))
         assert self.members is not None
         count = self.members.partitions(name)
         primary = self.caches[(run.spec.primary, run.spec.views[run.spec.primary])]
@@ -221,7 +227,9 @@ class Manager:
             run.pending.update(key for key in keys if subjects.partition_of(key, count) in gained)
             run.wake.set()
         for partition in sorted(gained):
-            await run.queue.start_partition(partition)
+            await _until_done(
+                f"start partition {partition}", name, functools.partial(run.queue.start_partition, partition)
+            )
 
     def _report(self) -> membership.Report:
         results = self.checks.run()
@@ -292,6 +300,19 @@ class Manager:
 
     async def ready(self) -> None:
         await self._ready.wait()
+
+
+async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[None]]) -> None:
+    """Run `step` until it succeeds, backing off 0.2 s doubling to 5 s between failures."""
+    delay = 0.2
+    while True:
+        try:
+            await step()
+            return
+        except Exception as exc:
+            log.warning(f"{what} failed; retrying", extra={"controller": controller, "error": repr(exc)})
+        await asyncio.sleep(delay)
+        delay = min(5.0, delay * 2)
 
 
 async def _logged(what: str, coro: Coroutine[Any, Any, None]) -> None:
