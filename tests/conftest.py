@@ -34,6 +34,23 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
 
 
+def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """kill -9 (what the invariant tests do to any process), then reap it."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
+    """SIGTERM, then kill -9 if it has not exited within `grace` seconds."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            kill_process(proc)
+
+
 @dataclass
 class ApiServer:
     url: str
@@ -72,13 +89,7 @@ class ApiServer:
         return client, api_client
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
 
 
 def start_apiserver(workdir: Path, *extra: str) -> ApiServer:
@@ -150,18 +161,10 @@ class NatsProc:
         wait_for(ready, 20, what="nats-server")
 
     def kill(self) -> None:
-        """kill -9, as the invariant tests require."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        kill_process(self.proc)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
 
 def start_nats(workdir: Path) -> NatsProc:

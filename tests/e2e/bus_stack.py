@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -16,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import KCM, ApiServer, NatsProc, wait_for
+from kcm_cli import natsd
+
+from tests.conftest import KCM, ApiServer, NatsProc, kill_process, stop_process, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 # Short leases so fail-overs happen within a test's patience; the defaults are upstream's.
@@ -28,15 +29,6 @@ FAST_LEASE = [
     "--leader-elect-retry-period",
     "250ms",
 ]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -57,19 +49,10 @@ class Proc:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        kill_process(self.proc)
 
     def stop(self) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
     def get(self, path: str) -> tuple[int, str]:
         try:
@@ -91,7 +74,7 @@ class Stack:
     partitions: int = 4
 
     def _proc(self, name: str, args: list[str]) -> Proc:
-        port = free_port()
+        port = natsd.free_port()
         env = {**os.environ, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
         argv = [KCM, *args, "--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", name]

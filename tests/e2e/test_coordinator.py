@@ -24,7 +24,7 @@ import uvloop
 from kcm_shared import membership
 from nats.aio.client import Client
 
-from tests.conftest import KCM, ApiServer, NatsProc, wait_for
+from tests.conftest import KCM, ApiServer, NatsProc, kill_process, stop_process, wait_for
 
 CONTROLLER = "replicaset"
 PARTITIONS = 8
@@ -43,17 +43,10 @@ class Coordinator:
         return self.url_file.read_text().strip()
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        kill_process(self.proc)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
 
 def start_coordinator(

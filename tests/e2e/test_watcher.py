@@ -27,7 +27,16 @@ import uvloop
 from kcm_shared import subjects
 from nats.js import api
 
-from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, start_nats, wait_for
+from tests.conftest import (
+    KCM,
+    ApiServer,
+    NatsProc,
+    kill_process,
+    start_apiserver,
+    start_nats,
+    stop_process,
+    wait_for,
+)
 
 CM = subjects.Resource("", "v1", "configmaps")
 
@@ -129,17 +138,10 @@ class WatcherProc:
             return int(exc.code)
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        kill_process(self.proc)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
 
 def start_watcher(api_server: ApiServer, nats_proc: NatsProc, log_path: Path, *extra: str) -> WatcherProc:
