@@ -361,8 +361,9 @@ class Cache(Generic[T]):
         finally:
             if not failure.done():
                 failure.set_result("stopped")
+            # Bounded: this runs on cancellation too, and a stop must never hang on NATS.
             with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+                await asyncio.wait_for(sub.unsubscribe(), 2.0)
             if consumer is not None and self._nc.is_connected:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._js.delete_consumer(subjects.OBJECTS_STREAM, consumer), 2.0)
