@@ -157,7 +157,6 @@ class Manager:
         self.caches: dict[tuple[subjects.Resource, type[Any]], cache.Cache[Any]] = {}
         self.running: dict[str, _Running] = {}
         self.members: membership.Membership | None = None
-        self._ready = asyncio.Event()
 
     def _cache(self, js: JetStreamContext, nc: Client, res: subjects.Resource, view: type[Any]) -> Any:
         # Controllers that read a resource through the same view share one cache.
@@ -268,7 +267,6 @@ class Manager:
                     await self._caught_up(run.spec, run.client)
                 # Only now ask for partitions: a replica never acts on a cache behind the API.
                 group.create_task(_logged("membership", members.run()))
-                self._ready.set()
                 log.info("controllers running", extra={"controllers": list(self.running)})
         finally:
             await runner.cleanup()
@@ -297,9 +295,6 @@ class Manager:
             )
             self.running[spec.name] = _Running(spec, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
-
-    async def ready(self) -> None:
-        await self._ready.wait()
 
 
 async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[None]]) -> None:

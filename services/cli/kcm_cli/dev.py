@@ -87,10 +87,14 @@ async def run(opts: DevOptions) -> None:
     )
     nats = natsd.plan(state / "nats")
     (state / "nats.url").write_text(nats.url + "\n")
-    children = [supervisor.Supervised("nats-server", nats.args(), logs / "nats.log")]
     tasks: list[asyncio.Future[None]] = [api]
+
+    def supervise(name: str, argv: list[str]) -> None:
+        child = supervisor.Supervised(name, argv, logs / f"{name}.log")
+        tasks.append(asyncio.ensure_future(child.run()))
+
     try:
-        tasks.append(asyncio.ensure_future(children[0].run()))
+        supervise("nats", nats.args())
         started: list[asyncio.Future[Any]] = [api, api_url]
         done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
         if api in done:
@@ -119,9 +123,7 @@ async def run(opts: DevOptions) -> None:
             for name, argv in _controller_groups(opts)
         ]
         for name, argv in services:
-            child = supervisor.Supervised(name, [*kcm_argv(), *argv], logs / f"{name}.log")
-            children.append(child)
-            tasks.append(asyncio.ensure_future(child.run()))
+            supervise(name, [*kcm_argv(), *argv])
         if opts.nodes > 0:
             sim = simulator_main.Options(kubeconfig=opts.kubeconfig_out, nodes=opts.nodes, control_port=None)
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
@@ -132,7 +134,8 @@ async def run(opts: DevOptions) -> None:
             f"kcm dev ready: apiserver {api_url.result()}, nats {nats.url}, "
             f"{len(services)} services (logs in {logs}); "
             f"use it with: export KUBECONFIG={opts.kubeconfig_out.resolve()} "
-            "(then kubectl get nodes,pods -A; kcm status); Ctrl-C stops everything",
+            f"(then kubectl get nodes,pods -A; {' '.join(kcm_argv())} status --state-dir {state}); "
+            "Ctrl-C stops everything",
             flush=True,
         )
         await asyncio.gather(*tasks)

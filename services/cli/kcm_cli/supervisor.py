@@ -22,8 +22,6 @@ class Supervised:
         self.argv = argv
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
-        self.restarts = 0
-        self.started = asyncio.Event()
 
     async def run(self) -> None:
         delay = 1.0
@@ -32,12 +30,10 @@ class Supervised:
             while True:
                 with self._open_log() as log:
                     self.proc = await asyncio.create_subprocess_exec(*self.argv, stdout=log, stderr=log)
-                self.started.set()
                 began = loop.time()
                 code = await self.proc.wait()
                 if loop.time() - began > 60:
                     delay = 1.0
-                self.restarts += 1
                 print(
                     f"kcm dev: {self.name} exited with code {code}; restarting in {delay:.0f}s "
                     f"(log: {self.log_path})",
