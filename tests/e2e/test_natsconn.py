@@ -70,3 +70,33 @@ def test_wrong_credentials_are_reported_clearly_while_the_service_retries(
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_tls_with_a_ca_from_flags_connects(tmp_path: Path) -> None:
+    import shutil
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    server = _server(tmp_path, "--tls", "--tlscert", str(cert), "--tlskey", str(key))
+    try:
+
+        async def body() -> int:
+            url = server.url.replace("nats://", "tls://")
+            nc = await natsconn.connect(_options(url, ["--nats-tls-ca", str(cert)]), "test")
+            js = nc.jetstream()
+            await natsconn.ensure_object_stream(js)
+            ack = await js.publish("kcm.obj.core.v1.configmaps.default.tls", b"{}")
+            await nc.close()
+            return ack.seq
+
+        assert uvloop.run(body()) == 1
+    finally:
+        server.stop()
