@@ -79,9 +79,20 @@ def test_tls_with_a_ca_from_flags_connects(tmp_path: Path) -> None:
     if openssl is None:
         pytest.skip("openssl is needed to make a certificate")
     cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    make_cert = [
+        openssl,
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
-        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        [*make_cert, "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
         check=True,
         capture_output=True,
     )
