@@ -1,0 +1,1 @@
+"""The Deployment controller (upstream pkg/controller/deployment)."""

@@ -1,0 +1,1 @@
+"""The garbage collector (upstream pkg/controller/garbagecollector)."""

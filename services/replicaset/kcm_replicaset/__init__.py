@@ -1,0 +1,1 @@
+"""The ReplicaSet controller (upstream pkg/controller/replicaset)."""
