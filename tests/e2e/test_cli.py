@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from tests.conftest import KCM, KUBECTL, wait_for
+from tests.e2e.devstack import children, read_ready_line
 
 
 def test_dev_prints_ready_serves_kubectl_runs_simulator_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -19,8 +20,11 @@ def test_dev_prints_ready_serves_kubectl_runs_simulator_and_stops_on_ctrl_c(tmp_
     timer.start()
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("kcm dev ready"), line + (proc.stderr.read() if proc.stderr else "")
+        line, progress = read_ready_line(proc)
+        # The user sees the stack come up, piece by piece, before the ready line.
+        said = "".join(progress)
+        for piece in ("apiserver at http", "nats-server with JetStream", "watcher up", "coordinator up"):
+            assert piece in said, said
         kubeconfig = state / "kubeconfig"
         assert f"KUBECONFIG={kubeconfig.resolve()}" in line
         out = subprocess.run(
@@ -89,15 +93,6 @@ def test_apiserver_reports_a_taken_port_clearly(tmp_path: Path) -> None:
     assert not (tmp_path / "kc").exists()
 
 
-def _children(pid: int) -> dict[int, str]:
-    """Child pid -> command line, from /proc (the supervised services of `kcm dev`)."""
-    out = {}
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        out[int(child)] = cmdline
-    return out
-
-
 def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path: Path) -> None:
     import asyncio
     import os
@@ -115,9 +110,8 @@ def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path:
     timer.start()
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("kcm dev ready"), line + (proc.stderr.read() if proc.stderr else "")
-        services = " ".join(_children(proc.pid).values())
+        read_ready_line(proc)
+        services = " ".join(children(proc.pid).values())
         for name in ("nats-server", " watcher ", " coordinator "):
             assert name in services, services
 
@@ -157,12 +151,12 @@ def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path:
         assert status.stdout.startswith(f"coordinator {coordinator_url} (leader "), status.stdout
 
         # A service that dies is restarted, and the restart is announced.
-        watcher = next(pid for pid, cmd in _children(proc.pid).items() if " watcher " in cmd)
+        watcher = next(pid for pid, cmd in children(proc.pid).items() if " watcher " in cmd)
         os.kill(watcher, signal.SIGKILL)
         announced = proc.stdout.readline()
         assert "watcher exited" in announced and "restarting" in announced, announced
         wait_for(
-            lambda: any(" watcher " in cmd and pid != watcher for pid, cmd in _children(proc.pid).items()),
+            lambda: any(" watcher " in cmd and pid != watcher for pid, cmd in children(proc.pid).items()),
             30,
             what="watcher restarted",
         )

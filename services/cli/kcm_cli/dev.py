@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import urllib.request
 from dataclasses import dataclass, field
@@ -72,6 +73,36 @@ async def _wait_answering(url: str) -> None:
         await asyncio.sleep(0.1)
 
 
+def _ready_controllers(url: str) -> set[str]:
+    """Controllers the coordinator reports healthy with every partition owned."""
+    try:
+        with urllib.request.urlopen(url + "/status", timeout=2) as resp:
+            doc = json.load(resp)
+    except (OSError, ValueError):
+        return set()
+    return {
+        name
+        for name, info in doc.get("controllers", {}).items()
+        if info.get("healthy") and info.get("partitions") and all(info["partitions"].values())
+    }
+
+
+async def _announce_controllers(url: str, names: list[str]) -> None:
+    """Say each controller's name once it is healthy and owns its partitions."""
+    waiting = set(names)
+    while waiting:
+        ready = await asyncio.to_thread(_ready_controllers, url) & waiting
+        for name in sorted(ready):
+            say(f"controller {name} ready")
+        waiting -= ready
+        await asyncio.sleep(0.2)
+
+
+def say(message: str) -> None:
+    """One line of start-up progress on stdout (the ready line comes last)."""
+    print(f"kcm dev: {message}", flush=True)
+
+
 async def run(opts: DevOptions) -> None:
     state = opts.state_dir
     logs = state / "logs"
@@ -99,8 +130,10 @@ async def run(opts: DevOptions) -> None:
         done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
         if api in done:
             api.result()  # a start-up failure (taken port) surfaces as the apiserver's error
+        say(f"apiserver at {api_url.result()}")
         async with asyncio.timeout(READY_TIMEOUT):
             await natsd.wait_ready(nats.port)
+        say(f"nats-server with JetStream at {nats.url}")
         common = ["--kubeconfig", str(opts.kubeconfig_out), "--nats-url", nats.url, "--ops-bind", "127.0.0.1"]
         coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
         coordinator_url = f"http://127.0.0.1:{coordinator_port}"
@@ -127,9 +160,21 @@ async def run(opts: DevOptions) -> None:
         if opts.nodes > 0:
             sim = simulator_main.Options(kubeconfig=opts.kubeconfig_out, nodes=opts.nodes, control_port=None)
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
+        if opts.nodes > 0:
+            say(f"simulator with {opts.nodes} nodes")
         async with asyncio.timeout(READY_TIMEOUT):
-            for url in (coordinator_url, f"http://127.0.0.1:{watcher_port}"):
+            for name, url in (
+                ("coordinator", coordinator_url),
+                ("watcher", f"http://127.0.0.1:{watcher_port}"),
+            ):
                 await _wait_answering(url + "/healthz")
+                say(f"{name} up")
+        names = [spec.name for spec in controller.select(BUILTIN, opts.controllers)]
+        try:
+            async with asyncio.timeout(READY_TIMEOUT):
+                await _announce_controllers(coordinator_url, names)
+        except TimeoutError:
+            say(f"some controllers are not ready after {READY_TIMEOUT:.0f}s; see `kcm status` and {logs}")
         print(
             f"kcm dev ready: apiserver {api_url.result()}, nats {nats.url}, "
             f"{len(services)} services (logs in {logs}); "

@@ -1,0 +1,168 @@
+"""The whole system as `make run` starts it (`kcm dev`), for end-to-end tests with kubectl.
+
+`dev_stack(tmp, *args)` starts `kcm dev` in a temporary state directory, waits for its ready
+line and until every selected controller owns all its partitions and is healthy (what
+`kcm status` reports), and stops it with Ctrl-C at the end. `stack_fixture(*args)` makes a
+module-scoped pytest fixture of it, so one module shares one stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from kcm_cli.controllers import BUILTIN
+from kcm_shared import controller
+
+from tests.conftest import KCM, KUBECTL, wait_for
+
+START_TIMEOUT = 120.0
+
+
+def children(pid: int) -> dict[int, str]:
+    """Child pid -> command line, from /proc (the supervised services of `kcm dev`)."""
+    out = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out[int(child)] = cmdline
+    return out
+
+
+def read_ready_line(proc: subprocess.Popen[str], stderr: Path | None = None) -> tuple[str, list[str]]:
+    """The `kcm dev ready` line, and the progress lines printed before it."""
+    assert proc.stdout is not None
+    before: list[str] = []
+    for line in proc.stdout:
+        if line.startswith("kcm dev ready"):
+            return line, before
+        before.append(line)
+    err = stderr.read_text(errors="replace") if stderr else (proc.stderr.read() if proc.stderr else "")
+    raise AssertionError(f"kcm dev ended before it was ready: {''.join(before)}{err[-5000:]}")
+
+
+@dataclass
+class DevStack:
+    proc: subprocess.Popen[str]
+    state: Path
+    expected: list[str]  # canonical names of the controllers this stack runs
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [KUBECTL, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.state / "kubectl")]
+        res = subprocess.run([*argv, *args], capture_output=True, text=True, input=input, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({res.returncode}): {res.stderr}{res.stdout}"
+            )
+        return res
+
+    def api(self) -> kubernetes.client.ApiClient:
+        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def status(self) -> dict[str, Any]:
+        """The coordinator's /status document (what `kcm status` prints); {} while unreachable."""
+        try:
+            url = (self.state / "coordinator.url").read_text().strip()
+            with urllib.request.urlopen(url + "/status", timeout=5) as resp:
+                doc: dict[str, Any] = json.load(resp)
+                return doc
+        except (OSError, ValueError):
+            return {}
+
+    def healthy(self) -> bool:
+        doc = self.status()
+        controllers = doc.get("controllers", {})
+        if not doc.get("leader") or any(name not in controllers for name in self.expected):
+            return False
+        return all(
+            info.get("healthy") and info.get("partitions") and all(info["partitions"].values())
+            for info in controllers.values()
+        )
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        wait_for(self.healthy, timeout, interval=0.25, what=f"controllers healthy: {self.status()}")
+
+    def controller_pids(self, alias: str) -> list[int]:
+        """Pids of the processes running the controller `alias` (canonical name or alias)."""
+        spec = controller.select(BUILTIN, alias)[0]
+        pids = []
+        for pid, cmd in children(self.proc.pid).items():
+            words = cmd.split()
+            if "controller" in words and spec.name in words:
+                pids.append(pid)
+            elif "controllers" in words:
+                chosen = words[words.index("--controllers") + 1].split(",")
+                if spec.name in chosen:
+                    pids.append(pid)
+        return pids
+
+    def log(self, name: str) -> str:
+        path = self.state / "logs" / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def dev_stack(tmp: Path, *args: str) -> Iterator[DevStack]:
+    """`kcm dev --state-dir TMP/state *args`, ready and healthy; stopped on the way out."""
+    state = tmp / "state"
+    argv = [KCM, "dev", "--state-dir", str(state), *args]
+    chosen = "*"
+    if "--controllers" in args:
+        chosen = args[args.index("--controllers") + 1]
+    expected = [spec.name for spec in controller.select(BUILTIN, chosen)]
+    stderr = tmp / "dev.stderr"
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+    stack = DevStack(proc, state, expected)
+    timer = threading.Timer(START_TIMEOUT, proc.kill)  # a hang at start-up must not hang the suite
+    timer.start()
+    try:
+        read_ready_line(proc, stderr)
+        timer.cancel()
+        # Drain stdout (restart announcements) so a chatty stack never blocks on a full pipe.
+        threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
+        stack.wait_healthy()
+        yield stack
+    finally:
+        timer.cancel()
+        stack.stop()
+
+
+def stack_fixture(*args: str) -> Callable[..., Iterator[DevStack]]:
+    """A module-scoped fixture running one `kcm dev` stack with `args` for the whole module."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+        with dev_stack(tmp_path_factory.mktemp("devstack"), *args) as stack:
+            yield stack
+
+    return fixture
