@@ -1,0 +1,158 @@
+"""Adopting and releasing objects by ControllerRef (upstream controller_ref_manager.go).
+
+A workload controller reconciles only what it controls. `claim` walks the candidates (the
+cached objects of the owner's namespace) the way upstream's ClaimObject does:
+
+- controlled by someone else: not ours, untouched;
+- controlled by the owner and matching the selector: ours;
+- controlled by the owner but no longer matching: released with a strategic-merge PATCH
+  deleting the ownerReference (404 and 422 ignored: the object is gone or changed), unless
+  the owner itself is being deleted;
+- an orphan that matches: adopted with a PATCH adding the controlling ownerReference -
+  unless the owner or the orphan is being deleted, and only after `can_adopt` (called once,
+  lazily) confirmed with a fresh GET that the owner still exists and is not being deleted
+  (upstream RecheckDeletionTimestamp), since the cached owner may be stale.
+
+Both patches carry the object's `metadata.uid`, a precondition: a replacement object of the
+same name fails with 422 instead of being adopted. Errors on some objects do not stop the
+others; they are raised together (`ClaimError`) after the walk, as upstream aggregates them.
+Used by the ReplicaSet controller (pods) and the deployment controller (ReplicaSets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
+
+import msgspec
+
+from kcm_shared import codec, kubeclient, selectors, subjects
+
+T = TypeVar("T", bound=codec.Meta)
+
+
+class ClaimError(Exception):
+    """Adopting or releasing some candidates failed; `errors` holds each failure."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+def recheck(client: kubeclient.KubeClient, path: str, uid: str) -> Callable[[], Awaitable[None]]:
+    """The usual `can_adopt`: GET the owner at `path`; raise if it is gone, replaced or being deleted."""
+
+    async def can_adopt() -> None:
+        fresh = await client.get(path)
+        meta = fresh.get("metadata") or {}
+        if meta.get("uid") != uid:
+            raise RuntimeError(f"original {path} is gone: got uid {meta.get('uid')}, wanted {uid}")
+        if meta.get("deletionTimestamp"):
+            raise RuntimeError(
+                f"{meta.get('namespace')}/{meta.get('name')} has just been deleted at {meta['deletionTimestamp']}"
+            )
+
+    return can_adopt
+
+
+def _once(fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    """Call `fn` at most once; later calls repeat its outcome (upstream's sync.Once)."""
+    outcome: list[Exception | None] = []
+
+    async def wrapper() -> None:
+        if not outcome:
+            try:
+                await fn()
+                outcome.append(None)
+            except Exception as exc:
+                outcome.append(exc)
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    return wrapper
+
+
+def new_controller_ref(owner: codec.Meta, api_version: str, kind: str) -> codec.OwnerReference:
+    """The controlling ownerReference a workload puts on what it creates or adopts (metav1.NewControllerRef)."""
+    return codec.OwnerReference(
+        api_version=api_version,
+        kind=kind,
+        name=owner.metadata.name,
+        uid=owner.metadata.uid,
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def adopt_patch(ref: codec.OwnerReference, uid: str) -> dict[str, object]:
+    """Strategic-merge patch adding the controlling ownerReference, with a uid precondition."""
+    return {"metadata": {"ownerReferences": [msgspec.to_builtins(ref)], "uid": uid}}
+
+
+def release_patch(owner_uid: str, uid: str) -> dict[str, object]:
+    """Strategic-merge patch deleting the owner's reference, with a uid precondition."""
+    return {"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid}}
+
+
+async def claim(
+    client: kubeclient.KubeClient,
+    owner: codec.Meta,
+    owner_api_version: str,
+    owner_kind: str,
+    selector: selectors.LabelSelector,
+    candidates: Iterable[T],
+    resource: subjects.Resource,
+    can_adopt: Callable[[], Awaitable[None]],
+) -> list[T]:
+    """The candidates `owner` controls, after adopting matching orphans and releasing the rest.
+
+    The patches are strategic-merge patches, which built-in kinds (pods, ReplicaSets) take.
+    """
+    om = owner.metadata
+    adopt_once = _once(can_adopt)
+    ref = new_controller_ref(owner, owner_api_version, owner_kind)
+    claimed: list[T] = []
+    errors: list[Exception] = []
+    for obj in candidates:
+        m = obj.metadata
+        path = kubeclient.resource_path(
+            resource.group, resource.version, resource.resource, m.namespace, m.name
+        )
+        current = codec.controller_ref(m)
+        matches = selector.matches(m.labels)
+        if current is not None:
+            if current.uid != om.uid:
+                continue
+            if matches:
+                claimed.append(obj)
+                continue
+            if om.deletion_timestamp is not None:
+                continue
+            try:
+                await client.patch(path, release_patch(om.uid, m.uid), "strategic")
+            except kubeclient.ApiError as exc:
+                # Gone (404), or no longer ours / replaced under the same name (422).
+                if exc.code not in (404, 422):
+                    errors.append(exc)
+            continue
+        if om.deletion_timestamp is not None or not matches or m.deletion_timestamp is not None:
+            continue
+        if om.namespace and om.namespace != m.namespace:
+            continue
+        try:
+            await adopt_once()
+        except Exception as exc:
+            errors.append(
+                RuntimeError(f"can't adopt {resource.resource} {m.namespace}/{m.name} ({m.uid}): {exc}")
+            )
+            continue
+        try:
+            await client.patch(path, adopt_patch(ref, m.uid), "strategic")
+        except kubeclient.ApiError as exc:
+            if not exc.not_found:
+                errors.append(exc)
+            continue
+        claimed.append(obj)
+    if errors:
+        raise ClaimError(errors)
+    return claimed
