@@ -13,6 +13,24 @@ partition; a newly gained partition is first filled with every primary key the (
 cache holds, the way upstream's initial list enqueues everything at start-up, so a key whose
 event the previous owner never saw is still reconciled. Called by the launcher (`kcm
 controllers`, `kcm controller`) and by third-party controllers built on this runtime.
+
+Controllers whose resources are known only at run time (the garbage collector follows
+every resource discovery lists) use the dynamic part of `Context`:
+- `open_cache(res, view)` / `close_cache(res)`: a cache opened after start runs in the
+  Manager's task group and is part of this controller's catch-up before it gains a
+  partition (invariant 6). Open only resources the watcher publishes (`published()` lists
+  those with a progress marker on the bus): the catch-up of a dynamic cache is bounded by
+  DYNAMIC_CATCH_UP_LIMIT and logged when it runs out, so a resource the watcher stopped
+  publishing can delay a hand-over but never block it.
+- `keys`: a controller whose work keys are not keys of one primary resource (`primary=None`)
+  sets it in `build`; the runtime calls it when it gains partitions, instead of listing the
+  primary cache, and keeps the keys of the gained partitions.
+- `hand_off(key)`: enqueue durably whichever replica owns the key's partition. `enqueue`
+  drops keys of partitions owned elsewhere because their owner sees the same cache event;
+  a key found while reconciling (a fan-out from local state) has no such event elsewhere.
+- `add_task(coro, ready=event)`: a controller's own loop (e.g. periodic re-discovery), run in
+  the Manager's task group; with `ready`, start-up waits for the event before its first
+  catch-up, so caches opened by the loop's first round count.
 """
 
 from __future__ import annotations
@@ -49,24 +67,60 @@ log = logging.getLogger("kcm.controller")
 
 Reconcile = Callable[[str], Awaitable[durable.Result | None]]
 PUBLISH_WINDOW = 256  # work items in flight to JetStream at once, per controller
+DYNAMIC_CATCH_UP_LIMIT = 30.0  # seconds a cache opened at run time may take to catch up
 
 
 @dataclass
 class Context:
-    """What a controller's `build` gets: the API, its caches, a way to enqueue keys, Events."""
+    """What a controller's `build` gets: the API, its caches, a way to enqueue keys, Events.
+
+    The methods below are the dynamic part described in the module docstring.
+    """
 
     name: str
     client: kubeclient.KubeClient
     caches: dict[subjects.Resource, cache.Cache[Any]]
     enqueue: Callable[[str], None]
     recorder: events.EventRecorder
+    manager: Manager | None = field(default=None, repr=False)
+    # Every work key, for a controller without a primary resource (set in `build`).
+    keys: Callable[[], Iterable[str]] | None = None
+
+    def _manager(self) -> Manager:
+        if self.manager is None:
+            raise RuntimeError("this Context is not attached to a running Manager")
+        return self.manager
+
+    def open_cache(self, res: subjects.Resource, view: type[Any]) -> cache.Cache[Any]:
+        """A cache of `res` opened now; `caches[res]` holds it until `close_cache(res)`."""
+        store: cache.Cache[Any] = self._manager().open_dynamic(self.name, res, view)
+        self.caches[res] = store
+        return store
+
+    def close_cache(self, res: subjects.Resource) -> None:
+        """Stop following `res` (gone from discovery); a no-op when it is not open."""
+        store = self.caches.pop(res, None)
+        if store is not None:
+            self._manager().close_dynamic(self.name, res, store)
+
+    async def published(self) -> set[subjects.Resource]:
+        """Resources the watcher publishes: those with a progress marker on the bus."""
+        return await self._manager().published()
+
+    async def hand_off(self, key: str) -> None:
+        """Enqueue `key` durably for whichever replica owns its partition."""
+        await self._manager().hand_off(self.name, key)
+
+    def add_task(self, coro: Coroutine[Any, Any, None], *, ready: asyncio.Event | None = None) -> None:
+        """Run `coro` in the Manager's task group (a failure stops the process, like a cache's)."""
+        self._manager().add_task(coro, ready)
 
 
 @dataclass(frozen=True)
 class Spec:
     name: str
     alias: str
-    primary: subjects.Resource
+    primary: subjects.Resource | None  # None: `build` sets `Context.keys`
     views: dict[subjects.Resource, type[Any]]
     build: Callable[[Context], Reconcile]
     workers: int = 5
@@ -140,6 +194,7 @@ def add_arguments(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
 @dataclass
 class _Running:
     spec: Spec
+    ctx: Context
     queue: durable.DurableQueue
     client: kubeclient.KubeClient
     recorder: events.EventRecorder
@@ -157,13 +212,78 @@ class Manager:
         self.caches: dict[tuple[subjects.Resource, type[Any]], cache.Cache[Any]] = {}
         self.running: dict[str, _Running] = {}
         self.members: membership.Membership | None = None
+        self._js: JetStreamContext | None = None
+        self._nc: Client | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._cache_tasks: dict[tuple[subjects.Resource, type[Any]], asyncio.Task[None]] = {}
+        self._users: dict[tuple[subjects.Resource, type[Any]], set[str]] = {}
+        self._tasks: list[tuple[Coroutine[Any, Any, None], asyncio.Event | None]] = []
+        # Caches each controller opened at run time (Context.open_cache), part of its catch-up.
+        self._dynamic: dict[str, dict[subjects.Resource, cache.Cache[Any]]] = {}
 
-    def _cache(self, js: JetStreamContext, nc: Client, res: subjects.Resource, view: type[Any]) -> Any:
+    def _cache(self, res: subjects.Resource, view: type[Any], user: str) -> Any:
         # Controllers that read a resource through the same view share one cache.
+        assert self._js is not None and self._nc is not None
         key = (res, view)
         if key not in self.caches:
-            self.caches[key] = cache.Cache(js, nc, res, view)
+            self.caches[key] = cache.Cache(self._js, self._nc, res, view)
+            if self._group is not None:  # opened at run time: start it now
+                self._start_cache(key)
+        self._users.setdefault(key, set()).add(user)
         return self.caches[key]
+
+    def _start_cache(self, key: tuple[subjects.Resource, type[Any]]) -> None:
+        assert self._group is not None
+        self._cache_tasks[key] = self._group.create_task(_logged("cache", self.caches[key].run()))
+
+    def open_dynamic(self, name: str, res: subjects.Resource, view: type[Any]) -> cache.Cache[Any]:
+        store: cache.Cache[Any] = self._cache(res, view, name)
+        self._dynamic.setdefault(name, {})[res] = store
+        return store
+
+    def close_dynamic(self, name: str, res: subjects.Resource, store: cache.Cache[Any]) -> None:
+        self._dynamic.get(name, {}).pop(res, None)
+        key = next((k for k, c in self.caches.items() if c is store), None)
+        if key is None:
+            return
+        users = self._users.get(key, set())
+        users.discard(name)
+        if users:
+            return  # another controller still reads it
+        self.caches.pop(key, None)
+        self._users.pop(key, None)
+        task = self._cache_tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    async def published(self) -> set[subjects.Resource]:
+        assert self._js is not None
+        info = await self._js.stream_info(subjects.OBJECTS_STREAM, subjects_filter="kcm.progress.>")
+        out = set()
+        for subject in (info.state.subjects or {}) if info.state else {}:
+            parts = subject.split(".")
+            if len(parts) == 5:
+                group = subjects.decode_token(parts[2])
+                out.add(
+                    subjects.Resource(
+                        "" if group == subjects.CORE else group,
+                        subjects.decode_token(parts[3]),
+                        subjects.decode_token(parts[4]),
+                    )
+                )
+        return out
+
+    async def hand_off(self, name: str, key: str) -> None:
+        count = self.members.partitions(name) if self.members is not None else None
+        if count is None:
+            raise RuntimeError("no partition count from the coordinator yet")
+        await self.running[name].queue.add(key, count)
+
+    def add_task(self, coro: Coroutine[Any, Any, None], ready: asyncio.Event | None) -> None:
+        if self._group is not None:
+            self._group.create_task(_logged("task", coro))
+        else:
+            self._tasks.append((coro, ready))
 
     def _enqueue(self, name: str) -> Callable[[str], None]:
         def enqueue(key: str) -> None:
@@ -198,12 +318,25 @@ class Manager:
                 batch = [run.pending.pop() for _ in range(min(PUBLISH_WINDOW, len(run.pending)))]
                 await asyncio.gather(*(run.queue.add(key, count) for key in batch))
 
-    async def _caught_up(self, spec: Spec, client: kubeclient.KubeClient) -> None:
-        for res, view in spec.views.items():
-            store = self.caches[(res, view)]
-            await store.wait_synced()
-            rv = await cache.current_resource_version(client, res)
-            await store.wait_caught_up(rv)
+    async def _caught_up(self, run: _Running) -> None:
+        for res, view in run.spec.views.items():
+            await _catch_up(self.caches[(res, view)], run.client)
+        await asyncio.gather(
+            *(
+                self._catch_up_dynamic(run, store)
+                for store in list(self._dynamic.get(run.spec.name, {}).values())
+            )
+        )
+
+    async def _catch_up_dynamic(self, run: _Running, store: cache.Cache[Any]) -> None:
+        try:
+            async with asyncio.timeout(DYNAMIC_CATCH_UP_LIMIT):
+                await _catch_up(store, run.client)
+        except TimeoutError:
+            log.warning(
+                "cache opened at run time did not catch up in time; going on without it",
+                extra={"controller": run.spec.name, "resource": str(store.resource)},
+            )
 
     async def _on_change(self, name: str, gained: set[int], lost: set[int]) -> None:
         """Start and stop partitions; each step is retried until it is done, because a
@@ -217,18 +350,24 @@ class Manager:
         if not gained:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
-        await _until_done("catch up", name, lambda: self._caught_up(run.spec, run.client))
+        await _until_done("catch up", name, lambda: self._caught_up(run))
         assert self.members is not None
         count = self.members.partitions(name)
-        primary = self.caches[(run.spec.primary, run.spec.views[run.spec.primary])]
         if count is not None:
-            keys = (codec.key_of(obj.metadata) for obj in primary.list())
+            keys = self._all_keys(run)
             run.pending.update(key for key in keys if subjects.partition_of(key, count) in gained)
             run.wake.set()
         for partition in sorted(gained):
             await _until_done(
                 f"start partition {partition}", name, functools.partial(run.queue.start_partition, partition)
             )
+
+    def _all_keys(self, run: _Running) -> Iterable[str]:
+        if run.ctx.keys is not None:
+            return run.ctx.keys()
+        primary = run.spec.primary
+        assert primary is not None, "a Spec without a primary resource must set Context.keys"
+        return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
 
     def _report(self) -> membership.Report:
         results = self.checks.run()
@@ -241,11 +380,12 @@ class Manager:
         args = self.args
         tracing.setup("controllers")
         nc = await natsconn.connect(natsconn.from_args(args), f"kcm-controllers-{args.instance}")
-        js = nc.jetstream()
+        self._js = nc.jetstream()
+        self._nc = nc
         runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
         host = args.ops_bind if args.ops_bind not in ("0.0.0.0", "::") else "127.0.0.1"
         try:
-            self._build(js, nc)
+            self._build()
             members = self.members = membership.Membership(
                 nc,
                 service="controllers",
@@ -256,15 +396,21 @@ class Manager:
             )
             members.on_change(self._on_change)
             async with asyncio.TaskGroup() as group:
-                for store in self.caches.values():
-                    group.create_task(_logged("cache", store.run()))
+                self._group = group
+                for key in list(self.caches):
+                    self._start_cache(key)
+                for coro, _ in self._tasks:
+                    group.create_task(_logged("task", coro))
+                for _, ready in self._tasks:
+                    if ready is not None:
+                        await ready.wait()
                 for run in self.running.values():
                     await run.queue.setup()
                     group.create_task(_logged("queue", run.queue.run()))
                     group.create_task(_logged("events", run.recorder.run()))
                     group.create_task(_logged("enqueue", self._publish_pending(run)))
                 for run in self.running.values():
-                    await self._caught_up(run.spec, run.client)
+                    await self._caught_up(run)
                 # Only now ask for partitions: a replica never acts on a cache behind the API.
                 group.create_task(_logged("membership", members.run()))
                 log.info("controllers running", extra={"controllers": list(self.running)})
@@ -275,17 +421,18 @@ class Manager:
             with contextlib.suppress(Exception):
                 await nc.drain()
 
-    def _build(self, js: JetStreamContext, nc: Client) -> None:
+    def _build(self) -> None:
         for spec in self.specs:
             client = flags.kube_client(self.args, user_agent=f"kcm/{spec.name}")
-            caches = {res: self._cache(js, nc, res, view) for res, view in spec.views.items()}
+            caches = {res: self._cache(res, view, spec.name) for res, view in spec.views.items()}
             recorder = events.EventRecorder(client, spec.name)
-            ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder)
+            ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self)
             reconcile = spec.build(ctx)
             workers = getattr(self.args, spec.flag.replace("-", "_"), spec.workers)
+            assert self._js is not None and self._nc is not None
             queue = durable.DurableQueue(
-                js,
-                nc,
+                self._js,
+                self._nc,
                 spec.name,
                 reconcile,
                 workers=workers,
@@ -293,8 +440,14 @@ class Manager:
                 ack_wait=self.args.ack_wait,
                 stuck_after=self.args.stuck_after,
             )
-            self.running[spec.name] = _Running(spec, queue, client, recorder)
+            self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
+
+
+async def _catch_up(store: cache.Cache[Any], client: kubeclient.KubeClient) -> None:
+    await store.wait_synced()
+    rv = await cache.current_resource_version(client, store.resource)
+    await store.wait_caught_up(rv)
 
 
 async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[None]]) -> None:

@@ -1,0 +1,117 @@
+"""A REST mapper from API discovery: kind <-> resource, scope, and verbs of every served resource.
+
+Upstream controllers map an owner reference's `apiVersion`+`kind` to a resource through a
+RESTMapper filled from discovery, and the garbage collector picks the resources it follows
+from `discovery.ServerPreferredResources` filtered by verbs. `discover(client)` reads
+`/api/v1` and every version of every group under `/apis` (an owner reference may name any
+served version) and returns a `Mapper`; callers re-discover periodically so that resources
+added later (a new CRD) appear. A group whose documents cannot be read is skipped and
+reported in `failed_groups`, like upstream's partial-discovery error.
+
+Used by the garbage collector (`kcm_garbagecollector`); any controller resolving owner
+references to resources can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcm_shared import kubeclient, subjects
+
+
+class MappingError(LookupError):
+    """No served resource has this apiVersion and kind (upstream's NoKindMatchError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResource:
+    resource: subjects.Resource
+    kind: str
+    namespaced: bool
+    verbs: frozenset[str]
+    preferred: bool  # served at its group's preferred version
+
+
+@dataclass(frozen=True)
+class Mapper:
+    resources: tuple[ApiResource, ...]
+    failed_groups: frozenset[str] = frozenset()
+    _by_kind: dict[tuple[str, str, str], ApiResource] = field(default_factory=dict, repr=False, compare=False)
+    _by_resource: dict[subjects.Resource, ApiResource] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for res in self.resources:
+            self._by_kind.setdefault((res.resource.group, res.resource.version, res.kind), res)
+            self._by_resource[res.resource] = res
+
+    def for_kind(self, api_version: str, kind: str) -> ApiResource:
+        """The resource serving `kind` at `apiVersion` (`v1`, `apps/v1`); raises MappingError."""
+        group, _, version = api_version.rpartition("/")
+        found = self._by_kind.get((group, version, kind))
+        if found is None:
+            raise MappingError(f"no resource for kind {kind!r} in {api_version!r}")
+        return found
+
+    def get(self, res: subjects.Resource) -> ApiResource | None:
+        return self._by_resource.get(res)
+
+    def preferred_with(self, verbs: Iterable[str]) -> list[ApiResource]:
+        """Preferred-version resources that support every verb in `verbs` (no subresources)."""
+        need = frozenset(verbs)
+        return [r for r in self.resources if r.preferred and need <= r.verbs]
+
+
+def api_version(res: subjects.Resource) -> str:
+    """`v1` or `group/version`, as objects' `apiVersion` spells it."""
+    return f"{res.group}/{res.version}" if res.group else res.version
+
+
+def parse_resource_list(
+    group: str, version: str, doc: dict[str, Any], *, preferred: bool
+) -> list[ApiResource]:
+    """The resources of one APIResourceList document, subresources left out."""
+    out = []
+    for entry in doc.get("resources") or []:
+        name = entry.get("name", "")
+        if not name or "/" in name:
+            continue
+        out.append(
+            ApiResource(
+                subjects.Resource(group, version, name),
+                entry.get("kind", ""),
+                bool(entry.get("namespaced")),
+                frozenset(entry.get("verbs") or ()),
+                preferred,
+            )
+        )
+    return out
+
+
+async def discover(client: kubeclient.KubeClient) -> Mapper:
+    """Read discovery; raises when the root documents fail, skips groups that fail."""
+    core = await client.get("/api")
+    documents: list[tuple[str, str, bool]] = []
+    for i, version in enumerate(core.get("versions") or []):
+        documents.append(("", version, i == 0))
+    groups = await client.get("/apis")
+    for group in groups.get("groups") or []:
+        preferred = (group.get("preferredVersion") or {}).get("version")
+        for entry in group.get("versions") or []:
+            version = entry.get("version")
+            if version:
+                documents.append((group["name"], version, version == preferred))
+    resources: list[ApiResource] = []
+    failed: set[str] = set()
+    for group_name, version, preferred in documents:
+        path = f"/apis/{group_name}/{version}" if group_name else f"/api/{version}"
+        try:
+            doc = await client.get(path)
+        except kubeclient.ApiError:
+            failed.add(group_name)  # one broken aggregated API must not hide the others
+            continue
+        resources.extend(parse_resource_list(group_name, version, doc, preferred=preferred))
+    return Mapper(tuple(resources), frozenset(failed))
