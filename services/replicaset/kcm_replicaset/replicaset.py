@@ -1,0 +1,384 @@
+"""The ReplicaSet controller: keeps `spec.replicas` pods running for every ReplicaSet.
+
+Upstream pkg/controller/replicaset/replica_set.go on our runtime (docs/runtime.md). Event
+handlers only map changes to ReplicaSet keys and keep the expectations:
+
+- ReplicaSet added, updated or deleted: its key (a delete also forgets its expectations);
+  a ReplicaSet replaced under the same name is first handled as a delete of the old one.
+- Pod added / updated / deleted: the ReplicaSet its controllerRef names (creations and
+  deletions observed); an orphan pod: every ReplicaSet whose selector matches it, so one
+  of them adopts it; a pod that stops being controlled: its former owner too. A pod that
+  turns ready under a ReplicaSet with minReadySeconds is looked at again once it may be
+  available.
+
+The sync (`ReplicaSetController.sync`): read the ReplicaSet from the cache; claim the active
+pods of its namespace (adopt matching orphans, release owned pods that stopped matching,
+`kcm_shared.controllerref`); when the expectations are satisfied and the ReplicaSet is not
+being deleted, create the missing pods (at most BURST_REPLICAS, in slow-start batches) or
+delete the surplus (the lowest ranked first, `status.pods_to_delete`), recording what it
+expects to see; then write the status through the status subresource when it changed, with
+a ReplicaFailure condition while creating or deleting fails; requeue after minReadySeconds
+while ready pods are not yet available. Pure helpers live in `status.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+import prometheus_client
+from kcm_shared import (
+    cache,
+    codec,
+    controller,
+    controllerref,
+    expectations,
+    kubeclient,
+    podcontrol,
+    podranking,
+    selectors,
+    subjects,
+)
+from kcm_shared.workqueue import durable
+
+from kcm_replicaset import status
+
+log = logging.getLogger("kcm.replicaset")
+
+REPLICASETS = subjects.Resource("apps", "v1", "replicasets")
+PODS = subjects.Resource("", "v1", "pods")
+API_VERSION = "apps/v1"
+KIND = "ReplicaSet"
+STATUS_UPDATE_RETRIES = 1
+
+SORTING_DELETION_AGE_RATIO = prometheus_client.Histogram(
+    "replicaset_controller_sorting_deletion_age_ratio",
+    "Age of each ready pod a scale-down deleted over the age of the youngest ready pod then; "
+    "values near 1 mean the youngest pods went first, as the ranking intends.",
+    buckets=[0.25 * 2**i for i in range(6)],
+)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class ReplicaSetController:
+    """Handlers and sync of one process; the API client, pod control and clock are injected."""
+
+    def __init__(
+        self,
+        client: kubeclient.KubeClient,
+        replicasets: cache.Cache[status.ReplicaSetView],
+        pods: cache.Cache[podranking.PodView],
+        enqueue: Callable[[str], None],
+        pod_control: podcontrol.PodControl,
+        *,
+        now: Callable[[], dt.datetime] = _utcnow,
+        burst_replicas: int = podcontrol.BURST_REPLICAS,
+    ) -> None:
+        self.client = client
+        self.replicasets = replicasets
+        self.pods = pods
+        self.enqueue = enqueue
+        self.pod_control = pod_control
+        self.now = now
+        self.burst_replicas = burst_replicas
+        self.expectations = expectations.UIDTrackingControllerExpectations()
+        self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
+
+    def register(self) -> None:
+        self.replicasets.add_handler(on_add=self.add_rs, on_update=self.update_rs, on_delete=self.delete_rs)
+        self.pods.add_handler(on_add=self.add_pod, on_update=self.update_pod, on_delete=self.delete_pod)
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    def selector(self, rs: status.ReplicaSetView) -> selectors.LabelSelector:
+        """The parsed spec.selector, memoised per resourceVersion; raises SelectorError."""
+        key = codec.key_of(rs)
+        memo = self._selectors.get(key)
+        if memo is not None and memo[0] == rs.metadata.resource_version:
+            return memo[1]
+        parsed = selectors.label_selector_from_dict(rs.spec.selector)
+        self._selectors[key] = (rs.metadata.resource_version, parsed)
+        return parsed
+
+    def resolve(self, namespace: str, ref: codec.OwnerReference) -> status.ReplicaSetView | None:
+        """The cached ReplicaSet a controllerRef names, if it is still that object."""
+        if ref.kind != KIND:
+            return None
+        rs = self.replicasets.get(namespace, ref.name)
+        if rs is None or rs.metadata.uid != ref.uid:
+            return None
+        return rs
+
+    def pod_replica_sets(self, pod: podranking.PodView) -> list[status.ReplicaSetView]:
+        """ReplicaSets whose selector matches an orphan pod (upstream GetPodReplicaSets)."""
+        if not pod.metadata.labels:
+            return []
+        found = []
+        for rs in self.replicasets.list(pod.metadata.namespace):
+            try:
+                sel = self.selector(rs)
+            except selectors.SelectorError:
+                continue
+            if not sel.empty and sel.matches(pod.metadata.labels):
+                found.append(rs)
+        if len(found) > 1:
+            # Overlapping selectors are a user error upstream warns about; each one still syncs.
+            log.warning(
+                "more than one ReplicaSet selects a pod",
+                extra={"pod": codec.key_of(pod), "replicasets": [codec.key_of(rs) for rs in found]},
+            )
+        return found
+
+    def related_pods(self, rs: status.ReplicaSetView) -> list[podranking.PodView]:
+        """Pods of every ReplicaSet controlled by the same owner (getIndirectlyRelatedPods)."""
+        owner = codec.controller_ref(rs)
+        if owner is None:
+            return []
+        seen: set[str] = set()
+        related: list[podranking.PodView] = []
+        for sibling in self.replicasets.by_index(cache.OWNER_UID_INDEX, owner.uid):
+            ref = codec.controller_ref(sibling)
+            if ref is None or ref.uid != owner.uid:
+                continue
+            try:
+                sel = self.selector(sibling)
+            except selectors.SelectorError:
+                continue
+            for pod in self.pods.list(sibling.metadata.namespace, sel):
+                if pod.metadata.uid not in seen:
+                    seen.add(pod.metadata.uid)
+                    related.append(pod)
+        return related
+
+    # --- event handlers ---------------------------------------------------------------------
+
+    def add_rs(self, rs: status.ReplicaSetView) -> None:
+        self.enqueue(codec.key_of(rs))
+
+    def update_rs(self, old: status.ReplicaSetView, cur: status.ReplicaSetView) -> None:
+        if old.metadata.uid != cur.metadata.uid:
+            self.delete_rs(old)
+        if old.spec.replicas != cur.spec.replicas:
+            log.info(
+                "replicas changed",
+                extra={"replicaset": codec.key_of(cur), "old": old.spec.replicas, "new": cur.spec.replicas},
+            )
+        self.enqueue(codec.key_of(cur))
+
+    def delete_rs(self, rs: status.ReplicaSetView) -> None:
+        key = codec.key_of(rs)
+        self.expectations.delete_expectations(key)
+        self._selectors.pop(key, None)
+        self.enqueue(key)
+
+    def add_pod(self, pod: podranking.PodView) -> None:
+        if pod.metadata.deletion_timestamp is not None:
+            # Seen for the first time while already terminating (e.g. after a restart): it
+            # must count as a deletion, never as the creation of a new replica.
+            self.delete_pod(pod)
+            return
+        ref = codec.controller_ref(pod)
+        if ref is not None:
+            rs = self.resolve(pod.metadata.namespace, ref)
+            if rs is not None:
+                key = codec.key_of(rs)
+                self.expectations.creation_observed(key)
+                self.enqueue(key)
+            return
+        for rs in self.pod_replica_sets(pod):
+            self.enqueue(codec.key_of(rs))
+
+    def update_pod(self, old: podranking.PodView, cur: podranking.PodView) -> None:
+        if old.metadata.resource_version == cur.metadata.resource_version:
+            return
+        labels_changed = old.metadata.labels != cur.metadata.labels
+        if cur.metadata.deletion_timestamp is not None:
+            # Graceful deletion: the ReplicaSet can make a replacement now rather than once
+            # the kubelet is done; the old labels may have pointed at another ReplicaSet.
+            self.delete_pod(cur)
+            if labels_changed:
+                self.delete_pod(old)
+            return
+        cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
+        ref_changed = cur_ref != old_ref
+        if ref_changed and old_ref is not None:
+            former = self.resolve(old.metadata.namespace, old_ref)
+            if former is not None:
+                self.enqueue(codec.key_of(former))
+        if cur_ref is not None:
+            rs = self.resolve(cur.metadata.namespace, cur_ref)
+            if rs is None:
+                return
+            key = codec.key_of(rs)
+            self.enqueue(key)
+            if (
+                rs.spec.min_ready_seconds > 0
+                and not podranking.is_pod_ready(old)
+                and podranking.is_pod_ready(cur)
+            ):
+                # Available only minReadySeconds from now; one second more absorbs clock skew.
+                asyncio.get_running_loop().call_later(rs.spec.min_ready_seconds + 1, self.enqueue, key)
+            return
+        if labels_changed or ref_changed:
+            for rs in self.pod_replica_sets(cur):
+                self.enqueue(codec.key_of(rs))
+
+    def delete_pod(self, pod: podranking.PodView) -> None:
+        ref = codec.controller_ref(pod)
+        if ref is None:
+            return  # an orphan's deletion changes no ReplicaSet's count
+        rs = self.resolve(pod.metadata.namespace, ref)
+        if rs is None:
+            return
+        key = codec.key_of(rs)
+        self.expectations.deletion_observed_of(key, codec.key_of(pod))
+        self.enqueue(key)
+
+    # --- sync -------------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> durable.Result | None:
+        rs = self.replicasets.get_key(key)
+        if rs is None:
+            self.expectations.delete_expectations(key)
+            return None
+        needs_sync = self.expectations.satisfied_expectations(key)
+        try:
+            sel = self.selector(rs)
+        except selectors.SelectorError as exc:
+            # The API server validates selectors: retrying cannot make this one parse.
+            log.error("invalid selector", extra={"replicaset": key, "error": str(exc)})
+            return None
+        active = [p for p in self.pods.list(rs.metadata.namespace) if podranking.is_pod_active(p)]
+        path = kubeclient.resource_path(
+            REPLICASETS.group,
+            REPLICASETS.version,
+            REPLICASETS.resource,
+            rs.metadata.namespace,
+            rs.metadata.name,
+        )
+        pods = await controllerref.claim(
+            self.client,
+            rs,
+            API_VERSION,
+            KIND,
+            sel,
+            active,
+            PODS,
+            controllerref.recheck(self.client, path, rs.metadata.uid),
+        )
+        manage_error: Exception | None = None
+        if needs_sync and rs.metadata.deletion_timestamp is None:
+            try:
+                await self.manage_replicas(key, rs, pods)
+            except Exception as exc:
+                manage_error = exc
+        message = None if manage_error is None else podcontrol.error_message(manage_error)
+        new_status = status.calculate_status(rs, pods, message, self.now())
+        await self.write_status(path, rs, new_status)
+        if manage_error is not None:
+            raise manage_error
+        delay = status.requeue_after(rs, new_status)
+        return durable.Result(requeue_after=delay) if delay is not None else None
+
+    async def manage_replicas(
+        self, key: str, rs: status.ReplicaSetView, pods: list[podranking.PodView]
+    ) -> None:
+        """Create or delete pods so that `pods` (claimed, active) becomes spec.replicas."""
+        diff = len(pods) - rs.spec.replicas
+        namespace = rs.metadata.namespace
+        if diff < 0:
+            count = min(-diff, self.burst_replicas)
+            # Expect the creations before making them: their add events may beat the replies.
+            self.expectations.expect_creations(key, count)
+            ref = controllerref.new_controller_ref(rs, API_VERSION, KIND)
+            log.info(
+                "too few replicas", extra={"replicaset": key, "need": rs.spec.replicas, "creating": count}
+            )
+
+            async def create() -> None:
+                try:
+                    await self.pod_control.create_pods(namespace, rs.spec.template, rs, ref)
+                except kubeclient.ApiError as exc:
+                    # A terminating namespace refuses pods; nothing to retry or report.
+                    if not podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
+                        raise
+
+            created, error = await podcontrol.slow_start_batch(
+                count, podcontrol.SLOW_START_INITIAL_BATCH_SIZE, create
+            )
+            # Pods never created never show up: stop waiting for them.
+            for _ in range(count - created):
+                self.expectations.creation_observed(key)
+            if error is not None:
+                raise error
+        elif diff > 0:
+            count = min(diff, self.burst_replicas)
+            log.info(
+                "too many replicas", extra={"replicaset": key, "need": rs.spec.replicas, "deleting": count}
+            )
+            now = self.now()
+            doomed = status.pods_to_delete(pods, self.related_pods(rs), count, now)
+            if count < len(pods):
+                for ratio in status.deletion_age_ratios(pods, doomed, now):
+                    SORTING_DELETION_AGE_RATIO.observe(ratio)
+            # Expect these exact pods to go, so a pod seen deleted twice counts once.
+            self.expectations.expect_deletions_of(key, [codec.key_of(p) for p in doomed])
+            results = await asyncio.gather(
+                *(self.pod_control.delete_pod(namespace, p.metadata.name, rs) for p in doomed),
+                return_exceptions=True,
+            )
+            errors: list[Exception] = []
+            for pod, result in zip(doomed, results, strict=True):
+                if isinstance(result, BaseException) and not isinstance(result, Exception):
+                    raise result
+                if isinstance(result, Exception):
+                    # Its delete event will never come.
+                    self.expectations.deletion_observed_of(key, codec.key_of(pod))
+                    if not (isinstance(result, kubeclient.ApiError) and result.not_found):
+                        errors.append(result)
+            if errors:
+                raise errors[0]
+
+    async def write_status(self, path: str, rs: status.ReplicaSetView, new: status.ReplicaSetStatus) -> None:
+        """Write `new` unless nothing changed; one retry on the latest resourceVersion after a
+        conflict, as upstream's updateReplicaSetStatus."""
+        if status.status_unchanged(rs, new):
+            return
+        resource_version = rs.metadata.resource_version
+        for attempt in range(STATUS_UPDATE_RETRIES + 1):
+            body = status.status_patch(new, rs.metadata.generation, resource_version)
+            try:
+                await self.client.patch(path + "/status", body, "merge")
+                return
+            except kubeclient.ApiError as exc:
+                if not exc.conflict or attempt == STATUS_UPDATE_RETRIES:
+                    raise
+            fresh = await self.client.get(path)
+            resource_version = (fresh.get("metadata") or {}).get("resourceVersion", "")
+
+
+def build(ctx: controller.Context) -> controller.Reconcile:
+    rsc = ReplicaSetController(
+        ctx.client,
+        ctx.caches[REPLICASETS],
+        ctx.caches[PODS],
+        ctx.enqueue,
+        podcontrol.RealPodControl(ctx.client, ctx.recorder),
+    )
+    rsc.register()
+    return rsc.sync
+
+
+SPEC = controller.Spec(
+    name="replicaset-controller",
+    alias="replicaset",
+    primary=REPLICASETS,
+    views={REPLICASETS: status.ReplicaSetView, PODS: podranking.PodView},
+    build=build,
+    workers=5,
+)

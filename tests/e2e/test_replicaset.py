@@ -1,0 +1,231 @@
+"""The ReplicaSet controller end to end: `kcm dev --controllers replicaset`, driven with kubectl.
+
+Each test works in its own namespace on one shared stack: pods are created from the
+template and run by the simulator, the status counts them, scaling deletes the lowest ranked
+pods, matching orphans are adopted and pods whose labels change are released, deleted pods
+are replaced, and the Events show in `kubectl describe`.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.e2e import devstack
+
+stack = devstack.stack_fixture("--controllers", "replicaset")
+_counter = iter(range(1000))
+
+
+@pytest.fixture
+def ns(stack: devstack.DevStack) -> Iterator[str]:
+    name = f"rs-{next(_counter)}"
+    stack.kubectl("create", "namespace", name)
+    yield name
+
+
+def replicaset_yaml(ns: str, name: str, replicas: int, min_ready: int = 0, ready: str = "true") -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: apps/v1
+        kind: ReplicaSet
+        metadata: {{name: {name}, namespace: {ns}}}
+        spec:
+          replicas: {replicas}
+          minReadySeconds: {min_ready}
+          selector: {{matchLabels: {{app: {name}}}}}
+          template:
+            metadata:
+              labels: {{app: {name}, tier: web}}
+              annotations: {{sim.kcm.dev/terminate-seconds: "0", sim.kcm.dev/ready: "{ready}"}}
+            spec:
+              containers: [{{name: c, image: nginx}}]
+        """)
+
+
+def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
+    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
+
+
+def owned_pods(stack: devstack.DevStack, ns: str, rs_uid: str) -> list[dict[str, Any]]:
+    """Active pods whose controllerRef is the ReplicaSet."""
+    return [
+        pod
+        for pod in get(stack, ns, "pods")["items"]
+        if not pod["metadata"].get("deletionTimestamp")
+        and any(
+            ref.get("controller") and ref["uid"] == rs_uid
+            for ref in pod["metadata"].get("ownerReferences", [])
+        )
+    ]
+
+
+def create_rs(
+    stack: devstack.DevStack, ns: str, name: str, replicas: int, min_ready: int = 0, ready: str = "true"
+) -> dict[str, Any]:
+    stack.kubectl("apply", "-f", "-", input=replicaset_yaml(ns, name, replicas, min_ready, ready))
+    rs: dict[str, Any] = get(stack, ns, "rs", name)
+    return rs
+
+
+def wait_status(stack: devstack.DevStack, ns: str, name: str, **want: int) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        rs = get(stack, ns, "rs", name)
+        status = rs.get("status", {})
+        ok = all(status.get(k, 0) == v for k, v in want.items())
+        return rs if ok and status.get("observedGeneration") == rs["metadata"]["generation"] else None
+
+    rs: dict[str, Any] = wait_for(check, 30, 0.2, f"status {want} of {ns}/{name}")
+    return rs
+
+
+def wait_owned(stack: devstack.DevStack, ns: str, uid: str, count: int) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = wait_for(
+        lambda: p if len(p := owned_pods(stack, ns, uid)) == count else None, 30, 0.2, f"{count} pods"
+    )
+    return pods
+
+
+def test_creates_pods_from_the_template_and_reports_status(stack: devstack.DevStack, ns: str) -> None:
+    rs = create_rs(stack, ns, "web", 3)
+    uid = rs["metadata"]["uid"]
+    done = wait_status(
+        stack, ns, "web", replicas=3, fullyLabeledReplicas=3, readyReplicas=3, availableReplicas=3
+    )
+    assert done["status"]["observedGeneration"] == done["metadata"]["generation"]
+    assert "conditions" not in done["status"]
+    pods = owned_pods(stack, ns, uid)
+    assert len(pods) == 3
+    for pod in pods:
+        meta = pod["metadata"]
+        assert meta["generateName"] == "web-" and meta["name"].startswith("web-")
+        assert meta["labels"] == {"app": "web", "tier": "web"}
+        assert meta["annotations"]["sim.kcm.dev/terminate-seconds"] == "0"
+        [ref] = meta["ownerReferences"]
+        assert ref == {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "web",
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        assert pod["spec"]["containers"][0]["image"] == "nginx"
+        assert pod["status"]["phase"] == "Running"
+
+
+def test_scaling_deletes_the_lowest_ranked_pods(stack: devstack.DevStack, ns: str) -> None:
+    uid = create_rs(stack, ns, "scale", 2)["metadata"]["uid"]
+    wait_status(stack, ns, "scale", replicas=2, readyReplicas=2)
+    stack.kubectl("scale", "-n", ns, "rs/scale", "--replicas=4")
+    pods = wait_owned(stack, ns, uid, 4)
+    wait_status(stack, ns, "scale", replicas=4, readyReplicas=4, availableReplicas=4)
+    # Ready pods of equal standing: a lower pod-deletion-cost goes first.
+    cheap = sorted(p["metadata"]["name"] for p in pods)[1:3]
+    for name in cheap:
+        stack.kubectl("annotate", "-n", ns, f"pod/{name}", "controller.kubernetes.io/pod-deletion-cost=-10")
+    stack.kubectl("scale", "-n", ns, "rs/scale", "--replicas=2")
+    remaining = wait_owned(stack, ns, uid, 2)
+    assert not {p["metadata"]["name"] for p in remaining} & set(cheap)
+    wait_status(stack, ns, "scale", replicas=2, readyReplicas=2, availableReplicas=2)
+
+
+def test_adopts_a_matching_orphan_instead_of_creating(stack: devstack.DevStack, ns: str) -> None:
+    stack.kubectl("run", "-n", ns, "orphan", "--image=nginx", "--labels=app=adopt")
+    uid = create_rs(stack, ns, "adopt", 1)["metadata"]["uid"]
+    wait_status(stack, ns, "adopt", replicas=1, readyReplicas=1)
+    [pod] = owned_pods(stack, ns, uid)
+    assert pod["metadata"]["name"] == "orphan"
+    assert len(get(stack, ns, "pods")["items"]) == 1
+    # The adopted pod lacks the template's tier label: counted, but not fully labeled.
+    assert get(stack, ns, "rs", "adopt")["status"]["fullyLabeledReplicas"] == 0
+
+
+def test_surplus_adopted_pod_that_is_not_ready_goes_first(stack: devstack.DevStack, ns: str) -> None:
+    uid = create_rs(stack, ns, "extra", 2)["metadata"]["uid"]
+    wait_status(stack, ns, "extra", replicas=2, readyReplicas=2)
+    before = {p["metadata"]["name"] for p in owned_pods(stack, ns, uid)}
+    stack.kubectl(
+        "run",
+        "-n",
+        ns,
+        "straggler",
+        "--image=nginx",
+        "--labels=app=extra",
+        "--annotations=sim.kcm.dev/ready=false",
+    )
+    wait_for(
+        lambda: (
+            not any(p["metadata"]["name"] == "straggler" for p in owned_pods(stack, ns, uid))
+            and any(e["reason"] == "SuccessfulDelete" for e in get(stack, ns, "events")["items"])
+        ),
+        30,
+        0.2,
+        "the adopted surplus pod deleted",
+    )
+    assert {p["metadata"]["name"] for p in owned_pods(stack, ns, uid)} == before
+    deleted = [e["message"] for e in get(stack, ns, "events")["items"] if e["reason"] == "SuccessfulDelete"]
+    assert deleted == ["Deleted pod: straggler"]
+
+
+def test_releases_a_pod_whose_labels_change_and_replaces_it(stack: devstack.DevStack, ns: str) -> None:
+    uid = create_rs(stack, ns, "rel", 2)["metadata"]["uid"]
+    wait_status(stack, ns, "rel", replicas=2, readyReplicas=2)
+    victim = owned_pods(stack, ns, uid)[0]["metadata"]["name"]
+    stack.kubectl("label", "-n", ns, f"pod/{victim}", "app=elsewhere", "--overwrite")
+    wait_for(
+        lambda: not get(stack, ns, "pod", victim)["metadata"].get("ownerReferences"), 30, 0.2, "pod released"
+    )
+    pods = wait_owned(stack, ns, uid, 2)
+    assert victim not in {p["metadata"]["name"] for p in pods}
+    wait_status(stack, ns, "rel", replicas=2, readyReplicas=2)
+
+
+def test_a_deleted_pod_is_replaced(stack: devstack.DevStack, ns: str) -> None:
+    uid = create_rs(stack, ns, "heal", 2)["metadata"]["uid"]
+    wait_status(stack, ns, "heal", replicas=2, readyReplicas=2)
+    victim = owned_pods(stack, ns, uid)[0]["metadata"]["name"]
+    stack.kubectl("delete", "-n", ns, "pod", victim, "--wait=false")
+    wait_for(
+        lambda: (
+            len(p := owned_pods(stack, ns, uid)) == 2 and victim not in {x["metadata"]["name"] for x in p}
+        ),
+        30,
+        0.2,
+        "a replacement pod",
+    )
+    wait_status(stack, ns, "heal", replicas=2, readyReplicas=2, availableReplicas=2)
+
+
+def test_min_ready_seconds_makes_pods_available_later(stack: devstack.DevStack, ns: str) -> None:
+    create_rs(stack, ns, "slow", 2, min_ready=2)
+    # No pod event follows readiness: only the controller's own requeue can count them available.
+    wait_status(stack, ns, "slow", replicas=2, readyReplicas=2, availableReplicas=2)
+
+
+def test_pods_that_are_not_ready_count_as_replicas_only(stack: devstack.DevStack, ns: str) -> None:
+    create_rs(stack, ns, "unready", 2, ready="false")
+    wait_status(
+        stack, ns, "unready", replicas=2, fullyLabeledReplicas=2, readyReplicas=0, availableReplicas=0
+    )
+
+
+def test_events_show_in_kubectl_describe(stack: devstack.DevStack, ns: str) -> None:
+    uid = create_rs(stack, ns, "loud", 2)["metadata"]["uid"]
+    wait_status(stack, ns, "loud", replicas=2, readyReplicas=2)
+    names = sorted(p["metadata"]["name"] for p in owned_pods(stack, ns, uid))
+    stack.kubectl("scale", "-n", ns, "rs/loud", "--replicas=1")
+    wait_owned(stack, ns, uid, 1)
+
+    def described() -> str | None:
+        out = stack.kubectl("describe", "-n", ns, "rs", "loud").stdout
+        return out if "SuccessfulDelete" in out else None
+
+    out = wait_for(described, 30, 0.2, "events in describe")
+    for name in names:
+        assert f"Created pod: {name}" in out
+    assert "SuccessfulCreate" in out and "replicaset-controller" in out
