@@ -11,9 +11,12 @@ import argparse
 from collections.abc import Coroutine
 from typing import Any
 
+from kcm_deployment import deployment_controller
+from kcm_garbagecollector import garbagecollector
+from kcm_replicaset import replicaset
 from kcm_shared import controller
 
-BUILTIN: list[controller.Spec] = []
+BUILTIN: list[controller.Spec] = [deployment_controller.SPEC, replicaset.SPEC, garbagecollector.SPEC]
 
 
 def _run_many(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
