@@ -41,6 +41,10 @@ _SERVER_METADATA = (
 # services, endpoints) is the only defaulted key among built-in types.
 _KEY_DEFAULTS = {"protocol": "TCP"}
 _PE_ORDER = {"f": 0, "k": 1, "v": 2, "i": 3}
+# The default field manager of `kubectl apply --server-side`, and the annotation its
+# client-side mode keeps the applied configuration in.
+_KUBECTL_SSA_MANAGER = "kubectl"
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 # An absent map key or list item, as opposed to a null value.
 _MISSING: Any = object()
 
@@ -762,6 +766,12 @@ def server_side_apply(
     others = [e for key, e in entries.items() if key != ident]
     conflicts = [(e, e.fields.intersection(changed)) for e in others if e.touches(changed)]
     conflicts = [(e, c) for e, c in conflicts if not c.empty()]
+    if conflicts and not force and manager == _KUBECTL_SSA_MANAGER:
+        allowed = _upgradable_from_client_side_apply(before, info, api_version)
+        remaining = [(e, c.difference(allowed)) for e, c in conflicts]
+        force = all(c.empty() for _, c in remaining)
+        if not force:
+            conflicts = [(e, c) for e, c in remaining if not c.empty()]
     if conflicts and not force:
         conflicts.sort(key=lambda ec: ec[0].ident)
         raise ApplyConflict([(e.printed(), path_string(p)) for e, c in conflicts for p in c.paths()])
@@ -774,6 +784,25 @@ def server_side_apply(
         entries[ident].time = now
     _encode(merged, entries)
     return merged
+
+
+def _upgradable_from_client_side_apply(live: Obj, info: TypeInfo | None, api_version: str) -> FieldSet:
+    """Fields `kubectl apply` (client-side) set that still have the values it gave them.
+
+    Upstream's lastAppliedManager lets `kubectl apply --server-side` take these over
+    without a conflict, so that moving an object from client-side to server-side apply
+    just works; any other conflict still stops the apply.
+    """
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    try:
+        last_applied = json.loads(annotations.get(LAST_APPLIED_ANNOTATION) or "null")
+    except ValueError:
+        return FieldSet()
+    if not isinstance(last_applied, dict) or last_applied.get("apiVersion") != api_version:
+        return FieldSet()
+    last_applied = _without_server_fields(last_applied)
+    differing, missing = _compare(last_applied, _without_server_fields(live), info)
+    return fields_of(last_applied, info).difference(differing.union(missing))
 
 
 def _prune(

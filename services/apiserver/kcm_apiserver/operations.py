@@ -319,7 +319,8 @@ class Api:
         self._own_fields(ctx, srt, None, obj, managed)
         if ctx.dry_run:
             strategies.release(srt, obj, self.ips)
-            obj["metadata"]["resourceVersion"] = ""
+            # Never stored, so no version: upstream omits the empty field (`kubectl diff` shows it).
+            obj["metadata"].pop("resourceVersion", None)
             return self.to_served(rt, obj)
         self.store.put(storage_key_of(rt), obj)
         self._after_write(srt, None, obj)
@@ -523,7 +524,6 @@ class Api:
                     }
                 ],
             )
-        policy = policy or strategies.default_propagation(srt)
         is_namespace = (srt.group, srt.kind) == ("", "Namespace")
         if is_namespace and meta.get("deletionTimestamp"):
             raise errors.conflict(
@@ -535,12 +535,7 @@ class Api:
             )
         new = copy.deepcopy(stored)
         nmeta = new["metadata"]
-        finalizers = list(nmeta.get("finalizers") or [])
-        for fin, wanted in (("orphan", policy == "Orphan"), ("foregroundDeletion", policy == "Foreground")):
-            if wanted and fin not in finalizers:
-                finalizers.append(fin)
-            elif not wanted and fin in finalizers and not meta.get("deletionTimestamp"):
-                finalizers.remove(fin)
+        finalizers = _gc_finalizers(list(nmeta.get("finalizers") or []), policy, srt)
         if is_namespace:
             new.setdefault("status", {})["phase"] = "Terminating"
         grace = strategies.graceful_seconds(srt, stored, options.get("gracePeriodSeconds"))
@@ -600,6 +595,25 @@ class Api:
             for obj in list(self.store.list(key, None)):
                 m = obj["metadata"]
                 self.store.remove(key, m.get("namespace", ""), m["name"])
+
+
+_GC_FINALIZERS = {"orphan": "Orphan", "foregroundDeletion": "Foreground"}
+
+
+def _gc_finalizers(finalizers: list[str], policy: str | None, rt: ResourceType) -> list[str]:
+    """The finalizers a delete leaves for the garbage collector, as upstream's registry store.
+
+    An explicit propagation policy decides, also on an object already being deleted (a
+    Foreground deletion can be turned into an Orphan one, or a Background one that lets the
+    object go now); without one, a GC finalizer the object carries wins over the kind's default.
+    """
+    present = [f for f in finalizers if f in _GC_FINALIZERS]
+    if policy is None:
+        policy = _GC_FINALIZERS[present[0]] if present else strategies.default_propagation(rt)
+    wanted = [f for f, p in _GC_FINALIZERS.items() if p == policy]
+    if set(present) == set(wanted):
+        return finalizers
+    return [f for f in finalizers if f not in _GC_FINALIZERS] + wanted
 
 
 def _sort_key(obj: Obj) -> tuple[str, str]:

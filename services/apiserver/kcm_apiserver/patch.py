@@ -199,8 +199,8 @@ def _replace(doc: Any, path: str, value: Any) -> Any:
         return value
     container, token = _parent(doc, path)
     if isinstance(container, dict):
-        if token not in container:
-            raise PatchError(f"unable to replace nonexistent key: {path}")
+        # Upstream's json-patch library (v4, which kube-apiserver uses) lets replace create a
+        # missing member: `kubectl rollout undo` replaces /metadata/annotations unconditionally.
         container[token] = value
     elif isinstance(container, list):
         container[_index(container, token, path, allow_end=False)] = value

@@ -110,7 +110,8 @@ def write_scale(api: Api, ctx: Ctx, name: str, patch_type: str | None, body: Any
     if rv:
         parent["metadata"]["resourceVersion"] = rv
     parent.setdefault("spec", {})["replicas"] = replicas
-    return scale_of(ctx.rt.kind, api.update(ctx, name, parent))
+    # Recorded as a `scale` subresource write in managedFields, as upstream's scale handler does.
+    return scale_of(ctx.rt.kind, api.update(ctx, name, parent, subresource="scale"))
 
 
 # -- pods/binding -------------------------------------------------------------------------------
