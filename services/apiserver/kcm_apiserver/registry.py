@@ -140,6 +140,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _r("coordination.k8s.io", "v1", "leases", "Lease"),
     # discovery.k8s.io/v1
     _r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
+    # networking.k8s.io/v1
+    _r("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
     # policy/v1
     _r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",), sub=("status",)),
     # autoscaling: v2 is stored, v1 is converted on the way in and out

@@ -704,7 +704,18 @@ def _stateful_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
         _nonnegative(c, spec, key, "spec")
     _nonnegative(c, _dict(spec.get("ordinals")), "start", "spec.ordinals")
     _selector_matches_template(c, spec, "spec", "statefulset")
-    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "StatefulSet")
+    # Containers may mount a volumeClaimTemplate by name: the controller adds that volume to
+    # each pod, so count the claims as volumes here (upstream skips the template's volume check).
+    template = spec.get("template")
+    if isinstance(template, dict):
+        claims = [
+            {"name": name}
+            for t in map(_dict, _list(spec.get("volumeClaimTemplates")))
+            if (name := _dict(t.get("metadata")).get("name"))
+        ]
+        pod = _dict(template.get("spec"))
+        template = {**template, "spec": {**pod, "volumes": [*_list(pod.get("volumes")), *claims]}}
+    _pod_template(c, template, "spec.template", ("Always",), "StatefulSet")
     if old is not None:
         old_spec = _dict(old.get("spec"))
         allowed = {**old_spec, **{k: spec.get(k) for k in _STS_MUTABLE}}

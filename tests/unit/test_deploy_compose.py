@@ -1,0 +1,216 @@
+"""docker-compose.yml and its .env, checked without a Docker engine.
+
+The file is interpolated from .env the way `docker compose` does it, validated against the
+Compose specification's JSON schema (tests/data/compose-spec.json, see tests/data/README.md),
+and cross-checked with the code: every kcm service's command parses with `kcm`'s own parser,
+health checks ask the port and path the service serves, every builtin controller is its own
+service with a replica count, and the services find NATS and the Kubernetes API where the
+stack puts them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+from kcm_cli import controllers, main
+from kcm_shared import controller
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "tests" / "data" / "compose-spec.json"
+_VARIABLE = re.compile(r"\$(?:\$|\{(\w+)(?::?-([^}]*))?\})")
+
+Obj = dict[str, Any]
+
+
+def dotenv() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in (REPO / ".env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, sep, value = line.partition("=")
+            assert sep, f".env line without '=': {line!r}"
+            out[key.strip()] = value.strip()
+    return out
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's `${VAR}`, `${VAR:-default}` and `$$`; a variable neither set nor defaulted fails."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, default = m.group(1), m.group(2)
+        if name in env:
+            return env[name]
+        assert default is not None, f"${{{name}}} is used but not set in .env"
+        return default
+
+    return _VARIABLE.sub(one, value)
+
+
+@functools.cache
+def raw() -> Obj:
+    doc: Obj = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return doc
+
+
+@functools.cache
+def compose() -> Obj:
+    doc: Obj = interpolate(raw(), dotenv())
+    return doc
+
+
+def services() -> dict[str, Obj]:
+    out: dict[str, Obj] = compose()["services"]
+    return out
+
+
+def kcm_services() -> dict[str, Obj]:
+    """Services running the kcm image (entrypoint `kcm`, so `command` is the kcm argument list)."""
+    return {name: s for name, s in services().items() if s["image"] == dotenv()["KCM_IMAGE"]}
+
+
+def kcm_args(service: Obj) -> Any:
+    return main.parser().parse_args(service["command"])
+
+
+def health_url(service: Obj) -> str:
+    """The URL a `python -c "...urlopen('URL'...)"` health check asks."""
+    test = service["healthcheck"]["test"]
+    (url,) = re.findall(r"urlopen\('([^']+)'", " ".join(test))
+    return str(url)
+
+
+def validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+
+
+def test_compose_file_is_valid_against_the_compose_spec_schema() -> None:
+    errors = sorted(validator().iter_errors(compose()), key=lambda e: list(e.absolute_path))
+    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
+
+
+def test_schema_validation_can_fail() -> None:
+    broken = {
+        **compose(),
+        "services": {**services(), "nats": {**services()["nats"], "deploy": {"replicas": "x"}}},
+    }
+    assert list(validator().iter_errors(broken))
+    assert list(validator().iter_errors({**compose(), "servces": {}}))
+
+
+def test_every_variable_comes_from_the_one_env_file() -> None:
+    # interpolate() fails on a variable .env does not set; every .env entry is also used.
+    compose()
+    text = (REPO / "docker-compose.yml").read_text()
+    used = {m.group(1) for m in _VARIABLE.finditer(text) if m.group(1)}
+    compose_own = {"COMPOSE_PROJECT_NAME", "COMPOSE_PROFILES"}  # read by docker compose itself
+    assert set(dotenv()) - compose_own == used
+
+
+def test_the_default_profile_and_master_name_the_embedded_apiserver() -> None:
+    env = dotenv()
+    profiles = {p for s in services().values() for p in s.get("profiles", [])}
+    assert profiles == {"embedded", "k3s"}
+    assert env["COMPOSE_PROFILES"] in profiles
+    master = urlsplit(env["KCM_MASTER"])
+    api = services()[master.hostname or ""]
+    assert env["COMPOSE_PROFILES"] in api["profiles"]
+    assert kcm_args(api).port == master.port
+
+
+def test_every_kcm_service_runs_a_subcommand_whose_flags_parse() -> None:
+    assert kcm_services()
+    for name, service in kcm_services().items():
+        args = kcm_args(service)  # SystemExit on an unknown subcommand or flag
+        assert args.command in ("apiserver", "sim", "watcher", "coordinator", "controller", "controllers"), (
+            name
+        )
+
+
+def test_every_builtin_controller_is_its_own_scaled_service() -> None:
+    running: dict[str, str] = {}
+    for name, service in kcm_services().items():
+        args = kcm_args(service)
+        if args.command == "controller":
+            (spec,) = controller.select(controllers.BUILTIN, args.name)
+            assert spec.name not in running, f"{spec.name} runs in {running.get(spec.name)} and {name}"
+            running[spec.name] = name
+            assert service["deploy"]["replicas"] >= 1, name
+        assert args.command != "controllers", f"{name}: one service per controller"
+    assert set(running) == {spec.name for spec in controllers.BUILTIN}
+
+
+def test_watcher_and_coordinator_run_with_a_standby() -> None:
+    commands = {kcm_args(s).command: s for s in kcm_services().values()}
+    for name in ("watcher", "coordinator"):
+        assert commands[name]["deploy"]["replicas"] >= 2
+
+
+def test_health_checks_ask_the_port_and_path_each_service_serves() -> None:
+    for name, service in kcm_services().items():
+        args = kcm_args(service)
+        if args.command == "sim":
+            continue  # shares the apiserver's network namespace; nothing of its own to serve
+        url = urlsplit(health_url(service))
+        if args.command == "apiserver":
+            assert (url.port, url.path) == (args.port, "/readyz"), name
+        else:
+            assert (url.port, url.path) == (args.ops_port, "/healthz"), name
+    nats = services()["nats"]
+    url = urlsplit(health_url(nats))
+    command = nats["command"]
+    assert url.port == int(command[command.index("--http_port") + 1])
+    assert url.path == "/healthz" and "js-enabled-only=true" in url.query
+
+
+def test_nats_keeps_jetstream_on_a_named_volume() -> None:
+    nats = services()["nats"]
+    command = nats["command"]
+    assert "--jetstream" in command
+    store = command[command.index("--store_dir") + 1]
+    mounts = dict(v.split(":")[1::-1] for v in nats["volumes"])
+    assert mounts[store] in compose()["volumes"]
+
+
+def test_services_find_nats_and_the_kubeconfig_where_the_stack_puts_them() -> None:
+    writers = {}
+    api = services()["apiserver"]
+    writers["apiserver"] = kcm_args(api).kubeconfig_out
+    k3s = services()["k3s"]["command"]
+    writers["k3s"] = Path(k3s[k3s.index("--write-kubeconfig") + 1])
+    assert "--disable-controller-manager" in k3s  # kcm replaces it
+    assert len(set(writers.values())) == 1
+    kubeconfig = next(iter(writers.values()))
+    for name, service in kcm_services().items():
+        args = kcm_args(service)
+        if args.command in ("watcher", "coordinator", "controller"):
+            assert args.nats_url == "nats://nats:4222", name
+            assert Path(args.kubeconfig) == kubeconfig, name
+            assert args.master == dotenv()["KCM_MASTER"], name
+            assert "nats" in service["depends_on"], name
+        if args.command == "sim":
+            assert service["network_mode"] == "service:apiserver"  # its kubeconfig names 127.0.0.1
+            assert Path(args.kubeconfig) == kubeconfig
+        volumes = {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
+        assert volumes.get(str(kubeconfig.parent)) == "kube", name
+
+
+@pytest.mark.parametrize("port", ["4222:4222", "6443:6443"])
+def test_the_laptop_reaches_nats_and_the_api(port: str) -> None:
+    published = {p for s in services().values() for p in s.get("ports", [])}
+    assert port in published

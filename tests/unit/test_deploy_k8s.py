@@ -1,0 +1,466 @@
+"""The Kubernetes manifests under k8s/, checked without a cluster.
+
+Each overlay is rendered with `kubectl kustomize` and every object validated against the
+Kubernetes OpenAPI schemas (kubernetes-validate); then the manifests are cross-checked with
+the code they deploy: every container runs a real `kcm` subcommand whose flags parse, probes
+and scrape annotations name the port and paths the service serves, every builtin controller
+has its own Deployment, ServiceAccount and RBAC, and the hardening the issue asks for
+(non-root, read-only root filesystem, no privilege escalation, resources) is on every pod.
+The RBAC helpers here (`request_attributes`, `allowed`) are also what the end-to-end test in
+tests/e2e/test_deploy_manifests.py checks recorded API calls with.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+from kcm_cli import controllers, main
+from kcm_shared import controller
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "k8s"
+OVERLAYS = ("dev", "production")
+NAMESPACE = "kcm-system"
+# Kinds whose schema is not Kubernetes' own (CRDs of other projects): rendered, not schema-checked.
+CRD_KINDS = {"ServiceMonitor"}
+KUBERNETES_VERSION = "1.32.0"
+
+Obj = dict[str, Any]
+
+
+@functools.cache
+def render(path: str) -> tuple[Obj, ...]:
+    """`kubectl kustomize` of a directory under k8s/ (an overlay or a component)."""
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(K8S / path)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    return tuple(doc for doc in yaml.safe_load_all(out) if doc)
+
+
+def of_kind(objs: tuple[Obj, ...], *kinds: str) -> list[Obj]:
+    return [o for o in objs if o["kind"] in kinds]
+
+
+def workloads(objs: tuple[Obj, ...]) -> list[Obj]:
+    return of_kind(objs, "Deployment", "StatefulSet")
+
+
+def pod_spec(workload: Obj) -> Obj:
+    spec: Obj = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def kcm_workloads(objs: tuple[Obj, ...]) -> list[Obj]:
+    """Workloads running the `kcm` image (NATS runs the `kcm-nats` image)."""
+    return [w for w in workloads(objs) if image_repo(pod_spec(w)["containers"][0]["image"]).endswith("/kcm")]
+
+
+def image_repo(image: str) -> str:
+    """`ghcr.io/x/kcm:1` -> `ghcr.io/x/kcm`; a bare `kcm:dev` -> `/kcm` so suffix checks work."""
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return repo if "/" in repo else "/" + repo
+
+
+def expand(arg: str, env: dict[str, str]) -> str:
+    """The kubelet's `$(VAR)` expansion of container args."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def container_env(container: Obj, pod_name: str) -> dict[str, str]:
+    """Env of a container as the kubelet would set it, field references resolved for one pod."""
+    fields = {"metadata.name": pod_name, "metadata.namespace": NAMESPACE}
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        elif ref := item.get("valueFrom", {}).get("fieldRef"):
+            env[item["name"]] = fields[ref["fieldPath"]]
+    return env
+
+
+def parsed_args(container: Obj) -> Any:
+    """The container's command line parsed by `kcm`'s own parser (SystemExit if it would not start)."""
+    args = [expand(a, container_env(container, "pod-0")) for a in container["args"]]
+    return main.parser().parse_args(args)
+
+
+def ops_port(container: Obj) -> int:
+    port: int = parsed_args(container).ops_port
+    return port
+
+
+# --- RBAC: upstream's request attributes and rule matching ----------------------------------
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What RBAC authorizes a request on (upstream's RequestInfo)."""
+
+    verb: str
+    path: str
+    resource_request: bool
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    def __str__(self) -> str:
+        if not self.resource_request:
+            return f"{self.verb} {self.path}"
+        res = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.verb} {self.group or 'core'}/{res} {self.name}{where}".replace("  ", " ")
+
+
+def request_attributes(method: str, url: str) -> Attributes:
+    """Upstream RequestInfoFactory: path and method to verb, group, resource, namespace, name."""
+    split = urlsplit(url)
+    query = parse_qs(split.query)
+    parts = [p for p in split.path.split("/") if p]
+    method = method.upper()
+    if not parts or parts[0] not in ("api", "apis") or len(parts) < (3 if parts[0] == "api" else 4):
+        return Attributes(method.lower(), split.path, False)
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
+            rest = rest[2:]
+    resource, name, sub = rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else ""
+    if method == "GET":
+        watch = query.get("watch", [""])[0] in ("true", "1")
+        verb = "get" if name else ("watch" if watch else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, "")
+        if method == "DELETE":
+            verb = "delete" if name else "deletecollection"
+    return Attributes(verb, split.path, True, group, resource, sub, namespace, name)
+
+
+def _rule_allows(rule: Obj, a: Attributes) -> bool:
+    verbs = rule.get("verbs", [])
+    if a.verb not in verbs and "*" not in verbs:
+        return False
+    if not a.resource_request:
+        return any(
+            u == a.path or (u.endswith("*") and a.path.startswith(u[:-1]))
+            for u in rule.get("nonResourceURLs", [])
+        )
+    if "nonResourceURLs" in rule:
+        return False
+    groups = rule.get("apiGroups", [])
+    if a.group not in groups and "*" not in groups:
+        return False
+    combined = a.resource + (f"/{a.subresource}" if a.subresource else "")
+    resources = rule.get("resources", [])
+    if not (
+        "*" in resources or combined in resources or (a.subresource and f"*/{a.subresource}" in resources)
+    ):
+        return False
+    names = rule.get("resourceNames", [])
+    return not names or a.name in names
+
+
+def grants(objs: tuple[Obj, ...], service_account: str) -> Iterator[tuple[Obj, str | None]]:
+    """(rule, namespace it applies in or None for everywhere) for every binding of the account."""
+    roles = {
+        (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")): o
+        for o in of_kind(objs, "Role", "ClusterRole")
+    }
+    for binding in of_kind(objs, "RoleBinding", "ClusterRoleBinding"):
+        if not any(
+            s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == NAMESPACE
+            for s in binding["subjects"]
+        ):
+            continue
+        scope = binding["metadata"].get("namespace")  # a RoleBinding grants in its namespace only
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], ref["name"], scope if ref["kind"] == "Role" else None)]
+        for rule in role["rules"]:
+            yield rule, scope
+
+
+def allowed(objs: tuple[Obj, ...], service_account: str, a: Attributes) -> bool:
+    return any(
+        _rule_allows(rule, a) and (scope is None or scope == a.namespace)
+        for rule, scope in grants(objs, service_account)
+    )
+
+
+# --- the checks ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_against_the_kubernetes_schemas(overlay: str) -> None:
+    objs = render(f"overlays/{overlay}")
+    assert objs
+    for obj in objs:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_optional_servicemonitor_component_renders_into_an_overlay(tmp_path: Path) -> None:
+    objs = render("components/servicemonitor")
+    (monitor,) = of_kind(objs, "ServiceMonitor")
+    (service,) = of_kind(objs, "Service")
+    kubernetes_validate.validate(service, KUBERNETES_VERSION, strict=True)
+    assert service["spec"]["selector"] == {"app.kubernetes.io/part-of": "kcm"}
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} == {p["name"] for p in service["spec"]["ports"]}
+    # The port it scrapes is the name every kcm container gives its ops port.
+    for w in kcm_workloads(render("overlays/dev")):
+        assert service["spec"]["ports"][0]["targetPort"] in {
+            p["name"] for p in pod_spec(w)["containers"][0]["ports"]
+        }
+
+
+def test_schema_validation_can_fail() -> None:
+    (dep, *_) = of_kind(render("overlays/dev"), "Deployment")
+    broken = {**dep, "spec": {**dep["spec"], "replicas": "two"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_kcm_container_runs_a_kcm_subcommand_whose_flags_parse(overlay: str) -> None:
+    for w in kcm_workloads(render(f"overlays/{overlay}")):
+        for container in pod_spec(w)["containers"]:
+            args = parsed_args(container)  # raises SystemExit on an unknown subcommand or flag
+            assert args.command in ("watcher", "coordinator", "controller", "controllers"), w["metadata"][
+                "name"
+            ]
+            assert args.nats_url == "nats://kcm-nats:4222"
+            assert args.kubeconfig is None  # in-cluster: the pod's own ServiceAccount
+
+
+def test_every_builtin_controller_has_its_own_deployment_and_service_account() -> None:
+    objs = render("overlays/dev")
+    running: dict[str, Obj] = {}
+    for w in kcm_workloads(objs):
+        args = parsed_args(pod_spec(w)["containers"][0])
+        if args.command == "controller":
+            (spec,) = controller.select(controllers.BUILTIN, args.name)
+            assert spec.name not in running, f"{spec.name} deployed twice"
+            running[spec.name] = w
+    assert set(running) == {spec.name for spec in controllers.BUILTIN}
+    accounts = {o["metadata"]["name"] for o in of_kind(objs, "ServiceAccount")}
+    for name, w in running.items():
+        sa = pod_spec(w)["serviceAccountName"]
+        assert sa in accounts
+        others = [pod_spec(x).get("serviceAccountName") for x in workloads(objs) if x is not w]
+        assert sa not in others, f"{name} shares its ServiceAccount"
+
+
+def test_controllers_may_list_what_their_caches_hold() -> None:
+    """Before acting, a replica lists each cached resource (limit=1) to learn the API server's
+    resourceVersion (kcm_shared.controller, invariant 6): its Role must allow that list."""
+    objs = render("overlays/dev")
+    for w in kcm_workloads(objs):
+        args = parsed_args(pod_spec(w)["containers"][0])
+        if args.command != "controller":
+            continue
+        (spec,) = controller.select(controllers.BUILTIN, args.name)
+        sa = pod_spec(w)["serviceAccountName"]
+        for res in spec.views:
+            path = (
+                f"/apis/{res.group}/{res.version}/{res.resource}" if res.group else f"/api/v1/{res.resource}"
+            )
+            assert allowed(objs, sa, request_attributes("GET", path + "?limit=1")), f"{spec.name}: list {res}"
+        # Events with upstream reasons, in any namespace.
+        for method in ("POST", "PATCH"):
+            ev = request_attributes(
+                method, "/api/v1/namespaces/x/events" + ("/e" if method == "PATCH" else "")
+            )
+            assert allowed(objs, sa, ev), f"{spec.name}: {ev}"
+
+
+def test_leader_election_leases_are_granted_in_the_lease_namespace_only() -> None:
+    objs = render("overlays/dev")
+    for w in kcm_workloads(objs):
+        args = parsed_args(pod_spec(w)["containers"][0])
+        if args.command not in ("watcher", "coordinator"):
+            continue
+        sa = pod_spec(w)["serviceAccountName"]
+        assert args.leader_elect_resource_namespace == NAMESPACE
+        lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+        name = args.leader_elect_resource_name
+        for method, url in (("GET", f"{lease}/{name}"), ("PUT", f"{lease}/{name}"), ("POST", lease)):
+            assert allowed(objs, sa, request_attributes(method, url)), f"{sa}: {method} {url}"
+        assert not allowed(objs, sa, request_attributes("PUT", f"{lease}/someone-else"))
+        assert not allowed(
+            objs,
+            sa,
+            request_attributes("PUT", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{name}"),
+        )
+
+
+def test_rbac_matching_follows_upstream() -> None:
+    """The matcher the end-to-end RBAC check relies on, on cases with known answers."""
+    a = request_attributes("GET", "/api/v1/namespaces/ns/pods?watch=true&resourceVersion=1")
+    assert (a.verb, a.group, a.resource, a.namespace, a.name) == ("watch", "", "pods", "ns", "")
+    a = request_attributes("PATCH", "/apis/apps/v1/namespaces/ns/replicasets/rs/status")
+    assert (a.verb, a.group, a.resource, a.subresource, a.name) == (
+        "patch",
+        "apps",
+        "replicasets",
+        "status",
+        "rs",
+    )
+    a = request_attributes("GET", "/api/v1/namespaces/ns")
+    assert (a.verb, a.resource, a.name, a.namespace) == ("get", "namespaces", "ns", "ns")
+    assert request_attributes("DELETE", "/api/v1/namespaces/ns/pods").verb == "deletecollection"
+    assert not request_attributes("GET", "/apis/apps/v1").resource_request
+    rule = {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["update"]}
+    assert _rule_allows(rule, request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x"))
+    assert not _rule_allows(
+        rule, request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x/status")
+    )
+    assert _rule_allows(
+        {**rule, "resources": ["*"]},
+        request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x/status"),
+    )
+    assert not _rule_allows(
+        {**rule, "resourceNames": ["y"]},
+        request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x"),
+    )
+    assert _rule_allows(
+        {"nonResourceURLs": ["/apis/*"], "verbs": ["get"]}, request_attributes("GET", "/apis/apps/v1")
+    )
+
+
+def test_the_watcher_may_read_everything_and_write_nothing_but_its_lease() -> None:
+    objs = render("overlays/dev")
+    assert allowed(objs, "kcm-watcher", request_attributes("GET", "/apis/example.com/v1/widgets?watch=1"))
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        assert not allowed(objs, "kcm-watcher", request_attributes(method, "/api/v1/namespaces/x/pods/p"))
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pods_are_hardened_probed_and_sized(overlay: str) -> None:
+    for w in workloads(render(f"overlays/{overlay}")):
+        name = w["metadata"]["name"]
+        spec = pod_spec(w)
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["runAsUser"] > 0, name
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["capabilities"]["drop"] == ["ALL"], name
+            assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), name
+            assert "memory" in c["resources"]["limits"], name
+            assert c["livenessProbe"] and c["readinessProbe"], name
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_probes_and_scrape_annotations_name_the_port_and_paths_the_service_serves(overlay: str) -> None:
+    # kcm_shared.opsserver serves these on --ops-port.
+    served = {"/healthz", "/livez", "/readyz"}
+    for w in kcm_workloads(render(f"overlays/{overlay}")):
+        name = w["metadata"]["name"]
+        c = pod_spec(w)["containers"][0]
+        port = ops_port(c)
+        (ops,) = [p for p in c["ports"] if p["name"] == "ops"]
+        assert ops["containerPort"] == port, name
+        # The coordinator's checks aggregate the controllers' health: it is probed on /metrics.
+        paths = {"/metrics"} if parsed_args(c).command == "coordinator" else served
+        for probe in (c["livenessProbe"], c["readinessProbe"]):
+            assert probe["httpGet"]["port"] in ("ops", port), name
+            assert probe["httpGet"]["path"] in paths, name
+        notes = w["spec"]["template"]["metadata"]["annotations"]
+        assert notes["prometheus.io/scrape"] == "true", name
+        assert notes["prometheus.io/port"] == str(port), name
+        assert notes["prometheus.io/path"] == "/metrics", name
+
+
+def test_watcher_and_coordinator_run_with_standbys_and_disruption_budgets() -> None:
+    for overlay in OVERLAYS:
+        objs = render(f"overlays/{overlay}")
+        budgets = {
+            tuple(sorted(p["spec"]["selector"]["matchLabels"].items()))
+            for p in of_kind(objs, "PodDisruptionBudget")
+        }
+        for w in workloads(objs):
+            assert tuple(sorted(w["spec"]["selector"]["matchLabels"].items())) in budgets, w["metadata"][
+                "name"
+            ]
+        for w in kcm_workloads(objs):
+            if parsed_args(pod_spec(w)["containers"][0]).command in ("watcher", "coordinator"):
+                assert w["spec"]["replicas"] >= 2, w["metadata"]["name"]
+
+
+def test_nats_is_a_statefulset_with_jetstream_on_volumes_three_in_production() -> None:
+    for overlay, replicas in (("dev", 1), ("production", 3)):
+        objs = render(f"overlays/{overlay}")
+        (sts,) = of_kind(objs, "StatefulSet")
+        assert sts["spec"]["replicas"] == replicas
+        (claim,) = sts["spec"]["volumeClaimTemplates"]
+        mounts = {m["name"]: m["mountPath"] for m in pod_spec(sts)["containers"][0]["volumeMounts"]}
+        assert mounts[claim["metadata"]["name"]] == "/data"
+        config = next(
+            o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("kcm-nats-config")
+        )
+        conf = config["data"]["nats.conf"]
+        assert re.search(r"jetstream\s*\{\s*store_dir:\s*/data", conf)
+        routes = re.findall(r"nats://kcm-nats-(\d)\.kcm-nats-headless:6222", conf)
+        assert sorted(int(r) for r in routes) == (list(range(replicas)) if replicas > 1 else [])
+
+
+def test_only_kcm_pods_reach_nats() -> None:
+    objs = render("overlays/dev")
+    (policy,) = of_kind(objs, "NetworkPolicy")
+    (sts,) = of_kind(objs, "StatefulSet")
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"].items()
+        <= sts["spec"]["template"]["metadata"]["labels"].items()
+    )
+    client_rule = next(
+        r for r in policy["spec"]["ingress"] if {"port": 4222, "protocol": "TCP"} in r["ports"]
+    )
+    selectors = [peer["podSelector"]["matchLabels"] for peer in client_rule["from"]]
+    assert all("namespaceSelector" not in peer for peer in client_rule["from"])
+    for w in kcm_workloads(objs):
+        labels = w["spec"]["template"]["metadata"]["labels"]
+        assert any(sel.items() <= labels.items() for sel in selectors), w["metadata"]["name"]
+
+
+def test_compose_and_k8s_deploy_the_same_images() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    env = dict(
+        line.split("=", 1)
+        for line in (REPO / ".env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    compose_images = {
+        re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], s["image"])
+        for s in compose["services"].values()
+        if not s["image"].startswith("${K3S")
+    }
+    k8s_images = {c["image"] for w in workloads(render("overlays/dev")) for c in pod_spec(w)["containers"]}
+    assert compose_images == k8s_images
+    prod = {
+        image_repo(c["image"]).rsplit("/", 1)[-1]
+        for w in workloads(render("overlays/production"))
+        for c in pod_spec(w)["containers"]
+    }
+    assert prod == {i.split(":")[0] for i in k8s_images}
+
+
+def test_the_deploying_doc_applies_overlays_that_exist() -> None:
+    text = (REPO / "docs" / "deploying.md").read_text()
+    applied = re.findall(r"kubectl apply -k ([\w./-]+)", text)
+    assert applied
+    for path in applied:
+        assert (REPO / path / "kustomization.yaml").is_file(), path
