@@ -712,7 +712,10 @@ def test_json_patch_applies_operations(doc: Any, ops: Any, expected: Any) -> Non
         pytest.param({"a": True}, [{"op": "test", "path": "/a", "value": 1}], "failed", id="true is not 1"),
         pytest.param({"a": 1}, [{"op": "remove", "path": "/b"}], "nonexistent", id="remove a missing key"),
         pytest.param(
-            {"a": 1}, [{"op": "replace", "path": "/b", "value": 2}], "nonexistent", id="replace a missing key"
+            {"a": [1]},
+            [{"op": "replace", "path": "/a/1", "value": 2}],
+            "out of bounds",
+            id="replace past the end",
         ),
         pytest.param(
             {"a": [1]}, [{"op": "add", "path": "/a/5", "value": 2}], "out of bounds", id="index past the end"
@@ -753,3 +756,9 @@ def test_json_patch_failure_leaves_document_untouched() -> None:
     with pytest.raises(PatchError):
         json_patch(doc, [{"op": "add", "path": "/b", "value": 2}, {"op": "test", "path": "/a", "value": 2}])
     assert doc == {"a": 1}
+
+
+def test_json_patch_replace_creates_a_missing_object_member() -> None:
+    # kube-apiserver's json-patch (v4) lets replace add a member, unlike RFC 6902; kubectl
+    # rollout undo relies on it for /metadata/annotations.
+    assert json_patch({"a": 1}, [{"op": "replace", "path": "/b", "value": 2}]) == {"a": 1, "b": 2}
