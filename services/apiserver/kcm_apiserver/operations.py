@@ -378,6 +378,10 @@ class Api:
         if rt.namespaced:
             meta["namespace"] = ctx.namespace
         for key in _IGNORED_ON_UPDATE:
+            if key == "uid" and meta.get("uid"):
+                # A uid the client sent must be the stored one (validation answers 422 if not):
+                # a write meant for an object that was deleted and re-created must not land.
+                continue
             if key in old["metadata"]:
                 meta[key] = old["metadata"][key]
             else:
