@@ -91,7 +91,8 @@ def has_status_cause(exc: BaseException, cause: str) -> bool:
     if not isinstance(exc, kubeclient.ApiError):
         return False
     causes = (exc.status.get("details") or {}).get("causes") or []
-    return any(isinstance(c, dict) and c.get("type") == cause for c in causes)
+    # metav1.StatusCause serialises its Type as "reason".
+    return any(isinstance(c, dict) and c.get("reason") == cause for c in causes)
 
 
 class PodControl(Protocol):

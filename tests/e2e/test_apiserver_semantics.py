@@ -446,6 +446,8 @@ class TestNamespaces:
         with pytest.raises(ApiException) as err:
             core.create_namespaced_config_map("doomed", {"metadata": {"name": "late"}})
         assert err.value.status == 403
+        causes = json.loads(err.value.body)["details"]["causes"]
+        assert [c["reason"] for c in causes] == ["NamespaceTerminating"], causes
         ns.spec.finalizers = []
         core.replace_namespace_finalize("doomed", ns)
         with pytest.raises(ApiException) as gone:

@@ -229,3 +229,49 @@ def test_events_show_in_kubectl_describe(stack: devstack.DevStack, ns: str) -> N
     for name in names:
         assert f"Created pod: {name}" in out
     assert "SuccessfulCreate" in out and "replicaset-controller" in out
+
+
+def replica_failure(rs: dict[str, Any]) -> dict[str, Any] | None:
+    conditions = rs.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "ReplicaFailure"), None)
+
+
+def test_refused_creates_set_replica_failure_until_they_succeed(stack: devstack.DevStack, ns: str) -> None:
+    stack.kubectl("create", "quota", "two-pods", "-n", ns, "--hard=pods=2")
+    uid = create_rs(stack, ns, "capped", 4)["metadata"]["uid"]
+
+    def failing() -> dict[str, Any] | None:
+        cond = replica_failure(get(stack, ns, "rs", "capped"))
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_for(failing, 30, 0.2, "ReplicaFailure condition")
+    assert cond["reason"] == "FailedCreate"
+    assert "exceeded quota: two-pods" in cond["message"], cond
+    assert len(owned_pods(stack, ns, uid)) == 2
+    out = wait_for(
+        lambda: (
+            o if "FailedCreate" in (o := stack.kubectl("describe", "-n", ns, "rs", "capped").stdout) else None
+        ),
+        30,
+        0.2,
+        "FailedCreate event",
+    )
+    assert "Error creating: pods" in out and "exceeded quota" in out
+    # Room again: the controller's retries create the rest and the condition goes away.
+    stack.kubectl("patch", "quota", "two-pods", "-n", ns, "-p", '{"spec":{"hard":{"pods":"10"}}}')
+    done = wait_status(stack, ns, "capped", replicas=4, readyReplicas=4)
+    assert replica_failure(done) is None, done["status"]
+
+
+def test_creates_refused_by_a_terminating_namespace_are_not_failures(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    create_rs(stack, ns, "doomed", 0)
+    wait_status(stack, ns, "doomed", replicas=0)
+    # No namespace controller runs here, so the namespace stays Terminating with its content.
+    stack.kubectl("delete", "namespace", ns, "--wait=false")
+    stack.kubectl("scale", "-n", ns, "rs/doomed", "--replicas=2")
+    rs = wait_status(stack, ns, "doomed", replicas=0)
+    # Upstream gives up quietly on these: every create would fail until the namespace is gone.
+    assert replica_failure(rs) is None, rs["status"]
+    assert get(stack, ns, "pods")["items"] == []

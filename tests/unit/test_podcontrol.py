@@ -110,7 +110,7 @@ def test_pod_name_prefix(owner: str, prefix: str) -> None:
 
 
 def test_namespace_terminating_cause() -> None:
-    status = {"details": {"causes": [{"type": "NamespaceTerminating", "message": "ns is terminating"}]}}
+    status = {"details": {"causes": [{"reason": "NamespaceTerminating", "message": "ns is terminating"}]}}
     assert podcontrol.has_status_cause(
         kubeclient.ApiError(403, "Forbidden", "x", status), "NamespaceTerminating"
     )

@@ -98,7 +98,7 @@ def test_a_failing_create_stops_the_slow_start_and_lowers_expectations() -> None
 
 
 def test_a_terminating_namespace_is_not_an_error() -> None:
-    causes = {"details": {"causes": [{"type": podcontrol.NAMESPACE_TERMINATING_CAUSE}]}}
+    causes = {"details": {"causes": [{"reason": podcontrol.NAMESPACE_TERMINATING_CAUSE}]}}
     fake = podcontrol.RecordingPodControl(err=kubeclient.ApiError(403, "Forbidden", "terminating", causes))
     asyncio.run(controller(fake).manage_replicas(KEY, replica_set(2), []))
     assert len(fake.templates) == 2

@@ -100,12 +100,14 @@ def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 
 
-def forbidden(group: str, resource: str, name: str, why: str) -> ApiError:
+def forbidden(
+    group: str, resource: str, name: str, why: str, causes: Sequence[Mapping[str, Any]] = ()
+) -> ApiError:
+    details = _details(group, resource, name)
+    if causes:
+        details["causes"] = [dict(c) for c in causes]
     return ApiError(
-        403,
-        "Forbidden",
-        f'{_qualified(group, resource)} "{name}" is forbidden: {why}',
-        details=_details(group, resource, name),
+        403, "Forbidden", f'{_qualified(group, resource)} "{name}" is forbidden: {why}', details=details
     )
 
 

@@ -28,6 +28,7 @@ from kcm_apiserver import (
     errors,
     fieldsel,
     patch,
+    quota,
     schemas,
     strategies,
     validation,
@@ -219,11 +220,19 @@ class Api:
         if ns is None:
             raise errors.not_found("", "namespaces", ctx.namespace)
         if ns["metadata"].get("deletionTimestamp"):
+            # The cause lets controllers tell this refusal from others (upstream's lifecycle admission).
             raise errors.forbidden(
                 ctx.rt.group,
                 ctx.rt.resource,
                 "",
                 f"unable to create new content in namespace {ctx.namespace} because it is being terminated",
+                [
+                    {
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {ctx.namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ],
             )
 
     def _decode_body(self, ctx: Ctx, body: Any) -> Obj:
@@ -312,6 +321,8 @@ class Api:
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
+        if (srt.group, srt.kind) == ("", "Pod"):
+            quota.admit_pod_create(self.store, ctx.namespace, obj)
         if self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]):
             if not ctx.dry_run:
                 strategies.release(srt, obj, self.ips)
