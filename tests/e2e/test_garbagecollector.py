@@ -267,3 +267,19 @@ def test_kubectl_delete_deployment_cascade_orphan(full_stack: devstack.DevStack)
     (rs,) = owned_by_app(full_stack, "replicasets", "gc-or")
     assert not rs["metadata"].get("ownerReferences"), rs["metadata"]
     assert len(owned_by_app(full_stack, "pods", "gc-or")) == 2
+
+
+def test_kubectl_delete_deployment_cascade_background(full_stack: devstack.DevStack) -> None:
+    rollout(full_stack, "gc-bg")
+    full_stack.kubectl("delete", "deployment", "gc-bg", "--cascade=background", "--wait=false")
+    # The owner goes at once; its ReplicaSet and pods are the collector's to remove after.
+    assert gone(full_stack, "deployment", "gc-bg")
+    wait_for(
+        lambda: (
+            not owned_by_app(full_stack, "replicasets", "gc-bg")
+            and not owned_by_app(full_stack, "pods", "gc-bg")
+        ),
+        60,
+        0.5,
+        "replicaset and pods of a background-deleted deployment collected",
+    )
