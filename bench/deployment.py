@@ -1,0 +1,613 @@
+"""Benchmark of a Deployment scaled 0 -> N through the whole stack (issue 5); run by `make bench`.
+
+Runs the stack as a user does, `kcm dev` (embedded API server and simulator in its own
+process; nats-server, watcher, coordinator and the deployment and replicaset controllers
+as its children), once with the controllers' client rate limit lifted (`--kube-api-qps 0`)
+and once with upstream's default (`--kube-api-qps 20 --kube-api-burst 30`), each on a
+fresh stack. In each run:
+
+1. Baseline: a tight client loop in this process creates N pods with the Deployment's pod
+   template (another namespace, labels the Deployment does not select) on `CONCURRENCY`
+   connections: the API server's raw pod-create rate, with the simulator scheduling and
+   running those pods as it does the controller's. They are then deleted.
+2. A Deployment created at 0 replicas is scaled to N through the scale subresource; watches
+   from this process see each pod appear and become Ready, and the Deployment's status
+   reach N available. Pods created per second by the replicaset controller count from the
+   scale request to the last pod's creation; divided by the baseline, that is the figure
+   the issue's goal (>= 0.8 with the rate limit lifted) is about.
+3. Resident memory (current and peak, from /proc) and CPU time of each service process.
+
+Timings are printed, never enforced: the exit status is non-zero only when the stack does
+not start, requests fail, or the pods do not all become Ready in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import benchlib
+import msgspec
+import yaml
+
+NAMESPACE = "bench"
+RAW_NAMESPACE = "bench-raw"
+DEPLOYMENT = "web"
+CONCURRENCY = 32
+MERGE = {"Content-Type": "application/merge-patch+json"}
+# Upstream kube-controller-manager's client defaults.
+UPSTREAM_QPS, UPSTREAM_BURST = 20, 30
+CONTROLLERS = ("deployment-controller", "replicaset-controller")
+PODS_PER_NODE = 100  # below the simulated nodes' 110-pod capacity
+SETTLE_LIMIT_S = 30.0
+
+
+# -- the stack -------------------------------------------------------------------------------------
+
+
+def check_controllers(command: list[str]) -> None:
+    """Fail early, and clearly, when this kcm does not have the controllers under test."""
+    res = subprocess.run([*command, "controllers", "--help"], capture_output=True, text=True, timeout=60)
+    missing = [name for name in CONTROLLERS if name not in res.stdout]
+    if res.returncode != 0 or missing:
+        raise RuntimeError(
+            f"`kcm controllers --help` does not know {', '.join(missing) or 'its controllers'}: "
+            "this benchmark needs the deployment and replicaset controllers built in "
+            f"(services/cli/kcm_cli/controllers.py BUILTIN).\n{res.stderr[-500:]}"
+        )
+
+
+@dataclass
+class Service:
+    """One process of the stack, named after the service it runs."""
+
+    name: str
+    pid: int
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _service_name(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return f"pid {pid}"
+    # A console script runs as `python .../kcm ...`, a module as `python -m kcm_cli.main ...`.
+    if Path(argv[0]).name.startswith("python") and len(argv) > 1:
+        argv = argv[2:] if argv[1] == "-m" else argv[1:]
+    program = Path(argv[0]).name
+    if program == "kcm" or program.startswith("kcm_cli"):
+        sub = argv[1:3] if argv[1:2] == ["controller"] else argv[1:2]
+        return " ".join(["kcm", *sub])
+    return program
+
+
+def memory_kib(pid: int) -> tuple[float, float]:
+    """(resident now, peak resident) of a process in KiB, from /proc; NaN when it is gone."""
+    values = {"VmRSS": math.nan, "VmHWM": math.nan}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in values:
+                values[key] = float(rest.split()[0])
+    except OSError:
+        pass
+    return values["VmRSS"], values["VmHWM"]
+
+
+@dataclass
+class Stack:
+    url: str
+    dev: asyncio.subprocess.Process
+    services: list[Service] = field(default_factory=list)
+
+    def discover(self) -> None:
+        """The kcm dev process (API server and simulator) and the services it supervises."""
+        pids = [self.dev.pid]
+        for pid in pids:
+            pids.extend(_children(pid))
+        self.services = [Service("kcm dev (apiserver + sim)", self.dev.pid)]
+        self.services += [Service(_service_name(pid), pid) for pid in pids[1:]]
+
+    def cpu_seconds(self) -> dict[int, float]:
+        return {s.pid: benchlib.process_cpu_seconds(s.pid) for s in self.services}
+
+
+@contextlib.asynccontextmanager
+async def dev_stack(
+    command: list[str], workdir: Path, nodes: int, qps: int, burst: int
+) -> AsyncIterator[Stack]:
+    """Run `kcm dev` until the block exits; yields once it says it is ready."""
+    state = workdir / "state"
+    log_path = workdir / "dev.log"
+    argv = [*command, "dev", "--state-dir", str(state), "--port", "0", "--nodes", str(nodes)]
+    argv += ["--controllers", ",".join(CONTROLLERS), "--kube-api-qps", str(qps), "--log-level", "warning"]
+    if burst:
+        argv += ["--kube-api-burst", str(burst)]
+    proc = await benchlib.start_logged(argv, log_path)
+    stack: Stack | None = None
+    try:
+        deadline = time.monotonic() + 120
+        while "kcm dev ready" not in log_path.read_text(errors="replace"):
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"kcm dev did not become ready:\n{benchlib.tail(log_path)}")
+            await asyncio.sleep(0.1)
+        config = yaml.safe_load((state / "kubeconfig").read_text())
+        stack = Stack(str(config["clusters"][0]["cluster"]["server"]), proc)
+        stack.discover()
+        yield stack
+    finally:
+        await benchlib.stop(proc)
+        # kcm dev stops its children on SIGTERM; any it could not are ended here, by pid.
+        for service in stack.services[1:] if stack else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(service.pid, signal.SIGKILL)
+
+
+# -- API objects and calls -------------------------------------------------------------------------
+
+
+def pod_template(labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]},
+    }
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    labels = {"app": DEPLOYMENT}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": pod_template(labels)},
+    }
+
+
+def raw_pod(i: int) -> dict[str, Any]:
+    pod = {"apiVersion": "v1", "kind": "Pod", **pod_template({"app": "raw"})}
+    pod["metadata"]["name"] = f"raw-{i:06d}"
+    return pod
+
+
+async def send(session: aiohttp.ClientSession, method: str, url: str, body: Any = None, **kw: Any) -> bytes:
+    """One API call; any answer but a success is an error."""
+    data = None if body is None else benchlib.encode(body)
+    headers = kw.pop("headers", benchlib.JSON)
+    async with session.request(method, url, data=data, headers=headers, **kw) as resp:
+        payload = await resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(
+                f"{method} {url}: HTTP {resp.status}: {payload[:300].decode(errors='replace')}"
+            )
+        return payload
+
+
+def _session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=CONCURRENCY * 2),
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
+    )
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""
+    generation: int = 0
+
+
+class _Status(msgspec.Struct):
+    conditions: list[_Condition] = msgspec.field(default_factory=list)
+    observedGeneration: int = 0
+    availableReplicas: int = 0
+    updatedReplicas: int = 0
+
+
+class _Spec(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _Object(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: _Object
+
+
+class _List(msgspec.Struct):
+    items: list[_Object]
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+def _true(obj: _Object, condition: str) -> bool:
+    return any(c.type == condition and c.status == "True" for c in obj.status.conditions)
+
+
+async def watch(session: aiohttp.ClientSession, url: str, rv: str, seen: Any) -> str:
+    """Follow a watch (resuming when the server ends it), calling `seen(obj, now)` per event.
+
+    Returns an error description when the watch fails; runs until cancelled otherwise."""
+    decoder = msgspec.json.Decoder(_Event)
+    while True:
+        params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+        async with session.get(url, params=params) as resp:
+            if resp.status != 200:
+                return f"watch {url}: HTTP {resp.status}"
+            async for lines in benchlib.watch_lines(resp):
+                now = time.perf_counter()
+                for line in lines:
+                    event = decoder.decode(line)
+                    if event.type == "ERROR":
+                        return f"watch {url}: {line[:300].decode(errors='replace')}"
+                    rv = event.object.metadata.resourceVersion or rv
+                    if event.type != "BOOKMARK":
+                        seen(event.object, now)
+
+
+# -- measurements ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """Per service: CPU seconds over a phase, resident and peak resident KiB at its end."""
+
+    seconds: float = math.nan
+    cpu: dict[str, float] = field(default_factory=dict)
+    rss: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def measure(stack: Stack, usage: Usage) -> Any:
+    start, before = time.perf_counter(), stack.cpu_seconds()
+    load0 = time.process_time()
+    yield
+    usage.seconds = time.perf_counter() - start
+    after = stack.cpu_seconds()
+    for s in stack.services:
+        usage.cpu[s.name] = after[s.pid] - before[s.pid]
+        usage.rss[s.name] = memory_kib(s.pid)
+    usage.cpu["load generator (this process)"] = time.process_time() - load0
+
+
+@dataclass
+class Run:
+    qps: int
+    burst: int
+    baseline_s: float = math.nan
+    baseline_ok: int = 0
+    baseline_usage: Usage = field(default_factory=Usage)
+    created: int = 0
+    first_create_s: float = math.nan
+    last_create_s: float = math.nan
+    all_bound_s: float = math.nan
+    all_ready_s: float = math.nan
+    available_s: float = math.nan
+    scale_usage: Usage = field(default_factory=Usage)
+    failures: benchlib.Failures = field(default_factory=benchlib.Failures)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def raw_rate(self) -> float:
+        return self.baseline_ok / self.baseline_s if self.baseline_s > 0 else math.nan
+
+    @property
+    def controller_rate(self) -> float:
+        return self.created / self.last_create_s if self.last_create_s > 0 else math.nan
+
+
+async def wait_nodes_ready(session: aiohttp.ClientSession, url: str, nodes: int) -> None:
+    while True:
+        listing = msgspec.json.decode(await send(session, "GET", f"{url}/api/v1/nodes"), type=_List)
+        if sum(1 for n in listing.items if _true(n, "Ready")) >= nodes:
+            return
+        await asyncio.sleep(0.5)
+
+
+async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
+    return msgspec.json.decode(await send(session, "GET", url, params=params), type=_List)
+
+
+async def settle(stack: Stack) -> None:
+    """Wait (at most `SETTLE_LIMIT_S`) until the stack's processes are nearly idle, so one
+    phase's leftovers (watch fan-out, cache updates) do not count against the next."""
+    deadline = time.monotonic() + SETTLE_LIMIT_S
+    before = stack.cpu_seconds()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        after = stack.cpu_seconds()
+        busy = sum(after[pid] - before[pid] for pid in after)
+        if busy < 0.2:
+            return
+        before = after
+
+
+async def create_raw_pods(session: aiohttp.ClientSession, url: str, count: int, run: Run) -> None:
+    """The baseline: `CONCURRENCY` workers each send the next create as soon as the last returned."""
+    pods_url = f"{url}/api/v1/namespaces/{RAW_NAMESPACE}/pods"
+    indices = iter(range(count))
+
+    async def worker() -> None:
+        for i in indices:
+            try:
+                await send(session, "POST", pods_url, raw_pod(i))
+                run.baseline_ok += 1
+            except (RuntimeError, aiohttp.ClientError) as exc:
+                run.failures.record_error(str(exc))
+
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+
+
+async def baseline(stack: Stack, session: aiohttp.ClientSession, args: argparse.Namespace, run: Run) -> None:
+    url = stack.url
+    with measure(stack, run.baseline_usage):
+        start = time.perf_counter()
+        await create_raw_pods(session, url, args.pods, run)
+        run.baseline_s = time.perf_counter() - start
+    # Gone at once (grace 0), so the scale starts on an API server holding no other pods.
+    pods_url = f"{url}/api/v1/namespaces/{RAW_NAMESPACE}/pods"
+    await send(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
+    deadline = time.monotonic() + args.timeout
+    while (await list_of(session, pods_url, limit="1")).items:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the baseline's pods were not deleted in time")
+        await asyncio.sleep(0.5)
+
+
+async def scale(stack: Stack, session: aiohttp.ClientSession, args: argparse.Namespace, run: Run) -> None:
+    url, n = stack.url, args.pods
+    apps = f"{url}/apis/apps/v1/namespaces/{NAMESPACE}"
+    pods_url = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
+    await send(session, "POST", f"{apps}/deployments", deployment(0))
+    # The deployment controller makes the (empty) ReplicaSet before anything is timed.
+    deadline = time.monotonic() + args.timeout
+    while not (await list_of(session, f"{apps}/replicasets")).items:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the deployment controller made no ReplicaSet for the new Deployment")
+        await asyncio.sleep(0.2)
+    await settle(stack)
+
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    available: list[float] = []
+
+    def on_pod(obj: _Object, now: float) -> None:
+        created.setdefault(obj.metadata.name, now)
+        if obj.spec.nodeName:
+            bound.setdefault(obj.metadata.name, now)
+        if _true(obj, "Ready"):
+            ready.setdefault(obj.metadata.name, now)
+
+    def on_deployment(obj: _Object, now: float) -> None:
+        st = obj.status
+        done = st.availableReplicas >= n and st.updatedReplicas >= n
+        if done and st.observedGeneration >= obj.metadata.generation and not available:
+            available.append(now)
+
+    pods_rv = (await list_of(session, pods_url, limit="1")).metadata.resourceVersion
+    deploys_rv = (await list_of(session, f"{apps}/deployments")).metadata.resourceVersion
+    watches = [
+        asyncio.create_task(watch(session, pods_url, pods_rv, on_pod)),
+        asyncio.create_task(watch(session, f"{apps}/deployments", deploys_rv, on_deployment)),
+    ]
+    try:
+        with measure(stack, run.scale_usage):
+            start = time.perf_counter()
+            await send(
+                session,
+                "PATCH",
+                f"{apps}/deployments/{DEPLOYMENT}/scale",
+                {"spec": {"replicas": n}},
+                headers=MERGE,
+            )
+            while len(ready) < n or not available:
+                ended = [w for w in watches if w.done()]
+                if ended:
+                    run.problems.append(ended[0].result() or "a watch ended")
+                    break
+                if stack.dev.returncode is not None:
+                    run.problems.append("kcm dev exited during the scale")
+                    break
+                if time.perf_counter() - start > args.timeout:
+                    run.problems.append(f"{len(ready)} of {n} pods Ready after {args.timeout:.0f}s")
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        for w in watches:
+            w.cancel()
+        for w in watches:
+            with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                await w
+    run.created = len(created)
+    if created:
+        run.first_create_s = min(created.values()) - start
+        run.last_create_s = max(created.values()) - start
+    if len(ready) >= n:
+        run.all_ready_s = max(ready.values()) - start
+    if len(bound) >= n:
+        run.all_bound_s = max(bound.values()) - start
+    if available:
+        run.available_s = available[0] - start
+    if run.created > n:
+        run.problems.append(f"{run.created} pods were created for {n} replicas")
+
+
+async def one_run(command: list[str], args: argparse.Namespace, qps: int, workdir: Path) -> Run:
+    burst = UPSTREAM_BURST if qps else 0
+    run = Run(qps, burst)
+    limit = f"--kube-api-qps {qps}" + (f" --kube-api-burst {burst}" if burst else "")
+    print(f"[{limit}] starting kcm dev with {args.nodes} simulated nodes ...", flush=True)
+    async with dev_stack(command, workdir, args.nodes, qps, burst) as stack, _session() as session:
+        url = stack.url
+        for ns in (NAMESPACE, RAW_NAMESPACE):
+            await send(session, "POST", f"{url}/api/v1/namespaces", {"metadata": {"name": ns}})
+        try:
+            async with asyncio.timeout(args.timeout):
+                await wait_nodes_ready(session, url, args.nodes)
+        except TimeoutError:
+            raise RuntimeError(f"not all {args.nodes} simulated nodes became Ready in time") from None
+        await settle(stack)
+        print(f"[{limit}] baseline: {args.pods} pod creates from a tight client loop ...", flush=True)
+        await baseline(stack, session, args, run)
+        await settle(stack)
+        print(f"[{limit}] scaling Deployment {NAMESPACE}/{DEPLOYMENT} 0 -> {args.pods} ...", flush=True)
+        await scale(stack, session, args, run)
+    return run
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def _label(run: Run) -> str:
+    return f"qps={run.qps}" + (f",burst={run.burst}" if run.burst else " (no limit)")
+
+
+def _row(label: str, values: list[str]) -> None:
+    print(f"{label:<46}" + "".join(f"{v:>22}" for v in values))
+
+
+def report(runs: list[Run], args: argparse.Namespace) -> None:
+    n = args.pods
+    fmt = benchlib.fmt
+    print()
+    _row("metric", [_label(r) for r in runs])
+    _row(f"raw pod creates/s (tight loop, {CONCURRENCY} conns)", [fmt(r.raw_rate, 0) for r in runs])
+    _row("replicaset-controller pod creates/s", [fmt(r.controller_rate, 0) for r in runs])
+    _row(
+        "  ratio to raw (goal >= 0.8 without limit)",
+        [benchlib.ratio(r.controller_rate, r.raw_rate) for r in runs],
+    )
+    _row("pods created", [f"{r.created:,}" for r in runs])
+    _row("first pod created after scale, s", [fmt(r.first_create_s, 2) for r in runs])
+    _row(f"all {n:,} pods created after, s", [fmt(r.last_create_s, 1) for r in runs])
+    _row(f"all {n:,} pods bound by the simulator after, s", [fmt(r.all_bound_s, 1) for r in runs])
+    _row(f"all {n:,} pods Ready after, s", [fmt(r.all_ready_s, 1) for r in runs])
+    _row("Deployment status all available after, s", [fmt(r.available_s, 1) for r in runs])
+    names = list(dict.fromkeys(name for r in runs for name in r.scale_usage.cpu))
+    print()
+    _row("CPU % of one core, scale phase", [_label(r) for r in runs])
+    for name in names:
+        _row(f"  {name}", [fmt(_percent(r.scale_usage, name), 0) for r in runs])
+    _row("CPU % of one core, baseline phase", [_label(r) for r in runs])
+    for name in names:
+        _row(f"  {name}", [fmt(_percent(r.baseline_usage, name), 0) for r in runs])
+    print()
+    _row("RSS MiB at all Ready (peak)", [_label(r) for r in runs])
+    for name in names:
+        if name in runs[0].scale_usage.rss:
+            _row(f"  {name}", [_rss(r.scale_usage, name) for r in runs])
+    print()
+    print("Times count from the scale request (PATCH of the scale subresource). The baseline")
+    print("creates the same number of pods with the Deployment's template, on the same API server")
+    print("in the same run, with the simulator scheduling and running them as it does the")
+    print("controller's; `kcm dev` runs the API server and the simulator in one process.")
+    print(f"Each run is a fresh stack with {args.nodes} nodes; {os.cpu_count()} CPU cores.")
+
+
+def _percent(usage: Usage, name: str) -> float:
+    spent = usage.cpu.get(name, math.nan)
+    return 100 * spent / usage.seconds if usage.seconds > 0 else math.nan
+
+
+def _rss(usage: Usage, name: str) -> str:
+    now, peak = usage.rss.get(name, (math.nan, math.nan))
+    return f"{benchlib.fmt(now / 1024, 0)} ({benchlib.fmt(peak / 1024, 0)})"
+
+
+def problems(runs: list[Run]) -> list[str]:
+    found = []
+    for r in runs:
+        found += [f"{_label(r)}: {p}" for p in r.problems]
+        if r.failures.failed:
+            found.append(
+                f"{_label(r)}: {r.failures.failed} baseline creates failed, e.g. {r.failures.errors}"
+            )
+    return found
+
+
+async def bench(args: argparse.Namespace) -> int:
+    command = benchlib.kcm_command(args)
+    began = time.perf_counter()
+    print(f"pods={args.pods} nodes={args.nodes} qps runs={args.qps} cpus={os.cpu_count()}", flush=True)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="kcm-bench-deploy-") as tmp:
+        for i, qps in enumerate(args.qps):
+            workdir = Path(tmp, f"run{i}")
+            os.mkdir(workdir)
+            runs.append(await one_run(command, args, qps, workdir))
+    report(runs, args)
+    print(f"The whole benchmark took {time.perf_counter() - began:.0f}s.")
+    return benchlib.exit_status(problems(runs))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pods", type=int, default=None, help="replicas to scale to (default 3000; --quick: 100)")
+    p.add_argument(
+        "--nodes", type=int, default=0, help=f"simulated nodes (default: one per {PODS_PER_NODE} pods)"
+    )
+    p.add_argument(
+        "--qps",
+        default=f"0,{UPSTREAM_QPS}",
+        help="the controllers' --kube-api-qps of each run, comma-separated (0: no limit; "
+        f"{UPSTREAM_QPS} runs with upstream's burst {UPSTREAM_BURST})",
+    )
+    p.add_argument("--timeout", type=float, default=900, help="give up on a phase after this many seconds")
+    p.add_argument(
+        "--quick", action="store_true", help="a fast smoke run: 100 pods unless --pods says otherwise"
+    )
+    benchlib.add_kcm_argument(p)
+    args = p.parse_args()
+    if args.pods is None:
+        args.pods = 100 if args.quick else 3000
+    args.nodes = args.nodes or max(3, math.ceil(args.pods / PODS_PER_NODE))
+    args.qps = [int(q) for q in args.qps.split(",") if q.strip()]
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    try:
+        check_controllers(benchlib.kcm_command(args))
+    except RuntimeError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+    return benchlib.run(bench(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
