@@ -1,7 +1,8 @@
 """Named health checks, as kube-controller-manager registers one per controller.
 
 A service registers checks (a callable returning an error string, or None when healthy);
-`opsserver` serves them at `/healthz` and `/healthz/<name>`, and heartbeats carry their
+`opsserver` serves them at `/healthz` (`/livez`, `/readyz`: the service's own checks) and
+`/healthz/<name>`, and heartbeats carry their
 results to the coordinator. A watchdog check turns a loop that stops ticking into an
 unhealthy check within its timeout (architecture invariant 7).
 """
@@ -18,9 +19,17 @@ Check = Callable[[], str | None]
 @dataclass
 class Checks:
     checks: dict[str, Check] = field(default_factory=dict)
+    # Checks that report on other processes (the coordinator's per-controller ones): part of
+    # /healthz, as kube-controller-manager aggregates, but never of /livez or /readyz, so a
+    # sick controller does not get the process that reports it restarted or taken off its Service.
+    aggregated: set[str] = field(default_factory=set)
 
-    def add(self, name: str, check: Check) -> None:
+    def add(self, name: str, check: Check, *, aggregated: bool = False) -> None:
         self.checks[name] = check
+        if aggregated:
+            self.aggregated.add(name)
+        else:
+            self.aggregated.discard(name)
 
     def run_one(self, name: str) -> str | None:
         """The check's error, None when healthy; a check that raises is unhealthy."""
@@ -29,8 +38,11 @@ class Checks:
         except Exception as exc:  # a broken check must not take the endpoint down
             return f"check failed: {exc}"
 
-    def run(self) -> dict[str, str | None]:
-        return {name: self.run_one(name) for name in self.checks}
+    def run(self, *, own_only: bool = False) -> dict[str, str | None]:
+        """Every check's result; `own_only` leaves out the aggregated ones."""
+        return {
+            name: self.run_one(name) for name in self.checks if not (own_only and name in self.aggregated)
+        }
 
 
 class Watchdog:

@@ -2,7 +2,8 @@
 
 `/healthz`, `/livez`, `/readyz` answer 200 `ok` or 500 with one `[+]name ok` / `[-]name
 failed: reason` line per check (the format kube-controller-manager uses, `?verbose` or not);
-`/healthz/<check>` answers for one check; `/metrics` is the Prometheus text format of the
+`/livez` and `/readyz` leave out aggregated checks (reports on other processes, see
+`health.Checks`); `/healthz/<check>` answers for one check; `/metrics` is the Prometheus text format of the
 process-wide registry. Services may add routes (the coordinator adds its status API).
 """
 
@@ -31,6 +32,9 @@ def app(checks: Checks) -> web.Application:
     async def all_checks(request: web.Request) -> web.Response:
         return _report(checks.run(), "verbose" in request.query)
 
+    async def own_checks(request: web.Request) -> web.Response:
+        return _report(checks.run(own_only=True), "verbose" in request.query)
+
     async def one_check(request: web.Request) -> web.Response:
         name = request.match_info["name"]
         if name not in checks.checks:
@@ -43,8 +47,10 @@ def app(checks: Checks) -> web.Application:
         return web.Response(body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
 
     application = web.Application()
+    application.router.add_get("/healthz", all_checks)
+    for path in ("/livez", "/readyz"):
+        application.router.add_get(path, own_checks)
     for path in ("/healthz", "/livez", "/readyz"):
-        application.router.add_get(path, all_checks)
         application.router.add_get(path + "/{name}", one_check)
     application.router.add_get("/metrics", metrics)
     return application

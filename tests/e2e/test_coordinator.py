@@ -367,6 +367,10 @@ def test_health_reports_reach_healthz_and_kcm_status(
             done = await asyncio.to_thread(kcm_status, "--url", url)
             assert done.returncode == 1
             assert "unhealthy: r1: loop stuck" in done.stdout
+            # The aggregate is sick, the coordinator itself is not: its probes stay green.
+            assert (await get(f"{url}/healthz"))[0] == 500
+            for probe in ("/livez", "/readyz"):
+                assert (await get(f"{url}{probe}"))[0] == 200, probe
 
             replica.health[CONTROLLER] = None
             await until_async(lambda: _healthz(url, 200), 5, "healthy again")

@@ -366,19 +366,17 @@ def test_pods_are_hardened_probed_and_sized(overlay: str) -> None:
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_probes_and_scrape_annotations_name_the_port_and_paths_the_service_serves(overlay: str) -> None:
-    # kcm_shared.opsserver serves these on --ops-port.
-    served = {"/healthz", "/livez", "/readyz"}
+    # kcm_shared.opsserver serves these on --ops-port; /livez and /readyz are each process's
+    # own checks (the coordinator's aggregate of the controllers' health is /healthz only).
     for w in kcm_workloads(render(f"overlays/{overlay}")):
         name = w["metadata"]["name"]
         c = pod_spec(w)["containers"][0]
         port = ops_port(c)
         (ops,) = [p for p in c["ports"] if p["name"] == "ops"]
         assert ops["containerPort"] == port, name
-        # The coordinator's checks aggregate the controllers' health: it is probed on /metrics.
-        paths = {"/metrics"} if parsed_args(c).command == "coordinator" else served
-        for probe in (c["livenessProbe"], c["readinessProbe"]):
+        for probe, path in ((c["livenessProbe"], "/livez"), (c["readinessProbe"], "/readyz")):
             assert probe["httpGet"]["port"] in ("ops", port), name
-            assert probe["httpGet"]["path"] in paths, name
+            assert probe["httpGet"]["path"] == path, name
         notes = w["spec"]["template"]["metadata"]["annotations"]
         assert notes["prometheus.io/scrape"] == "true", name
         assert notes["prometheus.io/port"] == str(port), name

@@ -3,7 +3,8 @@
 Started by the launcher through `cli.register`. Serves the ops endpoint (health, metrics,
 `/status`) on every replica; only the replica holding the `kcm-coordinator` Lease subscribes
 to `kcm.coord.heartbeat` and so answers replicas, and it registers one `/healthz/<controller>`
-check per controller it has heard of. Standbys answer `/healthz` with a healthy `standby`
+check per controller it has heard of (aggregated: in `/healthz`, never in its own `/livez`
+and `/readyz`). Standbys answer `/healthz` with a healthy `standby`
 check and `/status` with `"leader": false`.
 """
 
@@ -81,7 +82,7 @@ class Service:
 
     def _sync_checks(self) -> None:
         for controller in self.coordinator.controllers - set(self.checks.checks):
-            self.checks.add(controller, self._check(controller))
+            self.checks.add(controller, self._check(controller), aggregated=True)
 
     def _check(self, controller: str) -> health.Check:
         return lambda: self.coordinator.controller_error(controller)
