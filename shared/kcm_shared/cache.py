@@ -144,8 +144,10 @@ class Cache(Generic[T]):
         *,
         keep_raw: bool = False,
         heartbeat: float = 5.0,
+        stream_replicas: int = 1,
     ) -> None:
         self._js = js
+        self._stream_replicas = stream_replicas
         self._nc = nc
         self.resource = resource
         self._view = view
@@ -314,7 +316,7 @@ class Cache(Generic[T]):
             attempt += 1
 
     async def _consume(self) -> None:
-        await natsconn.ensure_object_stream(self._js)
+        await natsconn.ensure_object_stream(self._js, self._stream_replicas)
         inbox = self._nc.new_inbox()
         # Each subscription reports to its own future, so a late message of a dropped
         # subscription can never touch the state of the next one.

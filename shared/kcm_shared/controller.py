@@ -226,7 +226,8 @@ class Manager:
         assert self._js is not None and self._nc is not None
         key = (res, view)
         if key not in self.caches:
-            self.caches[key] = cache.Cache(self._js, self._nc, res, view)
+            replicas = self.args.nats_stream_replicas
+            self.caches[key] = cache.Cache(self._js, self._nc, res, view, stream_replicas=replicas)
             if self._group is not None:  # opened at run time: start it now
                 self._start_cache(key)
         self._users.setdefault(key, set()).add(user)
@@ -439,6 +440,7 @@ class Manager:
                 max_deliveries=self.args.max_deliveries,
                 ack_wait=self.args.ack_wait,
                 stuck_after=self.args.stuck_after,
+                stream_replicas=self.args.nats_stream_replicas,
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)

@@ -39,6 +39,7 @@ class NatsOptions:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    stream_replicas: int = 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,6 +53,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nats-tls-ca", help="CA bundle to verify the NATS server")
     g.add_argument("--nats-tls-cert", help="client certificate for mutual TLS")
     g.add_argument("--nats-tls-key", help="client key for mutual TLS")
+    g.add_argument(
+        "--nats-stream-replicas",
+        type=int,
+        choices=range(1, 6),
+        default=NatsOptions.stream_replicas,
+        metavar="N",
+        help="replicas of each JetStream stream the service declares (1-5; 3 on a three-server "
+        "cluster, so the bus survives losing a server); every service must use the same value",
+    )
 
 
 def from_args(args: argparse.Namespace) -> NatsOptions:
@@ -65,6 +75,7 @@ def from_args(args: argparse.Namespace) -> NatsOptions:
         tls_ca=args.nats_tls_ca,
         tls_cert=args.nats_tls_cert,
         tls_key=args.nats_tls_key,
+        stream_replicas=args.nats_stream_replicas,
     )
 
 
@@ -138,7 +149,7 @@ async def _ensure(js: JetStreamContext, config: api.StreamConfig) -> None:
         await js.update_stream(config)
 
 
-async def ensure_object_stream(js: JetStreamContext) -> None:
+async def ensure_object_stream(js: JetStreamContext, replicas: int = 1) -> None:
     await _ensure(
         js,
         api.StreamConfig(
@@ -150,11 +161,12 @@ async def ensure_object_stream(js: JetStreamContext) -> None:
             discard=api.DiscardPolicy.OLD,
             allow_msg_ttl=True,
             allow_direct=True,
+            num_replicas=replicas,
         ),
     )
 
 
-async def ensure_work_stream(js: JetStreamContext, controller: str) -> None:
+async def ensure_work_stream(js: JetStreamContext, controller: str, replicas: int = 1) -> None:
     """One pending message per key: re-adding a pending key replaces it (coalescing)."""
     await _ensure(
         js,
@@ -165,11 +177,12 @@ async def ensure_work_stream(js: JetStreamContext, controller: str) -> None:
             retention=api.RetentionPolicy.WORK_QUEUE,
             max_msgs_per_subject=1,
             discard=api.DiscardPolicy.OLD,
+            num_replicas=replicas,
         ),
     )
 
 
-async def ensure_dlq_stream(js: JetStreamContext) -> None:
+async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1) -> None:
     await _ensure(
         js,
         api.StreamConfig(
@@ -178,5 +191,6 @@ async def ensure_dlq_stream(js: JetStreamContext) -> None:
             storage=api.StorageType.FILE,
             retention=api.RetentionPolicy.LIMITS,
             max_age=7 * 24 * 3600.0,
+            num_replicas=replicas,
         ),
     )

@@ -414,6 +414,10 @@ def test_nats_is_a_statefulset_with_jetstream_on_volumes_three_in_production() -
         assert re.search(r"jetstream\s*\{\s*store_dir:\s*/data", conf)
         routes = re.findall(r"nats://kcm-nats-(\d)\.kcm-nats-headless:6222", conf)
         assert sorted(int(r) for r in routes) == (list(range(replicas)) if replicas > 1 else [])
+        # Every service declares streams: each keeps as many copies as there are servers.
+        for w in kcm_workloads(objs):
+            args = parsed_args(pod_spec(w)["containers"][0])
+            assert args.nats_stream_replicas == replicas, (overlay, w["metadata"]["name"])
 
 
 def test_only_kcm_pods_reach_nats() -> None:

@@ -20,12 +20,12 @@ from kcm_watcher import discovery, publisher, supervisor
 log = logging.getLogger("kcm.watcher")
 
 
-async def _declare_stream(js: JetStreamContext) -> None:
+async def _declare_stream(js: JetStreamContext, replicas: int) -> None:
     # A freshly started nats-server may take a moment before JetStream answers.
     attempt = 0
     while True:
         try:
-            await natsconn.ensure_object_stream(js)
+            await natsconn.ensure_object_stream(js, replicas)
             return
         except (nats.errors.Error, TimeoutError) as exc:
             log.warning(
@@ -41,7 +41,7 @@ async def run(args: argparse.Namespace) -> None:
     nc = await natsconn.connect(natsconn.from_args(args), name=f"kcm-watcher:{args.instance}")
     try:
         js = nc.jetstream()
-        await _declare_stream(js)
+        await _declare_stream(js, args.nats_stream_replicas)
         pub = publisher.Publisher(nc, window=args.publish_window)
         sup = supervisor.Supervisor(
             client,

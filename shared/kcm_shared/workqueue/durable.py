@@ -123,6 +123,7 @@ class DurableQueue:
         fetch_wait: float = 1.0,
         drain_timeout: float = 10.0,
         stuck_after: float = 120.0,
+        stream_replicas: int = 1,
     ) -> None:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
@@ -147,6 +148,7 @@ class DurableQueue:
         self._fetch_wait = fetch_wait
         self._drain_timeout = drain_timeout
         self._stream = subjects.work_stream(controller)
+        self._stream_replicas = stream_replicas
         self._consumer_prefix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in controller)
         self._queue: queue.WorkQueue[str] = queue.WorkQueue(controller)
         self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
@@ -160,8 +162,8 @@ class DurableQueue:
 
     async def setup(self) -> None:
         """Declare the work stream and the dead-letter stream (idempotent)."""
-        await natsconn.ensure_work_stream(self._js, self._controller)
-        await natsconn.ensure_dlq_stream(self._js)
+        await natsconn.ensure_work_stream(self._js, self._controller, self._stream_replicas)
+        await natsconn.ensure_dlq_stream(self._js, self._stream_replicas)
 
     async def add(self, key: str, partitions: int) -> None:
         """Enqueue `key` durably; returns once JetStream stored it.

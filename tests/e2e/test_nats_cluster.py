@@ -1,0 +1,128 @@
+"""The bus on a three-server NATS cluster with `--nats-stream-replicas 3` (k8s/overlays/production).
+
+Three real nats-servers form a JetStream cluster; a real watcher and a real controller replica
+declare their streams with three replicas; with one server killed, a change still reaches the
+object stream (two of three is a quorum).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import nats.errors
+import pytest
+import uvloop
+from kcm_cli import natsd
+from kcm_shared import subjects
+from nats.js.errors import Error as JetStreamError
+
+from tests.conftest import ApiServer, NatsProc, wait_for
+from tests.e2e import bus_stack
+
+CONFIGMAPS = subjects.Resource("", "v1", "configmaps")
+STREAMS = (subjects.OBJECTS_STREAM, subjects.work_stream("probe-controller"), subjects.DLQ_STREAM)
+
+
+def start_cluster(workdir: Path, size: int = 3) -> list[NatsProc]:
+    routes = [natsd.free_port() for _ in range(size)]
+    servers = []
+    for i in range(size):
+        planned = natsd.plan(workdir / f"n{i}" / "jetstream")
+        others = ",".join(f"nats://127.0.0.1:{p}" for j, p in enumerate(routes) if j != i)
+        args = [*planned.args(), "-n", f"n{i}", "--cluster_name", "kcm"]
+        args += ["--cluster", f"nats://127.0.0.1:{routes[i]}", "--routes", others]
+        server = NatsProc(planned.url, planned.port, planned.store_dir, args, workdir / f"n{i}.log")
+        server.start()
+        servers.append(server)
+    return servers
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[NatsProc]]:
+    servers = start_cluster(tmp_path)
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+async def stream_replicas(url: str) -> dict[str, int]:
+    """Each stream's configured replicas and how many servers hold it (leader + peers)."""
+    nc = await nats.connect(url.split(","), connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(timeout=2)
+        out = {}
+        for name in STREAMS:
+            try:
+                info = await js.stream_info(name)
+            except (JetStreamError, nats.errors.TimeoutError):
+                continue  # not declared yet, or the cluster still electing its leaders
+            held = 1 + len(info.cluster.replicas or []) if info.cluster else 1
+            out[name] = min(info.config.num_replicas or 1, held)
+        return out
+    finally:
+        await nc.close()
+
+
+async def last_object(url: str, name: str) -> bool:
+    nc = await nats.connect(url.split(","), connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(timeout=2)
+        subject = subjects.object_subject(CONFIGMAPS, "default", name)
+        try:
+            await js.get_last_msg(subjects.OBJECTS_STREAM, subject)
+        except (JetStreamError, nats.errors.TimeoutError):
+            return False
+        return True
+    finally:
+        await nc.close()
+
+
+def test_streams_are_replicated_and_survive_losing_a_server(
+    apiserver: ApiServer, cluster: list[NatsProc], tmp_path: Path
+) -> None:
+    url = ",".join(s.url for s in cluster)
+    bus = NatsProc(url, cluster[0].port, cluster[0].store_dir, [], tmp_path / "unused.log")
+    stack = bus_stack.Stack(apiserver, bus, tmp_path, tmp_path / "probe.jsonl")
+    try:
+        replicas = ["--nats-stream-replicas", "3"]
+        stack._proc("watcher-0", ["watcher", "--resources", "v1/configmaps", *replicas]).start()
+        stack.probe("probe-0", *replicas)
+
+        def replicated() -> dict[str, int] | None:
+            got = uvloop.run(stream_replicas(url))
+            return got if got == dict.fromkeys(STREAMS, 3) else None
+
+        wait_for(replicated, 60, 0.5, "three replicas of every stream")
+
+        cluster[2].kill()
+        survivors = ",".join(s.url for s in cluster[:2])
+        apiserver.kubectl("create", "configmap", "after-loss")
+        wait_for(
+            lambda: uvloop.run(last_object(survivors, "after-loss")),
+            60,
+            0.5,
+            "a change published with one server of three gone",
+        )
+    except BaseException:
+        print(stack.logs())
+        raise
+    finally:
+        stack.stop()
+
+
+def test_replicas_beyond_a_single_server_fail_with_the_servers_reason(nats_server: NatsProc) -> None:
+    from kcm_shared import natsconn
+
+    async def body() -> str:
+        nc = await nats.connect(nats_server.url)
+        try:
+            with pytest.raises(JetStreamError) as err:
+                await asyncio.wait_for(natsconn.ensure_dlq_stream(nc.jetstream(), replicas=3), 10)
+            return str(err.value)
+        finally:
+            await nc.close()
+
+    assert "replicas > 1 not supported in non-clustered mode" in uvloop.run(body())
