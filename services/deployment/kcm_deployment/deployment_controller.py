@@ -300,11 +300,15 @@ class DeploymentSync:
         if util.has_progress_deadline(d) and util.get_condition(d.status, util.PROGRESSING) is None:
             # A deadline set on a deployment that never had one: its clock starts now.
             msg = f'Found new replica set "{existing.metadata.name}"'
-            util.set_condition(
-                d.status, util.new_condition(util.PROGRESSING, "True", util.FOUND_NEW_RS, msg, now)
-            )
-            d = await self._write_status(d, d.status)
+            d = await self._progressing(d, util.FOUND_NEW_RS, msg, now)
         return d, existing
+
+    async def _progressing(
+        self, d: views.Deployment, reason: str, msg: str, now: dt.datetime
+    ) -> views.Deployment:
+        """Write Progressing=True with `reason` at once (upstream writes it with the new RS)."""
+        util.set_condition(d.status, util.new_condition(util.PROGRESSING, "True", reason, msg, now))
+        return await self._write_status(d, d.status)
 
     async def _create_replica_set(
         self, d: views.Deployment, old: list[views.ReplicaSet], new_revision: int
@@ -370,11 +374,7 @@ class DeploymentSync:
             )
         d = await self._set_revision(d, str(new_revision))
         if not already_exists and util.has_progress_deadline(d):
-            msg = f'Created new replica set "{name}"'
-            util.set_condition(
-                d.status, util.new_condition(util.PROGRESSING, "True", util.NEW_RS_CREATED, msg, now)
-            )
-            d = await self._write_status(d, d.status)
+            d = await self._progressing(d, util.NEW_RS_CREATED, f'Created new replica set "{name}"', now)
         return d, created
 
     async def _existing_is_ours(
