@@ -8,6 +8,8 @@ object stream (two of three is a quorum).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,11 +28,21 @@ CONFIGMAPS = subjects.Resource("", "v1", "configmaps")
 STREAMS = (subjects.OBJECTS_STREAM, subjects.work_stream("probe-controller"), subjects.DLQ_STREAM)
 
 
+def distinct_ports(count: int) -> list[int]:
+    """Free ports, all different: each socket stays bound until every port is chosen."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 def start_cluster(workdir: Path, size: int = 3) -> list[NatsProc]:
-    routes = [natsd.free_port() for _ in range(size)]
+    ports = distinct_ports(2 * size)
+    clients, routes = ports[:size], ports[size:]
     servers = []
     for i in range(size):
-        planned = natsd.plan(workdir / f"n{i}" / "jetstream")
+        planned = natsd.plan(workdir / f"n{i}" / "jetstream", clients[i])
         others = ",".join(f"nats://127.0.0.1:{p}" for j, p in enumerate(routes) if j != i)
         args = [*planned.args(), "-n", f"n{i}", "--cluster_name", "kcm"]
         args += ["--cluster", f"nats://127.0.0.1:{routes[i]}", "--routes", others]
