@@ -75,7 +75,10 @@ async def run(opts: Options) -> None:
             )
             group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
     finally:
-        await kubelet.stop()
-        if runner is not None:
-            await runner.cleanup()
-        await client.close()
+        try:
+            await kubelet.stop()
+            if runner is not None:
+                await runner.cleanup()
+        finally:
+            # Even when stopping is itself interrupted (a second Ctrl-C), leave no open connections.
+            await client.close()
