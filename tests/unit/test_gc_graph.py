@@ -272,3 +272,32 @@ def test_absent_owner_cache_is_bounded() -> None:
         g.mark_absent(ident("x", f"u{i}"))
     assert not g.known_absent(ident("x", "u0"))
     assert g.known_absent(ident("x", f"u{graph.ABSENT_OWNER_CACHE_SIZE + 9}"))
+
+
+def test_a_virtual_owner_goes_with_its_last_dependent() -> None:
+    # Replicas that do not own the owner's key never verify it: its dependents leaving must
+    # still free the node, or every replica but one would keep it forever.
+    g = graph.Graph()
+    g.observe(DEP, meta(DEP, ref(OWNER)))
+    g.observe(DEP2, meta(DEP2, ref(OWNER)))
+    g.observe_delete(DEP)
+    assert g.get(OWNER.uid) is not None
+    g.observe(DEP2, meta(DEP2), meta(DEP2, ref(OWNER)))  # reference removed
+    assert g.get(OWNER.uid) is None
+    assert len(g) == 1
+
+
+def test_an_observed_owner_stays_when_its_dependents_go() -> None:
+    g = graph.Graph()
+    g.observe(OWNER, meta(OWNER))
+    g.observe(DEP, meta(DEP, ref(OWNER)))
+    g.observe_delete(DEP)
+    owner = g.get(OWNER.uid)
+    assert owner is not None and not owner.dependents
+
+
+def test_effects_queue_each_uid_once() -> None:
+    fx = graph.Effects()
+    for uid in ("a", "b", "a", "c", "b"):
+        fx.delete(uid)
+    assert fx.to_delete == ["a", "b", "c"]

@@ -50,6 +50,7 @@ log = logging.getLogger("kcm.garbagecollector")
 
 DISCOVERY_PERIOD = 30.0  # upstream's --garbage-collector resync of monitors
 PUBLISHED_POLL = 2.0  # seconds between looks for resources the watcher newly publishes
+HAND_OFF_WINDOW = 64  # work items published at once while fanning out
 VIRTUAL_RECHECK = 30.0  # an owner that exists but was not observed yet is looked at again
 IGNORED = frozenset({("", "events"), ("events.k8s.io", "events")})  # upstream ignoredResources
 NEEDED_VERBS = ("delete", "list", "watch")
@@ -107,10 +108,11 @@ class GarbageCollector:
                 if published != known or loop.time() - since >= DISCOVERY_PERIOD:
                     await self.sync_monitors(published)
                     known, since = published, loop.time()
+                # Ready (and so caught up, then given partitions) only once resources are followed.
+                self.ready.set()
             except Exception as exc:
                 SYNC_ERRORS.inc()
                 log.warning("garbage collector resources sync failed", extra={"error": repr(exc)})
-            self.ready.set()
             await asyncio.sleep(PUBLISHED_POLL)
 
     async def sync_monitors(self, published: set[subjects.Resource]) -> None:
@@ -181,10 +183,15 @@ class GarbageCollector:
             return durable.Result(requeue_after=DISCOVERY_PERIOD)
 
     async def _hand_off(self, fx: graph.Effects) -> None:
-        for uid in fx.to_delete:
-            await self.ctx.hand_off(work_key(DELETE, uid))
-        for uid in fx.to_orphan:
-            await self.ctx.hand_off(work_key(ORPHAN, uid))
+        await self._hand_off_keys(
+            [work_key(DELETE, uid) for uid in fx.to_delete] + [work_key(ORPHAN, uid) for uid in fx.to_orphan]
+        )
+
+    async def _hand_off_keys(self, keys: list[str]) -> None:
+        """Enqueue `keys` durably, a window at a time: one JetStream ack per key in turn made
+        a foreground deletion of thousands of dependents crawl."""
+        for start in range(0, len(keys), HAND_OFF_WINDOW):
+            await asyncio.gather(*(self.ctx.hand_off(key) for key in keys[start : start + HAND_OFF_WINDOW]))
 
     def _report_invalid_namespace(self, node: graph.Node) -> None:
         for ref in node.invalid_namespace_refs:
@@ -294,9 +301,9 @@ class GarbageCollector:
             log.info("remove DeleteDependents finalizer for item", extra={"item": str(node.identity)})
             await self._remove_finalizer(node.identity, graph.FOREGROUND)
             return
-        for dep in blocking:
-            if not dep.deleting_dependents:
-                await self.ctx.hand_off(work_key(DELETE, dep.uid))
+        # A dependent already being deleted (and not itself waiting for dependents) is a no-op
+        # for attemptToDelete; its disappearance brings this owner back.
+        await self._hand_off_keys([work_key(DELETE, dep.uid) for dep in blocking if not dep.being_deleted])
 
     async def _attempt_to_orphan(self, owner: graph.Node) -> None:
         if not owner.orphaning:
@@ -323,7 +330,7 @@ class GarbageCollector:
     async def _get(self, identity: graph.Identity) -> Live | None:
         """The live object with this identity; None when absent or replaced (another uid)."""
         api = self.mapper.for_kind(identity.api_version, identity.kind)
-        latest = await self._get_path(api, identity.namespace if api.namespaced else "", identity.name)
+        latest = await self._get_path(api, _namespace(api, identity), identity.name)
         if latest is None or latest.metadata.uid != identity.uid:
             return None
         return latest
@@ -331,9 +338,22 @@ class GarbageCollector:
     async def _delete(self, identity: graph.Identity, latest: Live, policy: str) -> None:
         log.info("deleting item", extra={"item": str(identity), "propagationPolicy": policy})
         api = self.mapper.for_kind(identity.api_version, identity.kind)
+        path = self._path(api, _namespace(api, identity), identity.name)
         options = _delete_options(policy, identity.uid, latest.metadata.resource_version)
         try:
-            await self.client.delete(self._path(api, identity.namespace, identity.name), options)
+            try:
+                await self.client.delete(path, options)
+            except kubeclient.ApiError as exc:
+                if exc.code != 409 or not latest.metadata.resource_version:
+                    raise
+                # Changed since it was read (upstream deleteObject): gone is done; with the same
+                # owner references the decision stands, so delete without the version.
+                now = await self._get(identity)
+                if now is None:
+                    return
+                if now.metadata.owner_references != latest.metadata.owner_references:
+                    raise
+                await self.client.delete(path, _delete_options(policy, identity.uid, ""))
         except kubeclient.ApiError as exc:
             if not exc.not_found:
                 raise
@@ -344,10 +364,11 @@ class GarbageCollector:
         write them with a merge patch that carries the resourceVersion read: a concurrent change
         makes it conflict, and the whole step is retried on fresh state."""
         api = self.mapper.for_kind(identity.api_version, identity.kind)
-        path = self._path(api, identity.namespace, identity.name)
+        namespace = _namespace(api, identity)
+        path = self._path(api, namespace, identity.name)
 
         async def attempt() -> None:
-            latest = await self._get_path(api, identity.namespace, identity.name)
+            latest = await self._get_path(api, namespace, identity.name)
             if latest is None or latest.metadata.uid != identity.uid:
                 return  # gone: nothing to change
             fields = change(latest.metadata)
@@ -378,6 +399,12 @@ class GarbageCollector:
             return {"finalizers": [f for f in meta.finalizers if f != finalizer]}
 
         await self._update_metadata(identity, change)
+
+
+def _namespace(api: discovery.ApiResource, identity: graph.Identity) -> str:
+    """Where to find the object: a cluster-scoped kind has no namespace, whatever a dependent's
+    reference implied (upstream resourceDefaultNamespace)."""
+    return identity.namespace if api.namespaced else ""
 
 
 def _unblocked(refs: list[codec.OwnerReference]) -> list[codec.OwnerReference]:

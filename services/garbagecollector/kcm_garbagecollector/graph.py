@@ -87,9 +87,12 @@ class Effects:
 
     to_delete: list[str] = field(default_factory=list)
     to_orphan: list[str] = field(default_factory=list)
+    # What to_delete holds, for O(1) de-duplication when an owner has thousands of dependents.
+    _queued: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def delete(self, uid: str) -> None:
-        if uid not in self.to_delete:
+        if uid not in self._queued:
+            self._queued.add(uid)
             self.to_delete.append(uid)
 
 
@@ -177,9 +180,7 @@ class Graph:
                 node.owners = list(meta.owner_references)
                 self._add_dependent_to_owners(node, added, fx)
                 for ref in removed:
-                    owner = self.nodes.get(ref.uid)
-                    if owner is not None:
-                        owner.dependents.discard(node.uid)
+                    self._drop_dependent(ref.uid, node.uid)
             if meta.deletion_timestamp is not None:
                 node.being_deleted = True
         node.orphaning = meta.deletion_timestamp is not None and ORPHAN in meta.finalizers
@@ -319,9 +320,7 @@ class Graph:
     def _remove(self, node: Node, identity: Identity, fx: Effects) -> None:
         del self.nodes[node.uid]
         for ref in node.owners:
-            owner = self.nodes.get(ref.uid)
-            if owner is not None:
-                owner.dependents.discard(node.uid)
+            self._drop_dependent(ref.uid, node.uid)
         if node.dependents:
             self.mark_absent(identity)
         for uid in sorted(node.dependents):
@@ -330,6 +329,19 @@ class Graph:
             owner = self.nodes.get(ref.uid)
             if owner is not None and owner.deleting_dependents:
                 fx.delete(owner.uid)  # maybe its last blocking dependent is gone
+
+    def _drop_dependent(self, owner_uid: str, dependent_uid: str) -> None:
+        """Forget one dependent of an owner, and a virtual owner nothing refers to any more.
+
+        Only the replica owning an owner's key verifies a virtual node (and removes it when the
+        owner is absent); the others drop it here once its last dependent is gone.
+        """
+        owner = self.nodes.get(owner_uid)
+        if owner is None:
+            return
+        owner.dependents.discard(dependent_uid)
+        if owner.virtual and not owner.dependents:
+            del self.nodes[owner_uid]
 
     def _partition_dependents(self, node: Node, identity: Identity) -> tuple[list[Node], list[Node]]:
         """Dependents whose reference matches `identity`, and the others."""
