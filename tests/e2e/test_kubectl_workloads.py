@@ -509,6 +509,25 @@ def test_a_later_delete_changes_the_propagation_policy(apiserver: ApiServer) -> 
     assert "NotFound" in apiserver.kubectl("get", "deployment", "del-switch", check=False)
 
 
+def test_a_background_delete_drops_the_gc_finalizer_of_a_pod_in_its_grace_period(
+    apiserver: ApiServer,
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "graceful"},
+        "spec": {"nodeName": "somewhere", "containers": [{"name": "c", "image": "nginx"}]},
+    }
+    apiserver.kubectl("create", "-f", "-", input=json.dumps(pod))
+    apiserver.kubectl("delete", "pod", "graceful", "--cascade=foreground", "--wait=false")
+    assert get(apiserver, "pod", "graceful")["metadata"]["finalizers"] == ["foregroundDeletion"]
+    apiserver.kubectl("delete", "pod", "graceful", "--cascade=background", "--wait=false")
+    # Still there for its grace period (a kubelet finishes it), but no longer waiting on the GC.
+    meta = get(apiserver, "pod", "graceful")["metadata"]
+    assert meta.get("deletionTimestamp") and "finalizers" not in meta, meta
+    apiserver.kubectl("delete", "pod", "graceful", "--grace-period=0", "--force")
+
+
 def test_server_dry_run_create_stores_nothing_and_has_no_version(apiserver: ApiServer) -> None:
     out = apiserver.kubectl_json(
         "create", "deployment", "dry", "--image=nginx", "--replicas=3", "--dry-run=server"

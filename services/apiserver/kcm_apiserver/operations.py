@@ -585,6 +585,8 @@ class Api:
             return self.to_served(rt, final), True
         if finalizers:
             nmeta["finalizers"] = finalizers
+        else:
+            nmeta.pop("finalizers", None)  # e.g. a Background delete dropped a GC finalizer
         if not nmeta.get("deletionTimestamp"):
             deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=grace)
             nmeta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -32,8 +32,8 @@ def admit_pod_create(store: Store, namespace: str, pod: Obj) -> None:
     ]
     if not limits:
         return
-    used = sum(
-        1 for p in store.list("/pods", namespace) if (p.get("status") or {}).get("phase") not in _TERMINAL
+    used = store.count_where(
+        "/pods", namespace, lambda p: (p.get("status") or {}).get("phase") not in _TERMINAL
     )
     exceeded = [(name, key, hard) for name, key, hard in limits if used + 1 > hard]
     if not exceeded:

@@ -117,6 +117,10 @@ class Store:
             return len(self._objects[key])
         return sum(1 for k in self._objects[key] if k[0] == namespace)
 
+    def count_where(self, key: str, namespace: str, predicate: Callable[[Obj], bool]) -> int:
+        """How many objects of a namespace satisfy `predicate` (no copy, no sort)."""
+        return sum(1 for (ns, _), obj in self._objects[key].items() if ns == namespace and predicate(obj))
+
     def keys(self) -> Iterable[str]:
         return list(self._objects)
 

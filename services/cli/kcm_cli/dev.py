@@ -160,7 +160,6 @@ async def run(opts: DevOptions) -> None:
         if opts.nodes > 0:
             sim = simulator_main.Options(kubeconfig=opts.kubeconfig_out, nodes=opts.nodes, control_port=None)
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
-        if opts.nodes > 0:
             say(f"simulator with {opts.nodes} nodes")
         async with asyncio.timeout(READY_TIMEOUT):
             for name, url in (
