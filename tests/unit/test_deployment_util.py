@@ -513,6 +513,24 @@ def test_template_hash_is_stable_safe_and_depends_on_collisions() -> None:
             True,
         ),  # empty == absent
         (TEMPLATE, {**TEMPLATE, "metadata": {"labels": {"app": "x"}, "annotations": {"a": "b"}}}, False),
+        # A plain field's zero value is the same as its absence (Go decodes them alike) ...
+        (TEMPLATE, {**TEMPLATE, "spec": {**TEMPLATE["spec"], "hostNetwork": False}}, True),
+        (TEMPLATE, {**TEMPLATE, "spec": {**TEMPLATE["spec"], "nodeName": ""}}, True),
+        # ... but a pointer field set to false or 0 is a change to roll out.
+        (TEMPLATE, {**TEMPLATE, "spec": {**TEMPLATE["spec"], "automountServiceAccountToken": False}}, False),
+        (
+            {**TEMPLATE, "spec": {**TEMPLATE["spec"], "securityContext": {"runAsUser": 1000}}},
+            {**TEMPLATE, "spec": {**TEMPLATE["spec"], "securityContext": {"runAsUser": 0}}},
+            False,
+        ),
+        (
+            TEMPLATE,
+            {
+                **TEMPLATE,
+                "spec": {**TEMPLATE["spec"], "securityContext": {"allowPrivilegeEscalation": False}},
+            },
+            False,
+        ),
     ],
 )
 def test_equal_ignore_hash(a: dict[str, Any], b: dict[str, Any], equal: bool) -> None:

@@ -19,13 +19,14 @@ Registered by the launcher as `SPEC` (services/cli/kcm_cli/controllers.py).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-from kcm_shared import cache, codec, controller, controllerref, events, kubeclient, selectors
+from kcm_shared import cache, codec, controller, controllerref, events, kubeclient, podcontrol, selectors
 from kcm_shared.workqueue import durable
 
 from kcm_deployment import util, views
@@ -360,13 +361,17 @@ class DeploymentSync:
                 if created is None:
                     await self._record_collision(d)
                     raise
+            elif podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
+                raise  # every create fails until the namespace is gone: nothing to report
             else:
                 msg = f'Failed to create new replica set "{name}": {exc}'
                 if util.has_progress_deadline(d):
                     cond = util.new_condition(util.PROGRESSING, "False", util.FAILED_RS_CREATE, msg, now)
                     util.set_condition(d.status, cond)
-                    await self._write_status(d, d.status)
-                self.recorder.event(d, events.WARNING, "FailedCreate", msg)
+                    # The create's failure is the one to report, not this write's.
+                    with contextlib.suppress(kubeclient.ApiError):
+                        await self._write_status(d, d.status)
+                self.recorder.event(d, events.WARNING, util.FAILED_RS_CREATE, msg)
                 raise
         if not already_exists and replicas > 0:
             self.recorder.event(

@@ -256,10 +256,51 @@ def template_hash(template: dict[str, Any], collision_count: int | None) -> str:
     return "".join(_SAFE_ALPHABET[ord(ch) % len(_SAFE_ALPHABET)] for ch in str(_fnv32a(data)))
 
 
+# Fields of a pod template that Go declares as pointers: for these, false, 0 and "" are set
+# values, different from absent (automountServiceAccountToken: false is a change to roll out).
+_POINTER_FIELDS = frozenset(
+    {
+        "activeDeadlineSeconds",
+        "allowPrivilegeEscalation",
+        "automountServiceAccountToken",
+        "defaultMode",
+        "enableServiceLinks",
+        "fsGroup",
+        "fsGroupChangePolicy",
+        "hostUsers",
+        "minDomains",
+        "optional",
+        "preemptionPolicy",
+        "priority",
+        "privileged",
+        "procMount",
+        "readOnlyRootFilesystem",
+        "restartPolicy",
+        "runAsGroup",
+        "runAsNonRoot",
+        "runAsUser",
+        "runtimeClassName",
+        "setHostnameAsFQDN",
+        "shareProcessNamespace",
+        "terminationGracePeriodSeconds",
+        "tolerationSeconds",
+    }
+)
+
+
 def _semantic(value: Any) -> Any:
-    # Go decodes an absent field and its zero value alike; compare JSON the same way.
+    # Go decodes an absent field and the zero value of a plain (non-pointer) field alike, and
+    # an empty map or list like a missing one; compare JSON the same way.
     if isinstance(value, dict):
-        return {k: _semantic(v) for k, v in value.items() if v not in (None, "", 0, False, {}, [])}
+        out = {}
+        for k, v in value.items():
+            v = _semantic(v)
+            if v is None or v == {} or v == []:
+                continue
+            if k not in _POINTER_FIELDS and v in ("", 0, False):
+                continue
+            out[k] = v
+        return out
     if isinstance(value, list):
         return [_semantic(v) for v in value]
     return value
