@@ -208,6 +208,7 @@ class Manager:
     def __init__(self, specs: Sequence[Spec], args: argparse.Namespace) -> None:
         self.specs = list(specs)
         self.args = args
+        self._nats = natsconn.from_args(args)
         self.checks = health.Checks()
         self.caches: dict[tuple[subjects.Resource, type[Any]], cache.Cache[Any]] = {}
         self.running: dict[str, _Running] = {}
@@ -226,7 +227,7 @@ class Manager:
         assert self._js is not None and self._nc is not None
         key = (res, view)
         if key not in self.caches:
-            replicas = self.args.nats_stream_replicas
+            replicas = self._nats.stream_replicas
             self.caches[key] = cache.Cache(self._js, self._nc, res, view, stream_replicas=replicas)
             if self._group is not None:  # opened at run time: start it now
                 self._start_cache(key)
@@ -380,7 +381,7 @@ class Manager:
     async def run(self) -> None:
         args = self.args
         tracing.setup("controllers")
-        nc = await natsconn.connect(natsconn.from_args(args), f"kcm-controllers-{args.instance}")
+        nc = await natsconn.connect(self._nats, f"kcm-controllers-{args.instance}")
         self._js = nc.jetstream()
         self._nc = nc
         runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
@@ -440,7 +441,7 @@ class Manager:
                 max_deliveries=self.args.max_deliveries,
                 ack_wait=self.args.ack_wait,
                 stuck_after=self.args.stuck_after,
-                stream_replicas=self.args.nats_stream_replicas,
+                stream_replicas=self._nats.stream_replicas,
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)

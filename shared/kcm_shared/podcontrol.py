@@ -83,7 +83,9 @@ def pod_from_template(template: PodTemplate, owner_name: str, ref: codec.OwnerRe
 
 def error_message(exc: BaseException) -> str:
     """What Go's err.Error() shows: the API server's message for an API error."""
-    return exc.message if isinstance(exc, kubeclient.ApiError) and exc.message else str(exc)
+    if isinstance(exc, kubeclient.ApiError) and exc.message:
+        return exc.message
+    return str(exc) or type(exc).__name__  # a bare TimeoutError says nothing by itself
 
 
 def has_status_cause(exc: BaseException, cause: str) -> bool:
@@ -120,7 +122,7 @@ class RealPodControl:
         pod = pod_from_template(template, owner.metadata.name, ref)
         try:
             created = await self._client.create(kubeclient.resource_path(*PODS_PATH, namespace), pod)
-        except kubeclient.ApiError as exc:
+        except Exception as exc:  # a timeout or a reset connection is a failed create too
             # A namespace being deleted refuses every create: upstream stays quiet about it.
             if not has_status_cause(exc, NAMESPACE_TERMINATING_CAUSE):
                 self._recorder.event(
@@ -135,8 +137,8 @@ class RealPodControl:
         log.info("deleting pod", extra={"owner": codec.key_of(owner), "pod": f"{namespace}/{name}"})
         try:
             await self._client.delete(kubeclient.resource_path(*PODS_PATH, namespace, name))
-        except kubeclient.ApiError as exc:
-            if not exc.not_found:
+        except Exception as exc:
+            if not (isinstance(exc, kubeclient.ApiError) and exc.not_found):
                 self._recorder.event(
                     owner, events.WARNING, FAILED_DELETE, f"Error deleting: {error_message(exc)}"
                 )

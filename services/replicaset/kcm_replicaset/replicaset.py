@@ -96,13 +96,14 @@ class ReplicaSetController:
     # --- lookups ---------------------------------------------------------------------------
 
     def selector(self, rs: status.ReplicaSetView) -> selectors.LabelSelector:
-        """The parsed spec.selector, memoised per resourceVersion; raises SelectorError."""
+        """The parsed spec.selector, memoised per uid (apps/v1 selectors are immutable, and a
+        resourceVersion changes with every status write); raises SelectorError."""
         key = codec.key_of(rs)
         memo = self._selectors.get(key)
-        if memo is not None and memo[0] == rs.metadata.resource_version:
+        if memo is not None and memo[0] == rs.metadata.uid:
             return memo[1]
         parsed = selectors.label_selector_from_dict(rs.spec.selector)
-        self._selectors[key] = (rs.metadata.resource_version, parsed)
+        self._selectors[key] = (rs.metadata.uid, parsed)
         return parsed
 
     def resolve(self, namespace: str, ref: codec.OwnerReference) -> status.ReplicaSetView | None:

@@ -38,10 +38,11 @@ async def _declare_stream(js: JetStreamContext, replicas: int) -> None:
 async def run(args: argparse.Namespace) -> None:
     tracing.setup("watcher")
     client = flags.kube_client(args, user_agent="kcm-watcher")
-    nc = await natsconn.connect(natsconn.from_args(args), name=f"kcm-watcher:{args.instance}")
+    nats_opts = natsconn.from_args(args)
+    nc = await natsconn.connect(nats_opts, name=f"kcm-watcher:{args.instance}")
     try:
         js = nc.jetstream()
-        await _declare_stream(js, args.nats_stream_replicas)
+        await _declare_stream(js, nats_opts.stream_replicas)
         pub = publisher.Publisher(nc, window=args.publish_window)
         sup = supervisor.Supervisor(
             client,
