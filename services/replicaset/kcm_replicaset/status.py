@@ -20,8 +20,6 @@ import msgspec
 from kcm_shared import codec, podcontrol, podranking
 
 REPLICA_FAILURE = "ReplicaFailure"
-FAILED_CREATE = "FailedCreate"
-FAILED_DELETE = "FailedDelete"
 
 
 class ReplicaSetSpec(codec.View):
@@ -85,7 +83,7 @@ def calculate_status(
     failure = get_condition(rs.status, REPLICA_FAILURE)
     if manage_error is not None and failure is None:
         diff = len(pods) - rs.spec.replicas
-        reason = FAILED_CREATE if diff < 0 else FAILED_DELETE if diff > 0 else ""
+        reason = podcontrol.FAILED_CREATE if diff < 0 else podcontrol.FAILED_DELETE if diff > 0 else ""
         conditions.append(
             ReplicaSetCondition(
                 type=REPLICA_FAILURE,
