@@ -47,8 +47,13 @@ def start_cluster(workdir: Path, size: int = 3) -> list[NatsProc]:
         args = [*planned.args(), "-n", f"n{i}", "--cluster_name", "kcm"]
         args += ["--cluster", f"nats://127.0.0.1:{routes[i]}", "--routes", others]
         server = NatsProc(planned.url, planned.port, planned.store_dir, args, workdir / f"n{i}.log")
-        server.start()
         servers.append(server)
+        try:
+            server.start()
+        except BaseException:
+            for started in servers:
+                started.stop()  # never leave the servers already up running past the test
+            raise
     return servers
 
 
