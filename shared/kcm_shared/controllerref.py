@@ -72,6 +72,37 @@ def _once(fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
     return wrapper
 
 
+def resolve(
+    get: Callable[[str, str], T | None], namespace: str, ref: codec.OwnerReference | None, kind: str
+) -> T | None:
+    """The cached owner (`get(namespace, name)`) a controllerRef names, if it is still that
+    object: same kind, same uid (upstream resolveControllerRef)."""
+    if ref is None or ref.kind != kind:
+        return None
+    owner = get(namespace, ref.name)
+    if owner is None or owner.metadata.uid != ref.uid:
+        return None
+    return owner
+
+
+def selecting(
+    owners: Iterable[T], labels: dict[str, str], selector_of: Callable[[T], selectors.LabelSelector]
+) -> list[T]:
+    """Owners whose selector matches an orphan's `labels`: candidates to adopt it. An empty
+    selector selects nothing here, and one that does not parse matches nothing."""
+    if not labels:
+        return []
+    found = []
+    for owner in owners:
+        try:
+            sel = selector_of(owner)
+        except selectors.SelectorError:
+            continue
+        if not sel.empty and sel.matches(labels):
+            found.append(owner)
+    return found
+
+
 def new_controller_ref(owner: codec.Meta, api_version: str, kind: str) -> codec.OwnerReference:
     """The controlling ownerReference a workload puts on what it creates or adopts (metav1.NewControllerRef)."""
     return codec.OwnerReference(

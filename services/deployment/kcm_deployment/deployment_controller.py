@@ -98,23 +98,12 @@ class DeploymentSync:
 
     def _resolve(self, namespace: str, ref: codec.OwnerReference | None) -> views.Deployment | None:
         """The deployment a controllerRef points at, if it is one we have and the uid matches."""
-        if ref is None or ref.kind != KIND:
-            return None
-        d = self.deployments.get(namespace, ref.name)
-        if d is None or d.metadata.uid != ref.uid:
-            return None
-        return d
+        return controllerref.resolve(self.deployments.get, namespace, ref, KIND)
 
     def _deployments_selecting(self, rs: views.ReplicaSet) -> list[views.Deployment]:
         """Deployments whose selector matches an orphan replica set (candidates to adopt it)."""
-        found = []
-        for d in self.deployments.list(rs.metadata.namespace):
-            try:
-                sel = selector_of(d)
-            except selectors.SelectorError:
-                continue
-            if not sel.empty and sel.matches(rs.metadata.labels):
-                found.append(d)
+        namespace = rs.metadata.namespace
+        found = controllerref.selecting(self.deployments.list(namespace), rs.metadata.labels, selector_of)
         if len(found) > 1:
             log.info(
                 "more than one deployment selects replica set",
@@ -165,10 +154,8 @@ class DeploymentSync:
     def _delete_pod(self, pod: views.Pod) -> None:
         """A Recreate deployment waits for its old pods to be gone: sync when the last one goes."""
         ref = codec.controller_ref(pod)
-        if ref is None or ref.kind != "ReplicaSet":
-            return
-        rs = self.replicasets.get(pod.metadata.namespace, ref.name)
-        if rs is None or rs.metadata.uid != ref.uid:
+        rs = controllerref.resolve(self.replicasets.get, pod.metadata.namespace, ref, "ReplicaSet")
+        if rs is None:
             return
         d = self._resolve(rs.metadata.namespace, codec.controller_ref(rs))
         if d is None or d.spec.strategy.type != views.RECREATE:

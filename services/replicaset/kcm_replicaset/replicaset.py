@@ -108,25 +108,12 @@ class ReplicaSetController:
 
     def resolve(self, namespace: str, ref: codec.OwnerReference) -> status.ReplicaSetView | None:
         """The cached ReplicaSet a controllerRef names, if it is still that object."""
-        if ref.kind != KIND:
-            return None
-        rs = self.replicasets.get(namespace, ref.name)
-        if rs is None or rs.metadata.uid != ref.uid:
-            return None
-        return rs
+        return controllerref.resolve(self.replicasets.get, namespace, ref, KIND)
 
     def pod_replica_sets(self, pod: podranking.PodView) -> list[status.ReplicaSetView]:
         """ReplicaSets whose selector matches an orphan pod (upstream GetPodReplicaSets)."""
-        if not pod.metadata.labels:
-            return []
-        found = []
-        for rs in self.replicasets.list(pod.metadata.namespace):
-            try:
-                sel = self.selector(rs)
-            except selectors.SelectorError:
-                continue
-            if not sel.empty and sel.matches(pod.metadata.labels):
-                found.append(rs)
+        namespace = pod.metadata.namespace
+        found = controllerref.selecting(self.replicasets.list(namespace), pod.metadata.labels, self.selector)
         if len(found) > 1:
             # Overlapping selectors are a user error upstream warns about; each one still syncs.
             log.warning(
