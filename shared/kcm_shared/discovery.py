@@ -8,8 +8,8 @@ served version) and returns a `Mapper`; callers re-discover periodically so that
 added later (a new CRD) appear. A group whose documents cannot be read is skipped and
 reported in `failed_groups`, like upstream's partial-discovery error.
 
-Used by the garbage collector (`kcm_garbagecollector`); any controller resolving owner
-references to resources can use it.
+Used by the garbage collector (`kcm_garbagecollector`) and by the watcher (preferred versions
+only); any controller resolving owner references to resources can use it.
 """
 
 from __future__ import annotations
@@ -91,19 +91,30 @@ def parse_resource_list(
     return out
 
 
-async def discover(client: kubeclient.KubeClient) -> Mapper:
-    """Read discovery; raises when the root documents fail, skips groups that fail."""
+async def discover(
+    client: kubeclient.KubeClient, *, all_versions: bool = True, skip_groups: Iterable[str] = ()
+) -> Mapper:
+    """Read discovery; raises when the root documents fail, skips groups that fail.
+
+    `all_versions=False` reads only each group's preferred version (what a caller choosing
+    resources to watch needs); `skip_groups` are not read at all.
+    """
+    skipped = frozenset(skip_groups)
     core = await client.get("/api")
     documents: list[tuple[str, str, bool]] = []
     for i, version in enumerate(core.get("versions") or []):
         documents.append(("", version, i == 0))
     groups = await client.get("/apis")
     for group in groups.get("groups") or []:
+        if group["name"] in skipped:
+            continue
         preferred = (group.get("preferredVersion") or {}).get("version")
         for entry in group.get("versions") or []:
             version = entry.get("version")
             if version:
                 documents.append((group["name"], version, version == preferred))
+    if not all_versions:
+        documents = [d for d in documents if d[2]]
     resources: list[ApiResource] = []
     failed: set[str] = set()
     for group_name, version, preferred in documents:

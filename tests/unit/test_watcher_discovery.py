@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from kcm_shared import discovery as shared_discovery
 from kcm_shared import subjects
 from kcm_watcher import discovery
 
 R = subjects.Resource
+
+
+def listed(group: str, version: str, doc: dict[str, Any]) -> list[shared_discovery.ApiResource]:
+    return shared_discovery.parse_resource_list(group, version, doc, preferred=True)
+
 
 CORE_V1 = {
     "resources": [
@@ -19,19 +27,23 @@ CORE_V1 = {
 
 
 def test_watchable_keeps_list_watch_resources_without_subresources_and_events() -> None:
-    assert discovery.watchable("", "v1", CORE_V1) == [R("", "v1", "pods")]
+    assert discovery.watchable(listed("", "v1", CORE_V1)) == [R("", "v1", "pods")]
 
 
 def test_watchable_skips_events_k8s_io_events_and_metrics() -> None:
     events = {"resources": [{"name": "events", "verbs": ["list", "watch"]}]}
-    assert discovery.watchable("events.k8s.io", "v1", events) == []
+    assert discovery.watchable(listed("events.k8s.io", "v1", events)) == []
     assert (
         discovery.watchable(
-            "metrics.k8s.io", "v1beta1", {"resources": [{"name": "pods", "verbs": ["get", "list", "watch"]}]}
+            listed(
+                "metrics.k8s.io",
+                "v1beta1",
+                {"resources": [{"name": "pods", "verbs": ["get", "list", "watch"]}]},
+            )
         )
         == []
     )
-    assert discovery.watchable("example.com", "v1", events) == [R("example.com", "v1", "events")]
+    assert discovery.watchable(listed("example.com", "v1", events)) == [R("example.com", "v1", "events")]
 
 
 def test_selection_star_with_explicit_extras_and_exclusions() -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from kcm_shared import kubeclient, subjects
+from kcm_shared import discovery, kubeclient, subjects
 
 _SKIPPED_GROUPS = frozenset({"metrics.k8s.io"})
 _NEEDED_VERBS = frozenset({"list", "watch"})
@@ -52,17 +51,15 @@ def _is_events(group: str, resource: str) -> bool:
     return resource == "events" and group in ("", "events.k8s.io")
 
 
-def watchable(group: str, version: str, resource_list: dict[str, Any]) -> list[subjects.Resource]:
-    """The resources of one APIResourceList that `*` selects."""
-    if group in _SKIPPED_GROUPS:
-        return []
-    out = []
-    for entry in resource_list.get("resources") or []:
-        name = entry.get("name", "")
-        if "/" in name or _is_events(group, name) or not set(entry.get("verbs") or ()) >= _NEEDED_VERBS:
-            continue
-        out.append(subjects.Resource(group, version, name))
-    return out
+def watchable(apis: Iterable[discovery.ApiResource]) -> list[subjects.Resource]:
+    """The resources among `apis` (one group version's, or all preferred ones) that `*` selects."""
+    return [
+        api.resource
+        for api in apis
+        if api.resource.group not in _SKIPPED_GROUPS
+        and not _is_events(api.resource.group, api.resource.resource)
+        and api.verbs >= _NEEDED_VERBS
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,24 +70,5 @@ class Discovered:
 
 async def discover(client: kubeclient.KubeClient) -> Discovered:
     """Every watchable resource the server offers; raises when the group list itself fails."""
-    core = await client.get("/api")
-    lists: list[tuple[str, str]] = [("", v) for v in core.get("versions") or []][:1]
-    groups = await client.get("/apis")
-    for group in groups.get("groups") or []:
-        preferred = (group.get("preferredVersion") or {}).get("version")
-        if preferred:
-            lists.append((group["name"], preferred))
-    resources: list[subjects.Resource] = []
-    failed: set[str] = set()
-    for group_name, version in lists:
-        if group_name in _SKIPPED_GROUPS:
-            continue
-        path = f"/apis/{group_name}/{version}" if group_name else f"/api/{version}"
-        try:
-            doc = await client.get(path)
-        except kubeclient.ApiError:
-            # One broken group (an aggregated API that is down) must not hide the others.
-            failed.add(group_name)
-            continue
-        resources.extend(watchable(group_name, version, doc))
-    return Discovered(resources, frozenset(failed))
+    found = await discovery.discover(client, all_versions=False, skip_groups=_SKIPPED_GROUPS)
+    return Discovered(watchable(found.resources), found.failed_groups)
