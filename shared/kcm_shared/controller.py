@@ -260,20 +260,9 @@ class Manager:
 
     async def published(self) -> set[subjects.Resource]:
         assert self._js is not None
-        info = await self._js.stream_info(subjects.OBJECTS_STREAM, subjects_filter="kcm.progress.>")
-        out = set()
-        for subject in (info.state.subjects or {}) if info.state else {}:
-            parts = subject.split(".")
-            if len(parts) == 5:
-                group = subjects.decode_token(parts[2])
-                out.add(
-                    subjects.Resource(
-                        "" if group == subjects.CORE else group,
-                        subjects.decode_token(parts[3]),
-                        subjects.decode_token(parts[4]),
-                    )
-                )
-        return out
+        info = await self._js.stream_info(subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER)
+        found = (info.state.subjects or {}) if info.state else {}
+        return {subjects.parse_progress_subject(subject) for subject in found}
 
     async def hand_off(self, name: str, key: str) -> None:
         count = self.members.partitions(name) if self.members is not None else None

@@ -154,7 +154,7 @@ async def ensure_object_stream(js: JetStreamContext, replicas: int = 1) -> None:
         js,
         api.StreamConfig(
             name=subjects.OBJECTS_STREAM,
-            subjects=["kcm.obj.>", "kcm.progress.>"],
+            subjects=["kcm.obj.>", subjects.PROGRESS_FILTER],
             storage=api.StorageType.FILE,
             retention=api.RetentionPolicy.LIMITS,
             max_msgs_per_subject=1,

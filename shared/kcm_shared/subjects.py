@@ -93,8 +93,23 @@ def object_filter(res: Resource) -> str:
     return f"kcm.obj.{res.tokens}.>"
 
 
+PROGRESS_FILTER = "kcm.progress.>"
+
+
 def progress_subject(res: Resource) -> str:
     return f"kcm.progress.{res.tokens}"
+
+
+def parse_progress_subject(subject: str) -> Resource:
+    parts = subject.split(".")
+    if len(parts) != 5 or parts[:2] != ["kcm", "progress"]:
+        raise ValueError(f"not a progress subject: {subject!r}")
+    return _resource_of(parts[2:5])
+
+
+def _resource_of(tokens: list[str]) -> Resource:
+    group = decode_token(tokens[0])
+    return Resource("" if group == CORE else group, decode_token(tokens[1]), decode_token(tokens[2]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +123,8 @@ def parse_object_subject(subject: str) -> ObjectSubject:
     parts = subject.split(".")
     if len(parts) != 7 or parts[:2] != ["kcm", "obj"]:
         raise ValueError(f"not an object subject: {subject!r}")
-    group = decode_token(parts[2])
-    res = Resource("" if group == CORE else group, decode_token(parts[3]), decode_token(parts[4]))
     namespace = "" if parts[5] == NONE else decode_token(parts[5])
-    return ObjectSubject(res, namespace, decode_token(parts[6]))
+    return ObjectSubject(_resource_of(parts[2:5]), namespace, decode_token(parts[6]))
 
 
 def partition_of(key: str, partitions: int) -> int:
