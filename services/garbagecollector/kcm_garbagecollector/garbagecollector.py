@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,18 +149,21 @@ class GarbageCollector:
             m = obj.metadata
             return graph.Identity(version, kind, m.name, m.uid, m.namespace)
 
-        def apply(fx: graph.Effects) -> None:
+        def apply(change: Callable[[], graph.Effects]) -> None:
             if res not in self.monitors:
-                return  # a shared cache we stopped following
+                return  # a shared cache we stopped following: neither graph nor queue change
+            fx = change()
             for uid in fx.to_delete:
                 self.ctx.enqueue(work_key(DELETE, uid))
             for uid in fx.to_orphan:
                 self.ctx.enqueue(work_key(ORPHAN, uid))
 
         store.add_handler(
-            on_add=lambda obj: apply(self.graph.observe(identity(obj), obj.metadata)),
-            on_update=lambda old, new: apply(self.graph.observe(identity(new), new.metadata, old.metadata)),
-            on_delete=lambda obj: apply(self.graph.observe_delete(identity(obj))),
+            on_add=lambda obj: apply(lambda: self.graph.observe(identity(obj), obj.metadata)),
+            on_update=lambda old, new: apply(
+                lambda: self.graph.observe(identity(new), new.metadata, old.metadata)
+            ),
+            on_delete=lambda obj: apply(lambda: self.graph.observe_delete(identity(obj))),
         )
 
     def keys(self) -> list[str]:
