@@ -208,13 +208,6 @@ async def send(session: aiohttp.ClientSession, method: str, url: str, body: Any 
         return payload
 
 
-def _session() -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=CONCURRENCY * 2),
-        timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
-    )
-
-
 class _Condition(msgspec.Struct):
     type: str = ""
     status: str = ""
@@ -471,7 +464,10 @@ async def one_run(command: list[str], args: argparse.Namespace, qps: int, workdi
     run = Run(qps, burst)
     limit = f"--kube-api-qps {qps}" + (f" --kube-api-burst {burst}" if burst else "")
     print(f"[{limit}] starting kcm dev with {args.nodes} simulated nodes ...", flush=True)
-    async with dev_stack(command, workdir, args.nodes, qps, burst) as stack, _session() as session:
+    async with (
+        dev_stack(command, workdir, args.nodes, qps, burst) as stack,
+        benchlib.client_session(CONCURRENCY * 2) as session,
+    ):
         url = stack.url
         for ns in (NAMESPACE, RAW_NAMESPACE):
             await send(session, "POST", f"{url}/api/v1/namespaces", {"metadata": {"name": ns}})

@@ -209,13 +209,6 @@ async def _resource_version(session: aiohttp.ClientSession, url: str) -> str:
         return str(msgspec.json.decode(await resp.read())["metadata"]["resourceVersion"])
 
 
-def _session() -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY * 2)
-    return aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_read=120)
-    )
-
-
 # -- measurements ----------------------------------------------------------------------------------
 
 
@@ -261,7 +254,10 @@ class SimFigures:
 
 async def run_with_simulator(command: list[str], args: argparse.Namespace, workdir: Path) -> SimFigures:
     figures = SimFigures()
-    async with benchlib.apiserver(command, workdir) as server, _session() as session:
+    async with (
+        benchlib.apiserver(command, workdir) as server,
+        benchlib.client_session(CONCURRENCY * 2) as session,
+    ):
         url = server.url
         await _ensure_namespace(session, url)
         print(f"apiserver at {url}: starting {args.nodes} simulated nodes ...", flush=True)
@@ -324,7 +320,10 @@ class BaseFigures:
 async def run_baseline(command: list[str], args: argparse.Namespace, workdir: Path) -> BaseFigures:
     """The same per-pod writes the simulator causes, sent by the load generator itself."""
     figures = BaseFigures()
-    async with benchlib.apiserver(command, workdir) as server, _session() as session:
+    async with (
+        benchlib.apiserver(command, workdir) as server,
+        benchlib.client_session(CONCURRENCY * 2) as session,
+    ):
         url = server.url
         await _ensure_namespace(session, url)
         print(f"baseline apiserver at {url}: {args.pods} pods x (create, bind, status) ...", flush=True)

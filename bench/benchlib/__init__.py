@@ -154,6 +154,15 @@ async def kcm_process(
 # -- API calls -------------------------------------------------------------------------------------
 
 
+def client_session(connections: int) -> aiohttp.ClientSession:
+    """A session for load against the API server: `connections` at most, no overall deadline
+    (a watch or a long run), but a stalled read still ends."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections),
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
+    )
+
+
 async def watch_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[list[bytes]]:
     """A watch response's events, one JSON line each, in the batches the network delivers them."""
     pending = b""
