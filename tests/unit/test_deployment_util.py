@@ -231,6 +231,17 @@ def test_old_scale_down_takes_the_oldest_first() -> None:
     assert [(r.metadata.name, n) for r, n in util.old_scale_down(d, [old, older], [old, older])] == [("a", 0)]
 
 
+def test_old_scale_down_does_not_count_pods_a_stale_status_still_reports() -> None:
+    """Mid-rollout (4 replicas, surge 1, unavailable 1): the old replica set was just scaled
+    from 4 to 3 and its status still reports the 4 pods it had; the new one has 1 of 2
+    available. 3 + 1 pods are really available, so only one old pod may go."""
+    d = deployment(4, 1, 1)
+    old = rs("old", 3, OLD, available=4, actual=4)
+    new = rs("new", 2, NEW, available=1, actual=2)
+    assert util.old_scale_down_limit(d, [old, new], new) == 1
+    assert [(r.metadata.name, n) for r, n in util.old_scale_down(d, [old, new], [old])] == [("old", 2)]
+
+
 # --- scale: proportional scaling (sync_test.go TestScale) ----------------------------------
 
 SCALE_CASES = [

@@ -396,9 +396,16 @@ def old_scale_down(
     d: views.Deployment, all_rss: Sequence[views.ReplicaSet | None], old_rss: Sequence[views.ReplicaSet]
 ) -> list[tuple[views.ReplicaSet, int]]:
     """New sizes of old replica sets, oldest first, that keep at least replicas - maxUnavailable
-    pods available (upstream scaleDownOldReplicaSetsForRollingUpdate)."""
+    pods available (upstream scaleDownOldReplicaSetsForRollingUpdate).
+
+    Unlike upstream, a replica set counts with at most its spec's pods as available. A replica
+    set writes the status of the sync that scaled it down from the pods it had before its
+    deletes, so until its next sync it reports pods that are already gone; counting them
+    would let a second scale-down drop availability below the minimum. Its deletes take
+    unavailable pods first, so no more than spec.replicas of the reported ones stay.
+    """
     min_available = d.spec.replicas - max_unavailable(d)
-    available = available_replicas(all_rss)
+    available = sum(min(rs.status.available_replicas, rs.spec.replicas) for rs in all_rss if rs is not None)
     if available <= min_available:
         return []
     budget = available - min_available
