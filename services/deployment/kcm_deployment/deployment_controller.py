@@ -26,7 +26,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-from kcm_shared import cache, codec, controller, controllerref, events, kubeclient, podcontrol, selectors
+from kcm_shared import (
+    cache,
+    codec,
+    controller,
+    controllerref,
+    events,
+    kubeclient,
+    ownwrites,
+    podcontrol,
+    selectors,
+)
 from kcm_shared.workqueue import durable
 
 from kcm_deployment import util, views
@@ -77,6 +87,7 @@ class DeploymentSync:
         self.deployments: cache.Cache[views.Deployment] = ctx.caches[views.DEPLOYMENTS]
         self.replicasets: cache.Cache[views.ReplicaSet] = ctx.caches[views.REPLICASETS]
         self.pods: cache.Cache[views.Pod] = ctx.caches[views.PODS]
+        self.own_writes: ownwrites.OwnWrites[views.Deployment] = ownwrites.OwnWrites()
 
     # --- event handlers: they only map changes to deployment keys --------------------------
 
@@ -202,7 +213,7 @@ class DeploymentSync:
         m = d.metadata
         body = {"metadata": {"resourceVersion": m.resource_version}, "status": status_patch(status)}
         raw = await self._patch(_path(views.DEPLOYMENTS, m.namespace, m.name, "status"), body)
-        return self._working_copy(codec.decode(raw, views.Deployment))
+        return self._written(d, raw)
 
     async def _set_revision(self, d: views.Deployment, rev: str) -> views.Deployment:
         """Put `rev` into the deployment's revision annotation (upstream SetDeploymentRevision)."""
@@ -211,7 +222,12 @@ class DeploymentSync:
             return d
         body = {"metadata": {"resourceVersion": m.resource_version, "annotations": {util.REVISION: rev}}}
         raw = await self._patch(_path(views.DEPLOYMENTS, m.namespace, m.name), body)
-        return self._working_copy(codec.decode(raw, views.Deployment))
+        return self._written(d, raw)
+
+    def _written(self, before: views.Deployment, raw: bytes) -> views.Deployment:
+        result = codec.decode(raw, views.Deployment)
+        self.own_writes.record(codec.key_of(before.metadata), before.metadata.resource_version, result)
+        return self._working_copy(result)
 
     @staticmethod
     def _working_copy(d: views.Deployment) -> views.Deployment:
@@ -443,7 +459,7 @@ class DeploymentSync:
     # --- sync -------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> durable.Result | None:
-        cached = self.deployments.get_key(key)
+        cached = self.own_writes.latest(key, self.deployments.get_key(key))
         if cached is None:
             return None  # deleted: its replica sets go with the garbage collector
         d = self._working_copy(cached)

@@ -1,0 +1,57 @@
+"""OwnWrites: a sync starts from its own last write only while the cache still shows a
+version that write replaced."""
+
+from __future__ import annotations
+
+from kcm_shared import codec, ownwrites
+
+
+def obj(rv: str, name: str = "web") -> codec.Meta:
+    return codec.Meta(metadata=codec.ObjectMeta(name=name, namespace="default", resource_version=rv))
+
+
+def test_without_writes_the_cache_is_used() -> None:
+    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
+    cached = obj("5")
+    assert writes.latest("default/web", cached) is cached
+    assert writes.latest("default/web", None) is None
+
+
+def test_a_cache_behind_our_write_gives_the_written_object() -> None:
+    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
+    written = obj("6")
+    writes.record("default/web", "5", written)
+    assert writes.latest("default/web", obj("5")) is written
+    # Still behind on the next sync: still ours.
+    assert writes.latest("default/web", obj("5")) is written
+
+
+def test_chained_writes_give_the_last_one_whichever_version_the_cache_shows() -> None:
+    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
+    writes.record("default/web", "5", obj("6"))
+    last = obj("7")
+    writes.record("default/web", "6", last)
+    assert writes.latest("default/web", obj("5")) is last
+    assert writes.latest("default/web", obj("6")) is last
+
+
+def test_caught_up_deleted_or_changed_elsewhere_forgets_the_write() -> None:
+    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
+    for cached in (obj("6"), None, obj("9")):
+        writes.record("default/web", "5", obj("6"))
+        assert writes.latest("default/web", cached) is cached
+        assert len(writes) == 0
+        # Forgotten: an old version seen again (a relist) is taken as it is.
+        old = obj("5")
+        assert writes.latest("default/web", old) is old
+
+
+def test_a_write_on_a_version_we_did_not_write_starts_afresh() -> None:
+    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
+    writes.record("default/web", "5", obj("6"))
+    nine = obj("9")
+    writes.record("default/web", "8", nine)  # someone else wrote 7 and 8 meanwhile
+    assert writes.latest("default/web", obj("8")) is nine
+    # 5 was replaced by a write this no longer follows: the cache's 5 is not taken for 9.
+    five = obj("5")
+    assert writes.latest("default/web", five) is five
