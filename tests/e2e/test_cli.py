@@ -162,6 +162,10 @@ def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path:
         )
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
+        # Services stop before nats-server and the API server: the coordinator lets its lease go.
+        coordinator_log = (state / "logs" / "coordinator.log").read_text()
+        assert "released lease" in coordinator_log, coordinator_log[-2000:]
+        assert "could not release lease" not in coordinator_log
     finally:
         timer.cancel()
         if proc.poll() is None:

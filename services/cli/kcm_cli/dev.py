@@ -182,7 +182,11 @@ async def run(opts: DevOptions) -> None:
             "Ctrl-C stops everything",
             flush=True,
         )
-        await asyncio.gather(*tasks)
+        # Not gather: cancelling a gather cancels every task at once, and nats-server and the
+        # API server would go while the services still release their leases through them.
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
     finally:
         # Controllers first, nats-server and the API server last, so services flush on the way out.
         for task in reversed(tasks):

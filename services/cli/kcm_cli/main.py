@@ -93,12 +93,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _run(coro: Coroutine[Any, Any, None]) -> int:
-    """Run until done or until SIGINT/SIGTERM, then cancel cleanly."""
+    """Run until done or until SIGINT/SIGTERM/SIGHUP, then cancel cleanly."""
 
     async def wrapper() -> None:
         task = asyncio.ensure_future(coro)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP too: `kcm dev`'s children are in sessions of their own, so a closed
+        # terminal reaches only it, and it must still stop them.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await task

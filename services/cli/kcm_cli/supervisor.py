@@ -29,7 +29,11 @@ class Supervised:
         try:
             while True:
                 with self._open_log() as log:
-                    self.proc = await asyncio.create_subprocess_exec(*self.argv, stdout=log, stderr=log)
+                    # A session of its own: a terminal's Ctrl-C reaches `kcm dev` alone, which then
+                    # stops the services before the nats-server they release their work through.
+                    self.proc = await asyncio.create_subprocess_exec(
+                        *self.argv, stdout=log, stderr=log, start_new_session=True
+                    )
                 began = loop.time()
                 code = await self.proc.wait()
                 if loop.time() - began > 60:
