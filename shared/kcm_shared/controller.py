@@ -125,11 +125,12 @@ class Spec:
     build: Callable[[Context], Reconcile]
     workers: int = 5
     enabled_by_default: bool = True
+    workers_flag: str = ""  # upstream's name where it is not `concurrent-<alias>-syncs`
 
     @property
     def flag(self) -> str:
-        """`--concurrent-<alias>-syncs`, as upstream names its per-controller worker flags."""
-        return f"concurrent-{self.alias}-syncs"
+        """`--concurrent-<alias>-syncs`, as upstream names most per-controller worker flags."""
+        return self.workers_flag or f"concurrent-{self.alias}-syncs"
 
 
 def load_plugin(path: str) -> Spec:

@@ -430,5 +430,6 @@ SPEC = controller.Spec(
     primary=None,
     views={},
     build=build,
-    workers=20,  # upstream --concurrent-gc-syncs
+    workers=20,
+    workers_flag="concurrent-gc-syncs",
 )
