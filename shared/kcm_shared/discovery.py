@@ -14,9 +14,12 @@ only); any controller resolving owner references to resources can use it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import aiohttp
 
 from kcm_shared import kubeclient, subjects
 
@@ -115,14 +118,18 @@ async def discover(
                 documents.append((group["name"], version, version == preferred))
     if not all_versions:
         documents = [d for d in documents if d[2]]
+    # Read at once, as upstream does: one slow aggregated API costs one timeout, not one each.
+    docs = await asyncio.gather(
+        *(client.get(f"/apis/{g}/{v}" if g else f"/api/{v}") for g, v, _ in documents), return_exceptions=True
+    )
     resources: list[ApiResource] = []
     failed: set[str] = set()
-    for group_name, version, preferred in documents:
-        path = f"/apis/{group_name}/{version}" if group_name else f"/api/{version}"
-        try:
-            doc = await client.get(path)
-        except kubeclient.ApiError:
-            failed.add(group_name)  # one broken aggregated API must not hide the others
+    for (group_name, version, preferred), doc in zip(documents, docs, strict=True):
+        if isinstance(doc, BaseException):
+            # One broken or unreachable aggregated API must not hide the others.
+            if not isinstance(doc, kubeclient.ApiError | aiohttp.ClientError | TimeoutError):
+                raise doc
+            failed.add(group_name)
             continue
         resources.extend(parse_resource_list(group_name, version, doc, preferred=preferred))
     return Mapper(tuple(resources), frozenset(failed))
