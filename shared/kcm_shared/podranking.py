@@ -129,28 +129,70 @@ def max_restarts(pod: PodView) -> tuple[int, int]:
     return regular, sidecar
 
 
-def _after_or_zero(t1: dt.datetime | None, t2: dt.datetime | None) -> bool:
-    """t1 after t2, a missing time counting as after any time."""
-    if t1 is None or t2 is None:
-        return t1 is None
-    return t1 > t2
-
-
 def _log_rank(t: dt.datetime, now: dt.datetime) -> int:
     nanos = (now - t) // dt.timedelta(microseconds=1) * 1000
     return int(math.log2(nanos)) if nanos > 0 else -1
 
 
-def _newer_first(
-    a: PodView, b: PodView, ta: dt.datetime | None, tb: dt.datetime | None, now: dt.datetime | None
-) -> bool:
-    """Order two different timestamps newest first, on a log scale when `now` is known."""
-    if now is None or ta is None or tb is None:
-        return _after_or_zero(ta, tb)
-    diff = _log_rank(ta, now) - _log_rank(tb, now)
-    if diff == 0:
-        return a.metadata.uid < b.metadata.uid
-    return diff < 0
+class _Facts:
+    """What the ordering reads of one pod, worked out once per sort rather than per comparison."""
+
+    __slots__ = ("assigned", "cost", "created", "phase", "rank", "ready", "ready_at", "restarts", "uid")
+
+    def __init__(self, pod: PodView, rank: int, now: dt.datetime | None, by_deletion_cost: bool) -> None:
+        self.assigned = bool(pod.spec.node_name)
+        self.phase = _PHASE_ORDINAL.get(pod.status.phase, 0)
+        self.ready = is_pod_ready(pod)
+        self.cost = deletion_cost(pod) if by_deletion_cost else 0
+        self.rank = rank
+        self.ready_at = _Time(ready_time(pod), now) if self.ready else None
+        self.restarts = max_restarts(pod)
+        self.created = _Time(pod.metadata.creation_timestamp, now)
+        self.uid = pod.metadata.uid
+
+
+class _Time:
+    """A timestamp with its log2 age, for the newest-first comparisons."""
+
+    __slots__ = ("at", "log_age")
+
+    def __init__(self, at: dt.datetime | None, now: dt.datetime | None) -> None:
+        self.at = at
+        self.log_age = _log_rank(at, now) if at is not None and now is not None else None
+
+
+def _newer_first(a: _Facts, b: _Facts, ta: _Time, tb: _Time) -> bool:
+    """Order two different timestamps newest first, on a log scale when `now` is known; a
+    missing time counts as newer than any."""
+    if ta.log_age is None or tb.log_age is None:
+        if ta.at is None or tb.at is None:
+            return ta.at is None
+        return ta.at > tb.at
+    if ta.log_age == tb.log_age:
+        return a.uid < b.uid
+    return ta.log_age < tb.log_age
+
+
+def _less(a: _Facts, b: _Facts) -> bool:
+    if a.assigned != b.assigned:
+        return not a.assigned
+    if a.phase != b.phase:
+        return a.phase < b.phase
+    if a.ready != b.ready:
+        return not a.ready
+    if a.cost != b.cost:
+        return a.cost < b.cost
+    if a.rank != b.rank:
+        return a.rank > b.rank
+    if a.ready_at is not None and b.ready_at is not None and a.ready_at.at != b.ready_at.at:
+        return _newer_first(a, b, a.ready_at, b.ready_at)
+    if a.restarts[0] != b.restarts[0]:
+        return a.restarts[0] > b.restarts[0]
+    if a.restarts[1] != b.restarts[1]:
+        return a.restarts[1] > b.restarts[1]
+    if a.created.at != b.created.at:
+        return _newer_first(a, b, a.created, b.created)
+    return False
 
 
 def less(
@@ -164,32 +206,7 @@ def less(
 ) -> bool:
     """True when `a` should be deleted before `b` (upstream ActivePodsWithRanks.Less; with
     `by_deletion_cost=False`, equal ranks and no `now`, upstream ActivePods.Less)."""
-    node_a, node_b = a.spec.node_name, b.spec.node_name
-    if node_a != node_b and (not node_a or not node_b):
-        return not node_a
-    phase_a, phase_b = _PHASE_ORDINAL.get(a.status.phase, 0), _PHASE_ORDINAL.get(b.status.phase, 0)
-    if phase_a != phase_b:
-        return phase_a < phase_b
-    ready_a, ready_b = is_pod_ready(a), is_pod_ready(b)
-    if ready_a != ready_b:
-        return not ready_a
-    if by_deletion_cost and (cost_a := deletion_cost(a)) != (cost_b := deletion_cost(b)):
-        return cost_a < cost_b
-    if rank_a != rank_b:
-        return rank_a > rank_b
-    if ready_a and ready_b:
-        since_a, since_b = ready_time(a), ready_time(b)
-        if since_a != since_b:
-            return _newer_first(a, b, since_a, since_b, now)
-    restarts_a, restarts_b = max_restarts(a), max_restarts(b)
-    if restarts_a[0] != restarts_b[0]:
-        return restarts_a[0] > restarts_b[0]
-    if restarts_a[1] != restarts_b[1]:
-        return restarts_a[1] > restarts_b[1]
-    created_a, created_b = a.metadata.creation_timestamp, b.metadata.creation_timestamp
-    if created_a != created_b:
-        return _newer_first(a, b, created_a, created_b, now)
-    return False
+    return _less(_Facts(a, rank_a, now, by_deletion_cost), _Facts(b, rank_b, now, by_deletion_cost))
 
 
 def sort_active(pods: Sequence[PodView]) -> list[PodView]:
@@ -205,17 +222,17 @@ def sort_with_ranks(pods: Sequence[PodView], ranks: Sequence[int], now: dt.datet
 def _sorted(
     pods: Sequence[PodView], ranks: Sequence[int], now: dt.datetime | None, *, by_deletion_cost: bool
 ) -> list[PodView]:
-    indexed = list(zip(pods, ranks, strict=True))
+    facts = [(pod, _Facts(pod, rank, now, by_deletion_cost)) for pod, rank in zip(pods, ranks, strict=True)]
 
-    def compare(x: tuple[PodView, int], y: tuple[PodView, int]) -> int:
-        if less(x[0], y[0], x[1], y[1], now, by_deletion_cost=by_deletion_cost):
+    def compare(x: tuple[PodView, _Facts], y: tuple[PodView, _Facts]) -> int:
+        if _less(x[1], y[1]):
             return -1
-        if less(y[0], x[0], y[1], x[1], now, by_deletion_cost=by_deletion_cost):
+        if _less(y[1], x[1]):
             return 1
         return 0
 
     # Stable for ties, so equal pods keep the caller's (cache) order.
-    return [pod for pod, _ in sorted(indexed, key=functools.cmp_to_key(compare))]
+    return [pod for pod, _ in sorted(facts, key=functools.cmp_to_key(compare))]
 
 
 def ranks_by_colocation(pods: Sequence[PodView], related: Sequence[PodView]) -> list[int]:
