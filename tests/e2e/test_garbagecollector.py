@@ -225,6 +225,34 @@ def test_custom_resource_created_after_start_owns_configmaps(gc: devstack.DevSta
     )
 
 
+def test_orphan_drops_only_that_owner_and_patches_custom_resources(gc: devstack.DevStack) -> None:
+    # After the custom resource test, so the collector follows widgets. A Widget takes no
+    # strategic merge patch (415): its reference goes with a merge patch instead.
+    owner = create(gc, configmap("orc-owner"))
+    other = create(gc, configmap("orc-other"))
+    create(gc, configmap("orc-dep", owner_ref(owner), owner_ref(other)))
+    widget = {
+        "apiVersion": "gc.example.com/v1",
+        "kind": "Widget",
+        "metadata": {
+            "name": "orc-w",
+            "namespace": "default",
+            "ownerReferences": [owner_ref(owner, block=True)],
+        },
+    }
+    create(gc, widget)
+
+    gc.kubectl("delete", "configmap", "orc-owner", "--cascade=orphan", "--wait=false")
+
+    wait_for(lambda: gone(gc, "configmap", "orc-owner"), 30, 0.3, "owner deleted once orphaning finished")
+    dep = get(gc, "configmap", "orc-dep")
+    assert dep is not None, "orc-dep was deleted instead of orphaned"
+    assert [r["uid"] for r in dep["metadata"]["ownerReferences"]] == [other["metadata"]["uid"]]
+    orphaned = get(gc, "widget", "orc-w")
+    assert orphaned is not None, "the Widget was deleted instead of orphaned"
+    assert not orphaned["metadata"].get("ownerReferences"), orphaned["metadata"]
+
+
 # --- with the whole system: deployments, their ReplicaSets and pods --------------------------
 
 full_stack = devstack.stack_fixture()

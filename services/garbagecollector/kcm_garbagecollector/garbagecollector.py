@@ -25,9 +25,10 @@ deleted in the foreground is *waiting*, any other is *solid*. With a solid owner
 and waiting references are removed by patch; with only waiting owners and dependents of its
 own, the object is deleted in the foreground; with no owner left, it is deleted with the
 propagation its own finalizers ask for (orphan, foreground) or in the background.
-attemptToOrphan: the owner's reference is removed from every dependent, then the `orphan`
-finalizer from the owner. A cluster-scoped object naming a namespaced owner is left alone
-(upstream's namespacedOwnerOfClusterScopedObjectErr); an unresolvable apiVersion/kind is
+attemptToOrphan: the owner's reference is removed from every dependent (a strategic merge
+patch each, many at once), then the `orphan` finalizer from the owner. A cluster-scoped
+object naming a namespaced owner is left alone (upstream's
+namespacedOwnerOfClusterScopedObjectErr); an unresolvable apiVersion/kind is
 logged and retried after the next discovery. An owner reference into another namespace
 gets the upstream Warning Event `OwnerRefInvalidNamespace` on the dependent.
 """
@@ -52,6 +53,7 @@ log = logging.getLogger("kcm.garbagecollector")
 DISCOVERY_PERIOD = 30.0  # upstream's --garbage-collector resync of monitors
 PUBLISHED_POLL = 2.0  # seconds between looks for resources the watcher newly publishes
 HAND_OFF_WINDOW = 64  # work items published at once while fanning out
+ORPHAN_CONCURRENCY = 64  # dependents patched at once while orphaning (upstream: all at once)
 VIRTUAL_RECHECK = 30.0  # an owner that exists but was not observed yet is looked at again
 IGNORED = frozenset({("", "events"), ("events.k8s.io", "events")})  # upstream ignoredResources
 NEEDED_VERBS = ("delete", "list", "watch")
@@ -312,9 +314,37 @@ class GarbageCollector:
     async def _attempt_to_orphan(self, owner: graph.Node) -> None:
         if not owner.orphaning:
             return  # the finalizer is gone already (a repeated or resynced key)
-        for dep in self.graph.dependents(owner):
-            await self._patch_owner_references(dep.identity, lambda r: [x for x in r if x.uid != owner.uid])
+        room = asyncio.Semaphore(ORPHAN_CONCURRENCY)
+
+        async def orphan(dep: graph.Node) -> None:
+            async with room:
+                await self._drop_owner_reference(dep.identity, owner.uid)
+
+        results = await asyncio.gather(
+            *(orphan(dep) for dep in self.graph.dependents(owner)), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # the key is retried; dependents already orphaned are no-ops then
         await self._remove_finalizer(owner.identity, graph.ORPHAN)
+
+    async def _drop_owner_reference(self, identity: graph.Identity, owner_uid: str) -> None:
+        """One strategic merge patch deleting the reference by uid, with the dependent's uid as
+        a guard against a re-created namesake (upstream orphanDependents); kinds without
+        strategic merge (custom resources) get a merge patch on a fresh read instead."""
+        api = self.mapper.for_kind(identity.api_version, identity.kind)
+        path = self._path(api, _namespace(api, identity), identity.name)
+        body = {
+            "metadata": {"uid": identity.uid, "ownerReferences": [{"$patch": "delete", "uid": owner_uid}]}
+        }
+        try:
+            await self.client.patch(path, body, "strategic")
+        except kubeclient.ApiError as exc:
+            if exc.not_found:
+                return
+            if exc.code != 415:
+                raise
+            await self._patch_owner_references(identity, lambda refs: [r for r in refs if r.uid != owner_uid])
 
     # --- API operations (upstream operations.go) -------------------------------------------
 
