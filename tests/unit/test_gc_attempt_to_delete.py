@@ -51,6 +51,7 @@ class FakeApi:
         self.objects = {self.path(o): o for o in objects}
         self.deletes: list[tuple[str, dict[str, Any]]] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.patch_types: list[str] = []
 
     @staticmethod
     def path(obj: dict[str, Any]) -> str:
@@ -70,8 +71,9 @@ class FakeApi:
         return {}
 
     async def patch(self, path: str, body: dict[str, Any], patch_type: str) -> dict[str, Any]:
-        assert patch_type == "merge"
+        assert patch_type in ("merge", "strategic")
         self.patches.append((path, body))
+        self.patch_types.append(patch_type)
         return {}
 
 
@@ -238,9 +240,11 @@ def test_orphan_removes_the_owner_from_dependents_then_the_finalizer() -> None:
     api = FakeApi([owner, cm("dep", "d", ref("own", "o"), ref("other", "x"))])
     gc, _ = collector(api)
     assert run(gc, "orphan/o") is None
-    assert [
-        (p, b["metadata"].get("ownerReferences"), b["metadata"].get("finalizers")) for p, b in api.patches
-    ] == [
-        (f"{CONFIGMAPS}/dep", [ref("other", "x")], None),
-        (f"{CONFIGMAPS}/own", None, []),
-    ]
+    # The dependent: a strategic merge patch deleting the reference by uid, guarded by its uid.
+    assert api.patches[0] == (
+        f"{CONFIGMAPS}/dep",
+        {"metadata": {"uid": "d", "ownerReferences": [{"$patch": "delete", "uid": "o"}]}},
+    )
+    assert api.patch_types[0] == "strategic"
+    assert [(p, b["metadata"].get("finalizers")) for p, b in api.patches[1:]] == [(f"{CONFIGMAPS}/own", [])]
+    assert api.patch_types[1:] == ["merge"]
