@@ -54,7 +54,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-from kcm_shared import codec, kubeclient, natsconn, selectors, subjects
+from kcm_shared import cancellation, codec, kubeclient, natsconn, selectors, subjects
 
 log = logging.getLogger("kcm.cache")
 
@@ -304,6 +304,7 @@ class Cache(Generic[T]):
         """Consume until cancelled, starting over from last-per-subject after any NATS failure."""
         attempt = 0
         while True:
+            cancellation.checkpoint()
             try:
                 await self._consume()
             except _Restart as exc:
@@ -354,6 +355,7 @@ class Cache(Generic[T]):
             if info.num_pending == 0 and self._snapshot is not None:
                 self._finish_snapshot()  # nothing to read: the (empty) snapshot is complete
             while not failure.done():
+                cancellation.checkpoint()
                 await asyncio.wait({failure}, timeout=self._heartbeat)
                 if self._nc.stats["reconnects"] != reconnects:
                     raise _Restart("NATS reconnected: messages may have been lost in between")

@@ -50,6 +50,7 @@ from nats.js import JetStreamContext
 
 from kcm_shared import (
     cache,
+    cancellation,
     codec,
     events,
     flags,
@@ -300,6 +301,7 @@ class Manager:
         """
         assert self.members is not None
         while True:
+            cancellation.checkpoint()
             await run.wake.wait()
             run.wake.clear()
             while run.pending:
@@ -447,6 +449,7 @@ async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[N
     """Run `step` until it succeeds, backing off 0.2 s doubling to 5 s between failures."""
     delay = 0.2
     while True:
+        cancellation.checkpoint()
         try:
             await step()
             return

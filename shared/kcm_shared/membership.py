@@ -30,6 +30,8 @@ import msgspec
 import nats.errors
 from nats.aio.client import Client
 
+from kcm_shared import cancellation
+
 log = logging.getLogger("kcm.membership")
 
 HEARTBEAT_SUBJECT = "kcm.coord.heartbeat"
@@ -132,6 +134,7 @@ class Membership:
         workers = [asyncio.create_task(self._dispatch(c)) for c in self.controllers]
         try:
             while True:
+                cancellation.checkpoint()
                 sent = self._clock()
                 assignment = await self._heartbeat(sent)
                 if assignment is not None:
@@ -202,6 +205,7 @@ class Membership:
     async def _dispatch(self, controller: str) -> None:
         changes = self._changes[controller]
         while True:
+            cancellation.checkpoint()
             gained, lost = await changes.get()
             for callback in self._callbacks:
                 try:

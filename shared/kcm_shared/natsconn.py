@@ -21,7 +21,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
 
-from kcm_shared import subjects
+from kcm_shared import cancellation, subjects
 
 log = logging.getLogger("kcm.nats")
 
@@ -102,6 +102,7 @@ async def connect(opts: NatsOptions, name: str) -> Client:
 
     attempt = 0
     while True:
+        cancellation.checkpoint()
         try:
             return await _connect_once(opts, name, on_error, on_disconnect, on_reconnect)
         except (OSError, nats.errors.NoServersError, TimeoutError) as exc:

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 import nats.errors
 from aiohttp import web
-from kcm_shared import flags, health, leaderelection, membership, natsconn, opsserver
+from kcm_shared import cancellation, flags, health, leaderelection, membership, natsconn, opsserver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -96,6 +96,7 @@ class Service:
         log.info("leading: answering heartbeats", extra={"identity": self.identity})
         try:
             while True:
+                cancellation.checkpoint()
                 self.coordinator.refresh()
                 self._sync_checks()
                 await asyncio.sleep(_REFRESH)

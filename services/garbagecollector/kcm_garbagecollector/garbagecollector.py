@@ -43,7 +43,7 @@ from typing import Any
 
 import msgspec
 import prometheus_client
-from kcm_shared import codec, controller, discovery, kubeclient, subjects
+from kcm_shared import cancellation, codec, controller, discovery, kubeclient, subjects
 from kcm_shared.workqueue import durable
 
 from kcm_garbagecollector import graph
@@ -106,6 +106,7 @@ class GarbageCollector:
         since = 0.0
         loop = asyncio.get_running_loop()
         while True:
+            cancellation.checkpoint()
             try:
                 published = await self.ctx.published()
                 if published != known or loop.time() - since >= DISCOVERY_PERIOD:

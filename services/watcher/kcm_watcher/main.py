@@ -12,7 +12,7 @@ import contextlib
 import logging
 
 import nats.errors
-from kcm_shared import flags, health, kubeclient, leaderelection, natsconn, opsserver, tracing
+from kcm_shared import cancellation, flags, health, kubeclient, leaderelection, natsconn, opsserver, tracing
 from nats.js import JetStreamContext
 
 from kcm_watcher import discovery, publisher, supervisor
@@ -24,6 +24,7 @@ async def _declare_stream(js: JetStreamContext, replicas: int) -> None:
     # A freshly started nats-server may take a moment before JetStream answers.
     attempt = 0
     while True:
+        cancellation.checkpoint()
         try:
             await natsconn.ensure_object_stream(js, replicas)
             return

@@ -31,7 +31,7 @@ import aiohttp
 import msgspec
 import nats.errors
 import nats.js.errors
-from kcm_shared import kubeclient, subjects, tracing
+from kcm_shared import cancellation, kubeclient, subjects, tracing
 from nats.js import JetStreamContext, api
 
 from kcm_watcher import metrics, objects, publisher
@@ -118,6 +118,7 @@ class ResourceWatch:
         self.held = await self._retrying(self._read_stream, "read stream")
         reason = "start"
         while True:
+            cancellation.checkpoint()
             # Cleared before the list, so a request arriving during it gets a list of its own.
             self._relist_wanted.clear()
             rv = await self._retrying(functools.partial(self._relist, reason), "list")
@@ -138,6 +139,7 @@ class ResourceWatch:
     async def _retrying(self, step: Callable[[], Awaitable[T]], what: str) -> T:
         attempt = 0
         while True:
+            cancellation.checkpoint()
             try:
                 result = await step()
             except _TRANSIENT as exc:
@@ -256,6 +258,7 @@ class ResourceWatch:
         """Watch and publish until the resourceVersion expires (returns) or cancelled."""
         attempt = 0
         while True:
+            cancellation.checkpoint()
             params = {
                 "allowWatchBookmarks": "true",
                 "resourceVersion": rv,

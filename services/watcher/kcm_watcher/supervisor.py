@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 
 import aiohttp
-from kcm_shared import kubeclient, subjects
+from kcm_shared import cancellation, kubeclient, subjects
 from nats.aio.client import Client
 
 from kcm_watcher import discovery, publisher, resourcewatch, syncserver
@@ -73,6 +73,7 @@ class Supervisor:
         log.info("leading: watching resources")
         try:
             while True:
+                cancellation.checkpoint()
                 await self._refresh()
                 await asyncio.sleep(opts.discovery_interval)
         finally:

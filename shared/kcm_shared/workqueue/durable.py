@@ -44,7 +44,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
-from kcm_shared import health, natsconn, subjects, tracing
+from kcm_shared import cancellation, health, natsconn, subjects, tracing
 from kcm_shared.workqueue import metrics, queue, ratelimit
 
 log = logging.getLogger("kcm.workqueue")
@@ -176,6 +176,7 @@ class DurableQueue:
         tracing.inject(headers)  # the reconcile continues the trace of the change that caused it
         attempt = 0
         while True:
+            cancellation.checkpoint()
             try:
                 await self._js.publish(subject, stream=self._stream, headers=headers or None)
                 return
@@ -310,6 +311,7 @@ class DurableQueue:
     async def _fetch_loop(self, part: _Partition) -> None:
         failures = 0
         while not part.stop.is_set():
+            cancellation.checkpoint()
             room = self._prefetch - len(self._held) - len(self._running)
             if room <= 0:
                 await _wait(self._room, self._fetch_wait)
@@ -393,6 +395,7 @@ class DurableQueue:
 
     async def _worker(self) -> None:
         while True:
+            cancellation.checkpoint()
             try:
                 key = await self._queue.get()
             except queue.ShutDown:
@@ -522,6 +525,7 @@ class DurableQueue:
     async def _keep_alive(self) -> None:
         """In-progress acks for everything held, so JetStream redelivers none of it elsewhere."""
         while True:
+            cancellation.checkpoint()
             await asyncio.sleep(self._ack_wait / 3)
             for item in [*self._running.values(), *self._held.values()]:
                 await self._settle(item.msg.in_progress(), "in-progress", item.key)
