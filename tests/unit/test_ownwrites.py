@@ -3,6 +3,7 @@ version that write replaced."""
 
 from __future__ import annotations
 
+import pytest
 from kcm_shared import codec, ownwrites
 
 
@@ -17,22 +18,22 @@ def test_without_writes_the_cache_is_used() -> None:
     assert writes.latest("default/web", None) is None
 
 
-def test_a_cache_behind_our_write_gives_the_written_object() -> None:
+@pytest.mark.parametrize(
+    ("writes_made", "cache_shows"),
+    [
+        ([("5", "6")], ["5", "5"]),  # behind on this sync and the next: still ours
+        ([("5", "6"), ("6", "7")], ["5", "6"]),  # chained: the last write, whichever it shows
+    ],
+)
+def test_a_cache_behind_our_writes_gives_the_last_written_object(
+    writes_made: list[tuple[str, str]], cache_shows: list[str]
+) -> None:
     writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
-    written = obj("6")
-    writes.record("default/web", "5", written)
-    assert writes.latest("default/web", obj("5")) is written
-    # Still behind on the next sync: still ours.
-    assert writes.latest("default/web", obj("5")) is written
-
-
-def test_chained_writes_give_the_last_one_whichever_version_the_cache_shows() -> None:
-    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
-    writes.record("default/web", "5", obj("6"))
-    last = obj("7")
-    writes.record("default/web", "6", last)
-    assert writes.latest("default/web", obj("5")) is last
-    assert writes.latest("default/web", obj("6")) is last
+    results = [obj(after) for _, after in writes_made]
+    for (before, _), result in zip(writes_made, results, strict=True):
+        writes.record("default/web", before, result)
+    for rv in cache_shows:
+        assert writes.latest("default/web", obj(rv)) is results[-1]
 
 
 def test_caught_up_deleted_or_changed_elsewhere_forgets_the_write() -> None:
