@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 import urllib.request
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kcm_apiserver import main as apiserver_main
+from kcm_coordinator import status
 from kcm_shared import controller
 from kcm_simulator import main as simulator_main
 
@@ -74,17 +74,10 @@ async def _wait_answering(url: str) -> None:
 
 
 def _ready_controllers(url: str) -> set[str]:
-    """Controllers the coordinator reports healthy with every partition owned."""
     try:
-        with urllib.request.urlopen(url + "/status", timeout=2) as resp:
-            doc = json.load(resp)
+        return status.ready_controllers(status.fetch(url, 2))
     except (OSError, ValueError):
         return set()
-    return {
-        name
-        for name, info in doc.get("controllers", {}).items()
-        if info.get("healthy") and info.get("partitions") and all(info["partitions"].values())
-    }
 
 
 async def _announce_controllers(url: str, names: list[str]) -> None:

@@ -38,12 +38,27 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             )
             return 1
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=args.timeout) as resp:
-            status: dict[str, Any] = json.load(resp)
+        status = fetch(url, args.timeout)
     except (OSError, ValueError) as exc:
         print(f"kcm status: cannot reach the coordinator at {url}: {exc}", file=sys.stderr)
         return 1
     return render(status, url, out)
+
+
+def fetch(url: str, timeout: float) -> dict[str, Any]:
+    """The coordinator's `/status` document; raises OSError or ValueError (not JSON)."""
+    with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=timeout) as resp:
+        status: dict[str, Any] = json.load(resp)
+    return status
+
+
+def ready_controllers(status: dict[str, Any]) -> set[str]:
+    """Controllers reported healthy with every partition owned."""
+    return {
+        name
+        for name, info in status.get("controllers", {}).items()
+        if info.get("healthy") and info.get("partitions") and all(info["partitions"].values())
+    }
 
 
 def render(status: dict[str, Any], url: str, out: TextIO) -> int:
