@@ -11,17 +11,18 @@ from kcm_shared import cancellation
 def test_a_loop_stops_although_wait_for_returned_the_reply_instead_of_the_cancel() -> None:
     async def scenario() -> None:
         replies: list[asyncio.Future[None]] = []
+        waiting = asyncio.Event()
 
         async def loop() -> None:
             while True:
                 cancellation.checkpoint()
                 reply = asyncio.get_running_loop().create_future()
                 replies.append(reply)
+                waiting.set()
                 await asyncio.wait_for(reply, 30)  # as nats-py awaits a request's reply
 
         task = asyncio.create_task(loop())
-        while not replies:
-            await asyncio.sleep(0)
+        await waiting.wait()
         # The reply and the cancellation arrive in the same turn of the event loop.
         replies[0].set_result(None)
         task.cancel()
