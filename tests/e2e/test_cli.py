@@ -150,6 +150,22 @@ def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path:
         coordinator_url = (state / "coordinator.url").read_text().strip()
         assert status.stdout.startswith(f"coordinator {coordinator_url} (leader "), status.stdout
 
+        # A reader gone before the tables are printed (`kcm status | head`): no traceback.
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            gone_reader = subprocess.run(
+                [KCM, "status", "--state-dir", str(state)],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=30,
+            )
+        finally:
+            os.close(write_end)
+        assert gone_reader.returncode == 1
+        assert gone_reader.stderr == "", gone_reader.stderr
+
         # A service that dies is restarted, and the restart is announced.
         watcher = next(pid for pid, cmd in children(proc.pid).items() if " watcher " in cmd)
         os.kill(watcher, signal.SIGKILL)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,11 +180,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "status":
-        return coordinator_status.main(args)
+        return _to_a_reader_that_may_leave(lambda: coordinator_status.main(args))
     if hasattr(args, "run"):
         logs.setup(args.service, args.log_level)
         return _run(args.run(args))
     return 2
+
+
+def _to_a_reader_that_may_leave(print_all: Callable[[], int]) -> int:
+    """`kcm status | head`: when the reader stops early, stop printing, without a traceback."""
+    try:
+        code = print_all()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout once more on the way out: let that go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
 
 
 if __name__ == "__main__":
