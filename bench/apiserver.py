@@ -272,14 +272,7 @@ class Watchers:
 
 
 async def _request(session: aiohttp.ClientSession, method: str, url: str, body: Any = None) -> Any:
-    data = None if body is None else benchlib.encode(body)
-    async with session.request(method, url, data=data, headers=benchlib.JSON) as resp:
-        payload = await resp.read()
-        if resp.status >= 300 and resp.status != 409:
-            raise RuntimeError(
-                f"{method} {url}: HTTP {resp.status}: {payload[:300].decode(errors='replace')}"
-            )
-        return msgspec.json.decode(payload)
+    return msgspec.json.decode(await benchlib.call(session, method, url, body, allowed=(409,)))
 
 
 async def _ensure_namespace(session: aiohttp.ClientSession, url: str, name: str) -> None:

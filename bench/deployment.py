@@ -198,19 +198,6 @@ def raw_pod(i: int) -> dict[str, Any]:
     return pod
 
 
-async def send(session: aiohttp.ClientSession, method: str, url: str, body: Any = None, **kw: Any) -> bytes:
-    """One API call; any answer but a success is an error."""
-    data = None if body is None else benchlib.encode(body)
-    headers = kw.pop("headers", benchlib.JSON)
-    async with session.request(method, url, data=data, headers=headers, **kw) as resp:
-        payload = await resp.read()
-        if resp.status >= 300:
-            raise RuntimeError(
-                f"{method} {url}: HTTP {resp.status}: {payload[:300].decode(errors='replace')}"
-            )
-        return payload
-
-
 class _Condition(msgspec.Struct):
     type: str = ""
     status: str = ""
@@ -329,14 +316,14 @@ class Run:
 
 async def wait_nodes_ready(session: aiohttp.ClientSession, url: str, nodes: int) -> None:
     while True:
-        listing = msgspec.json.decode(await send(session, "GET", f"{url}/api/v1/nodes"), type=_List)
+        listing = msgspec.json.decode(await benchlib.call(session, "GET", f"{url}/api/v1/nodes"), type=_List)
         if sum(1 for n in listing.items if _true(n, "Ready")) >= nodes:
             return
         await asyncio.sleep(0.5)
 
 
 async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
-    return msgspec.json.decode(await send(session, "GET", url, params=params), type=_List)
+    return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
 
 
 async def settle(stack: Stack) -> None:
@@ -361,7 +348,7 @@ async def create_raw_pods(session: aiohttp.ClientSession, url: str, count: int, 
     async def worker() -> None:
         for i in indices:
             try:
-                await send(session, "POST", pods_url, raw_pod(i))
+                await benchlib.call(session, "POST", pods_url, raw_pod(i))
                 run.baseline_ok += 1
             except (RuntimeError, aiohttp.ClientError) as exc:
                 run.failures.record_error(str(exc))
@@ -398,7 +385,7 @@ async def baseline(stack: Stack, session: aiohttp.ClientSession, args: argparse.
         with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
             await watcher
     # Gone at once (grace 0), so the scale starts on an API server holding no other pods.
-    await send(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
+    await benchlib.call(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
     deadline = time.monotonic() + args.timeout
     while (await list_of(session, pods_url, limit="1")).items:
         if time.monotonic() > deadline:
@@ -410,7 +397,7 @@ async def scale(stack: Stack, session: aiohttp.ClientSession, args: argparse.Nam
     url, n = stack.url, args.pods
     apps = f"{url}/apis/apps/v1/namespaces/{NAMESPACE}"
     pods_url = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
-    await send(session, "POST", f"{apps}/deployments", deployment(0))
+    await benchlib.call(session, "POST", f"{apps}/deployments", deployment(0))
     # The deployment controller makes the (empty) ReplicaSet before anything is timed.
     deadline = time.monotonic() + args.timeout
     while not (await list_of(session, f"{apps}/replicasets")).items:
@@ -446,7 +433,7 @@ async def scale(stack: Stack, session: aiohttp.ClientSession, args: argparse.Nam
     try:
         with measure(stack, run.scale_usage):
             start = time.perf_counter()
-            await send(
+            await benchlib.call(
                 session,
                 "PATCH",
                 f"{apps}/deployments/{DEPLOYMENT}/scale",
@@ -496,7 +483,7 @@ async def one_run(command: list[str], args: argparse.Namespace, qps: int, workdi
     ):
         url = stack.url
         for ns in (NAMESPACE, RAW_NAMESPACE):
-            await send(session, "POST", f"{url}/api/v1/namespaces", {"metadata": {"name": ns}})
+            await benchlib.call(session, "POST", f"{url}/api/v1/namespaces", {"metadata": {"name": ns}})
         try:
             async with asyncio.timeout(args.timeout):
                 await wait_nodes_ready(session, url, args.nodes)

@@ -163,6 +163,27 @@ def client_session(connections: int) -> aiohttp.ClientSession:
     )
 
 
+async def call(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    headers: dict[str, str] = JSON,
+    allowed: tuple[int, ...] = (),
+    **kw: Any,
+) -> bytes:
+    """One API call's response body; any status from 300 up, unless `allowed`, is an error."""
+    data = None if body is None else encode(body)
+    async with session.request(method, url, data=data, headers=headers, **kw) as resp:
+        payload = await resp.read()
+        if resp.status >= 300 and resp.status not in allowed:
+            raise RuntimeError(
+                f"{method} {url}: HTTP {resp.status}: {payload[:300].decode(errors='replace')}"
+            )
+        return payload
+
+
 async def watch_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[list[bytes]]:
     """A watch response's events, one JSON line each, in the batches the network delivers them."""
     pending = b""
