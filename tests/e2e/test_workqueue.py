@@ -191,6 +191,118 @@ def test_coalescing_pending_adds_and_rerun_after_processing(nats_server: NatsPro
     run(body())
 
 
+async def last_seq(js: JetStreamContext, controller: str) -> int:
+    """How many messages were ever published to the controller's work stream."""
+    info = await js.stream_info(subjects.work_stream(controller))
+    return int(info.state.last_seq)
+
+
+def test_adds_of_a_key_not_yet_reconciled_publish_once(nats_server: NatsProc) -> None:
+    """Like client-go's dirty set: a key whose stored message no reconcile has started on is
+    not published again, sequentially or concurrently; once its reconcile runs, the next add
+    publishes again, and the key runs once more after it."""
+    ctl = controller_name("dirty")
+    release = asyncio.Event()
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def slow_first(key: str, n: int) -> None:
+            if n == 1:
+                await release.wait()
+
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", slow_first))
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/a", 1)
+            await until(lambda: len(rec.calls) == 1, what="first reconcile")
+            await asyncio.gather(*(r.dq.add("ns/a", 1) for _ in range(50)))
+            for _ in range(50):
+                await r.dq.add("ns/a", 1)
+            assert await last_seq(r.js, ctl) == 2, "changes during the reconcile need one message"
+            release.set()
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
+            assert len(rec.calls) == 2, "added while processing: reconciled exactly once more"
+            await r.dq.add("ns/a", 1)
+            await until(lambda: len(rec.calls) == 3, what="an add after the last reconcile runs it")
+            assert await last_seq(r.js, ctl) == 3
+        finally:
+            release.set()
+            await r.stop()
+
+    run(body())
+
+
+def test_a_replica_that_regains_a_partition_publishes_its_keys_again(nats_server: NatsProc) -> None:
+    """A key stored while its partition was this replica's, handed back before it ran and run
+    by the next owner: once the partition comes back, an add must publish again rather than
+    trust the old message."""
+    ctl = controller_name("regain")
+
+    async def body() -> None:
+        rec = Recorder()
+        release = asyncio.Event()
+
+        async def block_x(key: str, n: int) -> None:
+            if key == "ns/x":
+                await release.wait()
+
+        a = await Replica.start(nats_server, ctl, rec.reconciler("a", block_x), workers=1)
+        b = await Replica.start(nats_server, ctl, rec.reconciler("b"))
+        try:
+            await a.dq.start_partition(0)
+            await a.dq.add("ns/x", 1)
+            await until(lambda: len(rec.calls) == 1, what="x occupies a's only worker")
+            await a.dq.add("ns/k", 1)
+            await until(lambda: a.dq.depth() == 1, what="k held behind x")
+            stopping = asyncio.create_task(a.dq.stop_partition(0))
+            release.set()
+            await asyncio.wait_for(stopping, 15)
+            await b.dq.start_partition(0)
+            await until(lambda: drained(b.js, ctl, 1), what="b ran the handed-back k")
+            await b.dq.stop_partition(0)
+            await a.dq.start_partition(0)
+            await a.dq.add("ns/k", 1)
+            await until(lambda: [c.replica for c in rec.of("ns/k")] == ["b", "a"], what="a ran k again")
+        finally:
+            release.set()
+            await a.stop()
+            await b.stop()
+
+    run(body())
+
+
+def test_a_change_during_a_requeueing_reconcile_is_not_postponed(nats_server: NatsProc) -> None:
+    """A reconcile asks for a requeue while a change for its key was stored meanwhile: the change
+    runs at once and no deferred message is left to replace it or run again later."""
+    ctl = controller_name("defer-change")
+    release = asyncio.Event()
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def requeue_first(key: str, n: int) -> durable.Result | None:
+            if n == 1:
+                await release.wait()
+                return durable.Result(requeue_after=300)
+            return None
+
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", requeue_first))
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/a", 1)
+            await until(lambda: len(rec.calls) == 1, what="first reconcile")
+            await r.dq.add("ns/a", 1)
+            release.set()
+            await until(lambda: len(rec.calls) == 2, what="the change ran")
+            await until(lambda: drained(r.js, ctl, 1), what="nothing deferred left behind")
+        finally:
+            release.set()
+            await r.stop()
+
+    run(body())
+
+
 def test_no_concurrent_reconcile_across_replicas_and_partition_handover(nats_server: NatsProc) -> None:
     ctl = controller_name("handover")
     partitions = 4

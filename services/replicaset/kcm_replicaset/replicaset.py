@@ -36,6 +36,7 @@ from kcm_shared import (
     controllerref,
     expectations,
     kubeclient,
+    ownwrites,
     podcontrol,
     podranking,
     selectors,
@@ -87,6 +88,7 @@ class ReplicaSetController:
         self.now = now
         self.burst_replicas = burst_replicas
         self.expectations = expectations.UIDTrackingControllerExpectations()
+        self.own_writes: ownwrites.OwnWrites[status.ReplicaSetView] = ownwrites.OwnWrites()
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
 
     def register(self) -> None:
@@ -230,7 +232,7 @@ class ReplicaSetController:
     # --- sync -------------------------------------------------------------------------------
 
     async def sync(self, key: str) -> durable.Result | None:
-        rs = self.replicasets.get_key(key)
+        rs = self.own_writes.latest(key, self.replicasets.get_key(key))
         if rs is None:
             self.expectations.delete_expectations(key)
             return None
@@ -267,7 +269,7 @@ class ReplicaSetController:
                 manage_error = exc
         message = None if manage_error is None else podcontrol.error_message(manage_error)
         new_status = status.calculate_status(rs, pods, message, self.now())
-        await self.write_status(path, rs, new_status)
+        await self.write_status(key, path, rs, new_status)
         if manage_error is not None:
             raise manage_error
         delay = status.requeue_after(rs, new_status)
@@ -332,16 +334,22 @@ class ReplicaSetController:
             if errors:
                 raise errors[0]
 
-    async def write_status(self, path: str, rs: status.ReplicaSetView, new: status.ReplicaSetStatus) -> None:
+    async def write_status(
+        self, key: str, path: str, rs: status.ReplicaSetView, new: status.ReplicaSetStatus
+    ) -> None:
         """Write `new` unless nothing changed; one retry on the latest resourceVersion after a
-        conflict, as upstream's updateReplicaSetStatus."""
+        conflict, as upstream's updateReplicaSetStatus. The written object is remembered, so
+        the next sync starts from it even before its event is back (`kcm_shared.ownwrites`)."""
         if status.status_unchanged(rs, new):
             return
         resource_version = rs.metadata.resource_version
         for attempt in range(STATUS_UPDATE_RETRIES + 1):
             body = status.status_patch(new, rs.metadata.generation, resource_version)
             try:
-                await self.client.patch(path + "/status", body, "merge")
+                raw = await self.client.request_bytes(
+                    "PATCH", path + "/status", body=body, content_type=kubeclient.PATCH_TYPES["merge"]
+                )
+                self.own_writes.record(key, resource_version, codec.decode(raw, status.ReplicaSetView))
                 return
             except kubeclient.ApiError as exc:
                 if not exc.conflict or attempt == STATUS_UPDATE_RETRIES:

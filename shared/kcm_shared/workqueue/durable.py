@@ -15,6 +15,9 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   were cancelled), so the next owner cannot overlap them.
 - Coalescing: the work stream keeps one message per key, so adds while pending replace each
   other; a message for a key that is being processed is held and the key runs again after.
+  An add of a key whose message this replica stored and whose reconcile has not started
+  yet publishes nothing (client-go's dirty set): that reconcile reads the cache after the
+  change anyway. Under load this spares a JetStream publish per event.
 - Retries: a failure naks the message with the rate limiter's delay (other keys flow on);
   after `max_deliveries` deliveries, or on `TerminalError`, the item is published to
   `kcm.dlq.<controller>` with the reason and terminated.
@@ -24,7 +27,9 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
 dead-lettered by its first real failure. Instead the key is re-published with a
 `Kcm-Not-Before` header (a fresh message, delivery count 1) and the old one acked; a
 replica that receives it early naks it with the remaining delay. A real change published
-meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter`.
+meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter`; one
+published while the reconcile ran makes the requeue unnecessary, so none is published
+(it would replace that change's message and postpone it).
 """
 
 from __future__ import annotations
@@ -91,6 +96,16 @@ class _Item:
 
 
 @dataclass(eq=False)
+class _Stored:
+    """A key `add` published (or is publishing) and whose reconcile has not started since."""
+
+    partition: int
+    since: float  # monotonic time of the publish
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # the publish is over
+    stored: bool = False  # ... and succeeded
+
+
+@dataclass(eq=False)
 class _Partition:
     index: int
     sub: Subscription  # the inbox pull requests are answered on
@@ -153,6 +168,7 @@ class DurableQueue:
         self._queue: queue.WorkQueue[str] = queue.WorkQueue(controller)
         self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
         self._running: dict[str, _Item] = {}
+        self._stored: dict[str, _Stored] = {}
         self._partitions: dict[int, _Partition] = {}
         self._room = asyncio.Event()
         self._room.set()
@@ -166,12 +182,52 @@ class DurableQueue:
         await natsconn.ensure_dlq_stream(self._js, self._stream_replicas)
 
     async def add(self, key: str, partitions: int) -> None:
-        """Enqueue `key` durably; returns once JetStream stored it.
+        """Enqueue `key` durably; returns once JetStream stored it (or a message for it that
+        no reconcile has started on yet).
 
         Every caller must pass the same `partitions`. While NATS is unreachable this retries
         with backoff rather than drop the change; cancel the caller to give up.
         """
-        subject = subjects.work_subject(self._controller, subjects.partition_of(key, partitions), key)
+        partition = subjects.partition_of(key, partitions)
+        while (pending := self._pending_message(key, partition)) is not None:
+            await pending.done.wait()
+            if pending.stored:
+                return
+            # That add gave up before its message was stored: publish one here.
+        # Marked before publishing: were it marked after the ack, a reconcile that started
+        # in between would leave the mark behind, and later changes would be skipped.
+        mark = _Stored(partition, time.monotonic())
+        self._stored[key] = mark
+        try:
+            await self._publish(key, subjects.work_subject(self._controller, partition, key))
+            mark.stored = True
+        finally:
+            if not mark.stored and self._stored.get(key) is mark:
+                del self._stored[key]
+            mark.done.set()
+
+    def _pending_message(self, key: str, partition: int) -> _Stored | None:
+        """The mark of `key`'s stored, not yet reconciled message, if it can be trusted.
+
+        Only while this replica consumes the partition: otherwise another replica reconciles
+        the message, and its start clears nothing here. Nor when older than `ack_wait`: the
+        message may be gone (a purged stream); publishing again costs one message at most.
+        """
+        mark = self._stored.get(key)
+        part = self._partitions.get(partition)
+        if mark is None or mark.partition != partition or part is None or part.stop.is_set():
+            return None
+        if time.monotonic() - mark.since > self._ack_wait:
+            return None
+        return mark
+
+    def _forget_stored(self, partition: int) -> None:
+        """Drop the marks of a partition whose ownership changes: another replica may consume
+        (or have consumed) their messages."""
+        for key in [k for k, mark in self._stored.items() if mark.partition == partition]:
+            del self._stored[key]
+
+    async def _publish(self, key: str, subject: str) -> None:
         headers: dict[str, str] = {}
         tracing.inject(headers)  # the reconcile continues the trace of the change that caused it
         attempt = 0
@@ -204,6 +260,7 @@ class DurableQueue:
             if not current.stop.is_set():
                 return
             await current.released.wait()  # taken back while being released: start afresh after
+        self._forget_stored(partition)
         name = f"{self._consumer_prefix}-p{partition}"
         await self._js.add_consumer(
             self._stream,
@@ -231,6 +288,7 @@ class DurableQueue:
         Reconciles still running after `drain_timeout` are cancelled and their messages nak'd,
         so they are redelivered to the next owner.
         """
+        self._forget_stored(partition)
         part = self._partitions.get(partition)
         if part is None:
             return
@@ -418,6 +476,8 @@ class DurableQueue:
         if part.stop.is_set():
             return  # stays held; stop_partition hands it back
         del self._held[key]
+        # From here on a change needs a message of its own: this reconcile may read too early.
+        self._stored.pop(key, None)
         item.started = time.monotonic()
         self._running[key] = item
         part.inflight += 1
@@ -479,6 +539,10 @@ class DurableQueue:
             return await self._reconcile(item.key)
 
     async def _defer(self, item: _Item, delay: float) -> None:
+        if self._pending_message(item.key, item.partition) is not None:
+            # A change stored since this reconcile began runs soon and decides again.
+            await self._settle(item.msg.ack(), "ack", item.key)
+            return
         headers = {k: v for k, v in (item.msg.headers or {}).items() if k in _TRACE_HEADERS}
         headers[NOT_BEFORE] = f"{time.time() + delay:.3f}"
         try:
