@@ -188,3 +188,18 @@ def fresh_nats(tmp_path: Path) -> Iterator[NatsProc]:
     server = start_nats(tmp_path / "nats")
     yield server
     server.stop()
+
+
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A certificate and key for 127.0.0.1 made with openssl (the test is skipped without it)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = directory / "server.crt", directory / "server.key"
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+    subprocess.run(
+        [openssl, *request, "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

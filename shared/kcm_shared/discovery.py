@@ -127,7 +127,7 @@ async def discover(
     for (group_name, version, preferred), doc in zip(documents, docs, strict=True):
         if isinstance(doc, BaseException):
             # One broken or unreachable aggregated API must not hide the others.
-            if not isinstance(doc, kubeclient.ApiError | aiohttp.ClientError | TimeoutError):
+            if not isinstance(doc, kubeclient.ApiError | aiohttp.ClientError | OSError | TimeoutError):
                 raise doc
             failed.add(group_name)
             continue

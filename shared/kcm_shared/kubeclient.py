@@ -1,9 +1,10 @@
-"""An asyncio Kubernetes API client: JSON over aiohttp, configured by the official client.
+"""An asyncio Kubernetes API client: JSON over HTTP/1.1, configured by the official client.
 
 Connection settings (kubeconfig, in-cluster service account, `--master`) are read with the
 official `kubernetes` package, so every auth method it supports works; requests then go
-through one aiohttp session with msgspec decoding, which is what services on the bus need
-(async, cheap per call). Writes are rate limited client-side like client-go's
+through kept-alive connections of `kcm_shared.http1` (watches through aiohttp, which
+streams) with msgspec decoding, which is what services on the bus need (async, cheap per
+call). Writes are rate limited client-side like client-go's
 `--kube-api-qps` / `--kube-api-burst`. Errors arrive as `ApiError` carrying the server's
 metav1.Status.
 """
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
-from kcm_shared import tokenbucket, tracing
+from kcm_shared import http1, tokenbucket, tracing
 
 Obj = dict[str, Any]
 _decode = msgspec.json.Decoder().decode
@@ -141,8 +142,9 @@ class KubeClient:
         self.conn = conn
         self.user_agent = user_agent
         self._limiter = tokenbucket.TokenBucket(qps, burst) if qps > 0 else None
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._api: http1.Client | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -153,9 +155,20 @@ class KubeClient:
             )
         return self._session
 
+    def _calls(self) -> http1.Client:
+        if self._api is None:
+            headers = {**self.conn.headers, "User-Agent": self.user_agent, "Accept": "application/json"}
+            self._api = http1.Client(
+                self.conn.server, headers=headers, ssl_context=self.conn.ssl_context, timeout=self._timeout
+            )
+        return self._api
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
 
     async def request(
         self,
@@ -188,13 +201,10 @@ class KubeClient:
         headers = {"Content-Type": content_type} if data is not None else {}
         # Writes made inside a reconcile carry its trace, so one trace spans watcher -> API write.
         tracing.inject(headers)
-        async with self._http().request(
-            method, self.conn.server + path, params=params, data=data, headers=headers, timeout=self._timeout
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise _error(resp.status, raw)
-            return raw
+        resp = await self._calls().request(method, path, params=params, body=data, headers=headers)
+        if resp.status >= 400:
+            raise _error(resp.status, resp.body)
+        return resp.body
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> Obj:
         return await self.request("GET", path, params=params)

@@ -12,7 +12,7 @@ import pytest
 import uvloop
 from kcm_shared import natsconn
 
-from tests.conftest import KCM, NatsProc, start_nats, wait_for
+from tests.conftest import KCM, NatsProc, self_signed_cert, start_nats, wait_for
 
 
 def _server(tmp_path: Path, *auth: str) -> NatsProc:
@@ -73,29 +73,7 @@ def test_wrong_credentials_are_reported_clearly_while_the_service_retries(
 
 
 def test_tls_with_a_ca_from_flags_connects(tmp_path: Path) -> None:
-    import shutil
-
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is needed to make a certificate")
-    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
-    make_cert = [
-        openssl,
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]
-    subprocess.run(
-        [*make_cert, "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     server = _server(tmp_path, "--tls", "--tlscert", str(cert), "--tlskey", str(key))
     try:
 

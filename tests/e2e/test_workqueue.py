@@ -125,6 +125,16 @@ def dead_letters(controller: str) -> float:
     return REGISTRY.get_sample_value("kcm_workqueue_dead_letters_total", {"name": controller}) or 0.0
 
 
+def first_waits_for(release: asyncio.Event) -> Callable[[str, int], Awaitable[None]]:
+    """A reconcile body whose first call of each key waits until `release` is set."""
+
+    async def body(key: str, n: int) -> None:
+        if n == 1:
+            await release.wait()
+
+    return body
+
+
 class Replica:
     """A DurableQueue with its own connection and running worker pool."""
 
@@ -155,11 +165,9 @@ def test_coalescing_pending_adds_and_rerun_after_processing(nats_server: NatsPro
     async def body() -> None:
         rec = Recorder()
 
-        async def slow_first(key: str, n: int) -> None:
-            if n == 1:
-                await release.wait()
-
-        r = await Replica.start(nats_server, ctl, rec.reconciler("a", slow_first), stuck_after=0.5)
+        r = await Replica.start(
+            nats_server, ctl, rec.reconciler("a", first_waits_for(release)), stuck_after=0.5
+        )
         try:
             for _ in range(100):
                 await r.dq.add("ns/a", 1)
@@ -207,11 +215,7 @@ def test_adds_of_a_key_not_yet_reconciled_publish_once(nats_server: NatsProc) ->
     async def body() -> None:
         rec = Recorder()
 
-        async def slow_first(key: str, n: int) -> None:
-            if n == 1:
-                await release.wait()
-
-        r = await Replica.start(nats_server, ctl, rec.reconciler("a", slow_first))
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", first_waits_for(release)))
         try:
             await r.dq.start_partition(0)
             await r.dq.add("ns/a", 1)
