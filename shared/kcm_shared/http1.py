@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 MAX_HEADER_BYTES = 64 * 1024
 _NO_BODY_STATUSES = (204, 304)
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,8 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[Res
             keep = False
     except asyncio.IncompleteReadError as exc:
         raise ConnectionError("the server closed the connection in the middle of a response") from exc
+    except asyncio.LimitOverrunError as exc:
+        raise ConnectionError("malformed chunked body: a line longer than the buffer") from exc
     return Response(status, headers, body), keep
 
 
@@ -182,10 +185,10 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     while True:
         size_line = await reader.readuntil(b"\r\n")
         size_text = size_line.split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise ConnectionError(f"malformed chunk size: {size_text[:40]!r}") from None
+        # Hex digits only: int() would also take a sign, "0x" or underscores.
+        if not size_text or size_text.strip(_HEX_DIGITS):
+            raise ConnectionError(f"malformed chunk size: {size_text[:40]!r}")
+        size = int(size_text, 16)
         if size == 0:
             while await reader.readuntil(b"\r\n") != b"\r\n":
                 pass  # trailers: nothing here reads them
