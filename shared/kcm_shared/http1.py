@@ -34,6 +34,18 @@ class Response:
     body: bytes
 
 
+def _tls(setting: ssl.SSLContext | bool) -> ssl.SSLContext:
+    """The context for `setting`, read as aiohttp reads its `ssl` argument (which the watches
+    use): a context as given, True to verify with the system's CAs, False not to verify."""
+    if isinstance(setting, ssl.SSLContext):
+        return setting
+    context = ssl.create_default_context()
+    if not setting:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
@@ -67,9 +79,7 @@ class Client:
         self._prefix = url.path.rstrip("/")
         self._ssl: ssl.SSLContext | None = None
         if url.scheme == "https":
-            self._ssl = (
-                ssl_context if isinstance(ssl_context, ssl.SSLContext) else ssl.create_default_context()
-            )
+            self._ssl = _tls(ssl_context)
         host_header = url.netloc.rsplit("@", 1)[-1]
         fixed = {"Host": host_header, **(headers or {})}
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fixed.items())

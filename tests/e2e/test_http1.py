@@ -264,14 +264,17 @@ def test_https_with_the_servers_ca(tmp_path: Path) -> None:
         server = Server([ok(b"secure"), ok(b"again")])
         srv, url = await serve(server, server_tls)
         trusting = http1.Client(url, ssl_context=ssl.create_default_context(cafile=str(cert)))
-        untrusting = http1.Client(url, ssl_context=ssl.create_default_context())
+        untrusting = http1.Client(url, ssl_context=True)
+        unverifying = http1.Client(url, ssl_context=False)
         try:
             assert (await trusting.request("GET", "/")).body == b"secure"
             with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
                 await untrusting.request("GET", "/")
+            assert (await unverifying.request("GET", "/")).body == b"again", "False: as aiohttp's ssl=False"
         finally:
             await trusting.close()
             await untrusting.close()
+            await unverifying.close()
             srv.close()
 
     run(body())
