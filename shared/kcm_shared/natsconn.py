@@ -1,6 +1,7 @@
 """Connecting to NATS and declaring the JetStream streams of the bus.
 
-Every service takes the same `--nats-*` flags (`add_arguments`), connects with `connect`
+Every service takes the same `--nats-*` flags (`add_arguments`; credentials come from files, so
+no secret shows in a process list), connects with `connect`
 (reconnecting forever with backoff: a dead NATS is waited out, not fatal), and declares the
 streams it uses with the `ensure_*` helpers, which are idempotent so any service may start
 first. The stream layout is documented in docs/bus.md.
@@ -46,9 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("NATS")
     g.add_argument("--nats-url", default=NatsOptions.url, help="NATS server URL(s), comma-separated")
     g.add_argument("--nats-user")
-    g.add_argument("--nats-password")
+    g.add_argument("--nats-password", help="prefer --nats-password-file: a command line is public")
+    g.add_argument("--nats-password-file", help="file holding the password of --nats-user")
     g.add_argument("--nats-token")
-    g.add_argument("--nats-nkey-seed", help="file holding an nkey seed")
+    g.add_argument("--nats-nkey-seed", help="file holding an nkey seed (what kcm dev, compose and k8s/ use)")
     g.add_argument("--nats-creds", help="a NATS .creds file")
     g.add_argument("--nats-tls-ca", help="CA bundle to verify the NATS server")
     g.add_argument("--nats-tls-cert", help="client certificate for mutual TLS")
@@ -68,7 +70,7 @@ def from_args(args: argparse.Namespace) -> NatsOptions:
     return NatsOptions(
         url=args.nats_url,
         user=args.nats_user,
-        password=args.nats_password,
+        password=_secret(args.nats_password, args.nats_password_file),
         token=args.nats_token,
         nkey_seed=args.nats_nkey_seed,
         creds=args.nats_creds,
@@ -77,6 +79,14 @@ def from_args(args: argparse.Namespace) -> NatsOptions:
         tls_key=args.nats_tls_key,
         stream_replicas=args.nats_stream_replicas,
     )
+
+
+def _secret(value: str | None, path: str | None) -> str | None:
+    """A flag's value, or the first line of the file named instead (a missing file is fatal)."""
+    if path is None:
+        return value
+    with open(path, encoding="utf-8") as f:
+        return f.readline().rstrip("\r\n")
 
 
 def _tls(opts: NatsOptions) -> ssl.SSLContext | None:

@@ -119,7 +119,8 @@ def test_dev_runs_the_bus_reports_status_and_restarts_a_killed_service(tmp_path:
         url = (state / "nats.url").read_text().strip()
 
         async def published() -> bool:
-            nc = await nats.connect(url)
+            # As the read-only identity `kcm dev` makes for your own clients (docs/bus.md).
+            nc = await nats.connect(url, nkeys_seed=str(state / "nats-auth" / "consumer.nk"))
             try:
                 js = nc.jetstream()
                 try:

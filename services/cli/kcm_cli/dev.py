@@ -21,7 +21,7 @@ from kcm_coordinator import status
 from kcm_shared import controller
 from kcm_simulator import main as simulator_main
 
-from kcm_cli import natsd, supervisor
+from kcm_cli import natsauth, natsd, supervisor
 from kcm_cli.controllers import BUILTIN
 
 READY_TIMEOUT = 60.0
@@ -43,17 +43,30 @@ def kcm_argv() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "kcm_cli.main"]
 
 
-def _controller_groups(opts: DevOptions) -> list[tuple[str, list[str]]]:
-    """One process for the controllers at one replica, one process per replica of the rest."""
+def _controller_groups(opts: DevOptions) -> list[tuple[str, list[str], list[str]]]:
+    """One process for the controllers at one replica, one process per replica of the rest;
+    each with the canonical names of the controllers it runs (its NATS identity's scope)."""
     chosen = controller.select(BUILTIN, opts.controllers)
     replicas = {controller.select(BUILTIN, name)[0].name: n for name, n in opts.replicas.items()}
     shared = [spec.name for spec in chosen if spec.name not in replicas]
-    groups = [("controllers", ["controllers", "--controllers", ",".join(shared)])] if shared else []
+    groups = [("controllers", ["controllers", "--controllers", ",".join(shared)], shared)] if shared else []
     for spec in chosen:
         groups += [
-            (f"{spec.alias}-{i}", ["controller", spec.name]) for i in range(replicas.get(spec.name, 0))
+            (f"{spec.alias}-{i}", ["controller", spec.name], [spec.name])
+            for i in range(replicas.get(spec.name, 0))
         ]
     return groups
+
+
+def _identities(groups: list[tuple[str, list[str], list[str]]]) -> dict[str, natsauth.Permissions]:
+    """Every supervised service's NATS identity, named as the service, and the consumer's."""
+    out = {
+        "watcher": natsauth.watcher(),
+        "coordinator": natsauth.coordinator(),
+        "consumer": natsauth.consumer(),
+    }
+    out.update({name: natsauth.controllers(names) for name, _, names in groups})
+    return out
 
 
 def _answers(url: str) -> bool:
@@ -110,6 +123,9 @@ async def run(opts: DevOptions) -> None:
         )
     )
     nats = natsd.plan(state / "nats")
+    groups = _controller_groups(opts)
+    auth_dir = state / "nats-auth"
+    nats.write_config(state / "nats.conf", auth_dir, _identities(groups))
     (state / "nats.url").write_text(nats.url + "\n")
     tasks: list[asyncio.Future[None]] = [api]
 
@@ -126,17 +142,25 @@ async def run(opts: DevOptions) -> None:
         say(f"apiserver at {api_url.result()}")
         async with asyncio.timeout(READY_TIMEOUT):
             await natsd.wait_ready(nats.port)
-        say(f"nats-server with JetStream at {nats.url}")
+        consumer_seed = natsauth.seed_file(auth_dir, "consumer")
+        say(
+            f"nats-server with JetStream at {nats.url} (read-only identity: --nats-nkey-seed {consumer_seed})"
+        )
         common = ["--kubeconfig", str(opts.kubeconfig_out), "--nats-url", nats.url, "--ops-bind", "127.0.0.1"]
+
+        def identity(name: str) -> list[str]:
+            return ["--nats-nkey-seed", str(natsauth.seed_file(auth_dir, name))]
+
         coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
         coordinator_url = f"http://127.0.0.1:{coordinator_port}"
         services = [
-            ("watcher", ["watcher", *common, "--ops-port", str(watcher_port)]),
+            ("watcher", ["watcher", *common, *identity("watcher"), "--ops-port", str(watcher_port)]),
             (
                 "coordinator",
                 [
                     "coordinator",
                     *common,
+                    *identity("coordinator"),
                     "--ops-port",
                     str(coordinator_port),
                     "--ops-url-file",
@@ -145,8 +169,8 @@ async def run(opts: DevOptions) -> None:
             ),
         ]
         services += [
-            (name, [*argv, *common, "--ops-port", "0", *opts.controller_flags])
-            for name, argv in _controller_groups(opts)
+            (name, [*argv, *common, *identity(name), "--ops-port", "0", *opts.controller_flags])
+            for name, argv, _ in groups
         ]
         for name, argv in services:
             supervise(name, [*kcm_argv(), *argv])

@@ -24,7 +24,7 @@ from kcm_shared import logs
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
-from kcm_cli import controllers, dev
+from kcm_cli import controllers, dev, natsauth
 
 
 def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
     coordinator_cli.register(sub)
     coordinator_status.register_status(sub)
     controllers.register(sub)
+    natsauth.register(sub)
     return p
 
 
@@ -179,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_file=args.control_file,
         )
         return _run(simulator_main.run(sim_opts))
+    if args.command == "nats-auth":
+        for path in natsauth.generate(args.out, args.controllers, args.apiserver_token):
+            print(path)
+        return 0
     if args.command == "status":
         return _to_a_reader_that_may_leave(lambda: coordinator_status.main(args))
     if hasattr(args, "run"):

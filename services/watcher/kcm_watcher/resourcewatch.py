@@ -34,7 +34,7 @@ import nats.js.errors
 from kcm_shared import cancellation, kubeclient, subjects, tracing
 from nats.js import JetStreamContext, api
 
-from kcm_watcher import metrics, objects, publisher
+from kcm_watcher import metrics, objects, publisher, redact
 
 log = logging.getLogger("kcm.watcher.resource")
 
@@ -329,7 +329,7 @@ class ResourceWatch:
         """Hand one object message to the lane and remember what the stream now holds."""
         hdrs = objects.headers(event, head)
         hdrs.update(trace)
-        await self._lane.publish(subject, body, hdrs, objects.ttl_of(event))
+        await self._lane.publish(subject, redact.body(self.res, body), hdrs, objects.ttl_of(event))
         if event == objects.DELETED:
             self.held.pop(subject, None)
         else:

@@ -1,0 +1,207 @@
+"""Who may say what on the bus: the NATS identities of kcm and the one table of their permissions.
+
+Every configuration renders nats-server's `authorization` block from here: `kcm dev` (through
+`natsd.write_config`), and `kcm nats-auth`, the step that makes the credentials of the compose
+stack (its `nats-auth` service) and of k8s/ (docs/deploying.md). Each identity is an nkey: the
+server holds only public keys, each service its own seed file (mode 0600), passed with
+`--nats-nkey-seed`. An anonymous client is refused.
+
+The table is `permissions()`: one function per kind of identity, each listing the subjects it
+publishes to and subscribes on, the JetStream API calls (`$JS.API.<op>.<stream>`) included,
+from what the service's code does (docs/bus.md "Who may publish what"). A new subject is one
+line in the function of the identity that uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import nkeys  # type: ignore[import-untyped]
+from kcm_shared import controller, membership, subjects
+
+INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a client publish there
+OBJECTS = subjects.OBJECTS_STREAM
+SEED_SUFFIX = ".nk"
+AUTH_CONF = "auth.conf"
+# kube-apiserver takes request bodies up to 3 MiB and etcd values up to about 1.5 MiB; an
+# object as JSON in a watch event plus our headers stays well under this.
+MAX_PAYLOAD = 8 * 1024 * 1024
+# What the server buffers for one slow client before cutting it off: several full messages.
+MAX_PENDING = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Permissions:
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+    # May answer the requests it receives (publish to their reply subjects), and only those.
+    responses: bool = False
+
+    def render(self) -> dict[str, object]:
+        # An empty allow list would mean "anything" to nats-server: deny everything instead.
+        out: dict[str, object] = {
+            "publish": {"allow": list(self.publish)} if self.publish else {"deny": [">"]},
+            "subscribe": {"allow": list(self.subscribe)} if self.subscribe else {"deny": [">"]},
+        }
+        if self.responses:
+            out["allow_responses"] = True
+        return out
+
+
+def _api(op: str, stream: str, *, sub: bool = False) -> str:
+    return f"$JS.API.{op}.{stream}" + (".>" if sub else "")
+
+
+def _declare(stream: str) -> list[str]:
+    """Create the stream, or bring it to the caller's configuration (`natsconn._ensure`)."""
+    return [_api("STREAM.CREATE", stream), _api("STREAM.UPDATE", stream), _api("STREAM.INFO", stream)]
+
+
+def _read(stream: str) -> list[str]:
+    """Read a stream: its info, ephemeral or ordered consumers, pulls, direct gets, flow control."""
+    return [
+        _api("STREAM.INFO", stream),
+        _api("CONSUMER.CREATE", stream),
+        _api("CONSUMER.CREATE", stream, sub=True),
+        _api("CONSUMER.INFO", stream, sub=True),
+        _api("CONSUMER.DELETE", stream, sub=True),
+        _api("CONSUMER.MSG.NEXT", stream, sub=True),
+        _api("DIRECT.GET", stream),
+        _api("DIRECT.GET", stream, sub=True),
+        _api("STREAM.MSG.GET", stream),
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def _consume_work(stream: str) -> list[str]:
+    """A durable pull consumer per partition (`workqueue.durable`), acked one message at a time."""
+    return [
+        _api("CONSUMER.CREATE", stream, sub=True),
+        _api("CONSUMER.DURABLE.CREATE", stream, sub=True),
+        _api("CONSUMER.INFO", stream, sub=True),
+        _api("CONSUMER.MSG.NEXT", stream, sub=True),
+        f"$JS.ACK.{stream}.>",
+    ]
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+def watcher() -> Permissions:
+    """Publishes every object state and progress marker, and answers sync requests."""
+    publish = ["kcm.obj.>", subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_read(OBJECTS)]
+    return Permissions(_unique(publish), (subjects.WATCHER_SYNC, INBOX), responses=True)
+
+
+def coordinator() -> Permissions:
+    """Answers the controllers' membership heartbeats; publishes nothing of its own."""
+    return Permissions((), ("kcm.coord.>", INBOX), responses=True)
+
+
+def controllers(names: Sequence[str]) -> Permissions:
+    """A process running the controllers `names` (canonical names): their work and dead letters
+    only, the object stream read-only, heartbeats to the coordinator, sync requests to the watcher."""
+    publish = [membership.HEARTBEAT_SUBJECT, subjects.WATCHER_SYNC]
+    # The caches declare the object stream too (any service may start first); create only:
+    # bringing it to another configuration is the watcher's.
+    publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(subjects.DLQ_STREAM)]
+    for name in names:
+        stream = subjects.work_stream(name)
+        publish += [subjects.work_filter(name), subjects.dlq_subject(name)]
+        publish += [*_declare(stream), *_consume_work(stream)]
+    return Permissions(_unique(publish), (INBOX,))
+
+
+def consumer() -> Permissions:
+    """A third party's read-only view: the object stream and live object messages, nothing else."""
+    publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_read(OBJECTS)]
+    return Permissions(_unique(publish), ("kcm.obj.>", subjects.PROGRESS_FILTER, INBOX))
+
+
+# --- credentials ---------------------------------------------------------------------------
+
+
+def new_seed() -> bytes:
+    return bytes(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER))
+
+
+def public_key(seed: bytes) -> str:
+    return str(nkeys.from_seed(bytearray(seed)).public_key.decode())
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file only its owner can read, created so from the start (never briefly wider)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+def seed_file(directory: Path, identity: str) -> Path:
+    """The identity's seed file, made once: later runs keep the same identity."""
+    path = directory / f"{identity}{SEED_SUFFIX}"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_private(path, new_seed() + b"\n")
+    return path
+
+
+def authorization(directory: Path, identities: dict[str, Permissions]) -> dict[str, object]:
+    """nats-server's `authorization` block for `identities`, making their seeds when missing."""
+    users = []
+    for identity, perms in identities.items():
+        seed = seed_file(directory, identity).read_bytes().strip()
+        users.append({"nkey": public_key(seed), "permissions": perms.render()})
+    return {"users": users}
+
+
+def deployment_identities(names: Sequence[str]) -> dict[str, Permissions]:
+    """The identities of compose and k8s/: one per service, one per controller (by alias)."""
+    out = {"watcher": watcher(), "coordinator": coordinator(), "consumer": consumer()}
+    for spec in controller.select(_builtin(), ",".join(names) or "*"):
+        out[spec.alias] = controllers([spec.name])
+    return out
+
+
+def _builtin() -> list[controller.Spec]:
+    from kcm_cli.controllers import BUILTIN  # imports every controller: only when asked
+
+    return BUILTIN
+
+
+# --- `kcm nats-auth` -----------------------------------------------------------------------
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "nats-auth",
+        help="make the NATS credentials of a deployment (compose, k8s/): seeds and auth.conf",
+    )
+    p.add_argument("--out", type=Path, required=True, help="directory for the files (made mode 0700)")
+    p.add_argument("--controllers", default="*", help="which controllers get an identity (*,-foo,bar)")
+    p.add_argument(
+        "--apiserver-token", action="store_true", help="also make apiserver-token (the compose stack's)"
+    )
+    p.set_defaults(command="nats-auth")
+
+
+def generate(out: Path, controllers_flag: str, apiserver_token: bool) -> list[Path]:
+    """Seeds (kept when present), `auth.conf` for nats-server's `include`, optionally a token."""
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    names = [s.name for s in controller.select(_builtin(), controllers_flag)]
+    block = authorization(out, deployment_identities(names))
+    write_private(out / AUTH_CONF, f"authorization: {json.dumps(block, indent=2)}\n".encode())
+    if apiserver_token and not (out / "apiserver-token").exists():
+        write_private(out / "apiserver-token", os.urandom(32).hex().encode() + b"\n")
+    return sorted(out.iterdir())
