@@ -2,6 +2,9 @@
 coordinator and replicas of the probe controller (tests/e2e/probe_controller.py).
 
 Every process can be killed with -9 and started again, which is what the invariant tests do.
+NATS runs locked down as in `kcm dev`: the stack restarts the server it is given with
+authentication on (`secure`), and each process connects with its own identity's nkey
+(kcm_cli.natsauth); tests inspect the bus as `ADMIN`, an identity only tests have.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcm_cli import natsd
+from kcm_cli import natsauth, natsd
 
 from tests.conftest import KCM, ApiServer, NatsProc, kill_process, stop_process, wait_for
 
@@ -29,6 +32,33 @@ FAST_LEASE = [
     "--leader-elect-retry-period",
     "250ms",
 ]
+PROBE = "probe-controller"
+ADMIN = "admin"
+# The identity each kind of process connects as.
+ROLES = {"watcher": "watcher", "coordinator": "coordinator", "controller": "probe"}
+
+
+def identities() -> dict[str, natsauth.Permissions]:
+    return {
+        "watcher": natsauth.watcher(),
+        "coordinator": natsauth.coordinator(),
+        "probe": natsauth.controllers([PROBE]),
+        "consumer": natsauth.consumer(),
+        ADMIN: natsauth.Permissions((">",), (">",)),
+    }
+
+
+def secure(server: NatsProc, auth_dir: Path, extra: dict[str, Any] | None = None) -> None:
+    """Restart `server` (same port and files) from a config with authentication on."""
+    server.stop()
+    planned = natsd.NatsServer(server.url, server.port, server.store_dir)
+    planned.write_config(auth_dir.parent / f"nats-{server.port}.conf", auth_dir, identities(), extra)
+    server.args = planned.args()
+    server.start()
+
+
+def seed(auth_dir: Path, identity: str) -> str:
+    return str(auth_dir / f"{identity}{natsauth.SEED_SUFFIX}")
 
 
 @dataclass
@@ -72,11 +102,23 @@ class Stack:
     probe_log: Path
     procs: list[Proc] = field(default_factory=list)
     partitions: int = 4
+    # Where the identities' seeds are; None: restart `nats` with authentication on, here.
+    auth_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.auth_dir is None:
+            self.auth_dir = self.workdir / "nats-auth"
+            secure(self.nats, self.auth_dir)
+
+    def seed(self, identity: str) -> str:
+        assert self.auth_dir is not None
+        return seed(self.auth_dir, identity)
 
     def _proc(self, name: str, args: list[str]) -> Proc:
         port = natsd.free_port()
         env = {**os.environ, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
         argv = [KCM, *args, "--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
+        argv += ["--nats-nkey-seed", self.seed(ROLES[args[0]])]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", name]
         proc = Proc(name, argv, self.workdir / f"{name}.log", env, port)
         self.procs.append(proc)

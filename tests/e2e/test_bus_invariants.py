@@ -145,7 +145,7 @@ def test_poison_key_is_dead_lettered_with_its_reason_and_other_keys_flow(stack: 
     wait_for(lambda: _converged(stack, {"healthy": "healthy-1"}), 60, what="healthy key reconciled")
 
     async def dead_letters() -> list[tuple[str, str]]:
-        nc = await nats.connect(stack.nats.url)
+        nc = await nats.connect(stack.nats.url, nkeys_seed=stack.seed("admin"))
         try:
             js = nc.jetstream()
             sub = await js.subscribe("kcm.dlq.probe-controller", ordered_consumer=True)

@@ -19,6 +19,7 @@ import pytest
 import uvloop
 from kcm_cli import natsd
 from kcm_shared import subjects
+from nats.aio.client import Client
 from nats.js.errors import Error as JetStreamError
 
 from tests.conftest import ApiServer, NatsProc, wait_for
@@ -37,16 +38,32 @@ def distinct_ports(count: int) -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
+def auth_dir(workdir: Path) -> Path:
+    return workdir / "nats-auth"
+
+
+async def connect(url: str, workdir: Path) -> Client:
+    """As the tests' own identity, which may read every stream."""
+    seed = bus_stack.seed(auth_dir(workdir), bus_stack.ADMIN)
+    return await nats.connect(url.split(","), connect_timeout=2, max_reconnect_attempts=0, nkeys_seed=seed)
+
+
 def start_cluster(workdir: Path, size: int = 3) -> list[NatsProc]:
     ports = distinct_ports(2 * size)
     clients, routes = ports[:size], ports[size:]
     servers = []
     for i in range(size):
         planned = natsd.plan(workdir / f"n{i}" / "jetstream", clients[i])
-        others = ",".join(f"nats://127.0.0.1:{p}" for j, p in enumerate(routes) if j != i)
-        args = [*planned.args(), "-n", f"n{i}", "--cluster_name", "kcm"]
-        args += ["--cluster", f"nats://127.0.0.1:{routes[i]}", "--routes", others]
-        server = NatsProc(planned.url, planned.port, planned.store_dir, args, workdir / f"n{i}.log")
+        others = [f"nats://127.0.0.1:{p}" for j, p in enumerate(routes) if j != i]
+        cluster = {"name": "kcm", "listen": f"127.0.0.1:{routes[i]}", "routes": others}
+        # Locked down as every configuration is: the bus stack's identities, seeds shared.
+        planned.write_config(
+            workdir / f"n{i}.conf",
+            auth_dir(workdir),
+            bus_stack.identities(),
+            {"server_name": f"n{i}", "cluster": cluster},
+        )
+        server = NatsProc(planned.url, planned.port, planned.store_dir, planned.args(), workdir / f"n{i}.log")
         servers.append(server)
         try:
             server.start()
@@ -65,9 +82,9 @@ def cluster(tmp_path: Path) -> Iterator[list[NatsProc]]:
         server.stop()
 
 
-async def stream_replicas(url: str) -> dict[str, int]:
+async def stream_replicas(url: str, workdir: Path) -> dict[str, int]:
     """Each stream's configured replicas and how many servers hold it (leader + peers)."""
-    nc = await nats.connect(url.split(","), connect_timeout=2, max_reconnect_attempts=0)
+    nc = await connect(url, workdir)
     try:
         js = nc.jetstream(timeout=2)
         out = {}
@@ -83,8 +100,8 @@ async def stream_replicas(url: str) -> dict[str, int]:
         await nc.close()
 
 
-async def last_object(url: str, name: str) -> bool:
-    nc = await nats.connect(url.split(","), connect_timeout=2, max_reconnect_attempts=0)
+async def last_object(url: str, workdir: Path, name: str) -> bool:
+    nc = await connect(url, workdir)
     try:
         js = nc.jetstream(timeout=2)
         subject = subjects.object_subject(CONFIGMAPS, "default", name)
@@ -102,14 +119,14 @@ def test_streams_are_replicated_and_survive_losing_a_server(
 ) -> None:
     url = ",".join(s.url for s in cluster)
     bus = NatsProc(url, cluster[0].port, cluster[0].store_dir, [], tmp_path / "unused.log")
-    stack = bus_stack.Stack(apiserver, bus, tmp_path, tmp_path / "probe.jsonl")
+    stack = bus_stack.Stack(apiserver, bus, tmp_path, tmp_path / "probe.jsonl", auth_dir=auth_dir(tmp_path))
     try:
         replicas = ["--nats-stream-replicas", "3"]
         stack._proc("watcher-0", ["watcher", "--resources", "v1/configmaps", *replicas]).start()
         stack.probe("probe-0", *replicas)
 
         def replicated() -> dict[str, int] | None:
-            got = uvloop.run(stream_replicas(url))
+            got = uvloop.run(stream_replicas(url, tmp_path))
             return got if got == dict.fromkeys(STREAMS, 3) else None
 
         wait_for(replicated, 60, 0.5, "three replicas of every stream")
@@ -118,7 +135,7 @@ def test_streams_are_replicated_and_survive_losing_a_server(
         survivors = ",".join(s.url for s in cluster[:2])
         apiserver.kubectl("create", "configmap", "after-loss")
         wait_for(
-            lambda: uvloop.run(last_object(survivors, "after-loss")),
+            lambda: uvloop.run(last_object(survivors, tmp_path, "after-loss")),
             60,
             0.5,
             "a change published with one server of three gone",

@@ -15,6 +15,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kcm_cli import natsauth
 
@@ -48,15 +49,23 @@ class NatsServer:
             return [binary(), "-c", str(self.config)]
         return [binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
 
-    def write_config(self, path: Path, auth_dir: Path, identities: dict[str, natsauth.Permissions]) -> None:
+    def write_config(
+        self,
+        path: Path,
+        auth_dir: Path,
+        identities: dict[str, natsauth.Permissions],
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         """A config with authentication on: one nkey user per identity, seeds in `auth_dir`
-        (made once, kept across runs), anonymous clients refused."""
-        config = {
+        (made once, kept across runs), anonymous clients refused; `extra` adds settings
+        (a cluster block, a server name)."""
+        config: dict[str, Any] = {
             "listen": f"127.0.0.1:{self.port}",
             "jetstream": {"store_dir": str(self.store_dir)},
             "max_payload": natsauth.MAX_PAYLOAD,
             "max_pending": natsauth.MAX_PENDING,
             "authorization": natsauth.authorization(auth_dir, identities),
+            **(extra or {}),
         }
         natsauth.write_private(path, json.dumps(config, indent=2).encode())
         self.config = path
