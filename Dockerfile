@@ -36,6 +36,8 @@ VOLUME ["/data"]
 # 4222 clients, 6222 cluster routes, 8222 monitoring (/healthz).
 EXPOSE 4222 6222 8222
 ENTRYPOINT ["nats-server"]
+# Without a config NATS would take anonymous clients: compose and k8s/ pass --config with
+# authorization (docs/deploying.md); this default is for a quick look only.
 CMD ["--jetstream", "--store_dir", "/data", "--http_port", "8222"]
 
 FROM ${PYTHON_IMAGE} AS kcm
@@ -43,8 +45,10 @@ ENV PATH=/opt/kcm/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /opt/kcm /opt/kcm
-# Directories the compose stack mounts named volumes on: a fresh volume takes their owner.
-RUN mkdir -p /state /kube && chown 10001:10001 /state /kube
+# Directories the compose stack mounts named volumes on: a fresh volume takes their owner
+# (and mode: the credentials' directories are the service user's alone).
+RUN mkdir -p /state /kube /auth /api-token && chown 10001:10001 /state /kube /auth /api-token \
+ && chmod 0700 /auth /api-token
 USER 10001:10001
 WORKDIR /state
 # 6443 embedded apiserver (dev only), 10257 coordinator, 10258 watcher, 10259 controllers.

@@ -67,6 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def from_args(args: argparse.Namespace) -> NatsOptions:
+    """The options of the flags; a credentials file that cannot be read is a configuration
+    error (OSError, which `kcm` reports in one line), not a NATS outage to wait out."""
+    for path in (args.nats_nkey_seed, args.nats_creds):
+        if path is not None:
+            with open(path, "rb"):
+                pass
     return NatsOptions(
         url=args.nats_url,
         user=args.nats_user,

@@ -48,11 +48,12 @@ def identities() -> dict[str, natsauth.Permissions]:
     }
 
 
-def secure(server: NatsProc, auth_dir: Path, extra: dict[str, Any] | None = None) -> None:
-    """Restart `server` (same port and files) from a config with authentication on."""
+def secure(server: NatsProc, auth_dir: Path, users: dict[str, natsauth.Permissions] | None = None) -> None:
+    """Restart `server` (same port and files) from a config with authentication on, for
+    `users` (default: the bus stack's `identities()`)."""
     server.stop()
     planned = natsd.NatsServer(server.url, server.port, server.store_dir)
-    planned.write_config(auth_dir.parent / f"nats-{server.port}.conf", auth_dir, identities(), extra)
+    planned.write_config(auth_dir.parent / f"nats-{server.port}.conf", auth_dir, users or identities())
     server.args = planned.args()
     server.start()
 

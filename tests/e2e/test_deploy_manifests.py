@@ -9,7 +9,9 @@
    create, rollout (pruning old ReplicaSets), scale, pod deletion, adoption of a pod and of a
    ReplicaSet, orphaning and foreground deletion. Every recorded request is then mapped to RBAC
    attributes the way the API server does and must be allowed by the Roles bound to that
-   Deployment's ServiceAccount.
+   Deployment's ServiceAccount. NATS wants credentials as in k8s/: each service connects with
+   the seed of the identity its Deployment mounts, under the permissions `kcm nats-auth` gives
+   it, so the scenario also proves those permissions are enough.
 3. Least privilege the other way round: every verb those Roles name (wildcard rules aside) was
    used in the run, or is in NOT_EXERCISED with the reason the scenario cannot provoke it.
 """
@@ -32,9 +34,11 @@ import aiohttp
 import pytest
 import yaml
 from aiohttp import web
-from kcm_cli import natsd
+from kcm_cli import natsauth, natsd
+from kcm_cli.controllers import BUILTIN
 
-from tests.conftest import KCM, ApiServer, NatsProc, stop_process, wait_for
+from tests.conftest import KCM, ApiServer, NatsProc, start_nats, stop_process, wait_for
+from tests.e2e import bus_stack
 from tests.unit.test_deploy_k8s import (
     NAMESPACE,
     REPO,
@@ -142,7 +146,9 @@ class RecordingProxy:
 class Services:
     """The dev overlay's kcm Deployments as local processes (one replica each), plus a simulator."""
 
-    def __init__(self, api: ApiServer, nats: NatsProc, proxy: RecordingProxy, workdir: Path) -> None:
+    def __init__(
+        self, api: ApiServer, nats: NatsProc, auth_dir: Path, proxy: RecordingProxy, workdir: Path
+    ) -> None:
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
         self.accounts: dict[str, str] = {}  # proxy identity -> ServiceAccount
         self.coordinator_port = 0
@@ -153,11 +159,14 @@ class Services:
             env = container_env(container, f"{name}-0")
             port = natsd.free_port()
             args = [expand(a, env) for a in container["args"]]
+            seed = bus_stack.seed(auth_dir, name.removeprefix("kcm-"))  # what its Secret holds
             args = [
                 f"--nats-url={nats.url}"
                 if a.startswith("--nats-url=")
                 else f"--ops-port={port}"
                 if a.startswith("--ops-port=")
+                else f"--nats-nkey-seed={seed}"
+                if a.startswith("--nats-nkey-seed=")
                 else a
                 for a in args
             ]
@@ -192,14 +201,25 @@ class Services:
 
 
 @pytest.fixture(scope="module")
+def secured_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsProc, Path]]:
+    """A nats-server with the users and permissions `kcm nats-auth` makes for k8s/."""
+    workdir = tmp_path_factory.mktemp("nats")
+    server = start_nats(workdir)
+    users = natsauth.deployment_identities([spec.name for spec in BUILTIN])
+    bus_stack.secure(server, workdir / "auth", users)
+    yield server, workdir / "auth"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def recorded(
-    apiserver: ApiServer, nats_server: NatsProc, tmp_path_factory: pytest.TempPathFactory
+    apiserver: ApiServer, secured_nats: tuple[NatsProc, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[RecordingProxy, Services]]:
     existing = apiserver.kubectl("get", "namespaces", "-o", "name")
     if f"namespace/{NAMESPACE}" not in existing.split():
         apiserver.kubectl("create", "namespace", NAMESPACE)  # where the Leases live
     proxy = RecordingProxy(apiserver.url)
-    services = Services(apiserver, nats_server, proxy, tmp_path_factory.mktemp("services"))
+    services = Services(apiserver, *secured_nats, proxy, tmp_path_factory.mktemp("services"))
     try:
         controllers = {
             args[1]

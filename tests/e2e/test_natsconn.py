@@ -1,5 +1,7 @@
-"""Services reach a NATS server that wants credentials: user/password and token, through the
-same `--nats-*` options every service takes; wrong credentials fail clearly instead of hanging."""
+"""Services reach a NATS server that wants credentials: user/password (on the command line or
+from a file) and token, through the same `--nats-*` options every service takes; wrong
+credentials fail clearly instead of hanging, and a credentials file that is not there stops
+the service with one line (a configuration error, not an outage to wait out)."""
 
 from __future__ import annotations
 
@@ -23,11 +25,15 @@ def _server(tmp_path: Path, *auth: str) -> NatsProc:
     return server
 
 
-@pytest.fixture(params=["user", "token"])
+@pytest.fixture(params=["user", "user-file", "token"])
 def secured(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[NatsProc, list[str]]]:
     if request.param == "user":
         server = _server(tmp_path, "--user", "kcm", "--pass", "s3cret")
         flags = ["--nats-user", "kcm", "--nats-password", "s3cret"]
+    elif request.param == "user-file":
+        server = _server(tmp_path, "--user", "kcm", "--pass", "s3cret")
+        (tmp_path / "password").write_text("s3cret\n")
+        flags = ["--nats-user", "kcm", "--nats-password-file", str(tmp_path / "password")]
     else:
         server = _server(tmp_path, "--auth", "t0ken")
         flags = ["--nats-token", "t0ken"]
@@ -89,3 +95,12 @@ def test_tls_with_a_ca_from_flags_connects(tmp_path: Path) -> None:
         assert uvloop.run(body()) == 1
     finally:
         server.stop()
+
+
+def test_a_missing_credentials_file_stops_the_service_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such.nk"
+    args = [KCM, "watcher", "--master", "http://127.0.0.1:9", "--nats-url", "nats://127.0.0.1:9"]
+    args += ["--nats-nkey-seed", str(missing), "--ops-port", "0", "--leader-elect=false"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == f"kcm: [Errno 2] No such file or directory: '{missing}'"

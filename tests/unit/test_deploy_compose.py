@@ -5,7 +5,9 @@ Compose specification's JSON schema (tests/data/compose-spec.json, see tests/dat
 and cross-checked with the code: every kcm service's command parses with `kcm`'s own parser,
 health checks ask the port and path the service serves, every builtin controller is its own
 service with a replica count, and the services find NATS and the Kubernetes API where the
-stack puts them.
+stack puts them. NATS is locked down: the server's config (shared with k8s/) includes the
+authorization `kcm nats-auth` generates, every NATS client connects with its own identity's
+seed, the apiserver's token is generated too, and ports are published on loopback only.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import urlsplit
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
-from kcm_cli import controllers, main
+from kcm_cli import controllers, main, natsauth
 from kcm_shared import controller
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +90,22 @@ def kcm_args(service: Obj) -> Any:
     return main.parser().parse_args(service["command"])
 
 
+def mounts(service: Obj) -> dict[str, str]:
+    """Container path -> volume name or host path."""
+    return {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
+
+
+def nats_config() -> tuple[Path, dict[str, str]]:
+    """Where the nats service reads its config, and the config's `key: value` lines."""
+    nats = services()["nats"]
+    command = nats["command"]
+    path = command[command.index("--config") + 1]
+    source = mounts(nats)[path]
+    assert source.startswith("./"), "the config is a file of this repository"
+    text = (REPO / source).read_text()
+    return Path(path), dict(re.findall(r"^(\w+)\s*[:=]?\s*(.+?)\s*$", text, re.MULTILINE))
+
+
 def health_url(service: Obj) -> str:
     """The URL a `python -c "...urlopen('URL'...)"` health check asks."""
     test = service["healthcheck"]["test"]
@@ -137,9 +155,8 @@ def test_every_kcm_service_runs_a_subcommand_whose_flags_parse() -> None:
     assert kcm_services()
     for name, service in kcm_services().items():
         args = kcm_args(service)  # SystemExit on an unknown subcommand or flag
-        assert args.command in ("apiserver", "sim", "watcher", "coordinator", "controller", "controllers"), (
-            name
-        )
+        commands = ("apiserver", "sim", "watcher", "coordinator", "controller", "controllers", "nats-auth")
+        assert args.command in commands, name
 
 
 def test_every_builtin_controller_is_its_own_scaled_service() -> None:
@@ -164,8 +181,8 @@ def test_watcher_and_coordinator_run_with_a_standby() -> None:
 def test_health_checks_ask_the_port_and_path_each_service_serves() -> None:
     for name, service in kcm_services().items():
         args = kcm_args(service)
-        if args.command == "sim":
-            continue  # shares the apiserver's network namespace; nothing of its own to serve
+        if args.command in ("sim", "nats-auth"):
+            continue  # sim shares the apiserver's network namespace; nats-auth is a one-shot
         url = urlsplit(health_url(service))
         if args.command == "apiserver":
             assert (url.port, url.path) == (args.port, "/readyz"), name
@@ -173,18 +190,54 @@ def test_health_checks_ask_the_port_and_path_each_service_serves() -> None:
             assert (url.port, url.path) == (args.ops_port, "/healthz"), name
     nats = services()["nats"]
     url = urlsplit(health_url(nats))
-    command = nats["command"]
-    assert url.port == int(command[command.index("--http_port") + 1])
+    assert url.port == int(nats_config()[1]["http"].rsplit(":", 1)[1])
     assert url.path == "/healthz" and "js-enabled-only=true" in url.query
 
 
 def test_nats_keeps_jetstream_on_a_named_volume() -> None:
-    nats = services()["nats"]
-    command = nats["command"]
-    assert "--jetstream" in command
-    store = command[command.index("--store_dir") + 1]
-    mounts = dict(v.split(":")[1::-1] for v in nats["volumes"])
-    assert mounts[store] in compose()["volumes"]
+    _, config = nats_config()
+    store = re.search(r"jetstream\s*\{\s*store_dir:\s*(\S+)", (REPO / "k8s/base/nats.conf").read_text())
+    assert store is not None
+    assert mounts(services()["nats"])[store.group(1)] in compose()["volumes"]
+    assert config["max_payload"] == "8MB" and config["max_pending"] == "64MB"
+
+
+def test_nats_wants_credentials_generated_by_the_one_shot_service() -> None:
+    config_path, config = nats_config()
+    nats, init = services()["nats"], services()["nats-auth"]
+    included = (config_path.parent / config["include"].strip('"')).resolve()
+    assert included.name == natsauth.AUTH_CONF
+    volume = mounts(nats)[str(included.parent)]
+    args = kcm_args(init)
+    assert mounts(init)[str(args.out)] == volume
+    assert nats["depends_on"]["nats-auth"]["condition"] == "service_completed_successfully"
+    assert "restart" not in init  # one shot: it exits when the files are there
+
+
+def test_every_nats_client_connects_as_its_own_identity() -> None:
+    init_args = kcm_args(services()["nats-auth"])
+    identities = natsauth.deployment_identities([s.name for s in controllers.BUILTIN])
+    seen = set()
+    for name, service in kcm_services().items():
+        args = kcm_args(service)
+        if getattr(args, "nats_url", None) is None:
+            continue
+        seed = Path(args.nats_nkey_seed)
+        assert seed.name == f"{name}{natsauth.SEED_SUFFIX}", name
+        assert name in identities, name
+        assert mounts(service)[str(seed.parent)] == mounts(services()["nats-auth"])[str(init_args.out)]
+        assert args.nats_password is None and args.nats_token is None, name
+        seen.add(name)
+    assert seen == set(identities) - {"consumer"}  # the consumer's is for your own clients
+
+
+def test_the_apiserver_token_is_generated_not_fixed() -> None:
+    api, init = services()["apiserver"], services()["nats-auth"]
+    args, init_args = kcm_args(api), kcm_args(init)
+    assert args.token is None
+    assert mounts(api)[str(args.token_file.parent)] == mounts(init)[str(init_args.apiserver_token.parent)]
+    assert args.token_file.name == init_args.apiserver_token.name
+    assert api["depends_on"]["nats-auth"]["condition"] == "service_completed_successfully"
 
 
 def test_services_find_nats_and_the_kubeconfig_where_the_stack_puts_them() -> None:
@@ -198,6 +251,8 @@ def test_services_find_nats_and_the_kubeconfig_where_the_stack_puts_them() -> No
     kubeconfig = next(iter(writers.values()))
     for name, service in kcm_services().items():
         args = kcm_args(service)
+        if args.command == "nats-auth":
+            continue
         if args.command in ("watcher", "coordinator", "controller"):
             assert args.nats_url == "nats://nats:4222", name
             assert Path(args.kubeconfig) == kubeconfig, name
@@ -213,4 +268,10 @@ def test_services_find_nats_and_the_kubeconfig_where_the_stack_puts_them() -> No
 @pytest.mark.parametrize("port", ["4222:4222", "6443:6443"])
 def test_the_laptop_reaches_nats_and_the_api(port: str) -> None:
     published = {p for s in services().values() for p in s.get("ports", [])}
-    assert port in published
+    assert f"127.0.0.1:{port}" in published
+
+
+def test_ports_are_published_on_loopback_only() -> None:
+    for name, service in services().items():
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), f"{name} publishes {port} on every interface"

@@ -6,6 +6,9 @@ the code they deploy: every container runs a real `kcm` subcommand whose flags p
 and scrape annotations name the port and paths the service serves, every builtin controller
 has its own Deployment, ServiceAccount and RBAC, and the hardening the issue asks for
 (non-root, read-only root filesystem, no privilege escalation, resources) is on every pod.
+NATS is locked down: its config includes the authorization `kcm nats-auth` generates, from a
+Secret; every kcm pod connects with its own identity's seed Secret (the Secrets the step
+writes are exactly those the manifests mount), and NetworkPolicies cover 4222 and the ops ports.
 The RBAC helpers here (`request_attributes`, `allowed`) are also what the end-to-end test in
 tests/e2e/test_deploy_manifests.py checks recorded API calls with.
 """
@@ -24,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from kcm_cli import controllers, main
+from kcm_cli import controllers, main, natsauth
 from kcm_shared import controller
 
 REPO = Path(__file__).resolve().parents[2]
@@ -420,22 +423,101 @@ def test_nats_is_a_statefulset_with_jetstream_on_volumes_three_in_production() -
             assert args.nats_stream_replicas == replicas, (overlay, w["metadata"]["name"])
 
 
+def policy(objs: tuple[Obj, ...], name: str) -> Obj:
+    return next(o for o in of_kind(objs, "NetworkPolicy") if o["metadata"]["name"] == name)
+
+
+def selects(selector: Obj, labels: dict[str, str]) -> bool:
+    """A label selector's matchLabels and In/NotIn matchExpressions, as the API server reads them."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expr in selector.get("matchExpressions", []):
+        inside = labels.get(expr["key"]) in expr["values"]
+        if inside != {"In": True, "NotIn": False}[expr["operator"]]:
+            return False
+    return True
+
+
 def test_only_kcm_pods_reach_nats() -> None:
     objs = render("overlays/dev")
-    (policy,) = of_kind(objs, "NetworkPolicy")
+    policy_ = policy(objs, "kcm-nats")
     (sts,) = of_kind(objs, "StatefulSet")
-    assert (
-        policy["spec"]["podSelector"]["matchLabels"].items()
-        <= sts["spec"]["template"]["metadata"]["labels"].items()
-    )
+    assert selects(policy_["spec"]["podSelector"], sts["spec"]["template"]["metadata"]["labels"])
     client_rule = next(
-        r for r in policy["spec"]["ingress"] if {"port": 4222, "protocol": "TCP"} in r["ports"]
+        r for r in policy_["spec"]["ingress"] if {"port": 4222, "protocol": "TCP"} in r["ports"]
     )
     selectors = [peer["podSelector"]["matchLabels"] for peer in client_rule["from"]]
     assert all("namespaceSelector" not in peer for peer in client_rule["from"])
     for w in kcm_workloads(objs):
         labels = w["spec"]["template"]["metadata"]["labels"]
         assert any(sel.items() <= labels.items() for sel in selectors), w["metadata"]["name"]
+
+
+def test_the_ops_ports_answer_only_the_monitoring_namespace() -> None:
+    objs = render("overlays/production")
+    ops = policy(objs, "kcm-ops")
+    assert ops["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = ops["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kcm.io/metrics": "true"}}}]
+    assert rule["ports"] == [{"port": "ops", "protocol": "TCP"}]
+    (sts,) = of_kind(objs, "StatefulSet")
+    assert not selects(ops["spec"]["podSelector"], sts["spec"]["template"]["metadata"]["labels"])
+    served = set()
+    for w in kcm_workloads(objs):
+        assert selects(ops["spec"]["podSelector"], w["spec"]["template"]["metadata"]["labels"])
+        container = pod_spec(w)["containers"][0]
+        (port,) = container["ports"]  # the ops port is all a kcm pod serves
+        assert port["name"] == "ops"
+        served.add(port["containerPort"])
+    assert served == {10257, 10258, 10259}
+
+
+def _auth_include(conf: str) -> str:
+    (include,) = re.findall(r'^include\s+"([^"]+)"', conf, re.MULTILINE)
+    return include
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_nats_wants_the_generated_credentials_and_takes_the_largest_object(overlay: str) -> None:
+    objs = render(f"overlays/{overlay}")
+    (sts,) = of_kind(objs, "StatefulSet")
+    config = next(
+        o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("kcm-nats-config")
+    )
+    conf = config["data"]["nats.conf"]
+    assert re.search(r"^max_payload: 8MB$", conf, re.MULTILINE)
+    assert re.search(r"^max_pending: 64MB$", conf, re.MULTILINE)
+    container = pod_spec(sts)["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    config_dir = Path(container["args"][container["args"].index("--config") + 1]).parent
+    included = (config_dir / _auth_include(conf)).resolve()
+    assert included.name == natsauth.AUTH_CONF
+    volumes = {v["name"]: v for v in pod_spec(sts)["volumes"]}
+    assert volumes[mounts[str(included.parent)]]["secret"]["secretName"] == natsauth.SERVER_SECRET
+
+
+def test_every_nats_client_mounts_its_own_identity_and_the_step_makes_every_secret(tmp_path: Path) -> None:
+    objs = render("overlays/production")
+    identities = natsauth.deployment_identities([s.name for s in controllers.BUILTIN])
+    mounted = {natsauth.SERVER_SECRET}
+    for w in kcm_workloads(objs):
+        spec = pod_spec(w)
+        container = spec["containers"][0]
+        args = parsed_args(container)
+        seed = Path(args.nats_nkey_seed)
+        assert args.nats_password is None and args.nats_token is None
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        secret = {v["name"]: v for v in spec["volumes"]}[mounts[str(seed.parent)]]["secret"]
+        identity = w["metadata"]["name"].removeprefix("kcm-")
+        assert identity in identities
+        assert secret["secretName"] == natsauth.secret_name(identity) and seed.name == "nkey"
+        assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsGroup"]
+        assert secret["defaultMode"] == 0o440  # its group (fsGroup) reads it, nobody else
+        mounted.add(secret["secretName"])
+    natsauth.generate(tmp_path, "*", k8s_namespace=NAMESPACE)
+    made = yaml.safe_load((tmp_path / "k8s-secrets.yaml").read_text())["items"]
+    assert {s["metadata"]["name"] for s in made} == mounted | {natsauth.secret_name("consumer")}
+    assert {s["metadata"]["namespace"] for s in made} == {NAMESPACE}
 
 
 def test_compose_and_k8s_deploy_the_same_images() -> None:

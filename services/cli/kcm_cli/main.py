@@ -38,6 +38,7 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--token", help="bearer token clients must send (default: none on loopback, random elsewhere)"
     )
+    p.add_argument("--token-file", type=Path, help="read the bearer token from this file instead")
     p.add_argument(
         "--watch-history",
         type=int,
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bind=args.bind,
             kubeconfig_out=args.kubeconfig_out,
             data_dir=args.data_dir,
-            token=args.token,
+            token=args.token_file.read_text().strip() if args.token_file else args.token,
             watch_history=args.watch_history,
         )
         return _run(apiserver_main.serve(opts))
@@ -181,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":
-        for path in natsauth.generate(args.out, args.controllers, args.apiserver_token):
+        for path in natsauth.generate(args.out, args.controllers, args.apiserver_token, args.k8s_secrets):
             print(path)
         return 0
     if args.command == "status":

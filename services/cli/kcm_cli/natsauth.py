@@ -191,17 +191,57 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, required=True, help="directory for the files (made mode 0700)")
     p.add_argument("--controllers", default="*", help="which controllers get an identity (*,-foo,bar)")
     p.add_argument(
-        "--apiserver-token", action="store_true", help="also make apiserver-token (the compose stack's)"
+        "--apiserver-token", type=Path, metavar="FILE", help="also make a bearer token here (compose's apiserver)"
+    )
+    p.add_argument(
+        "--k8s-secrets",
+        metavar="NAMESPACE",
+        help="also write OUT/k8s-secrets.yaml: the Secrets k8s/ mounts, in NAMESPACE (kcm-system)",
     )
     p.set_defaults(command="nats-auth")
 
 
-def generate(out: Path, controllers_flag: str, apiserver_token: bool) -> list[Path]:
-    """Seeds (kept when present), `auth.conf` for nats-server's `include`, optionally a token."""
+def generate(
+    out: Path, controllers_flag: str, apiserver_token: Path | None = None, k8s_namespace: str | None = None
+) -> list[Path]:
+    """Seeds (kept when present) and `auth.conf` for nats-server's `include`; optionally a
+    token and the Secrets of k8s/. Returns the files written."""
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     names = [s.name for s in controller.select(_builtin(), controllers_flag)]
-    block = authorization(out, deployment_identities(names))
-    write_private(out / AUTH_CONF, f"authorization: {json.dumps(block, indent=2)}\n".encode())
-    if apiserver_token and not (out / "apiserver-token").exists():
-        write_private(out / "apiserver-token", os.urandom(32).hex().encode() + b"\n")
-    return sorted(out.iterdir())
+    identities = deployment_identities(names)
+    block = authorization(out, identities)
+    conf = f"authorization: {json.dumps(block, indent=2)}\n"
+    write_private(out / AUTH_CONF, conf.encode())
+    written = [out / AUTH_CONF, *(seed_file(out, identity) for identity in identities)]
+    if apiserver_token is not None:
+        if not apiserver_token.exists():
+            apiserver_token.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_private(apiserver_token, os.urandom(32).hex().encode() + b"\n")
+        written.append(apiserver_token)
+    if k8s_namespace is not None:
+        path = out / "k8s-secrets.yaml"
+        write_private(path, json.dumps(k8s_secrets(out, identities, conf, k8s_namespace), indent=2).encode())
+        written.append(path)
+    return written
+
+
+def secret_name(identity: str) -> str:
+    """The Secret k8s/ mounts for `identity`: key `nkey`, the seed."""
+    return f"kcm-nats-{identity}"
+
+
+SERVER_SECRET = "kcm-nats-auth"  # key auth.conf, included by the server's nats.conf
+
+
+def k8s_secrets(out: Path, identities: dict[str, Permissions], conf: str, namespace: str) -> dict[str, object]:
+    """A List of Secrets (JSON is YAML): the server's auth.conf and one seed per identity."""
+
+    def secret(name: str, data: dict[str, str]) -> dict[str, object]:
+        meta = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "kcm"}}
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "stringData": data}
+
+    items = [secret(SERVER_SECRET, {AUTH_CONF: conf})]
+    for identity in identities:
+        seed = seed_file(out, identity).read_text()
+        items.append(secret(secret_name(identity), {"nkey": seed}))
+    return {"apiVersion": "v1", "kind": "List", "items": items}
