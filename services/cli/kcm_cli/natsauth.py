@@ -191,7 +191,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, required=True, help="directory for the files (made mode 0700)")
     p.add_argument("--controllers", default="*", help="which controllers get an identity (*,-foo,bar)")
     p.add_argument(
-        "--apiserver-token", type=Path, metavar="FILE", help="also make a bearer token here (compose's apiserver)"
+        "--apiserver-token",
+        type=Path,
+        metavar="FILE",
+        help="also make a bearer token here (compose's apiserver)",
     )
     p.add_argument(
         "--k8s-secrets",
@@ -233,7 +236,9 @@ def secret_name(identity: str) -> str:
 SERVER_SECRET = "kcm-nats-auth"  # key auth.conf, included by the server's nats.conf
 
 
-def k8s_secrets(out: Path, identities: dict[str, Permissions], conf: str, namespace: str) -> dict[str, object]:
+def k8s_secrets(
+    out: Path, identities: dict[str, Permissions], conf: str, namespace: str
+) -> dict[str, object]:
     """A List of Secrets (JSON is YAML): the server's auth.conf and one seed per identity."""
 
     def secret(name: str, data: dict[str, str]) -> dict[str, object]:
