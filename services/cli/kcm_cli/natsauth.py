@@ -63,11 +63,13 @@ def _declare(stream: str) -> list[str]:
 
 
 def _read(stream: str) -> list[str]:
-    """Read a stream: its info, ephemeral or ordered consumers, pulls, direct gets, flow control."""
+    """Read a stream: its info, consumers of the reader's own (ephemeral, ordered, durable),
+    pulls, direct gets, flow control; nothing that changes or deletes what the stream holds."""
     return [
         _api("STREAM.INFO", stream),
         _api("CONSUMER.CREATE", stream),
         _api("CONSUMER.CREATE", stream, sub=True),
+        _api("CONSUMER.DURABLE.CREATE", stream, sub=True),  # a reader's own durable, by name
         _api("CONSUMER.INFO", stream, sub=True),
         _api("CONSUMER.DELETE", stream, sub=True),
         _api("CONSUMER.MSG.NEXT", stream, sub=True),
