@@ -1,0 +1,129 @@
+"""The permission table (kcm_cli.natsauth) read the way nats-server reads it: who may publish
+and subscribe to which subject, wildcards included. The end-to-end proof against a real
+server is tests/e2e/test_nats_auth.py; this covers every identity and subject quickly."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from kcm_cli import natsauth
+from kcm_cli.controllers import BUILTIN
+from kcm_shared import membership, subjects
+
+NAMES = [spec.name for spec in BUILTIN]
+ALL = {**natsauth.deployment_identities(NAMES), "all-controllers": natsauth.controllers(NAMES)}
+
+
+def matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching: `*` is one token, a final `>` one or more."""
+    pat, sub = pattern.split("."), subject.split(".")
+    for i, token in enumerate(pat):
+        if token == ">":
+            return len(sub) > i
+        if i >= len(sub) or (token != "*" and token != sub[i]):
+            return False
+    return len(pat) == len(sub)
+
+
+def may_publish(perms: natsauth.Permissions, subject: str) -> bool:
+    return any(matches(p, subject) for p in perms.publish)
+
+
+def may_subscribe(perms: natsauth.Permissions, subject: str) -> bool:
+    return any(matches(p, subject) for p in perms.subscribe)
+
+
+def test_the_matcher_reads_wildcards_as_nats_does() -> None:
+    assert matches("kcm.obj.>", "kcm.obj.core.v1.pods.default.a")
+    assert not matches("kcm.obj.>", "kcm.obj")
+    assert matches("kcm.work.x.*.>", "kcm.work.x.3.default.a")
+    assert not matches("kcm.work.x.*.>", "kcm.work.y.3.default.a")
+    assert not matches("$JS.API.STREAM.INFO.KCM_OBJECTS", "$JS.API.STREAM.INFO.KCM_OBJECTS_2")
+
+
+@pytest.mark.parametrize(
+    "subject", ["kcm.obj.apps.v1.replicasets.default.x", "kcm.progress.apps.v1.replicasets"]
+)
+def test_only_the_watcher_publishes_object_states_and_progress(subject: str) -> None:
+    assert {name for name, perms in ALL.items() if may_publish(perms, subject)} == {"watcher"}
+
+
+def test_only_the_coordinator_hears_coordination_and_only_the_watcher_sync_requests() -> None:
+    hear = {name for name, perms in ALL.items() if may_subscribe(perms, membership.HEARTBEAT_SUBJECT)}
+    assert hear == {"coordinator"}
+    assert {n for n, p in ALL.items() if may_subscribe(p, subjects.WATCHER_SYNC)} == {"watcher"}
+    assert {n for n, p in ALL.items() if p.responses} == {"watcher", "coordinator"}
+
+
+def test_a_controller_publishes_its_own_work_and_dead_letters_only() -> None:
+    rs = natsauth.controllers(["replicaset-controller"])
+    own = subjects.work_subject("replicaset-controller", 3, "default/web")
+    other = subjects.work_subject("deployment-controller", 3, "default/web")
+    assert may_publish(rs, own) and may_publish(rs, subjects.dlq_subject("replicaset-controller"))
+    assert not may_publish(rs, other) and not may_publish(rs, subjects.dlq_subject("deployment-controller"))
+    own_stream, other_stream = (
+        subjects.work_stream(n) for n in ("replicaset-controller", "deployment-controller")
+    )
+    assert may_publish(rs, f"$JS.ACK.{own_stream}.rs-p3.1.2.3.4.5")
+    assert not may_publish(rs, f"$JS.ACK.{other_stream}.d-p3.1.2.3.4.5")
+    assert not may_publish(rs, f"$JS.API.CONSUMER.CREATE.{other_stream}.d-p3")
+    # The object stream: its caches may declare it as it is, never bring it to another config.
+    assert may_publish(rs, "$JS.API.STREAM.CREATE.KCM_OBJECTS")
+    assert not may_publish(rs, "$JS.API.STREAM.UPDATE.KCM_OBJECTS")
+
+
+def test_a_process_running_several_controllers_gets_the_union() -> None:
+    both = natsauth.controllers(["replicaset-controller", "deployment-controller"])
+    for name in ("replicaset-controller", "deployment-controller"):
+        assert may_publish(both, subjects.work_subject(name, 0, "ns/a"))
+    assert not may_publish(both, subjects.work_subject("garbage-collector-controller", 0, "delete/u"))
+
+
+def test_a_hostile_controller_name_stays_its_own_subject() -> None:
+    perms = natsauth.controllers(["x.>"])  # a plugin's name is not a subject pattern
+    assert not may_publish(perms, subjects.work_subject("replicaset-controller", 0, "default/a"))
+    assert may_publish(perms, subjects.work_subject("x.>", 0, "default/a"))
+
+
+def test_the_consumer_reads_and_publishes_nothing_of_kcm() -> None:
+    consumer = natsauth.consumer()
+    assert not [p for p in consumer.publish if p.startswith("kcm.")]
+    assert may_subscribe(consumer, "kcm.obj.core.v1.pods.default.a")
+    assert may_publish(consumer, "$JS.API.DIRECT.GET.KCM_OBJECTS.kcm.obj.core.v1.pods.default.a")
+    assert may_publish(consumer, "$JS.API.CONSUMER.CREATE.KCM_OBJECTS.mine.kcm.obj.>")
+    for stream in (subjects.work_stream("replicaset-controller"), subjects.DLQ_STREAM):
+        assert not [p for p in consumer.publish if stream in p]
+    assert not consumer.responses
+
+
+@pytest.mark.parametrize("op", ["STREAM.DELETE", "STREAM.PURGE", "STREAM.MSG.DELETE", "STREAM.UPDATE"])
+def test_no_one_but_the_declaring_service_changes_or_wipes_a_stream(op: str) -> None:
+    for name, perms in ALL.items():
+        for stream in (subjects.OBJECTS_STREAM, subjects.work_stream("replicaset-controller")):
+            allowed = may_publish(perms, f"$JS.API.{op}.{stream}")
+            declares = op == "STREAM.UPDATE" and (
+                (name == "watcher" and stream == subjects.OBJECTS_STREAM)
+                or (name in ("replicaset", "all-controllers") and stream != subjects.OBJECTS_STREAM)
+            )
+            assert allowed == declares, (name, op, stream)
+
+
+def test_an_identity_without_subjects_is_denied_everything_not_allowed_everything() -> None:
+    rendered = natsauth.coordinator().render()
+    assert rendered["publish"] == {"deny": [">"]}
+    assert rendered["allow_responses"] is True
+
+
+def test_seeds_are_made_once_private_and_the_config_names_their_public_keys(tmp_path: Path) -> None:
+    auth = tmp_path / "auth"
+    block = natsauth.authorization(auth, {"watcher": natsauth.watcher()})
+    seed = auth / "watcher.nk"
+    first = seed.read_bytes()
+    assert stat.S_IMODE(seed.stat().st_mode) == 0o600 and stat.S_IMODE(auth.stat().st_mode) == 0o700
+    (user,) = json.loads(json.dumps(block))["users"]
+    assert user["nkey"] == natsauth.public_key(first.strip()) and user["nkey"].startswith("U")
+    natsauth.authorization(auth, {"watcher": natsauth.watcher()})
+    assert seed.read_bytes() == first
