@@ -205,7 +205,7 @@ def secured_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Nat
     """A nats-server with the users and permissions `kcm nats-auth` makes for k8s/."""
     workdir = tmp_path_factory.mktemp("nats")
     server = start_nats(workdir)
-    users = natsauth.deployment_identities([spec.name for spec in BUILTIN])
+    users = natsauth.deployment_identities(BUILTIN)
     bus_stack.secure(server, workdir / "auth", users)
     yield server, workdir / "auth"
     server.stop()

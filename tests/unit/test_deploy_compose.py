@@ -216,7 +216,7 @@ def test_nats_wants_credentials_generated_by_the_one_shot_service() -> None:
 
 def test_every_nats_client_connects_as_its_own_identity() -> None:
     init_args = kcm_args(services()["nats-auth"])
-    identities = natsauth.deployment_identities([s.name for s in controllers.BUILTIN])
+    identities = natsauth.deployment_identities(controllers.BUILTIN)
     seen = set()
     for name, service in kcm_services().items():
         args = kcm_args(service)

@@ -498,7 +498,7 @@ def test_nats_wants_the_generated_credentials_and_takes_the_largest_object(overl
 
 def test_every_nats_client_mounts_its_own_identity_and_the_step_makes_every_secret(tmp_path: Path) -> None:
     objs = render("overlays/production")
-    identities = natsauth.deployment_identities([s.name for s in controllers.BUILTIN])
+    identities = natsauth.deployment_identities(controllers.BUILTIN)
     mounted = {natsauth.SERVER_SECRET}
     for w in kcm_workloads(objs):
         spec = pod_spec(w)

@@ -14,7 +14,7 @@ from kcm_cli.controllers import BUILTIN
 from kcm_shared import membership, subjects
 
 NAMES = [spec.name for spec in BUILTIN]
-ALL = {**natsauth.deployment_identities(NAMES), "all-controllers": natsauth.controllers(NAMES)}
+ALL = {**natsauth.deployment_identities(BUILTIN), "all-controllers": natsauth.controllers(NAMES)}
 
 
 def matches(pattern: str, subject: str) -> bool:

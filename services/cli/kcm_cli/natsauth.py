@@ -6,10 +6,12 @@ stack (its `nats-auth` service) and of k8s/ (docs/deploying.md). Each identity i
 server holds only public keys, each service its own seed file (mode 0600), passed with
 `--nats-nkey-seed`. An anonymous client is refused.
 
-The table is `permissions()`: one function per kind of identity, each listing the subjects it
-publishes to and subscribes on, the JetStream API calls (`$JS.API.<op>.<stream>`) included,
-from what the service's code does (docs/bus.md "Who may publish what"). A new subject is one
-line in the function of the identity that uses it.
+The table is the section "the table" below: one function per kind of identity (`watcher`,
+`coordinator`, `controllers`, `consumer`), each listing the subjects it publishes to and
+subscribes on, the JetStream API calls (`$JS.API.<op>.<stream>`) included, from what the
+service's code does (docs/bus.md "Who may publish what"). A new subject, stream or KV bucket
+is one line in the function of each identity that uses it (`_declare`, `_read` take any
+stream name, `KV_<bucket>` included).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 
 import nkeys  # type: ignore[import-untyped]
 from kcm_shared import controller, membership, subjects
+
+from kcm_cli.controllers import BUILTIN
 
 INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a client publish there
 OBJECTS = subjects.OBJECTS_STREAM
@@ -168,18 +172,11 @@ def authorization(directory: Path, identities: dict[str, Permissions]) -> dict[s
     return {"users": users}
 
 
-def deployment_identities(names: Sequence[str]) -> dict[str, Permissions]:
+def deployment_identities(specs: Sequence[controller.Spec]) -> dict[str, Permissions]:
     """The identities of compose and k8s/: one per service, one per controller (by alias)."""
     out = {"watcher": watcher(), "coordinator": coordinator(), "consumer": consumer()}
-    for spec in controller.select(_builtin(), ",".join(names) or "*"):
-        out[spec.alias] = controllers([spec.name])
+    out.update({spec.alias: controllers([spec.name]) for spec in specs})
     return out
-
-
-def _builtin() -> list[controller.Spec]:
-    from kcm_cli.controllers import BUILTIN  # imports every controller: only when asked
-
-    return BUILTIN
 
 
 # --- `kcm nats-auth` -----------------------------------------------------------------------
@@ -203,7 +200,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAMESPACE",
         help="also write OUT/k8s-secrets.yaml: the Secrets k8s/ mounts, in NAMESPACE (kcm-system)",
     )
-    p.set_defaults(command="nats-auth")
 
 
 def generate(
@@ -212,8 +208,7 @@ def generate(
     """Seeds (kept when present) and `auth.conf` for nats-server's `include`; optionally a
     token and the Secrets of k8s/. Returns the files written."""
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    names = [s.name for s in controller.select(_builtin(), controllers_flag)]
-    identities = deployment_identities(names)
+    identities = deployment_identities(controller.select(BUILTIN, controllers_flag))
     block = authorization(out, identities)
     conf = f"authorization: {json.dumps(block, indent=2)}\n"
     write_private(out / AUTH_CONF, conf.encode())
