@@ -514,7 +514,7 @@ def test_every_nats_client_mounts_its_own_identity_and_the_step_makes_every_secr
         assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsGroup"]
         assert secret["defaultMode"] == 0o440  # its group (fsGroup) reads it, nobody else
         mounted.add(secret["secretName"])
-    natsauth.generate(tmp_path, "*", k8s_namespace=NAMESPACE)
+    natsauth.generate(tmp_path, controllers.BUILTIN, k8s_namespace=NAMESPACE)
     made = yaml.safe_load((tmp_path / "k8s-secrets.yaml").read_text())["items"]
     assert {s["metadata"]["name"] for s in made} == mounted | {natsauth.secret_name("consumer")}
     assert {s["metadata"]["namespace"] for s in made} == {NAMESPACE}

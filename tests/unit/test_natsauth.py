@@ -127,3 +127,17 @@ def test_seeds_are_made_once_private_and_the_config_names_their_public_keys(tmp_
     assert user["nkey"] == natsauth.public_key(first.strip()) and user["nkey"].startswith("U")
     natsauth.authorization(auth, {"watcher": natsauth.watcher()})
     assert seed.read_bytes() == first
+
+
+def test_kcm_nats_auth_makes_an_identity_per_chosen_controller_and_plugin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kcm_cli import main
+
+    argv = ["nats-auth", "--out", str(tmp_path), "--controllers", "replicaset"]
+    assert main.main([*argv, "--plugin", "tests.e2e.probe_controller:SPEC"]) == 0
+    seeds = {p.name for p in tmp_path.glob(f"*{natsauth.SEED_SUFFIX}")}
+    assert seeds == {"watcher.nk", "coordinator.nk", "consumer.nk", "replicaset.nk", "probe.nk"}
+    assert set(capsys.readouterr().out.split()) == {str(p) for p in tmp_path.iterdir()}
+    conf = (tmp_path / natsauth.AUTH_CONF).read_text()
+    assert "kcm.work.probe-controller.*.>" in conf and "kcm.work.deployment-controller" not in conf

@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":
-        for path in natsauth.generate(args.out, args.controllers, args.apiserver_token, args.k8s_secrets):
+        for path in natsauth.run(args):
             print(path)
         return 0
     if args.command == "status":

@@ -190,6 +190,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, required=True, help="directory for the files (made mode 0700)")
     p.add_argument("--controllers", default="*", help="which controllers get an identity (*,-foo,bar)")
     p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="also an identity for this controller of your own (repeatable; as `kcm controller --plugin`)",
+    )
+    p.add_argument(
         "--apiserver-token",
         type=Path,
         metavar="FILE",
@@ -202,13 +209,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
 
 
+def run(args: argparse.Namespace) -> list[Path]:
+    """`kcm nats-auth`: the controllers chosen and the plugins named get an identity each."""
+    specs = controller.select(BUILTIN, args.controllers) + [controller.load_plugin(p) for p in args.plugin]
+    return generate(args.out, specs, args.apiserver_token, args.k8s_secrets)
+
+
 def generate(
-    out: Path, controllers_flag: str, apiserver_token: Path | None = None, k8s_namespace: str | None = None
+    out: Path,
+    specs: Sequence[controller.Spec],
+    apiserver_token: Path | None = None,
+    k8s_namespace: str | None = None,
 ) -> list[Path]:
     """Seeds (kept when present) and `auth.conf` for nats-server's `include`; optionally a
     token and the Secrets of k8s/. Returns the files written."""
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    identities = deployment_identities(controller.select(BUILTIN, controllers_flag))
+    identities = deployment_identities(specs)
     block = authorization(out, identities)
     conf = f"authorization: {json.dumps(block, indent=2)}\n"
     write_private(out / AUTH_CONF, conf.encode())
