@@ -20,7 +20,16 @@ from pathlib import Path
 import msgspec
 import nats.errors
 from aiohttp import web
-from kcm_shared import cancellation, flags, health, leaderelection, membership, natsconn, opsserver
+from kcm_shared import (
+    cancellation,
+    flags,
+    health,
+    leaderelection,
+    membership,
+    natsconn,
+    opsserver,
+    tracing,
+)
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -111,6 +120,7 @@ class Service:
 
 
 async def run(args: argparse.Namespace) -> None:
+    tracing.setup("coordinator")
     identity = f"{args.instance}_{uuid.uuid4()}"
     coordinator = state.Coordinator(
         partitions=args.partitions,
