@@ -200,7 +200,8 @@ class _Running:
     queue: durable.DurableQueue
     client: kubeclient.KubeClient
     recorder: events.EventRecorder
-    pending: set[str] = field(default_factory=set)
+    # key -> the trace context it was enqueued in (the change that caused it)
+    pending: dict[str, tracing.TraceContext] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -287,7 +288,7 @@ class Manager:
             # Keys of partitions owned elsewhere are their owner's: it sees the same event.
             if count is None or subjects.partition_of(key, count) not in self.members.owned(name):
                 return
-            run.pending.add(key)
+            run.pending[key] = tracing.current()
             run.wake.set()
 
         return enqueue
@@ -309,8 +310,12 @@ class Manager:
                 if count is None:
                     run.pending.clear()  # nothing owned yet: the partition fill on gain covers them
                     break
-                batch = [run.pending.pop() for _ in range(min(PUBLISH_WINDOW, len(run.pending)))]
-                await asyncio.gather(*(run.queue.add(key, count) for key in batch))
+                adds = []
+                for _ in range(min(PUBLISH_WINDOW, len(run.pending))):
+                    key, context = run.pending.popitem()
+                    with tracing.attached(context):  # the task takes the context: its work item, the trace
+                        adds.append(asyncio.ensure_future(run.queue.add(key, count)))
+                await asyncio.gather(*adds)
 
     async def _caught_up(self, run: _Running) -> None:
         for res, view in run.spec.views.items():
@@ -349,7 +354,8 @@ class Manager:
         count = self.members.partitions(name)
         if count is not None:
             keys = self._all_keys(run)
-            run.pending.update(key for key in keys if subjects.partition_of(key, count) in gained)
+            context = tracing.current()
+            run.pending.update((key, context) for key in keys if subjects.partition_of(key, count) in gained)
             run.wake.set()
         for partition in sorted(gained):
             await _until_done(

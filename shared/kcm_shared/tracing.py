@@ -2,8 +2,11 @@
 
 Each service calls `setup(service)` once at start-up. The watcher wraps the publication of
 an object change in a `span` and `inject`s its W3C `traceparent` into the message headers;
-a controller `extract`s it from the headers and opens its reconcile span as a child, so one
-trace follows a change from the API server to the write it caused.
+a controller's cache applies the message `continued_from` its headers, the runtime keeps
+the `current` context of each key its handlers enqueue and publishes the work item
+`attached` to it (its `traceparent` again), and the work queue `extract`s that to open the
+reconcile span as a child, so one trace follows a change from the API server to the write
+it caused.
 
 The exporters are chosen like the OpenTelemetry SDK's own autoconfiguration, by
 `OTEL_TRACES_EXPORTER` (a comma-separated list): `otlp` sends spans over OTLP/HTTP with
@@ -24,6 +27,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -36,6 +40,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+TraceContext = Context  # for modules with a `Context` of their own
 _propagator = TraceContextTextMapPropagator()
 _provider: TracerProvider | None = None
 _cached_tracer: trace.Tracer | None = None
@@ -117,6 +122,34 @@ def inject(headers: dict[str, str]) -> None:
 def extract(headers: Mapping[str, str] | None) -> Context:
     """The trace context carried by `headers` (an empty context when they carry none)."""
     return _propagator.extract(dict(headers or {}))
+
+
+def current() -> Context:
+    """The current trace context, to resume later with `attached` (e.g. in another task)."""
+    return otel_context.get_current()
+
+
+@contextlib.contextmanager
+def attached(context: Context) -> Iterator[None]:
+    """Make `context` current inside the block; tasks created there carry it with them."""
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@contextlib.contextmanager
+def continued_from(headers: Mapping[str, str]) -> Iterator[None]:
+    """The trace `headers` carry made current inside the block (no-op when they carry none).
+
+    A cache applies a message in it, so what its event handlers enqueue continues the trace
+    of the change (a hot path: most messages cost one dictionary lookup more)."""
+    if "traceparent" not in headers:
+        yield
+        return
+    with attached(extract(headers)):
+        yield
 
 
 @contextlib.contextmanager

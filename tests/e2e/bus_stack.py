@@ -72,18 +72,19 @@ class Stack:
     probe_log: Path
     procs: list[Proc] = field(default_factory=list)
     partitions: int = 4
+    env: dict[str, str] = field(default_factory=dict)  # for every process, beside os.environ
 
     def _proc(self, name: str, args: list[str]) -> Proc:
         port = natsd.free_port()
-        env = {**os.environ, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, **self.env, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
         argv = [KCM, *args, "--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", name]
         proc = Proc(name, argv, self.workdir / f"{name}.log", env, port)
         self.procs.append(proc)
         return proc
 
-    def watcher(self, name: str = "watcher-0") -> Proc:
-        return self._proc(name, ["watcher", *FAST_LEASE, "--resources", "v1/configmaps"]).start()
+    def watcher(self, name: str = "watcher-0", *extra: str) -> Proc:
+        return self._proc(name, ["watcher", *FAST_LEASE, "--resources", "v1/configmaps", *extra]).start()
 
     def coordinator(self, name: str = "coordinator-0") -> Proc:
         args = ["coordinator", *FAST_LEASE, "--partitions", str(self.partitions), "--member-lease", "2s"]
