@@ -23,6 +23,7 @@ configuration error: `setup` raises `ConfigError`, which names the variable.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -42,6 +43,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 TraceContext = Context  # for modules with a `Context` of their own
 _propagator = TraceContextTextMapPropagator()
+_carried: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "kcm_carried", default=None
+)
 _provider: TracerProvider | None = None
 _cached_tracer: trace.Tracer | None = None
 
@@ -125,7 +129,11 @@ def extract(headers: Mapping[str, str] | None) -> Context:
 
 
 def current() -> Context:
-    """The current trace context, to resume later with `attached` (e.g. in another task)."""
+    """The trace context to resume later with `attached` (e.g. in another task): that of the
+    message being applied (`continued_from`) if any, else the current one."""
+    carried = _carried.get()
+    if carried is not None and "traceparent" in carried:
+        return extract(carried)
     return otel_context.get_current()
 
 
@@ -141,15 +149,16 @@ def attached(context: Context) -> Iterator[None]:
 
 @contextlib.contextmanager
 def continued_from(headers: Mapping[str, str]) -> Iterator[None]:
-    """The trace `headers` carry made current inside the block (no-op when they carry none).
+    """Inside the block, `current()` is the trace `headers` carry (when they carry one).
 
-    A cache applies a message in it, so what its event handlers enqueue continues the trace
-    of the change (a hot path: most messages cost one dictionary lookup more)."""
-    if "traceparent" not in headers:
+    A cache applies each message in it, so the keys its event handlers enqueue continue the
+    change's trace. Lazy: the headers are parsed only if something asks (a hot path, and most
+    messages enqueue nothing)."""
+    token = _carried.set(headers)
+    try:
         yield
-        return
-    with attached(extract(headers)):
-        yield
+    finally:
+        _carried.reset(token)
 
 
 @contextlib.contextmanager

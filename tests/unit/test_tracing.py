@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -82,3 +83,33 @@ def test_exporters_follow_the_standard_environment(env: dict[str, str], kinds: l
 def test_what_cannot_be_honoured_is_a_configuration_error(env: dict[str, str], named: str) -> None:
     with pytest.raises(tracing.ConfigError, match=re.escape(named)):
         tracing.processors_from_env(env)
+
+
+def test_a_key_enqueued_while_applying_a_message_is_published_in_its_trace() -> None:
+    tracing.setup("test", exporter=InMemorySpanExporter())
+    with tracing.span("watcher.publish") as publish:
+        message: dict[str, str] = {"Kcm-Event": "ADDED"}
+        tracing.inject(message)
+    assert tracing.current() is not None  # outside any message: the current (empty) context
+    with tracing.continued_from(message):
+        kept = tracing.current()  # what the runtime keeps beside the pending key
+    with tracing.continued_from({"Kcm-Event": "ADDED"}):  # a message from an untraced publisher
+        untraced = tracing.current()
+
+    async def publish_work_item() -> dict[str, str]:
+        headers: dict[str, str] = {}
+        tracing.inject(headers)
+        return headers
+
+    async def main() -> tuple[dict[str, str], dict[str, str]]:
+        with tracing.attached(kept):
+            traced = asyncio.ensure_future(publish_work_item())
+        with tracing.attached(untraced):
+            other = asyncio.ensure_future(publish_work_item())
+        return await traced, await other
+
+    work, other = asyncio.run(main())
+    with tracing.span("reconcile", tracing.extract(work)) as reconcile:
+        pass
+    assert reconcile.get_span_context().trace_id == publish.get_span_context().trace_id
+    assert other == {}
