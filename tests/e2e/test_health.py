@@ -82,6 +82,9 @@ def test_a_standby_answers_the_leaders_verdict(stack: DevStack, standby: str) ->
     assert get(standby + "/status")[0] == 200
     wait_for(lambda: get(standby + "/healthz/replicaset-controller") == (200, "ok"), 20, what="the verdict")
     assert get(standby + "/healthz/watcher") == (200, "ok")
+    # `kcm status` pointed at the standby says where the leader answers.
+    done = subprocess.run([KCM, "status", "--url", standby], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and f"--url {leader_url(stack)}" in done.stderr, done.stderr
 
 
 def test_a_frozen_watcher_is_unhealthy_until_it_resumes(stack: DevStack, standby: str) -> None:

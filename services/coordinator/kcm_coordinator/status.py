@@ -114,7 +114,9 @@ def render(status: dict[str, Any], url: str, out: TextIO) -> int:
     """Print the tables; the exit code: 0 when everything is healthy."""
     if not status.get("leader"):
         holder = status.get("leader_identity") or "unknown"
-        print(f"kcm status: the coordinator at {url} is a standby (leader: {holder})", file=sys.stderr)
+        there = status.get("coordinator", {}).get("leader_ops_url")
+        where = f"; ask it with --url {there}" if there else ""
+        print(f"kcm status: the coordinator at {url} is a standby (leader: {holder}{where})", file=sys.stderr)
         return 1
     print(f"coordinator {url} (leader {status.get('identity')})", file=out)
     controllers: dict[str, Any] = status.get("controllers", {})

@@ -169,6 +169,7 @@ class Publisher:
             return
         metrics.PUBLISHED.inc()
         self._failing_since = None
+        msg.lane.acked_at = self._clock()
         msg.lane._finish(msg)
 
     async def _sweep(self) -> None:
@@ -245,7 +246,6 @@ class Lane:
         if msg.done:
             return
         msg.done = True
-        self.acked_at = self._publisher._clock()
         if self._inflight.get(msg.subject) is msg:
             del self._inflight[msg.subject]
         self._publisher._slots.release()
