@@ -22,9 +22,11 @@ configuration error: `setup` raises `ConfigError`, which names the variable.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -49,6 +51,7 @@ _carried: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.Context
 _provider: TracerProvider | None = None
 _cached_tracer: trace.Tracer | None = None
 
+EXIT_FLUSH = 2.0  # seconds
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 
@@ -65,16 +68,28 @@ def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
     """
     global _provider, _cached_tracer
     processors = [SimpleSpanProcessor(exporter)] if exporter is not None else processors_from_env()
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    # Not the SDK's own exit hook: with the collector unreachable it retries for ~8 s.
+    provider = TracerProvider(resource=Resource.create({"service.name": service}), shutdown_on_exit=False)
     for processor in processors:
         provider.add_span_processor(processor)
     if _provider is None:
         trace.set_tracer_provider(provider)
+        atexit.register(_shutdown_at_exit)
     _provider = provider
     # get_tracer builds a new Tracer each call; one per provider is enough (hot path: a span
     # per reconcile and per published batch).
     _cached_tracer = provider.get_tracer("kcm")
     return provider
+
+
+def _shutdown_at_exit() -> None:
+    """Send the last spans, but let a stopping service wait no more than EXIT_FLUSH for it."""
+    if _provider is None:
+        return
+    # A daemon thread: what the collector has not taken by then is dropped at exit.
+    flushing = threading.Thread(target=_provider.shutdown, name="kcm-trace-flush", daemon=True)
+    flushing.start()
+    flushing.join(EXIT_FLUSH)
 
 
 def processors_from_env(env: Mapping[str, str] | None = None) -> list[SpanProcessor]:
