@@ -30,11 +30,14 @@ FILTER = "kcm.health.*.*"
 INTERVAL = 1.0
 MISSED = 3
 MARGIN = 1.0
+MAX_INTERVAL = 10.0
 
 
 def silent_after(interval: float) -> float:
-    """Seconds without a beat after which a publisher beating every `interval` counts as gone."""
-    return MISSED * interval + MARGIN
+    """Seconds without a beat after which a publisher beating every `interval` counts as gone.
+
+    A beat's own claim is bounded (0 to MAX_INTERVAL), so no beat can keep itself live for long."""
+    return MISSED * min(max(interval, 0.0), MAX_INTERVAL) + MARGIN
 
 
 class Resource(msgspec.Struct, omit_defaults=True):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import msgspec
+import pytest
 from kcm_coordinator import fleethealth, status
 from kcm_shared import healthbeat
 
@@ -96,13 +98,14 @@ def test_a_standby_answers_from_the_leaders_verdicts_while_they_are_fresh() -> N
         },
         "watcher": {"healthy": False, "error": "no active watcher", "replicas": []},
     }
-    view.observe(fleethealth.verdicts(leader))
+    wire = fleethealth.encode_verdicts(fleethealth.verdicts(leader))
+    view.observe(fleethealth.decode_verdicts(wire))
     assert view.names() == {"replicaset-controller", "deployment-controller", "watcher"}
     assert view.error("replicaset-controller") is None
     assert view.error("deployment-controller") == "no live replica"
     assert view.error("watcher") == "no active watcher"
     assert view.error("job-controller") == "the leading coordinator no longer reports it"
-    assert view.status["ops_url"] == "http://c1:10257"
+    assert view.verdicts is not None and view.verdicts.ops_url == "http://c1:10257"
     clock.now += 10
     assert view.error("replicaset-controller") == "no word from a leading coordinator for 10s"
 
@@ -140,3 +143,20 @@ def test_kcm_status_prints_service_rows_and_fails_on_the_watcher() -> None:
     assert status.render(doc, "u", io.StringIO()) == 0 and status.watcher_ready(doc)
     del doc["watcher"]  # a coordinator from before the watcher reported: controllers decide
     assert status.render(doc, "u", io.StringIO()) == 0
+
+
+def test_what_is_remembered_is_bounded_and_the_oldest_goes_first() -> None:
+    clock = Clock()
+    beats = fleethealth.Beats(clock)
+    beats.observe(watcher("w-old"))
+    for i in range(fleethealth.LIMIT):
+        clock.now += 0.001
+        beats.observe(watcher(f"w{i}", leader=False))
+    names = [row["instance"] for row in beats.watcher_status()["replicas"]]
+    assert len(names) == fleethealth.LIMIT and "w-old" not in names
+
+
+def test_a_malformed_verdict_is_refused_whole() -> None:
+    for wire in (b"[]", b'{"controllers": []}', b'{"watcher": {"error": "x"}}', b"{"):
+        with pytest.raises(msgspec.DecodeError):
+            fleethealth.decode_verdicts(wire)

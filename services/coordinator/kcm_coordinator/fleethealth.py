@@ -26,6 +26,7 @@ from kcm_shared import healthbeat
 WATCHER = "watcher"
 COORDINATOR = "coordinator"
 FORGET = 300.0  # seconds a silent replica stays listed, so `kcm status` can name it
+LIMIT = 256  # replicas remembered at most, over all services
 STATUS_SUBJECT = "kcm.coord.status"  # the leader's verdicts, for the standbys (docs/bus.md)
 
 
@@ -41,7 +42,11 @@ class Beats:
         self._heard: dict[tuple[str, str], _Heard] = {}
 
     def observe(self, beat: healthbeat.Beat) -> None:
-        self._heard[(beat.service, beat.instance)] = _Heard(beat, self._clock())
+        key = (beat.service, beat.instance)
+        if key not in self._heard and len(self._heard) >= LIMIT:
+            # Bounded whatever publishes: the replica heard longest ago makes room.
+            del self._heard[min(self._heard, key=lambda k: self._heard[k].at)]
+        self._heard[key] = _Heard(beat, self._clock())
 
     def _of(self, service: str) -> list[tuple[healthbeat.Beat, float, bool]]:
         """(beat, age, live) of each replica of `service` heard lately, by instance."""
@@ -107,42 +112,59 @@ def _row(beat: healthbeat.Beat, age: float, live: bool) -> dict[str, Any]:
     }
 
 
-def verdicts(status: dict[str, Any]) -> dict[str, Any]:
+class Verdict(msgspec.Struct, omit_defaults=True):
+    healthy: bool
+    error: str | None = None
+
+
+class Verdicts(msgspec.Struct, omit_defaults=True):
     """What the leader publishes on STATUS_SUBJECT: the verdicts of its `/status`, no listings."""
-    return {
-        "identity": status.get("identity"),
-        "ops_url": status.get("coordinator", {}).get("ops_url"),
-        "controllers": {
-            name: {"healthy": info.get("healthy"), "error": info.get("error")}
-            for name, info in status.get("controllers", {}).items()
-        },
-        WATCHER: {key: status.get(WATCHER, {}).get(key) for key in ("healthy", "error", "leader")},
-    }
+
+    identity: str = ""
+    ops_url: str = ""
+    controllers: dict[str, Verdict] = {}
+    watcher: Verdict | None = None
+
+
+encode_verdicts = msgspec.json.Encoder().encode
+decode_verdicts = msgspec.json.Decoder(Verdicts).decode
+
+
+def verdicts(status: dict[str, Any]) -> Verdicts:
+    def verdict(section: dict[str, Any]) -> Verdict:
+        return Verdict(healthy=bool(section.get("healthy")), error=section.get("error"))
+
+    return Verdicts(
+        identity=status.get("identity") or "",
+        ops_url=status.get("coordinator", {}).get("ops_url") or "",
+        controllers={name: verdict(info) for name, info in status.get("controllers", {}).items()},
+        watcher=verdict(status[WATCHER]) if WATCHER in status else None,
+    )
 
 
 class LeaderView:
-    """A standby's copy of the leading coordinator's verdicts (`verdicts`), and the checks in it."""
+    """A standby's copy of the leading coordinator's `Verdicts`, and the checks in them."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self.status: dict[str, Any] = {}
+        self.verdicts: Verdicts | None = None
         self._at = -float("inf")
 
-    def observe(self, status: dict[str, Any]) -> None:
-        self.status = status
+    def observe(self, verdicts: Verdicts) -> None:
+        self.verdicts = verdicts
         self._at = self._clock()
 
     def names(self) -> set[str]:
         """The aggregated checks the leader reports: its controllers, and the watcher."""
-        return set(self.status.get("controllers", {})) | ({WATCHER} if WATCHER in self.status else set())
+        if self.verdicts is None:
+            return set()
+        return set(self.verdicts.controllers) | ({WATCHER} if self.verdicts.watcher is not None else set())
 
     def error(self, name: str) -> str | None:
         age = self._clock() - self._at
-        if age > healthbeat.silent_after(healthbeat.INTERVAL):
-            return "no word from a leading coordinator" + (f" for {age:.0f}s" if self.status else "")
-        section = (
-            self.status.get(WATCHER) if name == WATCHER else self.status.get("controllers", {}).get(name)
-        )
-        if not isinstance(section, dict):
+        if self.verdicts is None or age > healthbeat.silent_after(healthbeat.INTERVAL):
+            return "no word from a leading coordinator" + (f" for {age:.0f}s" if self.verdicts else "")
+        section = self.verdicts.watcher if name == WATCHER else self.verdicts.controllers.get(name)
+        if section is None:
             return "the leading coordinator no longer reports it"
-        return None if section.get("healthy") else str(section.get("error") or "unhealthy")
+        return None if section.healthy else (section.error or "unhealthy")

@@ -45,7 +45,6 @@ log = logging.getLogger("kcm.coordinator")
 
 _decode_heartbeat = msgspec.json.Decoder(membership.Heartbeat).decode
 _encode = msgspec.json.Encoder().encode
-_decode_status = msgspec.json.Decoder(dict[str, Any]).decode
 _REFRESH = 0.5  # seconds between expiry sweeps / metric updates while leading
 STANDBY = "standby"
 
@@ -108,7 +107,8 @@ class Service:
             identity=self.identity, leader_identity=leader_identity, ops_url=self.ops_url
         )
         if not self.is_leader:
-            body["coordinator"]["leader_ops_url"] = self.leader_view.status.get("ops_url")
+            heard = self.leader_view.verdicts
+            body["coordinator"]["leader_ops_url"] = heard.ops_url if heard is not None else None
         body[fleethealth.WATCHER] = self.beats.watcher_status()
         return body
 
@@ -144,7 +144,7 @@ class Service:
         if self.is_leader:
             return  # our own, or a deposed leader's
         try:
-            self.leader_view.observe(_decode_status(msg.data))
+            self.leader_view.observe(fleethealth.decode_verdicts(msg.data))
         except msgspec.DecodeError as exc:
             log.warning("bad leader status", extra={"error": str(exc)})
 
@@ -162,7 +162,8 @@ class Service:
                 if self.is_leader:
                     with contextlib.suppress(nats.errors.Error, OSError):
                         await self.nc.publish(
-                            fleethealth.STATUS_SUBJECT, _encode(fleethealth.verdicts(self.status()))
+                            fleethealth.STATUS_SUBJECT,
+                            fleethealth.encode_verdicts(fleethealth.verdicts(self.status())),
                         )
                 elif not self.leading:
                     self._sync_followed_checks()
