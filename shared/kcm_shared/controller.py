@@ -383,7 +383,6 @@ class Manager:
         self._js = nc.jetstream()
         self._nc = nc
         runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
-        host = args.ops_bind if args.ops_bind not in ("0.0.0.0", "::") else "127.0.0.1"
         try:
             self._build()
             members = self.members = membership.Membership(
@@ -391,7 +390,7 @@ class Manager:
                 service="controllers",
                 instance=args.instance,
                 controllers=list(self.running),
-                ops_url=f"http://{host}:{port}",
+                ops_url=opsserver.url(args.ops_bind, port),
                 report=self._report,
             )
             members.on_change(self._on_change)
