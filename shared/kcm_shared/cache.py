@@ -54,7 +54,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-from kcm_shared import cancellation, codec, kubeclient, natsconn, selectors, subjects
+from kcm_shared import cancellation, codec, kubeclient, natsconn, selectors, subjects, tracing
 
 log = logging.getLogger("kcm.cache")
 
@@ -387,7 +387,8 @@ class Cache(Generic[T]):
             if cseq != self._next_cseq:
                 raise _Restart(f"consumer sequence gap: expected {self._next_cseq}, got {cseq}")
             self._next_cseq = cseq + 1
-            self._apply(msg.subject, headers, msg.data)
+            with tracing.continued_from(headers):  # what handlers enqueue continues the change's trace
+                self._apply(msg.subject, headers, msg.data)
             if self._snapshot is not None and msg.metadata.num_pending == 0:
                 self._finish_snapshot()
         except _Restart as exc:

@@ -200,7 +200,8 @@ class _Running:
     queue: durable.DurableQueue
     client: kubeclient.KubeClient
     recorder: events.EventRecorder
-    pending: set[str] = field(default_factory=set)
+    # key -> the trace context it was enqueued in (the change that caused it)
+    pending: dict[str, tracing.TraceContext] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -287,7 +288,7 @@ class Manager:
             # Keys of partitions owned elsewhere are their owner's: it sees the same event.
             if count is None or subjects.partition_of(key, count) not in self.members.owned(name):
                 return
-            run.pending.add(key)
+            run.pending[key] = tracing.current()
             run.wake.set()
 
         return enqueue
@@ -309,8 +310,12 @@ class Manager:
                 if count is None:
                     run.pending.clear()  # nothing owned yet: the partition fill on gain covers them
                     break
-                batch = [run.pending.pop() for _ in range(min(PUBLISH_WINDOW, len(run.pending)))]
-                await asyncio.gather(*(run.queue.add(key, count) for key in batch))
+                adds = []
+                for _ in range(min(PUBLISH_WINDOW, len(run.pending))):
+                    key, context = run.pending.popitem()
+                    with tracing.attached(context):  # the task takes the context: its work item, the trace
+                        adds.append(asyncio.ensure_future(run.queue.add(key, count)))
+                await asyncio.gather(*adds)
 
     async def _caught_up(self, run: _Running) -> None:
         for res, view in run.spec.views.items():
@@ -349,7 +354,8 @@ class Manager:
         count = self.members.partitions(name)
         if count is not None:
             keys = self._all_keys(run)
-            run.pending.update(key for key in keys if subjects.partition_of(key, count) in gained)
+            context = tracing.current()
+            run.pending.update((key, context) for key in keys if subjects.partition_of(key, count) in gained)
             run.wake.set()
         for partition in sorted(gained):
             await _until_done(
@@ -377,7 +383,6 @@ class Manager:
         self._js = nc.jetstream()
         self._nc = nc
         runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
-        host = args.ops_bind if args.ops_bind not in ("0.0.0.0", "::") else "127.0.0.1"
         try:
             self._build()
             members = self.members = membership.Membership(
@@ -385,7 +390,7 @@ class Manager:
                 service="controllers",
                 instance=args.instance,
                 controllers=list(self.running),
-                ops_url=f"http://{host}:{port}",
+                ops_url=opsserver.url(args.ops_bind, port),
                 report=self._report,
             )
             members.on_change(self._on_change)

@@ -56,6 +56,12 @@ def app(checks: Checks) -> web.Application:
     return application
 
 
+def url(bind: str, port: int) -> str:
+    """The URL others may reach the endpoint at (loopback when bound to every address)."""
+    host = bind if bind not in ("0.0.0.0", "::") else "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
 async def start(application: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Serve until the runner is cleaned up; returns the bound port (`port=0`: any free one)."""
     runner = web.AppRunner(application, access_log=None)

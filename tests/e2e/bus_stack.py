@@ -103,6 +103,7 @@ class Stack:
     probe_log: Path
     procs: list[Proc] = field(default_factory=list)
     partitions: int = 4
+    env: dict[str, str] = field(default_factory=dict)  # for every process, beside os.environ
     # Where the identities' seeds are; None: restart `nats` with authentication on, here.
     auth_dir: Path | None = None
 
@@ -117,7 +118,7 @@ class Stack:
 
     def _proc(self, name: str, args: list[str]) -> Proc:
         port = natsd.free_port()
-        env = {**os.environ, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, **self.env, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
         argv = [KCM, *args, "--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
         argv += ["--nats-nkey-seed", self.seed(ROLES[args[0]])]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", name]
@@ -125,8 +126,8 @@ class Stack:
         self.procs.append(proc)
         return proc
 
-    def watcher(self, name: str = "watcher-0") -> Proc:
-        return self._proc(name, ["watcher", *FAST_LEASE, "--resources", "v1/configmaps"]).start()
+    def watcher(self, name: str = "watcher-0", *extra: str) -> Proc:
+        return self._proc(name, ["watcher", *FAST_LEASE, "--resources", "v1/configmaps", *extra]).start()
 
     def coordinator(self, name: str = "coordinator-0") -> Proc:
         args = ["coordinator", *FAST_LEASE, "--partitions", str(self.partitions), "--member-lease", "2s"]

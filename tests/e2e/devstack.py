@@ -17,7 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ class DevStack:
     proc: subprocess.Popen[str]
     state: Path
     expected: list[str]  # canonical names of the controllers this stack runs
+    progress: list[str] = field(default_factory=list)  # what `kcm dev` printed before its ready line
 
     @property
     def kubeconfig(self) -> Path:
@@ -146,7 +147,7 @@ def dev_stack(tmp: Path, *args: str) -> Iterator[DevStack]:
     timer = threading.Timer(START_TIMEOUT, proc.kill)  # a hang at start-up must not hang the suite
     timer.start()
     try:
-        read_ready_line(proc, stderr)
+        _, stack.progress = read_ready_line(proc, stderr)
         timer.cancel()
         # Drain stdout (restart announcements) so a chatty stack never blocks on a full pipe.
         threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()

@@ -21,7 +21,7 @@ import aiohttp
 import nats
 import pytest
 import uvloop
-from kcm_shared import membership
+from kcm_shared import healthbeat, membership
 from nats.aio.client import Client
 
 from tests.conftest import KCM, ApiServer, NatsProc, kill_process, stop_process, wait_for
@@ -295,7 +295,8 @@ def test_coordinator_failover_moves_nothing(
             await until(lambda: balanced(fleet.owned()) and len(fleet.owned()) == 2, 15, "balance")
             before = fleet.owned()
             leader, standby = await _roles(coordinators)
-            code, text = await get(standby.url + "/healthz?verbose")
+            # Its own probes; its /healthz relays the leader's verdicts (tests/e2e/test_health.py).
+            code, text = await get(standby.url + "/livez?verbose")
             assert code == 200 and "[+]standby ok" in text
             assert not (await status_of(standby.url))["leader"]
             fleet.lost_events.clear()
@@ -352,6 +353,8 @@ def test_health_reports_reach_healthz_and_kcm_status(
 
     async def body() -> None:
         fleet = Fleet(nats_server.url)
+        # The verdict needs a healthy watcher too; this one only says it is.
+        watcher = asyncio.ensure_future(_healthy_watcher(nats_server.url))
         try:
             await until_async(lambda: _leads(url), 20, "coordinator leading")
             replica = await fleet.add("r1")
@@ -382,9 +385,19 @@ def test_health_reports_reach_healthz_and_kcm_status(
             text = await until_async(lambda: _healthz(url, 500), 5, "unhealthy after silence")
             assert "no live replica" in text
         finally:
+            watcher.cancel()
             await fleet.close()
 
     uvloop.run(body())
+
+
+async def _healthy_watcher(nats_url: str) -> None:
+    nc = await nats.connect(nats_url, name="fake-watcher")
+    beat = healthbeat.Beat(service="watcher", instance="w1", leader=True, interval=0.2, checks={})
+    try:
+        await healthbeat.publish_forever(nc, lambda: beat, beat.interval)
+    finally:
+        await nc.close()
 
 
 async def _healthz(url: str, want: int) -> str | None:

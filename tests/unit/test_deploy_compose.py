@@ -23,7 +23,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 from kcm_cli import controllers, main, natsauth
-from kcm_shared import controller
+from kcm_shared import controller, tracing
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "tests" / "data" / "compose-spec.json"
@@ -143,12 +143,40 @@ def test_every_variable_comes_from_the_one_env_file() -> None:
 def test_the_default_profile_and_master_name_the_embedded_apiserver() -> None:
     env = dotenv()
     profiles = {p for s in services().values() for p in s.get("profiles", [])}
-    assert profiles == {"embedded", "k3s"}
-    assert env["COMPOSE_PROFILES"] in profiles
+    assert profiles == {"embedded", "k3s", "tracing"}
+    chosen = env["COMPOSE_PROFILES"].split(",")
+    assert set(chosen) == {"embedded", "tracing"}
     master = urlsplit(env["KCM_MASTER"])
     api = services()[master.hostname or ""]
-    assert env["COMPOSE_PROFILES"] in api["profiles"]
+    assert "embedded" in api["profiles"]
     assert kcm_args(api).port == master.port
+
+
+def test_every_service_sends_its_spans_to_the_trace_viewer_of_the_default_profiles() -> None:
+    env = dotenv()
+    endpoint = urlsplit(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    jaeger = services()[endpoint.hostname or ""]
+    assert "tracing" in jaeger["profiles"] and "tracing" in env["COMPOSE_PROFILES"].split(",")
+    # Jaeger all-in-one takes OTLP/HTTP on 4318 once OTLP is on; the services speak only that.
+    assert jaeger["image"].startswith("jaegertracing/all-in-one:")
+    assert jaeger["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert (endpoint.scheme, endpoint.port, endpoint.path) == ("http", 4318, "")
+    for name, service in kcm_services().items():
+        if kcm_args(service).command in ("watcher", "coordinator", "controller"):
+            assert (
+                service["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == env["OTEL_EXPORTER_OTLP_ENDPOINT"]
+            ), name
+            assert service["environment"]["OTEL_TRACES_EXPORTER"] == "otlp", name
+    # The processors those settings give a service are the OTLP exporter, to that endpoint.
+    [processor] = tracing.processors_from_env(
+        {k: env[k] for k in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT")}
+    )
+    processor.shutdown()
+
+
+def test_the_trace_viewer_ui_is_published_on_loopback_only() -> None:
+    jaeger = services()["jaeger"]
+    assert jaeger["ports"] == ["127.0.0.1:16686:16686"]
 
 
 def test_every_kcm_service_runs_a_subcommand_whose_flags_parse() -> None:

@@ -112,9 +112,18 @@ def test_no_one_but_the_declaring_service_changes_or_wipes_a_stream(op: str) -> 
 
 
 def test_an_identity_without_subjects_is_denied_everything_not_allowed_everything() -> None:
-    rendered = natsauth.coordinator().render()
+    rendered = natsauth.Permissions((), ("kcm.coord.>",), responses=True).render()
     assert rendered["publish"] == {"deny": [">"]}
     assert rendered["allow_responses"] is True
+
+
+def test_only_the_coordinator_speaks_for_the_coordinators_and_only_the_watcher_for_watchers() -> None:
+    coordinator = natsauth.coordinator()
+    assert "kcm.coord.status" in coordinator.publish and "kcm.health.coordinator.*" in coordinator.publish
+    assert "kcm.health.*.*" in coordinator.subscribe
+    assert "kcm.health.watcher.*" in natsauth.watcher().publish
+    for other in (natsauth.consumer(), natsauth.controllers(["replicaset-controller"])):
+        assert not any(s.startswith(("kcm.health", "kcm.coord.status")) for s in other.publish)
 
 
 def test_seeds_are_made_once_private_and_the_config_names_their_public_keys(tmp_path: Path) -> None:

@@ -104,6 +104,22 @@ async def _announce_controllers(url: str, names: list[str]) -> None:
         await asyncio.sleep(0.2)
 
 
+def _watcher_ready(url: str) -> bool:
+    try:
+        return status.watcher_ready(status.fetch(url, 2))
+    except (OSError, ValueError):
+        return False
+
+
+async def _announce_watcher(url: str) -> None:
+    """Say so once the coordinator reports the watcher leading and healthy."""
+    while True:
+        if await asyncio.to_thread(_watcher_ready, url):
+            say("watcher healthy")
+            return
+        await asyncio.sleep(0.2)
+
+
 def say(message: str) -> None:
     """One line of start-up progress on stdout (the ready line comes last)."""
     print(f"kcm dev: {message}", flush=True)
@@ -188,9 +204,11 @@ async def run(opts: DevOptions) -> None:
         names = [spec.name for spec in controller.select(BUILTIN, opts.controllers)]
         try:
             async with asyncio.timeout(READY_TIMEOUT):
-                await _announce_controllers(coordinator_url, names)
+                await asyncio.gather(
+                    _announce_watcher(coordinator_url), _announce_controllers(coordinator_url, names)
+                )
         except TimeoutError:
-            say(f"some controllers are not ready after {READY_TIMEOUT:.0f}s; see `kcm status` and {logs}")
+            say(f"some services are not ready after {READY_TIMEOUT:.0f}s; see `kcm status` and {logs}")
         print(
             f"kcm dev ready: apiserver {api_url.result()}, nats {nats.url}, "
             f"{len(services)} services (logs in {logs}); "

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nkeys  # type: ignore[import-untyped]
-from kcm_shared import controller, membership, subjects
+from kcm_coordinator import fleethealth
+from kcm_shared import controller, healthbeat, membership, subjects
 
 from kcm_cli.controllers import BUILTIN
 
@@ -95,6 +96,11 @@ def _consume_work(stream: str) -> list[str]:
     ]
 
 
+def _health(service: str) -> str:
+    """The health beats of every instance of `service` (`kcm_shared.healthbeat`)."""
+    return f"kcm.health.{subjects.encode_token(service)}.*"
+
+
 def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
@@ -105,12 +111,15 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 def watcher() -> Permissions:
     """Publishes every object state and progress marker, and answers sync requests."""
     publish = ["kcm.obj.>", subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_read(OBJECTS)]
+    publish.append(_health("watcher"))
     return Permissions(_unique(publish), (subjects.WATCHER_SYNC, INBOX), responses=True)
 
 
 def coordinator() -> Permissions:
-    """Answers the controllers' membership heartbeats; publishes nothing of its own."""
-    return Permissions((), ("kcm.coord.>", INBOX), responses=True)
+    """Answers the controllers' membership heartbeats, hears every service's health beats, and
+    publishes its own beat and (leading) its verdicts for the standbys."""
+    publish = (_health("coordinator"), fleethealth.STATUS_SUBJECT)
+    return Permissions(publish, ("kcm.coord.>", healthbeat.FILTER, INBOX), responses=True)
 
 
 def controllers(names: Sequence[str]) -> Permissions:

@@ -2,8 +2,11 @@
 
 The launcher wires `register_status` into its parser and calls `main(args)` for the exit
 code. The coordinator's URL comes from `--url`, else from `<state-dir>/coordinator.url`
-(written by `kcm dev`, or by `kcm coordinator --ops-url-file`). Exits 1 when a controller
-is unhealthy, when the coordinator answering is not the leader, or when it cannot be reached.
+(written by `kcm dev`, or by `kcm coordinator --ops-url-file`). Prints the controllers, then
+one row per coordinator and watcher replica, then the controller replicas. Exits 1 when a
+controller or the watcher is unhealthy, when the coordinator answering is not the leader, or
+when it cannot be reached. `kcm dev` uses `fetch`, `ready_controllers` and `watcher_ready`
+to wait for the stack.
 """
 
 from __future__ import annotations
@@ -61,11 +64,59 @@ def ready_controllers(status: dict[str, Any]) -> set[str]:
     }
 
 
+def watcher_ready(status: dict[str, Any]) -> bool:
+    """One watcher leads, is heard from, and passes its checks."""
+    return bool(status.get("watcher", {}).get("healthy"))
+
+
+def _service_rows(status: dict[str, Any]) -> list[list[str]]:
+    rows = [["SERVICE", "INSTANCE", "ROLE", "AGE", "HEALTH"]]
+    for m in status.get("coordinator", {}).get("replicas", []):
+        rows.append(
+            _replica_row("coordinator", m, "ok" if m.get("healthy") else f"unhealthy: {m.get('error')}")
+        )
+    watcher = status.get("watcher")
+    if watcher is None:
+        return rows  # a coordinator from before watchers reported their health
+    verdict = "ok" if watcher.get("healthy") else f"unhealthy: {watcher.get('error')}"
+    replicas = watcher.get("replicas", [])
+    for m in replicas:
+        if m.get("instance") == watcher.get("leader"):
+            rows.append(_replica_row("watcher", m, f"{verdict}; {_lag_summary(watcher)}"))
+        else:
+            rows.append(
+                _replica_row("watcher", m, "ok" if m.get("healthy") else f"unhealthy: {m.get('error')}")
+            )
+    if watcher.get("leader") is None:
+        rows.append(["watcher", "-", "-", "-", verdict])
+    return rows
+
+
+def _replica_row(service: str, m: dict[str, Any], health: str) -> list[str]:
+    return [
+        service,
+        str(m["instance"]),
+        "leader" if m.get("leader") else "standby",
+        f"{m['age_seconds']:.1f}s",
+        health,
+    ]
+
+
+def _lag_summary(watcher: dict[str, Any]) -> str:
+    resources: dict[str, Any] = watcher.get("resources", {})
+    lag = max((r.get("lag_seconds", 0.0) for r in resources.values()), default=0.0)
+    failing = sorted(name for name, r in resources.items() if r.get("failing"))
+    summary = f"{len(resources)} resources, lag {lag:.1f}s"
+    return summary + (f", failing: {' '.join(failing)}" if failing else "")
+
+
 def render(status: dict[str, Any], url: str, out: TextIO) -> int:
     """Print the tables; the exit code: 0 when everything is healthy."""
     if not status.get("leader"):
         holder = status.get("leader_identity") or "unknown"
-        print(f"kcm status: the coordinator at {url} is a standby (leader: {holder})", file=sys.stderr)
+        there = status.get("coordinator", {}).get("leader_ops_url")
+        where = f"; ask it with --url {there}" if there else ""
+        print(f"kcm status: the coordinator at {url} is a standby (leader: {holder}{where})", file=sys.stderr)
         return 1
     print(f"coordinator {url} (leader {status.get('identity')})", file=out)
     controllers: dict[str, Any] = status.get("controllers", {})
@@ -86,6 +137,10 @@ def render(status: dict[str, Any], url: str, out: TextIO) -> int:
         _table(rows, out)
     else:
         print("no controller replica has reported yet", file=out)
+    services = _service_rows(status)
+    if len(services) > 1:
+        print(file=out)
+        _table(services, out)
     members = status.get("members", [])
     if members:
         print(file=out)
@@ -94,7 +149,8 @@ def render(status: dict[str, Any], url: str, out: TextIO) -> int:
             held = " ".join(f"{c}:{len(ps)}" for c, ps in sorted(m.get("held", {}).items()))
             rows.append([m["instance"], m["service"], f"{m['age_seconds']:.1f}s", held, m.get("ops_url", "")])
         _table(rows, out)
-    return 0 if all(info.get("healthy") for info in controllers.values()) else 1
+    healthy = all(info.get("healthy") for info in controllers.values())
+    return 0 if healthy and status.get("watcher", {}).get("healthy", True) else 1
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:

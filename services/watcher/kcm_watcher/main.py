@@ -1,6 +1,7 @@
 """`kcm watcher`: wires the API client, NATS, the ops endpoint and leader election together.
 
-The launcher (kcm_cli.main) calls `run(args)` and cancels it on SIGINT/SIGTERM; cancelling
+The launcher (kcm_cli.main) calls `run(args)` and cancels it on SIGINT/SIGTERM; every
+replica, leading or not, heartbeats its health to the coordinator (`healthreport`). Cancelling
 stops the loops, flushes unacknowledged messages (bounded), releases the Lease and closes
 the connections.
 """
@@ -8,14 +9,25 @@ the connections.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 
 import nats.errors
-from kcm_shared import cancellation, flags, health, kubeclient, leaderelection, natsconn, opsserver, tracing
+from kcm_shared import (
+    cancellation,
+    flags,
+    health,
+    healthbeat,
+    kubeclient,
+    leaderelection,
+    natsconn,
+    opsserver,
+    tracing,
+)
 from nats.js import JetStreamContext
 
-from kcm_watcher import discovery, publisher, supervisor
+from kcm_watcher import discovery, healthreport, publisher, supervisor
 
 log = logging.getLogger("kcm.watcher")
 
@@ -57,17 +69,29 @@ async def run(args: argparse.Namespace) -> None:
                 sync_timeout=args.sync_timeout,
             ),
         )
+        elector = leaderelection.from_args(args, client, args.instance)
         checks = health.Checks()
+        reporter = healthreport.Reporter(
+            instance=args.instance,
+            checks=checks,
+            sup=sup,
+            leading=lambda: elector is None or elector.is_leader,
+            failure_limit=args.publish_failure_limit,
+        )
         checks.add("watcher", sup.check)
         checks.add("nats", lambda: pub.check(args.publish_failure_limit))
-        runner, _ = await opsserver.start(opsserver.app(checks), args.ops_bind, args.ops_port)
+        checks.add("publishing", reporter.lanes_check)
+        runner, port = await opsserver.start(opsserver.app(checks), args.ops_bind, args.ops_port)
+        reporter.ops_url = opsserver.url(args.ops_bind, port)
+        beats = asyncio.ensure_future(healthbeat.publish_forever(nc, reporter.beat))
         try:
-            elector = leaderelection.from_args(args, client, args.instance)
             if elector is None:
                 await sup.lead()
             else:
                 await elector.run(sup.lead)
         finally:
+            beats.cancel()
+            await asyncio.wait({beats})
             await runner.cleanup()
     finally:
         # With NATS down at shutdown, nats-py fails flushing into the dead socket: nothing to save.

@@ -59,10 +59,11 @@ class PublishError(Exception):
 
 
 class _Message:
-    __slots__ = ("attempt", "body", "done", "headers", "lane", "sent_at", "subject", "waiter")
+    __slots__ = ("attempt", "body", "done", "handed_at", "headers", "lane", "sent_at", "subject", "waiter")
 
     def __init__(self, lane: Lane, subject: str, body: bytes, headers: dict[str, str]) -> None:
         self.lane = lane
+        self.handed_at = lane._publisher._clock()  # first attempt; sent_at moves with retries
         self.subject = subject
         self.body = body
         self.headers = headers
@@ -168,6 +169,7 @@ class Publisher:
             return
         metrics.PUBLISHED.inc()
         self._failing_since = None
+        msg.lane.acked_at = self._clock()
         msg.lane._finish(msg)
 
     async def _sweep(self) -> None:
@@ -214,7 +216,8 @@ class Lane:
     def __init__(self, publisher: Publisher, name: str) -> None:
         self.name = name
         self._publisher = publisher
-        self._inflight: dict[str, _Message] = {}
+        self._inflight: dict[str, _Message] = {}  # in hand-over order: the first is the oldest
+        self.acked_at: float | None = None  # monotonic time of the last acknowledgement
 
     async def publish(
         self, subject: str, body: bytes, headers: dict[str, str], ttl: float | None = None
@@ -249,6 +252,11 @@ class Lane:
         metrics.INFLIGHT.dec()
         if msg.waiter is not None and not msg.waiter.done():
             msg.waiter.set_result(None)
+
+    def unacked(self) -> tuple[int, float | None]:
+        """Messages handed over and not acknowledged, and when the oldest of them was handed over."""
+        oldest = next(iter(self._inflight.values()), None)
+        return len(self._inflight), None if oldest is None else oldest.handed_at
 
     async def flush(self) -> None:
         """Wait until everything handed over so far is acknowledged."""

@@ -75,6 +75,7 @@ class ResourceWatch:
         self._label = str(res)
         self.held: dict[str, str] = {}  # subject -> resourceVersion of live objects in the stream
         self.marker = ""  # resourceVersion of the last progress marker acknowledged
+        self.seen = ""  # newest resourceVersion the list or watch returned (health: the lag)
         self.relists = 0  # relists completed, markers included
         self._progress = asyncio.Condition()
         self._relist_wanted = asyncio.Event()
@@ -199,6 +200,7 @@ class ResourceWatch:
         while True:
             page = objects.decode_page(await self._client.request_bytes("GET", self._path, params=params))
             list_rv = list_rv or page.metadata.resource_version
+            self.seen = list_rv
             type_meta = objects.TypeMeta(page.kind, page.api_version)
             # One span per page: a span per listed object would cost more than publishing it.
             with tracing.span(
@@ -304,6 +306,7 @@ class ResourceWatch:
             raise kubeclient.status_error(objects.decode_status(raw))
         head = objects.decode_head(raw)
         new_rv = head.metadata.resource_version or rv
+        self.seen = new_rv
         if event.type == objects.BOOKMARK:
             if new_rv != self.marker:  # an idle resource's bookmarks repeat themselves
                 await self._mark(new_rv)

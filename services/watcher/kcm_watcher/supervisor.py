@@ -55,6 +55,10 @@ class Supervisor:
         running = self._running.get(res)
         return running.watch if running is not None else None
 
+    def running(self) -> list[tuple[resourcewatch.ResourceWatch, publisher.Lane]]:
+        """Every resource loop of this term with its lane (empty while standing by)."""
+        return [(r.watch, r.lane) for r in self._running.values()]
+
     def check(self) -> str | None:
         """The `watcher` health check: every loop alive and none failing for long (a standby is healthy)."""
         problems = []
