@@ -66,12 +66,14 @@ def test_a_request_smuggled_in_an_owner_name_deletes_nothing(
 
     # The dependent's only owner does not exist: the collector deletes it. Waiting on either
     # outcome ends early when the attack works (victim gone, dependent never collected).
-    left = wait_for(
-        lambda: (n := names(stack, namespace)) != {"victim", "dependent"} and n,
-        60,
-        0.5,
-        "the collector to act on the dependent",
-    )
+    left: set[str] = set()
+
+    def changed() -> bool:
+        nonlocal left
+        left = names(stack, namespace)
+        return left != {"victim", "dependent"}
+
+    wait_for(changed, 60, 0.5, "the collector to act on the dependent")
     assert left == {"victim"}, f"left in the namespace: {left}"
     still = json.loads(stack.kubectl("get", "configmap", "victim", "-n", namespace, "-o", "json").stdout)
     assert still["metadata"]["uid"] == victim["metadata"]["uid"]
