@@ -66,15 +66,20 @@ def check_target(target: str) -> None:
         )
 
 
+def check_header(name: str, value: str) -> None:
+    """Raise ValueError when `name` is not a token or `value` holds CR, LF or NUL (either
+    would let a value start a header or a request of its own)."""
+    if not _TOKEN.fullmatch(name):
+        raise ValueError(f"refusing to send header name {name!r}: not an HTTP token")
+    if _FORBIDDEN_IN_HEADER.search(value):
+        raise ValueError(f"refusing to send header {name}: its value holds CR, LF or NUL")
+
+
 def header_lines(headers: Mapping[str, str]) -> str:
-    """`headers` as request header lines; ValueError when a name is not a token or a value
-    holds CR, LF or NUL (either would let a value start a header or a request of its own)."""
+    """`headers` as request header lines, each checked by `check_header`."""
     lines = ""
     for name, value in headers.items():
-        if not _TOKEN.fullmatch(name):
-            raise ValueError(f"refusing to send header name {name!r}: not an HTTP token")
-        if _FORBIDDEN_IN_HEADER.search(value):
-            raise ValueError(f"refusing to send header {name}: its value holds CR, LF or NUL")
+        check_header(name, value)
         lines += f"{name}: {value}\r\n"
     return lines
 

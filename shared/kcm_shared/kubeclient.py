@@ -148,8 +148,9 @@ class TokenFile:
 
     client-go serves in-cluster tokens the same way (a cached file token source refreshed every
     minute): the kubelet rotates projected service account tokens well before they expire, and
-    a token read once at start-up stops working after an hour or so. A file that cannot be
-    read keeps the last token that could (with a warning), as client-go does.
+    a token read once at start-up expires (after an hour, unless the API server extends it).
+    A file that cannot be read keeps the last token that could (with a warning), as client-go
+    does; with none yet, the request fails with a ConnectionError naming the file.
     """
 
     def __init__(self, path: str, period: float = TOKEN_REREAD_SECONDS) -> None:
@@ -179,7 +180,7 @@ class TokenFile:
             if not token:
                 raise ValueError("the file is empty")
             header = f"Bearer {token}"
-            http1.header_lines({"Authorization": header})  # a CR or LF in it is refused here
+            http1.check_header("Authorization", header)
         except (OSError, ValueError) as exc:
             if not self._header:
                 raise ConnectionError(f"cannot read the bearer token file {self.path}: {exc}") from exc

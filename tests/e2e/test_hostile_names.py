@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, test_kubeclient
 
 stack = devstack.stack_fixture("--controllers", "garbagecollector", "--nodes", "0")
 
@@ -79,34 +79,19 @@ def test_a_request_smuggled_in_an_owner_name_deletes_nothing(
     assert still["metadata"]["uid"] == victim["metadata"]["uid"]
 
 
-HOSTILE_OWNER_NAMES = [
-    "victim?x=1",
-    "victim#x",
-    "%76ictim",
-    "victim/",
-    "vic tim",
-    "víctim",
-    "被害者",
-    "victim\r\nX-Injected: 1",
-    "victim\x00",
-    ".",
-    "..",
-]
-
-
 def test_owners_with_hostile_names_are_looked_up_by_those_names(
     stack: devstack.DevStack, namespace: str
 ) -> None:
-    create(stack, configmap(namespace, "victim"))
-    dependents = {f"dep{i}" for i in range(len(HOSTILE_OWNER_NAMES))}
-    for i, owner in enumerate(HOSTILE_OWNER_NAMES):
-        create(stack, configmap(namespace, f"dep{i}", owner))
+    made = [configmap(namespace, "victim")]
+    made += [configmap(namespace, f"dep{i}", owner) for i, owner in enumerate(test_kubeclient.HOSTILE_NAMES)]
+    stack.kubectl("create", "-f", "-", input="\n".join(json.dumps(obj) for obj in made))
+    dependents = {f"dep{i}" for i in range(len(test_kubeclient.HOSTILE_NAMES))}
     # None of those owners exists (whatever `victim` is called in a mangled URL): every
     # dependent is collected, and `victim` is neither mistaken for an owner nor touched.
     wait_for(
         lambda: not (names(stack, namespace) & dependents),
         60,
         0.5,
-        f"every dependent collected; owner names: {HOSTILE_OWNER_NAMES}",
+        f"every dependent collected; owner names: {test_kubeclient.HOSTILE_NAMES}",
     )
     assert names(stack, namespace) == {"victim"}

@@ -322,6 +322,10 @@ def test_a_token_file_is_read_again_once_its_period_is_over(tmp_path: Path) -> N
                     await asyncio.sleep(0.05)
                     await client.get(path)
                 assert server.rejected == 0
+                token.unlink()  # mid-rotation, or a broken mount: the last token read still serves
+                await asyncio.sleep(0.3)
+                await client.get(path)
+                assert server.seen[-1] == "Bearer second"
             finally:
                 await client.close()
 
