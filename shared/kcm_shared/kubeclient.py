@@ -7,6 +7,12 @@ streams) with msgspec decoding, which is what services on the bus need (async, c
 call). Writes are rate limited client-side like client-go's
 `--kube-api-qps` / `--kube-api-burst`. Errors arrive as `ApiError` carrying the server's
 metav1.Status.
+
+Paths are built only by `resource_path` / `group_version_path`, which percent-encode every
+part through `segment`: names are user input (an ownerReference's name is anything
+non-empty), and a raw one could name another object or end the request line. A bearer token
+kept in a file (in-cluster, or a kubeconfig's `tokenFile`) is re-read as client-go does
+(`TokenFile`).
 """
 
 from __future__ import annotations
