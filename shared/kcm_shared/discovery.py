@@ -120,7 +120,7 @@ async def discover(
         documents = [d for d in documents if d[2]]
     # Read at once, as upstream does: one slow aggregated API costs one timeout, not one each.
     docs = await asyncio.gather(
-        *(client.get(f"/apis/{g}/{v}" if g else f"/api/{v}") for g, v, _ in documents), return_exceptions=True
+        *(client.get(kubeclient.group_version_path(g, v)) for g, v, _ in documents), return_exceptions=True
     )
     resources: list[ApiResource] = []
     failed: set[str] = set()

@@ -3,8 +3,16 @@
 `KubeClient` sends every request that is not a watch through this. A controller that creates
 pods by the hundred spends most of its CPU on requests, and a general client (aiohttp: about
 0.22 ms of CPU per POST on this machine) costs several times what a request/response over a
-kept-alive connection needs. This does only that: one write per request, the status line and
-headers read with one `readuntil`, the body by Content-Length or chunked encoding.
+kept-alive connection needs. This does only that: one write per request, and the response
+parsed by llhttp (Node.js' HTTP parser, through `httptools`) as it arrives, so the framing
+rules (Content-Length, chunked, read-to-close, conflicting or duplicate lengths) are those of
+a maintained parser rather than our own.
+
+Requests are refused (`ValueError`) before anything is sent when the method is not a token,
+the target holds anything but visible ASCII (a CR/LF or space there would let a name end the
+request line and start another request), or a header name or value holds CR, LF or NUL.
+Callers build targets with `kcm_shared.kubeclient`'s encoding functions; this is the second
+line of defence.
 
 Errors: `TimeoutError` when a request outlives its timeout; `ConnectionError` (an OSError)
 when the server cannot be reached, closes the connection or answers with something that is
@@ -16,15 +24,18 @@ request fails that request, as it does in other clients.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import re
 import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
+
+import httptools
 
 MAX_HEADER_BYTES = 64 * 1024
-_NO_BODY_STATUSES = (204, 304)
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FORBIDDEN_IN_HEADER = re.compile(r"[\r\n\x00]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +57,185 @@ def _tls(setting: ssl.SSLContext | bool) -> ssl.SSLContext:
     return context
 
 
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+def check_target(target: str) -> None:
+    """Raise ValueError unless `target` is visible ASCII only (what a request line may carry)."""
+    if not (target.isascii() and target.isprintable()) or " " in target:
+        raise ValueError(
+            f"refusing to send request target {target!r}: it holds a space, a control or a non-ASCII "
+            "character (build paths with kubeclient.resource_path, which percent-encodes them)"
+        )
+
+
+def check_header(name: str, value: str) -> None:
+    """Raise ValueError when `name` is not a token or `value` holds CR, LF or NUL (either
+    would let a value start a header or a request of its own)."""
+    if not _TOKEN.fullmatch(name):
+        raise ValueError(f"refusing to send header name {name!r}: not an HTTP token")
+    if _FORBIDDEN_IN_HEADER.search(value):
+        raise ValueError(f"refusing to send header {name}: its value holds CR, LF or NUL")
+
+
+def header_lines(headers: Mapping[str, str]) -> str:
+    """`headers` as request header lines, each checked by `check_header`."""
+    lines = ""
+    for name, value in headers.items():
+        check_header(name, value)
+        lines += f"{name}: {value}\r\n"
+    return lines
+
+
+def query_string(params: Mapping[str, str]) -> str:
+    """`params` as a URL query (form encoding, as Go's url.Values.Encode): the one place a
+    query is built, for these requests and for the watches' URLs."""
+    return urllib.parse.urlencode(params)
+
+
+class _Connection(asyncio.Protocol):
+    """One kept-alive connection; llhttp parses what arrives while a request waits for it.
+
+    llhttp keeps its state across messages, so one parser serves every response on the
+    connection. Bytes that arrive while no request waits (or after its response ended) are
+    not ours to read: the connection is dropped rather than reused.
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._closed = False
+        self._waiter: asyncio.Future[tuple[Response, bool]] | None = None
+        self._head_only = False
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._head_received = 0
+        self._headers_done = False
+        self._status_seen = False
+        self._framed = False  # Content-Length or Transfer-Encoding: the end of stream is not the end
+
+    # -- used by Client ---------------------------------------------------------------------
 
     def usable(self) -> bool:
-        return not (self.writer.is_closing() or self.reader.at_eof())
+        return not self._closed and self.transport is not None and not self.transport.is_closing()
 
     def close(self) -> None:
-        self.writer.close()
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def send(self, message: bytes, method: str) -> asyncio.Future[tuple[Response, bool]]:
+        """Write the request; the future is its response and whether the connection may carry
+        another request."""
+        assert self.transport is not None and (self._waiter is None or self._waiter.done())
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._head_only = method == "HEAD"
+        self._begin()
+        self.transport.write(message)
+        return self._waiter
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():
+            self.close()  # unsolicited bytes: nothing may be read from this connection again
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(ConnectionError("the server switched protocols, which nothing here asked for"))
+        except httptools.HttpParserError as exc:
+            self._fail(ConnectionError(self._describe(exc)))
+        if not self._headers_done:
+            self._head_received += len(data)
+            if self._head_received > MAX_HEADER_BYTES:
+                self._fail(ConnectionError("response headers too long"))
+
+    def eof_received(self) -> bool:
+        self._closed = True
+        if self._waiter is not None and not self._waiter.done():
+            if self._headers_done and not self._framed:
+                self._finish(keep=False)  # a body delimited by the end of the connection
+            elif self._headers_done:
+                self._fail(ConnectionError("the server closed the connection in the middle of a response"))
+            else:
+                self._fail(ConnectionError("the server closed the connection before answering"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self._waiter is not None and not self._waiter.done():
+            error = ConnectionError(f"connection lost: {exc or 'closed'}")
+            error.__cause__ = exc
+            self._fail(error)
+
+    # -- llhttp callbacks ---------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            self.close()  # a second response to one request: the stream is out of step
+
+    def on_status(self, _status: bytes) -> None:
+        self._status_seen = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._headers_done:
+            return  # chunked trailers: nothing here reads them
+        key = name.decode("latin-1").lower()
+        if key in ("content-length", "transfer-encoding"):
+            self._framed = True
+        self._headers[key] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+        version = self._parser.get_http_version()
+        if version not in ("1.0", "1.1"):
+            self._fail(ConnectionError(f"not an HTTP/1.x response (HTTP/{version})"))
+        elif self._head_only and self._parser.get_status_code() >= 200:
+            # The head is all of it; llhttp would wait for the body its Content-Length names,
+            # so the parser (and with it the connection) cannot serve another response.
+            self._finish(keep=False)
+
+    def on_body(self, data: bytes) -> None:
+        self._body.append(data)
+
+    def on_message_complete(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            return
+        if 100 <= self._parser.get_status_code() < 200:
+            self._begin()  # an interim answer; the final one follows on the same stream
+            return
+        self._finish(keep=self._parser.should_keep_alive())
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self._headers = {}
+        self._body = []
+        self._head_received = 0
+        self._headers_done = self._status_seen = self._framed = False
+
+    def _finish(self, *, keep: bool) -> None:
+        assert self._waiter is not None
+        response = Response(self._parser.get_status_code(), self._headers, b"".join(self._body))
+        self._waiter.set_result((response, keep and not self._closed))
+
+    def _fail(self, error: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+        self.close()
+
+    def _describe(self, exc: httptools.HttpParserError) -> str:
+        reason = str(exc)
+        if not self._status_seen:
+            return f"not an HTTP/1.x response ({reason})"
+        if not self._headers_done:
+            if "content-length" in reason.lower():
+                return f"malformed Content-Length ({reason})"
+            return f"malformed response header ({reason})"
+        if "chunk size" in reason.lower():
+            return f"malformed chunk size ({reason})"
+        return f"malformed response body ({reason})"
 
 
 class Client:
@@ -77,12 +257,12 @@ class Client:
         self._host = url.hostname or "localhost"
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._prefix = url.path.rstrip("/")
+        check_target(self._prefix or "/")
         self._ssl: ssl.SSLContext | None = None
         if url.scheme == "https":
             self._ssl = _tls(ssl_context)
         host_header = url.netloc.rsplit("@", 1)[-1]
-        fixed = {"Host": host_header, **(headers or {})}
-        self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fixed.items())
+        self._fixed = header_lines({"Host": host_header, **(headers or {})})
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(limit)
         self._closed = False
@@ -97,20 +277,22 @@ class Client:
         body: bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
+        if not method.isalpha() or not method.isascii():
+            raise ValueError(f"refusing to send method {method!r}: not an HTTP token")
         target = self._prefix + path
         if params:
-            target += "?" + urllib.parse.urlencode(params)
+            target += "?" + query_string(params)
+        check_target(target)
         head = f"{method} {target} HTTP/1.1\r\n{self._fixed}"
-        for name, value in (headers or {}).items():
-            head += f"{name}: {value}\r\n"
+        if headers:
+            head += header_lines(headers)
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head += f"Content-Length: {len(body or b'')}\r\n"
-        message = (head + "\r\n").encode("latin-1") + (body or b"")
+        message = (head + "\r\n").encode("ascii") + (body or b"")
         async with self._slots, asyncio.timeout(self._timeout):
             conn = await self._connection()
             try:
-                conn.writer.write(message)
-                response, keep = await _read_response(conn.reader, method)
+                response, keep = await conn.send(message, method)
             except BaseException:
                 conn.close()  # half a response may be left on it: never reuse
                 raise
@@ -129,80 +311,19 @@ class Client:
         if self._closed:
             raise ConnectionError("client closed")
         try:
-            reader, writer = await asyncio.open_connection(
+            _, conn = await asyncio.get_running_loop().create_connection(
+                _Connection,
                 self._host,
                 self._port,
                 ssl=self._ssl,
                 server_hostname=self._host if self._ssl else None,
-                limit=MAX_HEADER_BYTES,  # bounds what `readuntil` buffers looking for the headers' end
             )
         except OSError as exc:
             raise ConnectionError(f"cannot connect to {self._host}:{self._port}: {exc}") from exc
-        return _Connection(reader, writer)
+        return conn
 
     async def close(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        for conn in idle:
-            with contextlib.suppress(OSError):
-                await conn.writer.wait_closed()
-
-
-async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[Response, bool]:
-    """The response and whether the connection may carry another request."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        raise ConnectionError("the server closed the connection before answering") from exc
-    except asyncio.LimitOverrunError as exc:
-        raise ConnectionError("response headers too long") from exc
-    lines = head[:-4].decode("latin-1").split("\r\n")
-    status_line = lines[0].split(" ", 2)
-    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
-        raise ConnectionError(f"not an HTTP/1.x response: {lines[0][:100]!r}")
-    status = int(status_line[1])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ConnectionError(f"malformed response header: {line[:100]!r}")
-        headers[name.strip().lower()] = value.strip()
-    keep = status_line[0] == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-    try:
-        if method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
-            body = b""
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            body = await _read_chunked(reader)
-        elif "content-length" in headers:
-            length = headers["content-length"]
-            if not length.isdigit():
-                raise ConnectionError(f"malformed Content-Length: {length[:40]!r}")
-            body = await reader.readexactly(int(length))
-        else:
-            body = await reader.read()  # delimited by the end of the connection
-            keep = False
-    except asyncio.IncompleteReadError as exc:
-        raise ConnectionError("the server closed the connection in the middle of a response") from exc
-    except asyncio.LimitOverrunError as exc:
-        raise ConnectionError("malformed chunked body: a line longer than the buffer") from exc
-    return Response(status, headers, body), keep
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size_text = size_line.split(b";", 1)[0].strip()
-        # Hex digits only: int() would also take a sign, "0x" or underscores.
-        if not size_text or size_text.strip(_HEX_DIGITS):
-            raise ConnectionError(f"malformed chunk size: {size_text[:40]!r}")
-        size = int(size_text, 16)
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass  # trailers: nothing here reads them
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise ConnectionError("malformed chunk: no CRLF after its data")

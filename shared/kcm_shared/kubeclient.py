@@ -7,23 +7,39 @@ streams) with msgspec decoding, which is what services on the bus need (async, c
 call). Writes are rate limited client-side like client-go's
 `--kube-api-qps` / `--kube-api-burst`. Errors arrive as `ApiError` carrying the server's
 metav1.Status.
+
+Paths are built only by `resource_path` / `group_version_path`, which percent-encode every
+part through `segment`: names are user input (an ownerReference's name is anything
+non-empty), and a raw one could name another object or end the request line. A bearer token
+kept in a file (in-cluster, or a kubeconfig's `tokenFile`) is re-read as client-go does
+(`TokenFile`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import random
 import ssl
+import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
+import yaml
+import yarl
 
 from kcm_shared import http1, tokenbucket, tracing
 
+log = logging.getLogger("kcm.kubeclient")
+
 Obj = dict[str, Any]
+TOKEN_REREAD_SECONDS = 60.0  # client-go's cached file token source period
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
@@ -60,12 +76,18 @@ class ApiError(Exception):
 
 @dataclass
 class Connection:
-    """Where the API server is and how to authenticate to it."""
+    """Where the API server is and how to authenticate to it.
+
+    `token_file`, when set, is where the bearer token lives (in-cluster: the projected service
+    account token; a kubeconfig's `tokenFile`): the kubelet rotates it, so `KubeClient` re-reads
+    it rather than keeping the token it started with.
+    """
 
     server: str
     headers: dict[str, str] = field(default_factory=dict)
     ssl_context: ssl.SSLContext | bool = True
     namespace: str = "default"
+    token_file: str | None = None
 
 
 def load_connection(
@@ -73,17 +95,22 @@ def load_connection(
 ) -> Connection:
     """Resolve a connection like kube-controller-manager: kubeconfig, else in-cluster; `master` overrides."""
     from kubernetes import client, config
+    from kubernetes.config import incluster_config
 
     cfg = client.Configuration()
     namespace = "default"
+    token_file = None
     if kubeconfig:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-        namespace = (active or {}).get("context", {}).get("namespace", "default")
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+        namespace = (chosen or {}).get("context", {}).get("namespace", "default")
+        token_file = _kubeconfig_token_file(kubeconfig, (chosen or {}).get("context", {}).get("user"))
     elif master:
         cfg.host = master
     else:
         config.load_incluster_config(client_configuration=cfg)
+        token_file = incluster_config.SERVICE_TOKEN_FILENAME
     if master:
         cfg.host = master
     headers = {}
@@ -106,7 +133,87 @@ def load_connection(
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         ssl_ctx = ctx
-    return Connection(cfg.host.rstrip("/"), headers, ssl_ctx, namespace)
+    return Connection(cfg.host.rstrip("/"), headers, ssl_ctx, namespace, token_file)
+
+
+def _kubeconfig_token_file(kubeconfig: str, user_name: str | None) -> str | None:
+    """The `tokenFile` of the kubeconfig user `user_name`, relative paths taken from the
+    kubeconfig's folder (as kubectl does); None when that user has none."""
+    with open(kubeconfig, encoding="utf-8") as f:
+        doc = yaml.safe_load(f) or {}
+    for entry in doc.get("users") or []:
+        if entry.get("name") == user_name:
+            token_file = (entry.get("user") or {}).get("tokenFile")
+            if token_file:
+                return str(Path(kubeconfig).parent / Path(token_file).expanduser())
+    return None
+
+
+class TokenFile:
+    """The bearer token in a file, re-read at most once a `period` and at once after a 401.
+
+    client-go serves in-cluster tokens the same way (a cached file token source refreshed every
+    minute): the kubelet rotates projected service account tokens well before they expire, and
+    a token read once at start-up expires (after an hour, unless the API server extends it).
+    A file that cannot be read keeps the last token that could (with a warning), as client-go
+    does; with none yet, the request fails with a ConnectionError naming the file.
+    """
+
+    def __init__(self, path: str, period: float = TOKEN_REREAD_SECONDS) -> None:
+        self.path = path
+        self._period = period
+        self._header = ""
+        self._read_at = -math.inf
+        self._lock = asyncio.Lock()
+
+    async def header(self) -> str:
+        """The Authorization header's value, from a read no older than the period."""
+        if self._header and time.monotonic() - self._read_at < self._period:
+            return self._header
+        async with self._lock:  # one read for every request that found the token stale
+            if not self._header or time.monotonic() - self._read_at >= self._period:
+                await self._read()
+        return self._header
+
+    def rejected(self, header: str) -> None:
+        """The server answered 401 to `header`: read the file again before the next request."""
+        if header == self._header:
+            self._read_at = -math.inf
+
+    async def _read(self) -> None:
+        try:
+            token = (await asyncio.to_thread(Path(self.path).read_text, encoding="utf-8")).strip()
+            if not token:
+                raise ValueError("the file is empty")
+            header = f"Bearer {token}"
+            http1.check_header("Authorization", header)
+        except (OSError, ValueError) as exc:
+            if not self._header:
+                raise ConnectionError(f"cannot read the bearer token file {self.path}: {exc}") from exc
+            log.warning(
+                "cannot re-read the bearer token file, keeping the last token",
+                extra={"path": self.path, "error": str(exc)},
+            )
+            self._read_at = time.monotonic()
+            return
+        self._header, self._read_at = header, time.monotonic()
+
+
+def segment(value: str) -> str:
+    """`value` as one URL path segment: the only way a name, namespace, resource, group or
+    version enters a path. Everything but letters, digits and `-._~` is percent-encoded (a `/`,
+    `?`, `#`, `%`, space, CR/LF or non-ASCII character stays inside its segment and reaches the
+    server as itself); `.` and `..` are encoded too, or they would be read as "this" and "the
+    parent" segment."""
+    if not value:
+        raise ValueError("an empty URL path segment would join its neighbours")
+    encoded = urllib.parse.quote(value, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+
+
+def group_version_path(group: str, version: str) -> str:
+    """The path of an API group version: `/api/v1` for the core group, else `/apis/<group>/<version>`."""
+    return f"/apis/{segment(group)}/{segment(version)}" if group else f"/api/{segment(version)}"
 
 
 def resource_path(
@@ -117,15 +224,16 @@ def resource_path(
     name: str | None = None,
     subresource: str | None = None,
 ) -> str:
-    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
-    parts = [base]
+    """A collection's path, or an object's (with `name`), or its subresource's; every part
+    goes through `segment`. A falsy namespace means cluster-scoped, a falsy name the collection."""
+    parts = [group_version_path(group, version)]
     if namespace:
-        parts.append(f"namespaces/{namespace}")
-    parts.append(resource)
+        parts += ("namespaces", segment(namespace))
+    parts.append(segment(resource))
     if name:
-        parts.append(name)
+        parts.append(segment(name))
     if subresource:
-        parts.append(subresource)
+        parts.append(segment(subresource))
     return "/".join(parts)
 
 
@@ -138,6 +246,7 @@ class KubeClient:
         burst: int = 30,
         user_agent: str = "kcm",
         timeout: float = 30.0,
+        token_reread: float = TOKEN_REREAD_SECONDS,
     ) -> None:
         self.conn = conn
         self.user_agent = user_agent
@@ -145,21 +254,24 @@ class KubeClient:
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self._api: http1.Client | None = None
+        self._token = TokenFile(conn.token_file, token_reread) if conn.token_file else None
+        # With a token file the Authorization header is the file's current token, per request.
+        fixed = {k: v for k, v in conn.headers.items() if not (self._token and k.lower() == "authorization")}
+        self._headers = {**fixed, "User-Agent": user_agent, "Accept": "application/json"}
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(ssl=self.conn.ssl_context, limit=100)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                headers={**self.conn.headers, "User-Agent": self.user_agent, "Accept": "application/json"},
-            )
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
         return self._session
 
     def _calls(self) -> http1.Client:
         if self._api is None:
-            headers = {**self.conn.headers, "User-Agent": self.user_agent, "Accept": "application/json"}
             self._api = http1.Client(
-                self.conn.server, headers=headers, ssl_context=self.conn.ssl_context, timeout=self._timeout
+                self.conn.server,
+                headers=self._headers,
+                ssl_context=self.conn.ssl_context,
+                timeout=self._timeout,
             )
         return self._api
 
@@ -201,10 +313,24 @@ class KubeClient:
         headers = {"Content-Type": content_type} if data is not None else {}
         # Writes made inside a reconcile carry its trace, so one trace spans watcher -> API write.
         tracing.inject(headers)
+        auth = await self._authorize(headers)
         resp = await self._calls().request(method, path, params=params, body=data, headers=headers)
+        if resp.status == 401 and self._token is not None:
+            self._token.rejected(auth)
+            if await self._authorize(headers) != auth:
+                # Rotated under us. A 401 is answered before anything is done, so the request
+                # goes again once, with the token the file holds now.
+                resp = await self._calls().request(method, path, params=params, body=data, headers=headers)
         if resp.status >= 400:
             raise _error(resp.status, resp.body)
         return resp.body
+
+    async def _authorize(self, headers: dict[str, str]) -> str:
+        """Put the token file's current token in `headers` (when there is a token file); return it."""
+        if self._token is None:
+            return ""
+        headers["Authorization"] = auth = await self._token.header()
+        return auth
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> Obj:
         return await self.request("GET", path, params=params)
@@ -250,10 +376,17 @@ class KubeClient:
         A busy watch delivers many events per read; a consumer can then pay its per-batch costs
         (the watcher's trace span) once for all of them.
         """
-        query = {**params, "watch": "true"}
+        # Already encoded (`resource_path`, `http1.query_string`): yarl must not requote it.
+        url = yarl.URL(
+            f"{self.conn.server}{path}?{http1.query_string({**params, 'watch': 'true'})}", encoded=True
+        )
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
-        async with self._http().get(self.conn.server + path, params=query, timeout=timeout) as resp:
+        headers: dict[str, str] = {}
+        auth = await self._authorize(headers)
+        async with self._http().get(url, headers=headers, timeout=timeout) as resp:
             if resp.status >= 400:
+                if resp.status == 401 and self._token is not None:
+                    self._token.rejected(auth)
                 raise _error(resp.status, await resp.read())
             partial = b""
             async for chunk in resp.content.iter_any():

@@ -197,8 +197,14 @@ def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
         (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "malformed Content-Length"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "malformed chunk size"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", "malformed chunk size"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70_000, "longer than the buffer"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70_000, "malformed chunk size"),
         (b"HTTP/1.1 200 OK\r\n", "closed the connection before answering"),
+        # Two framings that disagree: which one is believed decides where the next response
+        # starts, so neither is.
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 5\r\n\r\nhello", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 0\r\n\r\n", "malformed response header"),
+        (b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n", "not an HTTP/1.x response"),
     ],
 )
 def test_broken_responses_raise_connection_error_and_the_connection_is_dropped(
@@ -275,6 +281,73 @@ def test_https_with_the_servers_ca(tmp_path: Path) -> None:
             await trusting.close()
             await untrusting.close()
             await unverifying.close()
+            srv.close()
+
+    run(body())
+
+
+SMUGGLED = "x HTTP/1.1\r\nHost: h\r\n\r\nDELETE /api/v1/namespaces/ns/configmaps/victim"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "headers"),
+    [
+        ("GET", "/api/v1/namespaces/ns/configmaps/" + SMUGGLED, None, None),
+        ("GET", "/a\nb", None, None),
+        ("GET", "/a\x00b", None, None),
+        ("GET", "/a b", None, None),
+        ("GET", "/é", None, None),
+        ("GET /x HTTP/1.1\r\n", "/", None, None),
+        ("GET", "/", None, {"X-Trace": "v\r\nDELETE / HTTP/1.1"}),
+        ("GET", "/", None, {"X-Trace": "v\x00"}),
+        ("GET", "/", None, {"Bad Name": "v"}),
+        ("GET", "/", None, {"X\r\nY": "v"}),
+    ],
+)
+def test_a_request_that_would_split_the_message_is_refused_and_nothing_is_sent(
+    method: str, path: str, params: dict[str, str] | None, headers: dict[str, str] | None
+) -> None:
+    async def body() -> None:
+        server = Server([ok(b"fine")])
+        srv, url = await serve(server)
+        client = http1.Client(url)
+        try:
+            with pytest.raises(ValueError, match="refusing to send"):
+                await client.request(method, path, params=params, headers=headers)
+            assert server.connections == 0 and server.requests == []
+            # Query values are encoded, never refused: CR/LF there is data.
+            assert (await client.request("GET", "/", params={"q": SMUGGLED})).body == b"fine"
+            assert len(server.requests) == 1
+            assert server.requests[0].startswith(b"GET /?q=x+HTTP%2F1.1%0D%0AHost%3A+h%0D%0A")
+        finally:
+            await client.close()
+            srv.close()
+
+    run(body())
+
+
+def test_fixed_headers_with_cr_or_lf_are_refused_when_the_client_is_made() -> None:
+    with pytest.raises(ValueError, match="CR, LF or NUL"):
+        http1.Client("http://127.0.0.1:1", headers={"Authorization": "Bearer t\r\nX-Admin: yes"})
+
+
+def test_bytes_after_a_complete_response_are_never_read_as_the_next_response() -> None:
+    """A server (or something between) that sends a second response nobody asked for must not
+    have it taken as the answer to the next request: the connection is dropped instead."""
+    smuggled = (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+    )
+
+    async def body() -> None:
+        server = Server([reply(smuggled), ok(b"real")])
+        srv, url = await serve(server)
+        client = http1.Client(url)
+        try:
+            assert (await client.request("GET", "/")).body == b"ok"
+            assert (await client.request("GET", "/")).body == b"real"
+            assert server.connections == 2
+        finally:
+            await client.close()
             srv.close()
 
     run(body())

@@ -12,6 +12,7 @@ import logging
 import random
 import secrets
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -84,7 +85,8 @@ class Server:
         self.address = "127.0.0.1:0"
         self.requests: Counter[tuple[str, str, str]] = Counter()
         self.app = web.Application(client_max_size=MAX_BODY)
-        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        # `[\s\S]`, not `.`: a decoded path may hold a CR or LF, which `.` does not match.
+        self.app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
         self.app.on_startup.append(self._start_bookmarks)
         self.app.on_cleanup.append(self._stop_bookmarks)
         self._bookmarks: asyncio.Task[None] | None = None
@@ -136,7 +138,10 @@ class Server:
 
     async def _route(self, request: web.Request) -> tuple[web.StreamResponse, str]:
         path = request.path.rstrip("/") or "/"
-        parts = [p for p in path.split("/") if p]
+        # Split the path as sent, then decode each segment: a name holding an encoded `/`, `?`
+        # or `%` stays one segment and means itself. (kube-apiserver splits after decoding, so
+        # there a `/` in a name still splits it; no object's name can hold one.)
+        parts = [urllib.parse.unquote(p) for p in request.raw_path.split("?", 1)[0].split("/") if p]
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
             return web.Response(text="ok"), "health"
         if path == "/version":
