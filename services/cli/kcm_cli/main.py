@@ -125,12 +125,17 @@ def _replicas(items: list[str]) -> dict[str, int]:
     return out
 
 
+_QUEUE_FLAGS = ("--max-deliveries", "--ack-wait")  # work queue flags `kcm dev` hands on too
+
+
 def _passthrough(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """Controller flags `kcm dev` hands on: the rate limits and any --concurrent-<x>-syncs."""
+    """Controller flags `kcm dev` hands on: the rate limits, any --concurrent-<x>-syncs and the
+    work queue's --max-deliveries and --ack-wait, each as `--flag=value`."""
     flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
     for item in extra:
         name = item.split("=", 1)[0]
-        if not (name.startswith("--concurrent-") and name.endswith("-syncs") and "=" in item):
+        workers = name.startswith("--concurrent-") and name.endswith("-syncs")
+        if not ((workers or name in _QUEUE_FLAGS) and "=" in item):
             raise SystemExit(f"kcm dev: unrecognized argument {item!r}")
         flags.append(item)
     return flags
