@@ -20,7 +20,7 @@ import uvloop
 from kcm_apiserver import main as apiserver_main
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
-from kcm_shared import logs
+from kcm_shared import errors, logs
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
@@ -108,9 +108,10 @@ def _run(coro: Coroutine[Any, Any, None]) -> int:
 
     try:
         uvloop.run(wrapper())
-    except OSError as exc:
-        # Start-up failures such as a taken port are the user's to fix: one line, no traceback.
-        print(f"kcm: {exc}", file=sys.stderr)
+    except (OSError, errors.ConfigError) as exc:
+        # Start-up failures such as a taken port or an unreadable kubeconfig are the user's to
+        # fix: one line, no traceback. (Services wait out NATS or an API server being down.)
+        print(f"kcm: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     return 0
 
