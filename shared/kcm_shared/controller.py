@@ -377,16 +377,21 @@ class Manager:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
         await _until_done("catch up", name, lambda: self._caught_up(run))
-        assert self.members is not None
-        count = self.members.partitions(name)
-        if count is not None:
-            keys = self._all_keys(run)
-            run.pending.update(key for key in keys if subjects.partition_of(key, count) in gained)
-            run.wake.set()
+        self._fill(name, gained)
         for partition in sorted(gained):
             await _until_done(
                 f"start partition {partition}", name, functools.partial(run.queue.start_partition, partition)
             )
+
+    def _fill(self, name: str, partitions: set[int]) -> None:
+        """Enqueue every key of `partitions`: gained ones, or ones whose pending work was lost
+        with their consumer (`DurableQueue`'s `on_lost`)."""
+        run = self.running[name]
+        count = self.members.partitions(name) if self.members is not None else None
+        if count is not None:
+            keys = self._all_keys(run)
+            run.pending.update(key for key in keys if subjects.partition_of(key, count) in partitions)
+            run.wake.set()
 
     def _all_keys(self, run: _Running) -> Iterable[str]:
         if run.ctx.keys is not None:
@@ -469,6 +474,7 @@ class Manager:
                 ack_wait=self.args.ack_wait,
                 stuck_after=self.args.stuck_after,
                 stream_replicas=self._nats.stream_replicas,
+                on_lost=functools.partial(self._fill, spec.name),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)

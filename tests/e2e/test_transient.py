@@ -100,6 +100,8 @@ def test_a_controller_survives_its_work_stream_deleted_and_nats_restarted(tmp_pa
         nats_proc.start()
         _apply(api, "after", "v1")
         wait_for(lambda: _reconciled(stack, "after", "v1"), 60, what=f"reconciled after ({stack.logs()})")
+        # Its work item went with the stream; the partition's keys were enqueued again.
+        wait_for(lambda: _reconciled(stack, "during", "v1"), 30, what="the change made meanwhile")
         assert probe.alive(), stack.logs()
         wait_for(lambda: probe.get("/healthz")[0] == 200, 30, what="healthy again")
     finally:

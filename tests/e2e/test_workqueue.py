@@ -729,3 +729,31 @@ def test_reconcile_continues_the_trace_of_the_add(nats_server: NatsProc) -> None
             await r.stop()
 
     run(body())
+
+
+def test_a_deleted_work_stream_is_declared_again_and_its_partitions_reported_lost(
+    nats_server: NatsProc,
+) -> None:
+    """The stream deleted under a running replica (by hand, or lost with NATS' store): the
+    replica declares stream and consumer again, reports the partitions whose pending work
+    went with them, and goes on reconciling."""
+    ctl = controller_name("lost")
+
+    async def body() -> None:
+        rec = Recorder()
+        lost: list[set[int]] = []
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a"), on_lost=lost.append)
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/a", 1)
+            await until(lambda: rec.of("ns/a"), what="first reconcile")
+            await r.js.delete_stream(subjects.work_stream(ctl))
+            await until(lambda: lost, what="the lost partition reported")
+            assert lost[0] == {0}
+            await r.dq.add("ns/b", 1)
+            await until(lambda: rec.of("ns/b"), what="reconciled after the loss")
+            assert dead_letters(ctl) == 0
+        finally:
+            await r.stop()
+
+    run(body())

@@ -40,7 +40,8 @@ change's message and postpone it).
 NATS trouble is waited out, never fatal: publishing retries with capped backoff, the fetch
 loop backs off and declares the stream and its consumer again (a restarted NATS that lost
 them, or a stream deleted by hand), and settling a message only logs a failure (it costs a
-redelivery).
+redelivery). A partition whose consumer had to be declared anew lost its pending items with
+it: `on_lost` tells the owner, which enqueues the partition's keys again.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
-from nats.js.errors import NoStreamResponseError
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from kcm_shared import cancellation, health, natsconn, subjects, tracing
 from kcm_shared.workqueue import metrics, queue, ratelimit
@@ -150,6 +151,7 @@ class DurableQueue:
         drain_timeout: float = 10.0,
         stuck_after: float = 120.0,
         stream_replicas: int = 1,
+        on_lost: Callable[[set[int]], None] | None = None,
     ) -> None:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
@@ -159,7 +161,9 @@ class DurableQueue:
         how long `stop_partition` waits for running reconciles before cancelling them;
         `stuck_after` is the health watchdog's limit for a loop making no progress;
         `max_deliveries` is how many deliveries of one message may end without any outcome
-        (no success, failure or requeue recorded) before it is dead-lettered as poison.
+        (no success, failure or requeue recorded) before it is dead-lettered as poison;
+        `on_lost(partitions)` is called when those partitions' consumers (and so their pending
+        work items) were found gone and declared anew.
         """
         if workers < 1 or max_deliveries < 1 or ack_wait <= 0:
             raise ValueError("workers and max_deliveries must be >= 1 and ack_wait > 0")
@@ -177,6 +181,7 @@ class DurableQueue:
         self._drain_timeout = drain_timeout
         self._stream = subjects.work_stream(controller)
         self._stream_replicas = stream_replicas
+        self._on_lost = on_lost
         self._consumer_prefix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in controller)
         self._queue: queue.WorkQueue[str] = queue.WorkQueue(controller)
         self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
@@ -427,8 +432,20 @@ class DurableQueue:
         """Declare the stream and the partition's consumer again (both idempotent): after a
         failed pull either may be gone, deleted by hand or lost with NATS' store."""
         try:
+            try:
+                await self._js.consumer_info(self._stream, self._consumer_name(part.index))
+                lost = False
+            except NotFoundError:
+                lost = True
             await self.setup()
             await self._declare_consumer(part.index)
+            if lost:
+                log.warning(
+                    "work consumer was gone, declared anew; its pending work is enqueued again",
+                    extra={"controller": self._controller, "partition": part.index},
+                )
+                if self._on_lost is not None:
+                    self._on_lost({part.index})
         except (nats.errors.Error, TimeoutError) as exc:
             log.warning(
                 "cannot declare the work stream and consumer yet",
