@@ -24,7 +24,7 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   message whose subject holds no key or whose headers cannot be read, a reconcile raising
   `TerminalError` (the controller's explicit verdict), and a poison message, one delivered
   `max_deliveries` times without any outcome (the replica died, or the ack deadline passed,
-  mid-reconcile every time).
+  mid-reconcile every time; a hand-back by `stop_partition` counts too).
 
 A retry, like `Result(requeue_after=d)`, does not nak: a nak counts a delivery, so the
 delivery count could not tell failures from deliveries that never finished. Instead the key
@@ -518,7 +518,7 @@ class DurableQueue:
         if unfinished >= self._max_deliveries:
             reason = (
                 f"poison: delivered {msg.metadata.num_delivered} times, {unfinished} of them without "
-                "an outcome (the replica died or the ack deadline passed mid-reconcile)"
+                "an outcome (the replica died, the ack deadline passed or the partition moved first)"
             )
             await self._dead_letter(msg, key, reason)
             return
