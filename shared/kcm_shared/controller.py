@@ -11,10 +11,11 @@ Manager uses: ops endpoint, caches, wait until the caches have caught up with th
 this replica is granted. A NATS or API server that is not up yet, or goes away later, is
 waited out with backoff at every step (a component of the task group that fails on such a
 transient error is restarted); only a configuration error (`errors.ConfigError`: an
-unreadable kubeconfig, credentials NATS refuses) stops the process. Event handlers enqueue a key only when this replica owns its
-partition; a newly gained partition is first filled with every primary key the (caught up)
-cache holds, the way upstream's initial list enqueues everything at start-up, so a key whose
-event the previous owner never saw is still reconciled. Called by the launcher (`kcm
+unreadable kubeconfig, credentials NATS refuses) stops the process. Event handlers enqueue
+a key only when this replica owns its partition; a newly gained partition is first filled
+with every primary key the (caught up) cache holds, the way upstream's initial list enqueues
+everything at start-up, so a key whose event the previous owner never saw is still
+reconciled; so is a partition whose pending work items were lost with its work stream. Called by the launcher (`kcm
 controllers`, `kcm controller`) and by third-party controllers built on this runtime.
 
 Controllers whose resources are known only at run time (the garbage collector follows
@@ -500,7 +501,7 @@ async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[N
         delay = min(5.0, delay * 2)
 
 
-def transient(exc: BaseException) -> bool:
+def _transient(exc: BaseException) -> bool:
     """An error that waiting cures: NATS away, restarting or without a stream for a moment
     (`natsconn.is_transient`), or an API server that is down, unreachable or answering 5xx."""
     if isinstance(exc, kubeclient.ApiError):
@@ -515,7 +516,7 @@ def _once(coro: Coroutine[Any, Any, None]) -> Callable[[], Coroutine[Any, Any, N
 async def _logged(what: str, start: Callable[[], Coroutine[Any, Any, None]], *, restart: bool = True) -> None:
     """Run one component of the Manager's task group, where a failure stops the process.
 
-    A transient failure (see `transient`) restarts the component after a backoff instead,
+    A transient failure (see `_transient`) restarts the component after a backoff instead,
     unless `restart` is False (a controller's own task, a coroutine that cannot run twice).
     Any other failure is logged the moment it happens: the TaskGroup then spends a while
     handing partitions back before the error surfaces, and a supervisor may kill us first.
@@ -527,7 +528,7 @@ async def _logged(what: str, start: Callable[[], Coroutine[Any, Any, None]], *, 
             await start()
             return
         except Exception as exc:
-            if not (restart and transient(exc)):
+            if not (restart and _transient(exc)):
                 log.exception("component failed; stopping", extra={"component": what})
                 raise
             log.warning(
