@@ -460,6 +460,35 @@ def test_a_failing_key_is_retried_past_max_deliveries_and_its_backoff_survives_a
     run(body())
 
 
+def test_a_change_to_a_backing_off_key_runs_at_once_and_the_backoff_goes_on(nats_server: NatsProc) -> None:
+    """As upstream's Add during AddRateLimited: the change is reconciled at once (not after the
+    30 s backoff), and a failure of that reconcile counts on from the key's earlier failures."""
+    ctl = controller_name("change-during-backoff")
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def fails_twice(key: str, n: int) -> None:
+            if n <= 2:
+                raise RuntimeError(f"attempt {n} failed")
+
+        limiter = RecordingLimiter(ratelimit.ItemExponentialFailureRateLimiter(30.0, 1000.0))
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", fails_twice), rate_limiter=limiter)
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/k", 1)
+            await until(lambda: limiter.failures == [1], what="first failure, 30 s backoff")
+            await r.dq.add("ns/k", 1)
+            await until(lambda: limiter.failures == [1, 2], within=10, what="the change ran at once")
+            await r.dq.add("ns/k", 1)
+            await until(lambda: len(rec.of("ns/k")) == 3, within=10, what="the next change ran at once")
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
+        finally:
+            await r.stop()
+
+    run(body())
+
+
 def test_a_message_whose_deliveries_never_finish_is_dead_lettered_as_poison(nats_server: NatsProc) -> None:
     """Invariant 4's bounded poison: each replica that takes the key dies mid-reconcile (its
     connection gone, nothing acked); after `max_deliveries` such deliveries the next replica

@@ -32,8 +32,10 @@ is re-published with a `Kcm-Not-Before` header (and, for a retry, `Kcm-Failures`
 of failures in a row) as a fresh message, delivery count 1, and the old one acked. Both
 headers are in the stream, so the backoff survives a restart and a hand-over. A replica that
 receives the message early naks it with the remaining delay. A real change published
-meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter` (its
-message carries no count, so the backoff starts over after it); one published while the
+meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter`; its
+message carries no count, but the replica remembers the key's count while it owns the
+partition, so a failure after the change continues the backoff as upstream's limiter does
+(after a hand-over as well, the change starts it over). One change published while the
 reconcile ran makes the retry unnecessary, so none is published (it would replace that
 change's message and postpone it).
 
@@ -187,6 +189,9 @@ class DurableQueue:
         self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
         self._running: dict[str, _Item] = {}
         self._stored: dict[str, _Stored] = {}
+        # Failures in a row of keys of owned partitions: (partition, count), for a change's
+        # message, which carries no count of its own.
+        self._failures: dict[str, tuple[int, int]] = {}
         self._partitions: dict[int, _Partition] = {}
         self._room = asyncio.Event()
         self._room.set()
@@ -240,10 +245,12 @@ class DurableQueue:
         return mark
 
     def _forget_stored(self, partition: int) -> None:
-        """Drop the marks of a partition whose ownership changes: another replica may consume
-        (or have consumed) their messages."""
+        """Drop the marks and failure counts of a partition whose ownership changes: another
+        replica may consume (or have consumed) their messages."""
         for key in [k for k, mark in self._stored.items() if mark.partition == partition]:
             del self._stored[key]
+        for key in [k for k, (p, _) in self._failures.items() if p == partition]:
+            del self._failures[key]
 
     async def _publish(self, key: str, subject: str) -> None:
         headers: dict[str, str] = {}
@@ -590,6 +597,7 @@ class DurableQueue:
             await self._settle(item.msg.nak(), "hand back", key)
             return
         exc = item.task.exception()
+        remembered = self._failures.pop(key, (item.partition, 0))[1]
         if exc is None:
             result = item.task.result()
             if result is not None and result.requeue_after is not None:
@@ -601,7 +609,8 @@ class DurableQueue:
         if isinstance(exc, TerminalError):
             await self._dead_letter(item.msg, key, reason)
             return
-        failures = item.failures + 1
+        failures = max(item.failures, remembered) + 1
+        self._failures[key] = (item.partition, failures)
         delay = self._limiter.when(key, failures)
         metrics.RETRIES.labels(self._controller).inc()
         log.info(
