@@ -8,10 +8,14 @@ controller's event handlers on `ctx.caches` and returns its reconcile function.
 `run` starts one or more controllers in one process in the order controller-runtime's
 Manager uses: ops endpoint, caches, wait until the caches have caught up with the API server
 (invariant 6), then membership with the coordinator, and workers only for the partitions
-this replica is granted. Event handlers enqueue a key only when this replica owns its
-partition; a newly gained partition is first filled with every primary key the (caught up)
-cache holds, the way upstream's initial list enqueues everything at start-up, so a key whose
-event the previous owner never saw is still reconciled. Called by the launcher (`kcm
+this replica is granted. A NATS or API server that is not up yet, or goes away later, is
+waited out with backoff at every step (a component of the task group that fails on such a
+transient error is restarted); only a configuration error (`errors.ConfigError`: an
+unreadable kubeconfig, credentials NATS refuses) stops the process. Event handlers enqueue
+a key only when this replica owns its partition; a newly gained partition is first filled
+with every primary key the (caught up) cache holds, the way upstream's initial list enqueues
+everything at start-up, so a key whose event the previous owner never saw is still
+reconciled; so is a partition whose pending work items were lost with its work stream. Called by the launcher (`kcm
 controllers`, `kcm controller`) and by third-party controllers built on this runtime.
 
 Controllers whose resources are known only at run time (the garbage collector follows
@@ -184,13 +188,42 @@ def add_arguments(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
         metavar="MODULE:ATTR",
         help="also run this controller Spec from an importable module (repeatable)",
     )
-    p.add_argument("--max-deliveries", type=int, default=15, help="deliveries before a key is dead-lettered")
-    p.add_argument("--ack-wait", type=float, default=30.0, help="seconds before unacked work is redelivered")
     p.add_argument(
-        "--stuck-after", type=float, default=120.0, help="seconds without progress before a loop is unhealthy"
+        "--max-deliveries",
+        type=_positive,
+        default=15,
+        help="deliveries of one work item that end without any outcome (the replica died or the ack "
+        "deadline passed mid-reconcile) before it is dead-lettered as poison; failures do not count",
+    )
+    p.add_argument(
+        "--ack-wait", type=_seconds, default=30.0, help="seconds before unacked work is redelivered"
+    )
+    p.add_argument(
+        "--stuck-after",
+        type=_seconds,
+        default=120.0,
+        help="seconds without progress before a loop is unhealthy",
     )
     for spec in specs:
-        p.add_argument(f"--{spec.flag}", type=int, default=spec.workers, help=f"workers for {spec.name}")
+        p.add_argument(
+            f"--{spec.flag}", type=_positive, default=spec.workers, help=f"workers for {spec.name}"
+        )
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"want a positive integer, got {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"want a positive number of seconds, got {text!r}")
+    return value
 
 
 @dataclass
@@ -239,7 +272,7 @@ class Manager:
 
     def _start_cache(self, key: tuple[subjects.Resource, type[Any]]) -> None:
         assert self._group is not None
-        self._cache_tasks[key] = self._group.create_task(_logged("cache", self.caches[key].run()))
+        self._cache_tasks[key] = self._group.create_task(_logged("cache", self.caches[key].run))
 
     def open_dynamic(self, name: str, res: subjects.Resource, view: type[Any]) -> cache.Cache[Any]:
         store: cache.Cache[Any] = self._cache(res, view, name)
@@ -275,7 +308,7 @@ class Manager:
 
     def add_task(self, coro: Coroutine[Any, Any, None], ready: asyncio.Event | None) -> None:
         if self._group is not None:
-            self._group.create_task(_logged("task", coro))
+            self._group.create_task(_logged("task", _once(coro), restart=False))
         else:
             self._tasks.append((coro, ready))
 
@@ -350,17 +383,24 @@ class Manager:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
         await _until_done("catch up", name, lambda: self._caught_up(run))
-        assert self.members is not None
-        count = self.members.partitions(name)
-        if count is not None:
-            keys = self._all_keys(run)
-            context = tracing.current()
-            run.pending.update((key, context) for key in keys if subjects.partition_of(key, count) in gained)
-            run.wake.set()
+        self._fill(name, gained)
         for partition in sorted(gained):
             await _until_done(
                 f"start partition {partition}", name, functools.partial(run.queue.start_partition, partition)
             )
+
+    def _fill(self, name: str, partitions: set[int]) -> None:
+        """Enqueue every key of `partitions`: gained ones, or ones whose pending work was lost
+        with their consumer (`DurableQueue`'s `on_lost`)."""
+        run = self.running[name]
+        count = self.members.partitions(name) if self.members is not None else None
+        if count is not None:
+            keys = self._all_keys(run)
+            context = tracing.current()
+            run.pending.update(
+                (key, context) for key in keys if subjects.partition_of(key, count) in partitions
+            )
+            run.wake.set()
 
     def _all_keys(self, run: _Running) -> Iterable[str]:
         if run.ctx.keys is not None:
@@ -379,12 +419,14 @@ class Manager:
     async def run(self) -> None:
         args = self.args
         tracing.setup("controllers")
+        # Before waiting for NATS: a configuration error is reported at once.
+        clients = {spec.name: flags.kube_client(args, user_agent=f"kcm/{spec.name}") for spec in self.specs}
         nc = await natsconn.connect(self._nats, f"kcm-controllers-{args.instance}")
         self._js = nc.jetstream()
         self._nc = nc
         runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
         try:
-            self._build()
+            self._build(clients)
             members = self.members = membership.Membership(
                 nc,
                 service="controllers",
@@ -399,19 +441,20 @@ class Manager:
                 for key in list(self.caches):
                     self._start_cache(key)
                 for coro, _ in self._tasks:
-                    group.create_task(_logged("task", coro))
+                    group.create_task(_logged("task", _once(coro), restart=False))
                 for _, ready in self._tasks:
                     if ready is not None:
                         await ready.wait()
-                for run in self.running.values():
-                    await run.queue.setup()
-                    group.create_task(_logged("queue", run.queue.run()))
-                    group.create_task(_logged("events", run.recorder.run()))
-                    group.create_task(_logged("enqueue", self._publish_pending(run)))
-                for run in self.running.values():
-                    await self._caught_up(run)
+                for name, run in self.running.items():
+                    await _until_done("declare the work stream", name, run.queue.setup)
+                    # The queue waits out NATS trouble itself, and cannot run again once it stopped.
+                    group.create_task(_logged("queue", run.queue.run, restart=False))
+                    group.create_task(_logged("events", run.recorder.run))
+                    group.create_task(_logged("enqueue", functools.partial(self._publish_pending, run)))
+                for name, run in self.running.items():
+                    await _until_done("catch up", name, functools.partial(self._caught_up, run))
                 # Only now ask for partitions: a replica never acts on a cache behind the API.
-                group.create_task(_logged("membership", members.run()))
+                group.create_task(_logged("membership", members.run))
                 log.info("controllers running", extra={"controllers": list(self.running)})
         finally:
             await runner.cleanup()
@@ -420,9 +463,9 @@ class Manager:
             with contextlib.suppress(Exception):
                 await nc.drain()
 
-    def _build(self) -> None:
+    def _build(self, clients: dict[str, kubeclient.KubeClient]) -> None:
         for spec in self.specs:
-            client = flags.kube_client(self.args, user_agent=f"kcm/{spec.name}")
+            client = clients[spec.name]
             caches = {res: self._cache(res, view, spec.name) for res, view in spec.views.items()}
             recorder = events.EventRecorder(client, spec.name)
             ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self)
@@ -439,6 +482,7 @@ class Manager:
                 ack_wait=self.args.ack_wait,
                 stuck_after=self.args.stuck_after,
                 stream_replicas=self._nats.stream_replicas,
+                on_lost=functools.partial(self._fill, spec.name),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
@@ -464,14 +508,42 @@ async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[N
         delay = min(5.0, delay * 2)
 
 
-async def _logged(what: str, coro: Coroutine[Any, Any, None]) -> None:
-    """Log a component's failure the moment it happens: the TaskGroup then spends a while
-    handing partitions back before the error surfaces, and a supervisor may kill us first."""
-    try:
-        await coro
-    except Exception:
-        log.exception("component failed; stopping", extra={"component": what})
-        raise
+def _transient(exc: BaseException) -> bool:
+    """An error that waiting cures: NATS away, restarting or without a stream for a moment
+    (`natsconn.is_transient`), or an API server that is down, unreachable or answering 5xx."""
+    if isinstance(exc, kubeclient.ApiError):
+        return exc.code >= 500 or exc.code == 429
+    return natsconn.is_transient(exc) or isinstance(exc, (OSError, TimeoutError))
+
+
+def _once(coro: Coroutine[Any, Any, None]) -> Callable[[], Coroutine[Any, Any, None]]:
+    return lambda: coro
+
+
+async def _logged(what: str, start: Callable[[], Coroutine[Any, Any, None]], *, restart: bool = True) -> None:
+    """Run one component of the Manager's task group, where a failure stops the process.
+
+    A transient failure (see `_transient`) restarts the component after a backoff instead,
+    unless `restart` is False (a controller's own task, a coroutine that cannot run twice).
+    Any other failure is logged the moment it happens: the TaskGroup then spends a while
+    handing partitions back before the error surfaces, and a supervisor may kill us first.
+    """
+    attempt = 0
+    while True:
+        cancellation.checkpoint()
+        try:
+            await start()
+            return
+        except Exception as exc:
+            if not (restart and _transient(exc)):
+                log.exception("component failed; stopping", extra={"component": what})
+                raise
+            log.warning(
+                "component failed on a transient error; restarting",
+                extra={"component": what, "error": repr(exc), "attempt": attempt},
+            )
+        await kubeclient.sleep_backoff(attempt, base=0.2, cap=5.0)
+        attempt += 1
 
 
 async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:

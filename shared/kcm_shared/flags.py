@@ -1,7 +1,8 @@
 """Command-line flags every bus service shares, named as kube-controller-manager names them.
 
-Each service's `cli.register` calls `add_common` on its subparser; `kube_client` and
-`opsserver` then read the parsed namespace, so `--kubeconfig`, `--master`,
+Each service's `cli.register` calls `add_common` on its subparser; `kube_client` (which
+turns an unreadable kubeconfig into `errors.ConfigError`) and `opsserver` then read the
+parsed namespace, so `--kubeconfig`, `--master`,
 `--kube-api-qps`, `--kube-api-burst`, the `--nats-*` options and the ops endpoint mean the
 same thing everywhere.
 """
@@ -12,7 +13,7 @@ import argparse
 import os
 import socket
 
-from kcm_shared import kubeclient, natsconn
+from kcm_shared import errors, kubeclient, natsconn
 
 
 def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
@@ -34,7 +35,15 @@ def default_instance() -> str:
 
 
 def kube_client(args: argparse.Namespace, user_agent: str) -> kubeclient.KubeClient:
-    conn = kubeclient.load_connection(args.kubeconfig, args.master)
+    """The API client the flags describe; raises `errors.ConfigError` when the kubeconfig (or
+    the in-cluster configuration) cannot be read. Makes no request: a server that is down
+    is the caller's to wait out."""
+    try:
+        conn = kubeclient.load_connection(args.kubeconfig, args.master)
+    except Exception as exc:  # the kubernetes loader raises many kinds; each is a bad config
+        where = f"kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster configuration"
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise errors.ConfigError(f"cannot load the {where}: {detail}") from exc
     return kubeclient.KubeClient(
         conn, qps=args.kube_api_qps, burst=args.kube_api_burst, user_agent=user_agent
     )

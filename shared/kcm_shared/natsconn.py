@@ -1,10 +1,11 @@
 """Connecting to NATS and declaring the JetStream streams of the bus.
 
 Every service takes the same `--nats-*` flags (`add_arguments`; credentials come from files, so
-no secret shows in a process list), connects with `connect`
-(reconnecting forever with backoff: a dead NATS is waited out, not fatal), and declares the
-streams it uses with the `ensure_*` helpers, which are idempotent so any service may start
-first. The stream layout is documented in docs/bus.md.
+no secret shows in a process list), connects with `connect` (reconnecting forever with
+backoff: a dead NATS is waited out, not fatal; only credentials the server refuses stop the
+service, with `errors.ConfigError`), and declares the streams it uses with the `ensure_*`
+helpers, which are idempotent so any service may start first. `is_transient` tells the NATS
+errors worth retrying from the others. The stream layout is documented in docs/bus.md.
 """
 
 from __future__ import annotations
@@ -15,18 +16,44 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import nats
 import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError
+from nats.js.errors import APIError, BadRequestError, NoStreamResponseError, ServiceUnavailableError
 
-from kcm_shared import cancellation, subjects
+from kcm_shared import cancellation, errors, subjects
 
 log = logging.getLogger("kcm.nats")
 
 TOMBSTONE_TTL = 3600.0  # seconds a DELETED tombstone stays in the object stream
+# Errors after which the same request can succeed: NATS restarting or reconnecting, a
+# JetStream (or one stream) not answering yet, or again after it was lost.
+_TRANSIENT = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+    TimeoutError,
+    ConnectionError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying (after a backoff) can cure `exc`."""
+    if isinstance(exc, APIError) and exc.code == 503:
+        return True
+    return isinstance(exc, _TRANSIENT)
+
+
+def _refused(exc: BaseException) -> bool:
+    """The server turned our credentials down: retrying with the same ones cannot help."""
+    return isinstance(exc, nats.errors.AuthorizationError) or "authorization violation" in str(exc).lower()
 
 
 @dataclass
@@ -105,9 +132,16 @@ def _tls(opts: NatsOptions) -> ssl.SSLContext | None:
 
 
 async def connect(opts: NatsOptions, name: str) -> Client:
-    """Connect, retrying the first connection too (services may start before NATS does)."""
+    """Connect, retrying the first connection too (services may start before NATS does).
+
+    Raises `errors.ConfigError` when the server refuses the credentials (an authorization
+    violation): that needs the operator, not a retry.
+    """
+    refusal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     async def on_error(exc: Exception) -> None:
+        if _refused(exc) and not refusal.done():
+            refusal.set_result(str(exc))  # read only while the first connection is attempted
         log.warning("nats error", extra={"error": str(exc), "client": name})
 
     async def on_disconnect() -> None:
@@ -119,14 +153,26 @@ async def connect(opts: NatsOptions, name: str) -> Client:
     attempt = 0
     while True:
         cancellation.checkpoint()
+        # nats-py retries a refused connection internally for ever: watch for the refusal beside it.
+        connecting = asyncio.ensure_future(_connect_once(opts, name, on_error, on_disconnect, on_reconnect))
         try:
-            return await _connect_once(opts, name, on_error, on_disconnect, on_reconnect)
-        except (OSError, nats.errors.NoServersError, TimeoutError) as exc:
-            log.warning(
-                "nats not reachable yet", extra={"url": opts.url, "error": str(exc), "attempt": attempt}
-            )
-            await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
-            attempt += 1
+            waiting: list[asyncio.Future[Any]] = [connecting, refusal]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not connecting.done():
+                connecting.cancel()
+                await asyncio.wait([connecting])
+        if not connecting.cancelled():
+            try:
+                return connecting.result()
+            except (OSError, nats.errors.NoServersError, TimeoutError) as exc:
+                log.warning(
+                    "nats not reachable yet", extra={"url": opts.url, "error": str(exc), "attempt": attempt}
+                )
+        if refusal.done():
+            raise errors.ConfigError(f"NATS at {opts.url} refused this client: {refusal.result()}")
+        await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
+        attempt += 1
 
 
 async def _connect_once(

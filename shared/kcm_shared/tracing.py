@@ -17,7 +17,7 @@ spans; `none` exports nothing. Unset, it is `otlp` when an OTLP endpoint is set 
 otherwise (the SDK would default to `otlp` at localhost, which spams errors when nothing
 listens there). Spans are created in every case, so trace context keeps propagating to the
 next hop. A value this module cannot honour (an unknown exporter, the `grpc` protocol) is a
-configuration error: `setup` raises `ConfigError`, which names the variable.
+configuration error: `setup` raises `errors.ConfigError`, which names the variable.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from kcm_shared import errors
+
 TraceContext = Context  # for modules with a `Context` of their own
 _propagator = TraceContextTextMapPropagator()
 _carried: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
@@ -54,10 +56,6 @@ _cached_tracer: trace.Tracer | None = None
 EXIT_FLUSH = 2.0  # seconds
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-
-
-class ConfigError(ValueError):
-    """The OTEL_* environment asks for something this build cannot do."""
 
 
 def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
@@ -110,14 +108,16 @@ def processors_from_env(env: Mapping[str, str] | None = None) -> list[SpanProces
             # Batched, exported from the processor's own thread: never blocks the event loop.
             processors.append(BatchSpanProcessor(_otlp_exporter(env)))
         else:
-            raise ConfigError(f"OTEL_TRACES_EXPORTER={choice!r} is not supported (otlp, console or none)")
+            raise errors.ConfigError(
+                f"OTEL_TRACES_EXPORTER={choice!r} is not supported (otlp, console or none)"
+            )
     return processors
 
 
 def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
     protocol = next((env[name].strip() for name in _PROTOCOLS if env.get(name, "").strip()), "http/protobuf")
     if protocol != "http/protobuf":
-        raise ConfigError(
+        raise errors.ConfigError(
             f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported: use http/protobuf "
             "(an OTLP collector's port 4318)"
         )

@@ -2,7 +2,8 @@
 
 Each reconcile appends one JSON line (pid, key, start, end, the `value` it saw) to the file
 named by $PROBE_LOG, with O_APPEND so lines from several replicas never interleave. The
-ConfigMap's data steers it: `fail: "true"` raises (backoff, then the dead-letter subject),
+ConfigMap's data steers it: `fail: "true"` raises (retried with backoff for ever),
+`fail: "terminal"` raises `durable.TerminalError` (straight to the dead-letter subject),
 `sleep: "S"` holds the reconcile S seconds (to catch overlaps and stuck loops).
 Run as `kcm controller --plugin tests.e2e.probe_controller:SPEC ...`.
 """
@@ -53,6 +54,8 @@ def build(ctx: controller.Context) -> controller.Reconcile:
         _record(entry)
         if data.get("fail") == "true":
             raise RuntimeError(f"probe told to fail on {key}")
+        if data.get("fail") == "terminal":
+            raise durable.TerminalError(f"probe told to fail on {key} for good")
         return None
 
     return reconcile

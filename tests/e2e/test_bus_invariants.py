@@ -3,7 +3,7 @@ and probe controller replicas, each killed with -9 in the middle of a load.
 
 1. No lost change: after any one process is killed, every ConfigMap is reconciled against its
    latest state. 2. No concurrent reconcile of one key across replicas (probe records each
-   sync's interval). 4. A poison key lands on the dead-letter subject. 7. A stuck loop shows
+   sync's interval). 4. A key the controller gives up on lands on the dead-letter subject. 7. A stuck loop shows
    unhealthy in the coordinator's /healthz/<controller>.
 """
 
@@ -140,7 +140,8 @@ def test_poison_key_is_dead_lettered_with_its_reason_and_other_keys_flow(stack: 
     import nats
 
     core = _core(stack)
-    _apply(core, "poison", {"fail": "true", "value": "poison"})
+    # A failing key is retried for ever; only the controller's verdict dead-letters it.
+    _apply(core, "poison", {"fail": "terminal", "value": "poison"})
     _apply(core, "healthy", {"value": "healthy-1"})
     wait_for(lambda: _converged(stack, {"healthy": "healthy-1"}), 60, what="healthy key reconciled")
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import uvloop
 from kcm_shared import natsconn, subjects, tracing
 from kcm_shared.workqueue import durable, ratelimit
@@ -368,17 +369,13 @@ class RecordingLimiter:
     def __init__(self, inner: ratelimit.RateLimiter) -> None:
         self.inner = inner
         self.delays: list[float] = []
+        self.failures: list[int] = []
 
-    def when(self, item: Any) -> float:
-        delay = self.inner.when(item)
+    def when(self, item: Any, failures: int) -> float:
+        delay = self.inner.when(item, failures)
         self.delays.append(delay)
+        self.failures.append(failures)
         return delay
-
-    def forget(self, item: Any) -> None:
-        self.inner.forget(item)
-
-    def num_requeues(self, item: Any) -> int:
-        return self.inner.num_requeues(item)
 
 
 def test_failing_key_backs_off_while_other_keys_flow(nats_server: NatsProc) -> None:
@@ -419,32 +416,119 @@ def test_failing_key_backs_off_while_other_keys_flow(nats_server: NatsProc) -> N
     run(body())
 
 
-def test_poison_key_is_dead_lettered_after_max_deliveries(nats_server: NatsProc) -> None:
-    ctl = controller_name("poison")
+def test_a_failing_key_is_retried_past_max_deliveries_and_its_backoff_survives_a_handover(
+    nats_server: NatsProc,
+) -> None:
+    """Failures are outcomes, not poison: a key failing more often than `max_deliveries` is
+    never dead-lettered, and the next owner of its partition continues its backoff."""
+    ctl = controller_name("retry-forever")
 
     async def body() -> None:
         rec = Recorder()
 
-        async def poison(key: str, n: int) -> None:
-            raise ValueError(f"cannot parse spec\nof {key}")
+        async def fails_six_times(key: str, n: int) -> None:
+            if n <= 6:
+                raise RuntimeError(f"attempt {n} failed")
 
-        limiter = ratelimit.ItemExponentialFailureRateLimiter(0.01, 1.0)
-        r = await Replica.start(
-            nats_server, ctl, rec.reconciler("a", poison), max_deliveries=3, rate_limiter=limiter
+        limit_a = RecordingLimiter(ratelimit.ItemExponentialFailureRateLimiter(0.2, 10.0))
+        limit_b = RecordingLimiter(ratelimit.ItemExponentialFailureRateLimiter(0.02, 10.0))
+        kw: dict[str, Any] = {"max_deliveries": 2}
+        a = await Replica.start(
+            nats_server, ctl, rec.reconciler("a", fails_six_times), rate_limiter=limit_a, **kw
+        )
+        b = await Replica.start(
+            nats_server, ctl, rec.reconciler("b", fails_six_times), rate_limiter=limit_b, **kw
         )
         try:
+            await a.dq.start_partition(0)
+            await a.dq.add("ns/k", 1)
+            await until(lambda: len(limit_a.failures) == 3, what="three failures on a")
+            await a.dq.stop_partition(0)
+            await b.dq.start_partition(0)
+            await until(lambda: len(rec.of("ns/k")) == 7, within=30, what="the key succeeded on b")
+            await until(lambda: drained(b.js, ctl, 1), what="queue drained")
+            assert [c.replica for c in rec.of("ns/k")] == ["a"] * 3 + ["b"] * 4
+            assert limit_a.failures == [1, 2, 3]
+            assert limit_b.failures == [4, 5, 6], "the new owner continues the backoff"
+            assert limit_b.delays == pytest.approx([0.16, 0.32, 0.64])
+            assert dead_letters(ctl) == 0
+            assert REGISTRY.get_sample_value("workqueue_retries_total", {"name": ctl}) == 6
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(body())
+
+
+def test_a_change_to_a_backing_off_key_runs_at_once_and_the_backoff_goes_on(nats_server: NatsProc) -> None:
+    """As upstream's Add during AddRateLimited: the change is reconciled at once (not after the
+    30 s backoff), and a failure of that reconcile counts on from the key's earlier failures."""
+    ctl = controller_name("change-during-backoff")
+
+    async def body() -> None:
+        rec = Recorder()
+
+        async def fails_twice(key: str, n: int) -> None:
+            if n <= 2:
+                raise RuntimeError(f"attempt {n} failed")
+
+        limiter = RecordingLimiter(ratelimit.ItemExponentialFailureRateLimiter(30.0, 1000.0))
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a", fails_twice), rate_limiter=limiter)
+        try:
             await r.dq.start_partition(0)
-            await r.dq.add("ns/poison", 1)
-            await until(lambda: dead_letters(ctl) == 1, what="dead letter")
-            await until(lambda: drained(r.js, ctl, 1), what="work message terminated")
-            assert len(rec.of("ns/poison")) == 3
-            msg = await dead_letter(r.js, ctl)
-            assert msg.headers["Kcm-Key"] == "ns/poison"
-            assert msg.headers["Kcm-Reason"] == "ValueError: cannot parse spec of ns/poison"
-            assert msg.headers["Kcm-Deliveries"] == "3"
-            assert limiter.num_requeues("ns/poison") == 0, "a dead-lettered key is forgotten"
+            await r.dq.add("ns/k", 1)
+            await until(lambda: limiter.failures == [1], what="first failure, 30 s backoff")
+            await r.dq.add("ns/k", 1)
+            await until(lambda: limiter.failures == [1, 2], within=10, what="the change ran at once")
+            await r.dq.add("ns/k", 1)
+            await until(lambda: len(rec.of("ns/k")) == 3, within=10, what="the next change ran at once")
+            await until(lambda: drained(r.js, ctl, 1), what="queue drained")
         finally:
             await r.stop()
+
+    run(body())
+
+
+def test_a_message_whose_deliveries_never_finish_is_dead_lettered_as_poison(nats_server: NatsProc) -> None:
+    """Invariant 4's bounded poison: each replica that takes the key dies mid-reconcile (its
+    connection gone, nothing acked); after `max_deliveries` such deliveries the next replica
+    dead-letters the message instead of dying on it too."""
+    ctl = controller_name("poison")
+
+    async def body() -> None:
+        rec = Recorder()
+        never = asyncio.Event()
+
+        async def hang(key: str, n: int) -> None:
+            await never.wait()
+
+        kw: dict[str, Any] = {"max_deliveries": 2, "ack_wait": 1.0, "drain_timeout": 0.2}
+        victims: list[Replica] = []
+        last: Replica | None = None
+        try:
+            for n in range(1, 3):
+                victim = await Replica.start(nats_server, ctl, rec.reconciler(f"v{n}", hang), **kw)
+                victims.append(victim)
+                if n == 1:
+                    await victim.dq.add("ns/poison", 1)
+                await victim.dq.start_partition(0)
+                await until(lambda n=n: len(rec.of("ns/poison")) == n, what=f"delivery {n} started")
+                await victim.nc.close()  # kill -9, as far as NATS can tell
+            last = await Replica.start(nats_server, ctl, rec.reconciler("last", hang), **kw)
+            await last.dq.start_partition(0)
+            await until(lambda: dead_letters(ctl) == 1, what="dead letter")
+            await until(lambda: drained(last.js, ctl, 1), what="work message terminated")
+            assert len(rec.of("ns/poison")) == 2, "the poison message was not run a third time"
+            msg = await dead_letter(last.js, ctl)
+            assert msg.headers["Kcm-Key"] == "ns/poison"
+            assert msg.headers["Kcm-Reason"].startswith(
+                "poison: delivered 3 times, 2 of them without an outcome"
+            )
+            assert msg.headers["Kcm-Deliveries"] == "3"
+        finally:
+            never.set()
+            for replica in [*victims, *([last] if last else [])]:
+                await replica.stop()
 
     run(body())
 
@@ -478,6 +562,16 @@ def test_terminal_error_and_malformed_message_go_straight_to_dlq(nats_server: Na
             assert msg.headers["Kcm-Reason"].startswith("malformed work subject")
             assert msg.headers["Kcm-Subject"] == bad_subject
             assert msg.data == b"junk"
+
+            # A key, but a header no replica wrote: it cannot say when or how often to retry.
+            await r.js.publish(
+                subjects.work_subject(ctl, 0, "ns/garbled"), b"", headers={"Kcm-Failures": "x"}
+            )
+            await until(lambda: dead_letters(ctl) == 3, what="undecodable message dead-lettered")
+            msg = await dead_letter(r.js, ctl)
+            assert msg.headers["Kcm-Key"] == "ns/garbled"
+            assert msg.headers["Kcm-Reason"].startswith("undecodable work message: header Kcm-Failures")
+            assert not rec.of("ns/garbled")
 
             await r.dq.add("ns/fine", 1)
             await until(lambda: rec.of("ns/fine"), what="the loop survived")
@@ -660,6 +754,34 @@ def test_reconcile_continues_the_trace_of_the_add(nats_server: NatsProc) -> None
             await r.dq.start_partition(0)
             await until(lambda: seen, what="reconcile")
             assert seen == [span.get_span_context().trace_id]
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_a_deleted_work_stream_is_declared_again_and_its_partitions_reported_lost(
+    nats_server: NatsProc,
+) -> None:
+    """The stream deleted under a running replica (by hand, or lost with NATS' store): the
+    replica declares stream and consumer again, reports the partitions whose pending work
+    went with them, and goes on reconciling."""
+    ctl = controller_name("lost")
+
+    async def body() -> None:
+        rec = Recorder()
+        lost: list[set[int]] = []
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a"), on_lost=lost.append)
+        try:
+            await r.dq.start_partition(0)
+            await r.dq.add("ns/a", 1)
+            await until(lambda: rec.of("ns/a"), what="first reconcile")
+            await r.js.delete_stream(subjects.work_stream(ctl))
+            await until(lambda: lost, what="the lost partition reported")
+            assert lost[0] == {0}
+            await r.dq.add("ns/b", 1)
+            await until(lambda: rec.of("ns/b"), what="reconciled after the loss")
+            assert dead_letters(ctl) == 0
         finally:
             await r.stop()
 

@@ -6,7 +6,7 @@ import asyncio
 import re
 
 import pytest
-from kcm_shared import tracing
+from kcm_shared import errors, tracing
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -81,7 +81,7 @@ def test_exporters_follow_the_standard_environment(env: dict[str, str], kinds: l
     ],
 )
 def test_what_cannot_be_honoured_is_a_configuration_error(env: dict[str, str], named: str) -> None:
-    with pytest.raises(tracing.ConfigError, match=re.escape(named)):
+    with pytest.raises(errors.ConfigError, match=re.escape(named)):
         tracing.processors_from_env(env)
 
 

@@ -20,7 +20,7 @@ import uvloop
 from kcm_apiserver import main as apiserver_main
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
-from kcm_shared import logs, tracing
+from kcm_shared import errors, logs
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
@@ -110,9 +110,10 @@ def _run(coro: Coroutine[Any, Any, None]) -> int:
 
     try:
         uvloop.run(wrapper())
-    except (OSError, tracing.ConfigError) as exc:
-        # Start-up failures such as a taken port are the user's to fix: one line, no traceback.
-        print(f"kcm: {exc}", file=sys.stderr)
+    except (OSError, errors.ConfigError) as exc:
+        # Start-up failures such as a taken port or an unreadable kubeconfig are the user's to
+        # fix: one line, no traceback. (Services wait out NATS or an API server being down.)
+        print(f"kcm: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     return 0
 
@@ -127,12 +128,17 @@ def _replicas(items: list[str]) -> dict[str, int]:
     return out
 
 
+_QUEUE_FLAGS = ("--max-deliveries", "--ack-wait")  # work queue flags `kcm dev` hands on too
+
+
 def _passthrough(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """Controller flags `kcm dev` hands on: the rate limits and any --concurrent-<x>-syncs."""
+    """Controller flags `kcm dev` hands on: the rate limits, any --concurrent-<x>-syncs and the
+    work queue's --max-deliveries and --ack-wait, each as `--flag=value`."""
     flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
     for item in extra:
         name = item.split("=", 1)[0]
-        if not (name.startswith("--concurrent-") and name.endswith("-syncs") and "=" in item):
+        workers = name.startswith("--concurrent-") and name.endswith("-syncs")
+        if not ((workers or name in _QUEUE_FLAGS) and "=" in item):
             raise SystemExit(f"kcm dev: unrecognized argument {item!r}")
         flags.append(item)
     return flags

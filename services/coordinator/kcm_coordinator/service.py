@@ -212,8 +212,9 @@ async def run(args: argparse.Namespace) -> None:
         lease=args.member_lease,
         margin=args.member_fence_margin,
     )
-    nc = await natsconn.connect(natsconn.from_args(args), f"kcm-coordinator-{args.instance}")
+    # Before waiting for NATS, so a bad kubeconfig is reported at once (errors.ConfigError).
     client = flags.kube_client(args, "kcm/coordinator")
+    nc = await natsconn.connect(natsconn.from_args(args), f"kcm-coordinator-{args.instance}")
     elector = leaderelection.from_args(args, client, identity)
     service = Service(nc, coordinator, elector, identity, args.instance)
     runner, port = await opsserver.start(service.app(), args.ops_bind, args.ops_port)

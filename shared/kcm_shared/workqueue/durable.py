@@ -5,10 +5,10 @@ The controller runner builds one `DurableQueue` per controller: event handlers c
 `start_partition` / `stop_partition`, and `run()` is the worker pool that calls the
 controller's reconcile. Architecture invariants 1 to 4 are kept here:
 
-- No lost change: a work message is acked only after its reconcile succeeded (or it was
-  dead-lettered); a replica that dies mid-reconcile leaves it unacked, and JetStream
-  redelivers it after `ack_wait`. Long reconciles send in-progress acks so that does not
-  happen while they are merely slow.
+- No lost change: a work message is acked only after its reconcile succeeded, its retry was
+  stored (below) or it was dead-lettered; a replica that dies mid-reconcile leaves it
+  unacked, and JetStream redelivers it after `ack_wait`. Long reconciles send in-progress
+  acks so that does not happen while they are merely slow.
 - One key, one worker: a partition is consumed through one durable consumer by the one
   replica that owns it; inside the replica `queue.WorkQueue` never hands a key to two
   workers. `stop_partition` returns only after the partition's reconciles finished (or
@@ -18,18 +18,32 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   An add of a key whose message this replica stored and whose reconcile has not started
   yet publishes nothing (client-go's dirty set): that reconcile reads the cache after the
   change anyway. Under load this spares a JetStream publish per event.
-- Retries: a failure naks the message with the rate limiter's delay (other keys flow on);
-  after `max_deliveries` deliveries, or on `TerminalError`, the item is published to
-  `kcm.dlq.<controller>` with the reason and terminated.
+- Retries: a failing key is retried for ever, after the rate limiter's delay for its count
+  of failures in a row (upstream: 5 ms doubling to 1000 s), while other keys flow on. Only
+  what cannot be handled at all goes to `kcm.dlq.<controller>`, with the reason: a work
+  message whose subject holds no key or whose headers cannot be read, a reconcile raising
+  `TerminalError` (the controller's explicit verdict), and a poison message, one delivered
+  `max_deliveries` times without any outcome (the replica died, or the ack deadline passed,
+  mid-reconcile every time; a hand-back by `stop_partition` counts too).
 
-`Result(requeue_after=d)` does not nak: that would count a delivery towards
-`max_deliveries` on every timed requeue, so a key that requeues often would be
-dead-lettered by its first real failure. Instead the key is re-published with a
-`Kcm-Not-Before` header (a fresh message, delivery count 1) and the old one acked; a
-replica that receives it early naks it with the remaining delay. A real change published
-meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter`; one
-published while the reconcile ran makes the requeue unnecessary, so none is published
-(it would replace that change's message and postpone it).
+A retry, like `Result(requeue_after=d)`, does not nak: a nak counts a delivery, so the
+delivery count could not tell failures from deliveries that never finished. Instead the key
+is re-published with a `Kcm-Not-Before` header (and, for a retry, `Kcm-Failures`, its count
+of failures in a row) as a fresh message, delivery count 1, and the old one acked. Both
+headers are in the stream, so the backoff survives a restart and a hand-over. A replica that
+receives the message early naks it with the remaining delay. A real change published
+meanwhile replaces it and runs at once, as upstream's `Add` overtakes `AddAfter`; its
+message carries no count, but the replica remembers the key's count while it owns the
+partition, so a failure after the change continues the backoff as upstream's limiter does
+(after a hand-over as well, the change starts it over). One change published while the
+reconcile ran makes the retry unnecessary, so none is published (it would replace that
+change's message and postpone it).
+
+NATS trouble is waited out, never fatal: publishing retries with capped backoff, the fetch
+loop backs off and declares the stream and its consumer again (a restarted NATS that lost
+them, or a stream deleted by hand), and settling a message only logs a failure (it costs a
+redelivery). A partition whose consumer had to be declared anew lost its pending items with
+it: `on_lost` tells the owner, which enqueues the partition's keys again.
 """
 
 from __future__ import annotations
@@ -48,6 +62,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from kcm_shared import cancellation, health, natsconn, subjects, tracing
 from kcm_shared.workqueue import metrics, queue, ratelimit
@@ -55,18 +70,12 @@ from kcm_shared.workqueue import metrics, queue, ratelimit
 log = logging.getLogger("kcm.workqueue")
 
 NOT_BEFORE = "Kcm-Not-Before"  # header: unix time before which a deferred item is not processed
+FAILURES = "Kcm-Failures"  # header: failed reconciles of the key in a row, on a retried item
 _JS_API = "$JS.API"  # the JetStream API prefix of `nc.jetstream()`, which every service uses
 _STATUS = api.Header.STATUS
 _TRACE_HEADERS = ("traceparent", "tracestate")  # carried over when a deferred item is re-published
 FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
-# Errors after which publishing again can succeed (NATS restarting or reconnecting).
-_TRANSIENT = (
-    nats.errors.TimeoutError,
-    nats.errors.NoRespondersError,
-    nats.errors.ConnectionReconnectingError,
-    nats.errors.OutboundBufferLimitError,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +86,11 @@ class Result:
 
 
 class TerminalError(Exception):
-    """Raised by a reconcile that retrying cannot fix: the key is dead-lettered at once."""
+    """Raised by a reconcile that retrying cannot fix: the key is dead-lettered at once.
+
+    Any other exception is retried for ever with backoff; raise this only when no later
+    state of the object or the cluster can make the reconcile succeed.
+    """
 
 
 Reconcile = Callable[[str], Awaitable[Result | None]]
@@ -91,6 +104,7 @@ class _Item:
     msg: Msg  # replaced by a redelivery of the same message, so the ack uses the live one
     seq: int  # stream sequence: tells a newer message from a redelivery or a stale one
     partition: int
+    failures: int = 0  # failed reconciles in a row before this message (its `Kcm-Failures`)
     task: asyncio.Future[Result | None] | None = None  # the running reconcile
     started: float = 0.0  # monotonic time its reconcile began
 
@@ -139,6 +153,7 @@ class DurableQueue:
         drain_timeout: float = 10.0,
         stuck_after: float = 120.0,
         stream_replicas: int = 1,
+        on_lost: Callable[[set[int]], None] | None = None,
     ) -> None:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
@@ -146,7 +161,11 @@ class DurableQueue:
         bounds the messages this replica holds locally; `fetch_wait` is how long an idle pull
         waits, which is also how long `stop_partition` may wait for it; `drain_timeout` bounds
         how long `stop_partition` waits for running reconciles before cancelling them;
-        `stuck_after` is the health watchdog's limit for a loop making no progress.
+        `stuck_after` is the health watchdog's limit for a loop making no progress;
+        `max_deliveries` is how many deliveries of one message may end without any outcome
+        (no success, failure or requeue recorded) before it is dead-lettered as poison;
+        `on_lost(partitions)` is called when those partitions' consumers (and so their pending
+        work items) were found gone and declared anew.
         """
         if workers < 1 or max_deliveries < 1 or ack_wait <= 0:
             raise ValueError("workers and max_deliveries must be >= 1 and ack_wait > 0")
@@ -164,11 +183,15 @@ class DurableQueue:
         self._drain_timeout = drain_timeout
         self._stream = subjects.work_stream(controller)
         self._stream_replicas = stream_replicas
+        self._on_lost = on_lost
         self._consumer_prefix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in controller)
         self._queue: queue.WorkQueue[str] = queue.WorkQueue(controller)
         self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
         self._running: dict[str, _Item] = {}
         self._stored: dict[str, _Stored] = {}
+        # Failures in a row of keys of owned partitions: (partition, count), for a change's
+        # message, which carries no count of its own.
+        self._failures: dict[str, tuple[int, int]] = {}
         self._partitions: dict[int, _Partition] = {}
         self._room = asyncio.Event()
         self._room.set()
@@ -222,21 +245,32 @@ class DurableQueue:
         return mark
 
     def _forget_stored(self, partition: int) -> None:
-        """Drop the marks of a partition whose ownership changes: another replica may consume
-        (or have consumed) their messages."""
+        """Drop the marks and failure counts of a partition whose ownership changes: another
+        replica may consume (or have consumed) their messages."""
         for key in [k for k, mark in self._stored.items() if mark.partition == partition]:
             del self._stored[key]
+        for key in [k for k, (p, _) in self._failures.items() if p == partition]:
+            del self._failures[key]
 
     async def _publish(self, key: str, subject: str) -> None:
         headers: dict[str, str] = {}
         tracing.inject(headers)  # the reconcile continues the trace of the change that caused it
+        await self._store(key, subject, b"", headers, deadline=None)
+
+    async def _store(
+        self, key: str, subject: str, data: bytes, headers: dict[str, str], deadline: float | None
+    ) -> bool:
+        """Publish a work message, retrying transient failures (a lost stream is declared
+        again first) until it is stored or the monotonic `deadline` passed (never: None)."""
         attempt = 0
         while True:
             cancellation.checkpoint()
             try:
-                await self._js.publish(subject, stream=self._stream, headers=headers or None)
-                return
-            except _TRANSIENT as exc:
+                await self._js.publish(subject, data, stream=self._stream, headers=headers or None)
+                return True
+            except nats.errors.Error as exc:
+                if not natsconn.is_transient(exc):
+                    raise
                 attempt += 1
                 log.warning(
                     "work item not stored yet, retrying",
@@ -247,7 +281,14 @@ class DurableQueue:
                         "attempt": attempt,
                     },
                 )
-                await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt))
+                backoff = min(MAX_BACKOFF, 0.05 * 2**attempt)
+                if deadline is not None and time.monotonic() + backoff > deadline:
+                    return False
+                await asyncio.sleep(backoff)
+                if isinstance(exc, NoStreamResponseError):
+                    # No stream took it: deleted, or lost with NATS' store. Declare it again.
+                    with contextlib.suppress(nats.errors.Error, TimeoutError):
+                        await self.setup()
 
     async def start_partition(self, partition: int) -> None:
         """Begin consuming `partition`; returns once its consumer exists and fetching started.
@@ -261,7 +302,19 @@ class DurableQueue:
                 return
             await current.released.wait()  # taken back while being released: start afresh after
         self._forget_stored(partition)
-        name = f"{self._consumer_prefix}-p{partition}"
+        name = self._consumer_name(partition)
+        await self._declare_consumer(partition)
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        part = _Partition(partition, sub, inbox, f"{_JS_API}.CONSUMER.MSG.NEXT.{self._stream}.{name}")
+        self._partitions[partition] = part
+        part.fetcher = asyncio.create_task(self._fetch_loop(part), name=f"fetch {name}")
+
+    def _consumer_name(self, partition: int) -> str:
+        return f"{self._consumer_prefix}-p{partition}"
+
+    async def _declare_consumer(self, partition: int) -> None:
+        name = self._consumer_name(partition)
         await self._js.add_consumer(
             self._stream,
             api.ConsumerConfig(
@@ -271,15 +324,10 @@ class DurableQueue:
                 deliver_policy=api.DeliverPolicy.ALL,
                 ack_policy=api.AckPolicy.EXPLICIT,
                 ack_wait=self._ack_wait,
-                max_deliver=-1,  # counted by us, so the last failure can be dead-lettered
+                max_deliver=-1,  # counted by us, so a poison message can be dead-lettered
                 max_ack_pending=self._max_ack_pending,
             ),
         )
-        inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox)
-        part = _Partition(partition, sub, inbox, f"{_JS_API}.CONSUMER.MSG.NEXT.{self._stream}.{name}")
-        self._partitions[partition] = part
-        part.fetcher = asyncio.create_task(self._fetch_loop(part), name=f"fetch {name}")
 
     async def stop_partition(self, partition: int) -> None:
         """Release `partition`: stop fetching, let its running reconciles finish and ack, hand
@@ -384,6 +432,32 @@ class DurableQueue:
                     extra={"controller": self._controller, "partition": part.index, "error": repr(exc)},
                 )
                 await _wait(part.stop, min(MAX_BACKOFF, 0.1 * 2**failures))
+                if not part.stop.is_set():
+                    await self._redeclare(part)
+
+    async def _redeclare(self, part: _Partition) -> None:
+        """Declare the stream and the partition's consumer again (both idempotent): after a
+        failed pull either may be gone, deleted by hand or lost with NATS' store."""
+        try:
+            try:
+                await self._js.consumer_info(self._stream, self._consumer_name(part.index))
+                lost = False
+            except NotFoundError:
+                lost = True
+            await self.setup()
+            await self._declare_consumer(part.index)
+            if lost:
+                log.warning(
+                    "work consumer was gone, declared anew; its pending work is enqueued again",
+                    extra={"controller": self._controller, "partition": part.index},
+                )
+                if self._on_lost is not None:
+                    self._on_lost({part.index})
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.warning(
+                "cannot declare the work stream and consumer yet",
+                extra={"controller": self._controller, "partition": part.index, "error": repr(exc)},
+            )
 
     async def _pull(self, part: _Partition, batch: int) -> None:
         """One pull request, each message handled the moment it arrives.
@@ -408,7 +482,7 @@ class DurableQueue:
             status = (msg.headers or {}).get(_STATUS)
             if status is None:
                 await self._receive(part, msg)
-            elif status == "409":  # e.g. too many waiting pulls, consumer deleted: back off
+            elif status in ("409", "503"):  # e.g. consumer deleted, no stream answering: back off
                 raise nats.errors.Error(f"pull request refused: {msg.headers}")
             elif status != "100":  # 404 / 408: nothing (more) for this request
                 return
@@ -419,9 +493,15 @@ class DurableQueue:
         except ValueError as exc:
             await self._dead_letter(msg, "", f"malformed work subject: {exc}")
             return
-        not_before = (msg.headers or {}).get(NOT_BEFORE)
+        headers = msg.headers or {}
+        try:
+            not_before = _number(headers, NOT_BEFORE, float)
+            failures = int(_number(headers, FAILURES, int) or 0)
+        except ValueError as exc:
+            await self._dead_letter(msg, key, f"undecodable work message: {exc}")
+            return
         if not_before is not None:
-            wait = _float(not_before) - time.time()
+            wait = not_before - time.time()
             if wait > 0:
                 await self._settle(msg.nak(delay=wait), "defer", key)
                 return
@@ -436,9 +516,20 @@ class DurableQueue:
                 # The stream dropped the older message when this one was stored; settle ours too.
                 await self._settle(held.msg.ack(), "ack superseded", key)
                 held.seq = seq
+                held.failures = failures
             await self._take_over(held, msg, seq)
             return
-        self._held[key] = _Item(key, msg, seq, part.index)
+        # Deliveries that ended with no outcome recorded; a deferred message's early delivery,
+        # nak'd until its time, is not one of them.
+        unfinished = msg.metadata.num_delivered - 1 - (not_before is not None)
+        if unfinished >= self._max_deliveries:
+            reason = (
+                f"poison: delivered {msg.metadata.num_delivered} times, {unfinished} of them without "
+                "an outcome (the replica died, the ack deadline passed or the partition moved first)"
+            )
+            await self._dead_letter(msg, key, reason)
+            return
+        self._held[key] = _Item(key, msg, seq, part.index, failures)
         self._queue.add(key)
         self._update_busy()
         self._room_changed()
@@ -506,20 +597,21 @@ class DurableQueue:
             await self._settle(item.msg.nak(), "hand back", key)
             return
         exc = item.task.exception()
+        remembered = self._failures.pop(key, (item.partition, 0))[1]
         if exc is None:
-            self._limiter.forget(key)
             result = item.task.result()
             if result is not None and result.requeue_after is not None:
-                await self._defer(item, result.requeue_after)
+                await self._defer(item, result.requeue_after, failures=0)
             else:
                 await self._settle(item.msg.ack(), "ack", key)
             return
         reason = f"{type(exc).__name__}: {exc}"
-        deliveries = item.msg.metadata.num_delivered
-        if isinstance(exc, TerminalError) or deliveries >= self._max_deliveries:
+        if isinstance(exc, TerminalError):
             await self._dead_letter(item.msg, key, reason)
             return
-        delay = self._limiter.when(key)
+        failures = max(item.failures, remembered) + 1
+        self._failures[key] = (item.partition, failures)
+        delay = self._limiter.when(key, failures)
         metrics.RETRIES.labels(self._controller).inc()
         log.info(
             "reconcile failed, retrying",
@@ -528,30 +620,40 @@ class DurableQueue:
                 "key": key,
                 "error": reason,
                 "delay": delay,
-                "deliveries": deliveries,
+                "failures": failures,
             },
         )
-        await self._settle(item.msg.nak(delay=delay), "nak", key)
+        await self._defer(item, delay, failures)
 
     async def _traced(self, item: _Item) -> Result | None:
         context = tracing.extract(item.msg.headers)
         with tracing.span("reconcile", context=context, controller=self._controller, key=item.key):
             return await self._reconcile(item.key)
 
-    async def _defer(self, item: _Item, delay: float) -> None:
-        if self._pending_message(item.key, item.partition) is not None:
+    async def _defer(self, item: _Item, delay: float, failures: int) -> None:
+        """Re-publish `item`'s key to run after `delay` seconds, `failures` failed in a row."""
+        held = self._held.get(item.key)
+        if self._pending_message(item.key, item.partition) is not None or (held and held.seq > item.seq):
             # A change stored since this reconcile began runs soon and decides again.
             await self._settle(item.msg.ack(), "ack", item.key)
             return
         headers = {k: v for k, v in (item.msg.headers or {}).items() if k in _TRACE_HEADERS}
         headers[NOT_BEFORE] = f"{time.time() + delay:.3f}"
+        if failures:
+            headers[FAILURES] = str(failures)
+        # Bounded: past ack_wait the old message would be redelivered anyway.
+        deadline = time.monotonic() + self._ack_wait / 2
         try:
-            await self._js.publish(item.msg.subject, item.msg.data, stream=self._stream, headers=headers)
+            stored = await self._store(item.key, item.msg.subject, item.msg.data, headers, deadline)
         except nats.errors.Error as exc:
-            # Still durable, only at the cost of one delivery towards max_deliveries.
+            log.warning("re-publish failed", extra={"controller": self._controller, "error": repr(exc)})
+            stored = False
+        if not stored:
+            # Still durable, at the cost of one delivery counted as unfinished (and, for a
+            # failure, of one step of backoff).
             log.warning(
                 "could not re-publish a deferred item, naking it instead",
-                extra={"controller": self._controller, "key": item.key, "error": repr(exc)},
+                extra={"controller": self._controller, "key": item.key},
             )
             await self._settle(item.msg.nak(delay=delay), "nak", item.key)
             return
@@ -565,6 +667,9 @@ class DurableQueue:
             "Kcm-Deliveries": str(deliveries),
             "Kcm-Subject": msg.subject,
         }
+        failures = (msg.headers or {}).get(FAILURES)
+        if failures is not None:
+            headers[FAILURES] = " ".join(failures.split())[:100]
         try:
             await self._js.publish(
                 subjects.dlq_subject(self._controller), msg.data, stream=subjects.DLQ_STREAM, headers=headers
@@ -578,8 +683,6 @@ class DurableQueue:
             await self._settle(msg.nak(delay=MAX_BACKOFF), "nak", key)
             return
         metrics.DEAD_LETTERS.labels(self._controller).inc()
-        if key:
-            self._limiter.forget(key)
         log.error(
             "work item dead-lettered",
             extra={"controller": self._controller, "key": key, "reason": reason, "deliveries": deliveries},
@@ -625,8 +728,15 @@ async def _wait(event: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(event.wait(), seconds)
 
 
-def _float(text: str) -> float:
+def _number(headers: dict[str, str], name: str, kind: type[float] | type[int]) -> float | None:
+    """Header `name` as a finite, non-negative number; None when absent. Raises ValueError."""
+    text = headers.get(name)
+    if text is None:
+        return None
     try:
-        return float(text)
+        value = kind(text)
     except ValueError:
-        return 0.0  # an unreadable deadline must not park the item: process it now
+        value = -1
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"header {name} is not a number: {text[:100]!r}")
+    return value

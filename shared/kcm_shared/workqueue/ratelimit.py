@@ -1,8 +1,11 @@
 """Retry delays for failed work items, as client-go's default controller rate limiter.
 
-`durable.DurableQueue` asks `when(key)` after a failed reconcile and naks the message with
-that delay; it calls `forget(key)` once the key succeeds. Limiters return a delay and never
-sleep, so one failing key never holds up a worker.
+`durable.DurableQueue` asks `when(key, failures)` after a failed reconcile and re-publishes
+the item to run after that delay. Unlike client-go, the limiters keep no per-item count:
+the count of failures in a row travels with the work item (a header), so a restart or a
+partition hand-over to another replica continues the backoff where it was rather than
+starting it over. Limiters return a delay and never sleep, so one failing key never holds
+up a worker.
 """
 
 from __future__ import annotations
@@ -15,37 +18,24 @@ from kcm_shared import tokenbucket
 
 
 class RateLimiter(Protocol):
-    def when(self, item: Hashable) -> float:
-        """Seconds to wait before retrying `item`; counts one more failure of it."""
-
-    def forget(self, item: Hashable) -> None:
-        """Clear `item`'s failure history; call it once the item succeeded (or was given up)."""
-
-    def num_requeues(self, item: Hashable) -> int:
-        """How many times `when` was asked for `item` since it was last forgotten."""
+    def when(self, item: Hashable, failures: int) -> float:
+        """Seconds to wait before retrying `item`, which has just failed for the `failures`-th
+        time in a row (1 for its first failure)."""
 
 
 class ItemExponentialFailureRateLimiter:
-    """`base * 2**failures`, capped at `max_delay`, per item."""
+    """`base * 2**(failures - 1)`, capped at `max_delay`, per item."""
 
     def __init__(self, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
         self._base = base_delay
         self._max = max_delay
-        self._failures: dict[Hashable, int] = {}
 
-    def when(self, item: Hashable) -> float:
-        exp = self._failures.get(item, 0)
-        self._failures[item] = exp + 1
+    def when(self, item: Hashable, failures: int) -> float:
+        exp = max(0, failures - 1)
         # Past 2**64 every sane base is over the cap; stopping there avoids a float overflow.
         if exp >= 64:
             return self._max
         return min(self._base * 2.0**exp, self._max)
-
-    def forget(self, item: Hashable) -> None:
-        self._failures.pop(item, None)
-
-    def num_requeues(self, item: Hashable) -> int:
-        return self._failures.get(item, 0)
 
 
 class BucketRateLimiter:
@@ -56,33 +46,20 @@ class BucketRateLimiter:
     ) -> None:
         self._bucket = tokenbucket.TokenBucket(qps, burst, clock)
 
-    def when(self, item: Hashable) -> float:
+    def when(self, item: Hashable, failures: int) -> float:
         return self._bucket.reserve()
-
-    def forget(self, item: Hashable) -> None:
-        pass
-
-    def num_requeues(self, item: Hashable) -> int:
-        return 0
 
 
 class MaxOfRateLimiter:
-    """The longest delay of all its limiters; asks every one, so each counts the failure."""
+    """The longest delay of all its limiters; asks every one, so each bucket pays its token."""
 
     def __init__(self, *limiters: RateLimiter) -> None:
         if not limiters:
             raise ValueError("MaxOfRateLimiter needs at least one limiter")
         self._limiters = limiters
 
-    def when(self, item: Hashable) -> float:
-        return max([limiter.when(item) for limiter in self._limiters])
-
-    def forget(self, item: Hashable) -> None:
-        for limiter in self._limiters:
-            limiter.forget(item)
-
-    def num_requeues(self, item: Hashable) -> int:
-        return max(limiter.num_requeues(item) for limiter in self._limiters)
+    def when(self, item: Hashable, failures: int) -> float:
+        return max([limiter.when(item, failures) for limiter in self._limiters])
 
 
 def default_controller_rate_limiter(clock: Callable[[], float] = time.monotonic) -> MaxOfRateLimiter:
