@@ -19,7 +19,7 @@ from kcm_cli import natsd
 from kcm_shared import subjects
 
 from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, start_nats, wait_for
-from tests.e2e.bus_stack import Proc, Stack, wait_owned
+from tests.e2e.bus_stack import ADMIN, Proc, Stack, identities, wait_owned
 
 NAMESPACE = "default"
 
@@ -47,8 +47,11 @@ def test_services_started_before_nats_and_the_api_server_come_up_once_they_are(t
     port = urllib.parse.urlsplit(api.url).port
     api.stop()
     planned = natsd.plan(tmp_path / "jetstream")
+    auth_dir = tmp_path / "nats-auth"
+    planned.write_config(tmp_path / "nats.conf", auth_dir, identities())
     nats_proc = NatsProc(planned.url, planned.port, planned.store_dir, planned.args(), tmp_path / "nats.log")
-    stack = Stack(api, nats_proc, tmp_path, tmp_path / "probe.jsonl")
+    # auth_dir given: the stack does not (re)start the server, which must stay down for now.
+    stack = Stack(api, nats_proc, tmp_path, tmp_path / "probe.jsonl", auth_dir=auth_dir)
     later: ApiServer | None = None
     try:
         coordinator, probe = _start_all(stack)
@@ -75,8 +78,8 @@ def test_services_started_before_nats_and_the_api_server_come_up_once_they_are(t
             later.stop()
 
 
-async def _delete_work_stream(url: str) -> None:
-    nc = await nats.connect(url)
+async def _delete_work_stream(url: str, admin_seed: str) -> None:
+    nc = await nats.connect(url, nkeys_seed=admin_seed)
     try:
         await nc.jetstream().delete_stream(subjects.work_stream("probe-controller"))
     finally:
@@ -93,7 +96,7 @@ def test_a_controller_survives_its_work_stream_deleted_and_nats_restarted(tmp_pa
         _apply(api, "before", "v1")
         wait_for(lambda: _reconciled(stack, "before", "v1"), 60, what="reconciled before")
 
-        asyncio.run(_delete_work_stream(nats_proc.url))
+        asyncio.run(_delete_work_stream(nats_proc.url, stack.seed(ADMIN)))
         # A change while the stream is gone: its work item must not be the controller's end.
         _apply(api, "during", "v1")
         nats_proc.kill()
