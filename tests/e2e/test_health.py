@@ -55,6 +55,7 @@ def standby(stack: DevStack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     url_file = work / "standby.url"
     argv = [KCM, "coordinator", "--kubeconfig", str(stack.kubeconfig)]
     argv += ["--nats-url", (stack.state / "nats.url").read_text().strip(), "--instance", "standby"]
+    argv += ["--nats-nkey-seed", str(stack.state / "nats-auth" / "coordinator.nk")]
     argv += ["--ops-bind", "127.0.0.1", "--ops-port", "0", "--ops-url-file", str(url_file)]
     with open(work / "standby.log", "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=log)

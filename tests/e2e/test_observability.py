@@ -22,7 +22,7 @@ from nats.js import api
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, start_nats, wait_for
-from tests.e2e.bus_stack import Proc, Stack, wait_owned
+from tests.e2e.bus_stack import ADMIN, Proc, Stack, wait_owned
 
 
 @dataclass(frozen=True)
@@ -142,9 +142,9 @@ def test_one_change_is_one_trace_from_the_watcher_to_the_reconcile(observed: Obs
     wait_for(reconciled_in_that_trace, 30, what=f"a reconcile span in trace {published.trace_id}")
 
 
-async def _limit_new_subjects(nats_url: str, limited: bool) -> None:
+async def _limit_new_subjects(nats_url: str, admin_seed: str, limited: bool) -> None:
     """Make the object stream refuse messages on new subjects (or accept them again)."""
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(nats_url, nkeys_seed=admin_seed)
     try:
         js = nc.jetstream()
         info = await js.stream_info(subjects.OBJECTS_STREAM)
@@ -161,7 +161,7 @@ def test_a_watcher_that_cannot_publish_is_failing_until_it_can(observed: Observe
     wait_for(lambda: coordinator.get("/healthz/watcher") == (200, "ok"), 30, what="a healthy watcher")
     api_server = stack.api
     api_server.kubectl("create", "namespace", "stuck")
-    asyncio.run(_limit_new_subjects(stack.nats.url, True))
+    asyncio.run(_limit_new_subjects(stack.nats.url, stack.seed(ADMIN), True))
     try:
         api_server.kubectl("create", "configmap", "refused", "-n", "stuck")
 
@@ -176,7 +176,7 @@ def test_a_watcher_that_cannot_publish_is_failing_until_it_can(observed: Observe
         assert done.returncode == 1, done.stdout + done.stderr
         assert "failing: core/v1/configmaps" in done.stdout, done.stdout
     finally:
-        asyncio.run(_limit_new_subjects(stack.nats.url, False))
+        asyncio.run(_limit_new_subjects(stack.nats.url, stack.seed(ADMIN), False))
     wait_for(lambda: coordinator.get("/healthz/watcher") == (200, "ok"), 30, what="healthy again")
     # Nothing was lost meanwhile: the refused change reached the controller.
     wait_for(lambda: any(r["key"] == "stuck/refused" for r in stack.records()), 30, what="the change")

@@ -530,7 +530,8 @@ def test_compose_and_k8s_deploy_the_same_images() -> None:
     compose_images = {
         re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], s["image"])
         for s in compose["services"].values()
-        if not s["image"].startswith("${K3S")
+        # k3s stands in for a cluster and Jaeger is the local trace viewer: neither is ours to deploy.
+        if not s["image"].startswith(("${K3S", "${JAEGER"))
     }
     k8s_images = {c["image"] for w in workloads(render("overlays/dev")) for c in pod_spec(w)["containers"]}
     assert compose_images == k8s_images
