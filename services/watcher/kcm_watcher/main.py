@@ -55,6 +55,7 @@ async def run(args: argparse.Namespace) -> None:
                 watch_timeout=args.watch_timeout,
                 sync_grace=args.sync_grace,
                 sync_timeout=args.sync_timeout,
+                stream_replicas=nats_opts.stream_replicas,
             ),
         )
         checks = health.Checks()
