@@ -563,9 +563,10 @@ def test_a_deposed_watcher_cannot_put_an_older_state_over_a_newer_one(
         finally:
             os.kill(old.proc.pid, signal.SIGCONT)
         wait_for(
-            lambda: old.metric("kcm_watcher_events_total", resource="core/v1/configmaps", type="MODIFIED")
-            >= 2
-            and old.metric("kcm_watcher_inflight_publishes") == 0,
+            lambda: (
+                old.metric("kcm_watcher_events_total", resource="core/v1/configmaps", type="MODIFIED") >= 2
+                and old.metric("kcm_watcher_inflight_publishes") == 0
+            ),
             what="the old watcher handled its late events",
         )
         assert stream_state(fresh_nats)[cm_subject("contested")].rv == rv
