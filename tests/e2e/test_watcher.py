@@ -130,13 +130,17 @@ class WatcherProc:
         return total
 
     def health(self, check: str) -> int:
+        return self.health_of(check)[0]
+
+    def health_of(self, check: str) -> tuple[int, str]:
+        """The status and text of one check."""
         try:
             with urllib.request.urlopen(
                 f"http://127.0.0.1:{self.ops_port()}/healthz/{check}", timeout=5
             ) as r:
-                return int(r.status)
+                return int(r.status), r.read().decode()
         except urllib.error.HTTPError as exc:
-            return int(exc.code)
+            return int(exc.code), exc.read().decode()
 
     def kill(self) -> None:
         kill_process(self.proc)
@@ -525,6 +529,9 @@ def test_nats_killed_mid_load_loses_no_change(
         core.delete_namespaced_config_map("load-0", "default")
         watcher = watchers[0]
         wait_for(lambda: watcher.health("nats") == 500, what="nats check failing while NATS is down")
+        code, text = watcher.health_of("nats")
+        # Per resource: the check names the one that cannot publish.
+        assert code == 500 and text.startswith("core/v1/configmaps: publishing has failed for"), text
         nats_proc.start()
         for i in range(60, 90):
             create_cm(core, f"load-{i}")
