@@ -380,6 +380,29 @@ def test_sync_request_answers_once_the_stream_reached_the_resource_version(
     assert reply["ok"] is False and "not watched" in reply["error"]
 
 
+def test_an_expired_tombstone_frees_its_subject_without_a_relist(
+    apiserver: ApiServer, nats_server: NatsProc, running: WatcherProc
+) -> None:
+    core = core_api(apiserver)
+    create_cm(core, "reborn")
+    core.delete_namespaced_config_map("reborn", "default")
+    subject = cm_subject("reborn")
+    wait_for(lambda: stream_state(nats_server)[subject].event == "DELETED", what="tombstone")
+    resets = running.metric("kcm_watcher_relists_total", reason="reset")
+
+    async def expire() -> None:  # what Nats-TTL does to the tombstone an hour later
+        nc = await nats.connect(nats_server.url)
+        await nc.jetstream().purge_stream(subjects.OBJECTS_STREAM, subject=subject)
+        await nc.close()
+
+    uvloop.run(expire())
+    # The watcher expects the tombstone's sequence: the subject is empty now, which is no loss.
+    rv = create_cm(core, "reborn").metadata.resource_version
+    wait_for(lambda: stream_state(nats_server).get(subject, Entry(0, {}, b"")).rv == rv, what="re-created")
+    assert stream_state(nats_server)[subject].event == "ADDED"
+    assert running.metric("kcm_watcher_relists_total", reason="reset") == resets
+
+
 def test_restart_republishes_only_what_changed_while_down(
     fresh_apiserver: ApiServer, fresh_nats: NatsProc, watchers: list[WatcherProc], tmp_path: Path
 ) -> None:

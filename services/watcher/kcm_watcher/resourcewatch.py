@@ -37,7 +37,7 @@ import aiohttp
 import msgspec
 import nats.errors
 import nats.js.errors
-from kcm_shared import cancellation, kubeclient, subjects, tracing
+from kcm_shared import cancellation, kubeclient, natsconn, subjects, tracing
 from nats.js import JetStreamContext, api
 
 from kcm_watcher import metrics, objects, publisher
@@ -47,6 +47,7 @@ log = logging.getLogger("kcm.watcher.resource")
 PAGE_SIZE = 2000  # fewer round trips; the page is published before the next is asked for
 _READ_BATCH = 1000
 _READ_TIMEOUT = 10.0
+_TTL_MARGIN = 60.0  # seconds past Nats-TTL before a tombstone's sequence is forgotten
 
 # What a broken list or watch may raise; anything else is a bug and ends the loop loudly.
 _TRANSIENT = (
@@ -82,6 +83,10 @@ class ResourceWatch:
         self._progress_subject = subjects.progress_subject(res)
         self._label = str(res)
         self.held: dict[str, str] = {}  # subject -> resourceVersion of live objects in the stream
+        # subject -> when its last tombstone was seen (kept after a re-create, until it is older
+        # than Nats-TTL): the stream drops tombstones then, so a subject found empty is no loss,
+        # and the lane forgets its sequence (an emptied subject expects 0).
+        self._tombstones: dict[str, float] = {}
         self.marker = ""  # resourceVersion of the last progress marker acknowledged
         self.relists = 0  # relists completed, markers included
         self._progress = asyncio.Condition()
@@ -141,18 +146,19 @@ class ResourceWatch:
     async def run(self) -> None:
         """List, watch and publish until cancelled."""
         reason = "start"
-        remembered: dict[str, str] = {}
         while True:
             cancellation.checkpoint()
+            remembered: dict[str, str] = {}  # after a reset: what was published before it
             if reason in ("start", "reset"):
                 # What is still in flight lands (or is dropped) before the stream is read.
                 await self._lane.flush()
                 self._reset_wanted.clear()
-                self.held = await self._retrying(self._read_stream, "read stream")
+                if reason == "reset":
+                    remembered = self.held
+                await self._retrying(self._read_stream, "read stream")
             # Cleared before the list, so a request arriving during it gets a list of its own.
             self._relist_wanted.clear()
             rv = await self._retrying(functools.partial(self._relist, reason, remembered), "list")
-            remembered = {}
             watching = asyncio.ensure_future(self._watch_from(rv))
             waits = [asyncio.ensure_future(e.wait()) for e in (self._relist_wanted, self._reset_wanted)]
             try:
@@ -164,7 +170,7 @@ class ResourceWatch:
             if watching.done() and not watching.cancelled():
                 watching.result()  # a bug in the watch loop surfaces here
             if self._reset_wanted.is_set():
-                reason, remembered = "reset", self.held
+                reason = "reset"
             elif watching.cancelled():
                 reason = "sync"
             else:
@@ -193,9 +199,24 @@ class ResourceWatch:
             extra={"resource": self._label, "error": str(exc), "attempt": attempt},
         )
 
-    async def _read_stream(self) -> dict[str, str]:
-        """subject -> resourceVersion of each object the stream holds as live; also sets the
-        lane's sequence of every subject of the resource (tombstones and marker included)."""
+    def _record(self, subject: str, rv: str | None) -> None:
+        """What the stream now holds on an object's subject: the object at `rv`, or a tombstone."""
+        if rv is None:
+            self.held.pop(subject, None)
+            self._tombstones[subject] = self._clock()
+        else:
+            self.held[subject] = rv
+
+    def _forget_expired_tombstones(self) -> None:
+        horizon = self._clock() - natsconn.TOMBSTONE_TTL - _TTL_MARGIN
+        for subject in [s for s, seen in self._tombstones.items() if seen < horizon]:
+            del self._tombstones[subject]
+            if subject not in self.held:
+                self._lane.seqs.pop(subject, None)
+
+    async def _read_stream(self) -> None:
+        """Fill `held` (subject -> resourceVersion of each object the stream holds as live), the
+        tombstones, and the lane's sequence of every subject of the resource (marker included)."""
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
             ack_policy=api.AckPolicy.NONE,
@@ -207,7 +228,7 @@ class ResourceWatch:
         sub = await self._js.pull_subscribe(
             subjects.object_filter(self.res), stream=subjects.OBJECTS_STREAM, config=config
         )
-        held: dict[str, str] = {}
+        self.held, self._tombstones = {}, {}
         seqs: dict[str, int] = {}
         try:
             info = await sub.consumer_info()
@@ -215,9 +236,8 @@ class ResourceWatch:
             while remaining > 0:
                 for msg in await sub.fetch(min(remaining, _READ_BATCH), timeout=_READ_TIMEOUT):
                     seqs[msg.subject] = msg.metadata.sequence.stream
-                    rv = objects.held_entry(msg.headers)
-                    if rv is not None:
-                        held[msg.subject] = rv
+                    if msg.subject != self._progress_subject:
+                        self._record(msg.subject, objects.held_entry(msg.headers))
                     remaining = msg.metadata.num_pending
         finally:
             await sub.unsubscribe()
@@ -225,7 +245,6 @@ class ResourceWatch:
                 # pull_subscribe named the ephemeral consumer in `config`.
                 await self._js.delete_consumer(subjects.OBJECTS_STREAM, config.name or "")
         self._lane.seqs = seqs
-        return held
 
     async def _resolve(self, subject: str, headers: dict[str, str]) -> int | None:
         """The lane's resolver: after "wrong last sequence", what the stream holds decides.
@@ -243,17 +262,14 @@ class ResourceWatch:
             seq, theirs = 0, {}
         is_marker = subject == self._progress_subject
         if seq < known:
-            if seq == 0 and not is_marker and subject not in self.held:
-                return 0  # our tombstone expired (Nats-TTL): the subject is free again
+            if seq == 0 and subject in self._tombstones:
+                return 0  # its tombstone expired (Nats-TTL): the subject is free again
             self.reset(f"{subject} went back from sequence {known} to {seq}")
             return None
         self._lane.seqs[subject] = seq
         rv = theirs.get(objects.RESOURCE_VERSION, "")
         if not is_marker:
-            if objects.held_entry(theirs) is None:
-                self.held.pop(subject, None)
-            else:
-                self.held[subject] = rv
+            self._record(subject, objects.held_entry(theirs))
         ours = headers.get(objects.RESOURCE_VERSION, "")
         newer = objects.newer(ours, rv)
         if newer:
@@ -333,7 +349,7 @@ class ResourceWatch:
             hdrs = objects.bodiless_tombstone(subject, rv)
             hdrs.update(self._trace_headers())
             await self._lane.publish(subject, b"", hdrs, objects.ttl_of(objects.DELETED))
-        self.held.pop(subject, None)
+        self._record(subject, None)
 
     async def _mark(self, rv: str) -> None:
         """Publish a progress marker once everything before it is acknowledged.
@@ -344,6 +360,7 @@ class ResourceWatch:
         await self._lane.flush()
         if self._reset_wanted.is_set():
             return
+        self._forget_expired_tombstones()
         await self._lane.publish(self._progress_subject, b"", {objects.RESOURCE_VERSION: rv})
         await self._lane.flush()
         if self._reset_wanted.is_set():
@@ -430,10 +447,7 @@ class ResourceWatch:
         hdrs = objects.headers(event, head)
         hdrs.update(trace)
         await self._lane.publish(subject, body, hdrs, objects.ttl_of(event))
-        if event == objects.DELETED:
-            self.held.pop(subject, None)
-        else:
-            self.held[subject] = head.metadata.resource_version
+        self._record(subject, None if event == objects.DELETED else head.metadata.resource_version)
 
 
 def _key(head: objects.Head) -> str:
