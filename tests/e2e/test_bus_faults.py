@@ -149,6 +149,7 @@ class PodEvents:
         self._core = client.CoreV1Api(api_client)
         self._ns = ns
         self.events: list[tuple[str, str]] = []  # (type, pod name)
+        self.error: BaseException | None = None
         self._stop = threading.Event()
         self._rv = self._core.list_namespaced_pod(ns).metadata.resource_version
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -157,19 +158,23 @@ class PodEvents:
     def _run(self) -> None:
         from kubernetes import watch
 
-        while not self._stop.is_set():
-            w = watch.Watch()
-            for event in w.stream(
-                self._core.list_namespaced_pod, self._ns, resource_version=self._rv, timeout_seconds=2
-            ):
-                pod = event["object"]
-                self._rv = pod.metadata.resource_version
-                if event["type"] in ("ADDED", "DELETED") or pod.metadata.deletion_timestamp:
-                    self.events.append((event["type"], pod.metadata.name))
+        try:
+            while not self._stop.is_set():
+                w = watch.Watch()
+                for event in w.stream(
+                    self._core.list_namespaced_pod, self._ns, resource_version=self._rv, timeout_seconds=2
+                ):
+                    pod = event["object"]
+                    self._rv = pod.metadata.resource_version
+                    if event["type"] in ("ADDED", "DELETED") or pod.metadata.deletion_timestamp:
+                        self.events.append((event["type"], pod.metadata.name))
+        except BaseException as exc:  # a watch that broke saw nothing: the test must not pass
+            self.error = exc
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
+        assert self.error is None, f"the pod watch failed: {self.error!r}"
 
 
 def test_a_wiped_nats_store_is_not_a_mass_delete_and_the_stack_recovers(stack: Stack) -> None:
