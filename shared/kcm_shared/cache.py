@@ -27,6 +27,18 @@ Guarantees and how they are met:
 - A body that does not decode is logged and counted, and the previous state is kept: treating
   it as absent would fire a false delete (a ReplicaSet controller would create a replacement
   pod), while keeping the old state is only "late", which the next good message repairs.
+- Never back in time (a deposed watcher, a fetch that raced the stream): a message whose
+  numeric resourceVersion is older than the state held is ignored (`is_stale`); a DELETED
+  at the held resourceVersion (a relist's tombstone) still applies.
+- Too large for a message: an object message with `Kcm-Too-Large` has no body; the object
+  is fetched from the API server (GET by name, retried with backoff until the answer is at
+  least that resourceVersion, or 404), and a progress marker that follows counts only once
+  the fetches before it are done, so a catch-up never waits on a state it has not got.
+- A lost stream is not a mass delete: a re-sync whose snapshot has no progress marker, when
+  this cache had one (or would lose objects), means the stream was wiped, purged or
+  re-created. The cache keeps its objects and stops reporting caught up (`reset_pending`)
+  until the watcher has republished: at the first marker after that, objects not delivered
+  since are deleted, as a relist would find them gone.
 
 Created by the controller runtime (`kcm_shared.controller`), one per resource and view;
 handlers run on the event loop and must not block (they compute keys and enqueue).
@@ -47,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import aiohttp
 import msgspec
 import nats.errors
 import prometheus_client
@@ -72,9 +85,25 @@ DECODE_ERRORS = prometheus_client.Counter(
 RESYNCS = prometheus_client.Counter(
     "kcm_cache_resyncs_total", "Times a cache re-created its consumer and re-read the stream.", ["resource"]
 )
+STALE = prometheus_client.Counter(
+    "kcm_cache_stale_messages_total",
+    "Object messages ignored because the cache held a newer resourceVersion.",
+    ["resource"],
+)
+FETCHES = prometheus_client.Counter(
+    "kcm_cache_fetches_total",
+    "Objects fetched from the API server because they were too large for a message, by result.",
+    ["resource", "result"],
+)
+STREAM_RESETS = prometheus_client.Counter(
+    "kcm_cache_stream_resets_total",
+    "Re-syncs that found the stream had lost what the watcher published.",
+    ["resource"],
+)
 
 HEADER_EVENT = "Kcm-Event"
 HEADER_RV = "Kcm-Resource-Version"
+HEADER_TOO_LARGE = "Kcm-Too-Large"
 DELETED = "DELETED"
 
 NAMESPACE_INDEX = "namespace"
@@ -104,6 +133,21 @@ def rv_at_least(have: str, want: str) -> bool:
         return int(have) >= int(want)
     except ValueError:
         return have == want
+
+
+def _rv_int(rv: str) -> int | None:
+    return int(rv) if rv.isdigit() else None
+
+
+def is_stale(rv: str, held: str) -> bool:
+    """Whether a message at resourceVersion `rv` is older than the state held at `held`.
+
+    Only numeric versions compare (kube-apiserver's and the embedded one's are); opaque ones
+    never count as stale, stream order being all there is. Equal is not stale: a DELETED
+    tombstone a relist published carries the last state's resourceVersion.
+    """
+    a, b = _rv_int(rv), _rv_int(held)
+    return a is not None and b is not None and a < b
 
 
 async def current_resource_version(client: kubeclient.KubeClient, res: subjects.Resource) -> str:
@@ -145,8 +189,10 @@ class Cache(Generic[T]):
         keep_raw: bool = False,
         heartbeat: float = 5.0,
         stream_replicas: int = 1,
+        client: kubeclient.KubeClient | None = None,
     ) -> None:
         self._js = js
+        self._client = client  # fetches objects too large for a message
         self._stream_replicas = stream_replicas
         self._nc = nc
         self.resource = resource
@@ -167,6 +213,14 @@ class Cache(Generic[T]):
         self._next_cseq = 1
         self._last_seen = 0.0
         self._handled = 0
+        # key -> (order, task) of fetches of objects too large for a message; the order says
+        # which progress markers (`_deferred`: order of the last fetch before, rv) wait for them.
+        self._fetching: dict[str, tuple[int, asyncio.Task[None]]] = {}
+        self._fetches = 0
+        self._deferred: builtins.list[tuple[int, str]] = []
+        # The stream lost what the watcher published (module docstring): keys delivered since.
+        self._reset = False
+        self._since_reset: set[str] = set()
         self.add_index(NAMESPACE_INDEX, _namespace_index)
         self.add_index(OWNER_UID_INDEX, _owner_uid_index)
 
@@ -216,6 +270,12 @@ class Cache(Generic[T]):
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    @property
+    def reset_pending(self) -> bool:
+        """True while the stream has lost its content and the watcher has not republished it:
+        the cache keeps serving what it had, and is caught up with nothing."""
+        return self._reset
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -287,34 +347,70 @@ class Cache(Generic[T]):
             waiter.cancel()
 
     def _caught_up(self, resource_version: str) -> bool:
-        return self.has_synced() and rv_at_least(self.last_resource_version, resource_version)
+        return (
+            self.has_synced()
+            and not self._reset
+            and rv_at_least(self.last_resource_version, resource_version)
+        )
 
     async def _wait_marker(self, resource_version: str) -> None:
         while not self._caught_up(resource_version):
             await self._marker.wait()
 
     def _advance(self, resource_version: str) -> None:
+        if is_stale(resource_version, self.last_resource_version):
+            return  # an older marker (a deposed watcher's) vouches for nothing new
         self.last_resource_version = resource_version
         event, self._marker = self._marker, asyncio.Event()
         event.set()
+
+    def _reached(self, resource_version: str) -> None:
+        """A progress marker consumed (live, or at the end of a snapshot)."""
+        if self._reset:
+            self._end_reset()
+        if self._fetching:
+            self._deferred.append((self._fetches, resource_version))
+            return
+        self._advance(resource_version)
+
+    def _release_deferred(self) -> None:
+        """Count the markers whose earlier fetches are all done."""
+        pending = min((order for order, _ in self._fetching.values()), default=None)
+        while self._deferred and (pending is None or self._deferred[0][0] < pending):
+            self._advance(self._deferred.pop(0)[1])
+
+    def _end_reset(self) -> None:
+        """The watcher has republished: what it did not republish is gone."""
+        self._reset = False
+        gone = [key for key in self._items if key not in self._since_reset]
+        self._since_reset = set()
+        log.info("stream republished", extra={"resource": self._label, "deleted": len(gone)})
+        for key in gone:
+            self._dispatch_delete(self._remove(key))
 
     # --- consuming -------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Consume until cancelled, starting over from last-per-subject after any NATS failure."""
         attempt = 0
-        while True:
-            cancellation.checkpoint()
-            try:
-                await self._consume()
-            except _Restart as exc:
-                log.warning("cache consumer restarts", extra={"resource": self._label, "reason": str(exc)})
-                attempt = 0
-            except (nats.errors.Error, OSError, TimeoutError) as exc:
-                log.warning("cache consumer failed", extra={"resource": self._label, "error": repr(exc)})
-            RESYNCS.labels(self._label).inc()
-            await kubeclient.sleep_backoff(attempt, base=0.1, cap=5.0)
-            attempt += 1
+        try:
+            while True:
+                cancellation.checkpoint()
+                try:
+                    await self._consume()
+                except _Restart as exc:
+                    log.warning(
+                        "cache consumer restarts", extra={"resource": self._label, "reason": str(exc)}
+                    )
+                    attempt = 0
+                except (nats.errors.Error, OSError, TimeoutError) as exc:
+                    log.warning("cache consumer failed", extra={"resource": self._label, "error": repr(exc)})
+                RESYNCS.labels(self._label).inc()
+                await kubeclient.sleep_backoff(attempt, base=0.1, cap=5.0)
+                attempt += 1
+        finally:
+            for _, task in self._fetching.values():
+                task.cancel()
 
     async def _consume(self) -> None:
         await natsconn.ensure_object_stream(self._js, self._stream_replicas)
@@ -418,7 +514,7 @@ class Cache(Generic[T]):
             if self._snapshot is not None:
                 self._snapshot_rv = rv
             else:
-                self._advance(rv)
+                self._reached(rv)
             return
         try:
             where = subjects.parse_object_subject(subject)
@@ -428,17 +524,32 @@ class Cache(Generic[T]):
         key = f"{where.namespace}/{where.name}" if where.namespace else where.name
         if self._snapshot is not None:
             self._snapshot.add(key)
+        if self._reset:
+            self._since_reset.add(key)
         old = self._items.get(key)
+        if old is not None and is_stale(rv, old.metadata.resource_version):
+            STALE.labels(self._label).inc()
+            return
+        self._cancel_fetch(key)  # this message is newer than what a pending fetch was for
+        too_large = HEADER_TOO_LARGE in headers
         if headers.get(HEADER_EVENT) == DELETED:
             if old is not None:
                 self._remove(key)
-                self._dispatch_delete(self._decode(subject, data) or old)
+                last = self._decode(subject, data) if data and not too_large else None
+                self._dispatch_delete(last or old)
             return
         if old is not None and rv and old.metadata.resource_version == rv:
             return  # a re-sync re-delivering what we hold already
-        new = self._decode(subject, data)
-        if new is None:
+        if too_large:
+            self._fetch(key, where, rv)
             return
+        new = self._decode(subject, data)
+        if new is not None:
+            self._store(key, new, data)
+
+    def _store(self, key: str, new: T, data: bytes) -> None:
+        """Put a new state of `key` and tell the handlers."""
+        old = self._items.get(key)
         self._put(key, new, data)
         if old is None:
             self._count("add")
@@ -451,12 +562,77 @@ class Cache(Generic[T]):
                 if h.on_update is not None:
                     self._call(h.on_update, old, new)
 
+    # --- objects too large for a message ----------------------------------------------------
+
+    def _fetch(self, key: str, where: subjects.ObjectSubject, rv: str) -> None:
+        self._fetches += 1
+        task = asyncio.ensure_future(self._fetch_object(key, where, rv))
+        self._fetching[key] = (self._fetches, task)
+
+    def _cancel_fetch(self, key: str) -> None:
+        pending = self._fetching.pop(key, None)
+        if pending is not None:
+            pending[1].cancel()
+            self._release_deferred()
+
+    async def _fetch_object(self, key: str, where: subjects.ObjectSubject, rv: str) -> None:
+        """GET the object until the answer is at least `rv` (or 404: its tombstone follows)."""
+        res = self.resource
+        path = kubeclient.resource_path(res.group, res.version, res.resource, where.namespace, where.name)
+        found: tuple[T, bytes] | None = None
+        attempt = 0
+        while self._client is not None:
+            try:
+                data = await self._client.request_bytes("GET", path)
+                obj = codec.decode(data, self._view)
+                if not is_stale(obj.metadata.resource_version, rv):
+                    found = (obj, data)
+                    break
+                error = f"the API server answered {obj.metadata.resource_version}, older than {rv}"
+            except kubeclient.ApiError as exc:
+                if exc.not_found:
+                    break
+                error = str(exc)
+            except (aiohttp.ClientError, OSError, TimeoutError, msgspec.DecodeError) as exc:
+                error = repr(exc)
+            FETCHES.labels(self._label, "error").inc()
+            log.warning(
+                "cannot fetch an object too large for a message, retrying",
+                extra={"resource": self._label, "key": key, "error": error, "attempt": attempt},
+            )
+            await kubeclient.sleep_backoff(attempt, base=0.2, cap=30.0)
+            attempt += 1
+        else:
+            log.error(
+                "an object too large for a message cannot be fetched: this cache has no API client",
+                extra={"resource": self._label, "key": key},
+            )
+        FETCHES.labels(self._label, "ok" if found else "absent").inc()
+        del self._fetching[key]
+        if found is not None:
+            old = self._items.get(key)
+            if old is None or not is_stale(found[0].metadata.resource_version, old.metadata.resource_version):
+                self._store(key, *found)
+        self._release_deferred()
+
     def _finish_snapshot(self) -> None:
         seen, self._snapshot = self._snapshot or set(), None
-        for key in [k for k in self._items if k not in seen]:
-            self._dispatch_delete(self._remove(key))
-        if self._snapshot_rv:
-            self._advance(self._snapshot_rv)
+        unseen = [k for k in self._items if k not in seen]
+        if not self._snapshot_rv and (self.last_resource_version or unseen):
+            # No marker: the stream lost it, and with it what the watcher had published.
+            if not self._reset:
+                STREAM_RESETS.labels(self._label).inc()
+                log.warning(
+                    "the stream lost its content: keeping every object until the watcher republishes",
+                    extra={"resource": self._label, "objects": len(self._items), "missing": len(unseen)},
+                )
+            self._reset, self._since_reset = True, seen
+        else:
+            self._reset = False
+            for key in unseen:
+                self._dispatch_delete(self._remove(key))
+            if self._snapshot_rv:
+                self._reached(self._snapshot_rv)
         if not self._synced.is_set():
             log.info("cache synced", extra={"resource": self._label, "objects": len(self._items)})
             self._synced.set()

@@ -98,7 +98,7 @@ class Context:
 
     def open_cache(self, res: subjects.Resource, view: type[Any]) -> cache.Cache[Any]:
         """A cache of `res` opened now; `caches[res]` holds it until `close_cache(res)`."""
-        store: cache.Cache[Any] = self._manager().open_dynamic(self.name, res, view)
+        store: cache.Cache[Any] = self._manager().open_dynamic(self.name, res, view, self.client)
         self.caches[res] = store
         return store
 
@@ -258,13 +258,18 @@ class Manager:
         # Caches each controller opened at run time (Context.open_cache), part of its catch-up.
         self._dynamic: dict[str, dict[subjects.Resource, cache.Cache[Any]]] = {}
 
-    def _cache(self, res: subjects.Resource, view: type[Any], user: str) -> Any:
-        # Controllers that read a resource through the same view share one cache.
+    def _cache(
+        self, res: subjects.Resource, view: type[Any], user: str, client: kubeclient.KubeClient
+    ) -> Any:
+        # Controllers that read a resource through the same view share one cache; the first
+        # one's API client fetches the objects too large for a message.
         assert self._js is not None and self._nc is not None
         key = (res, view)
         if key not in self.caches:
             replicas = self._nats.stream_replicas
-            self.caches[key] = cache.Cache(self._js, self._nc, res, view, stream_replicas=replicas)
+            self.caches[key] = cache.Cache(
+                self._js, self._nc, res, view, stream_replicas=replicas, client=client
+            )
             if self._group is not None:  # opened at run time: start it now
                 self._start_cache(key)
         self._users.setdefault(key, set()).add(user)
@@ -274,8 +279,10 @@ class Manager:
         assert self._group is not None
         self._cache_tasks[key] = self._group.create_task(_logged("cache", self.caches[key].run))
 
-    def open_dynamic(self, name: str, res: subjects.Resource, view: type[Any]) -> cache.Cache[Any]:
-        store: cache.Cache[Any] = self._cache(res, view, name)
+    def open_dynamic(
+        self, name: str, res: subjects.Resource, view: type[Any], client: kubeclient.KubeClient
+    ) -> cache.Cache[Any]:
+        store: cache.Cache[Any] = self._cache(res, view, name, client)
         self._dynamic.setdefault(name, {})[res] = store
         return store
 
@@ -466,7 +473,7 @@ class Manager:
     def _build(self, clients: dict[str, kubeclient.KubeClient]) -> None:
         for spec in self.specs:
             client = clients[spec.name]
-            caches = {res: self._cache(res, view, spec.name) for res, view in spec.views.items()}
+            caches = {res: self._cache(res, view, spec.name, client) for res, view in spec.views.items()}
             recorder = events.EventRecorder(client, spec.name)
             ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self)
             reconcile = spec.build(ctx)

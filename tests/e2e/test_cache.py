@@ -256,6 +256,7 @@ def test_resync_after_a_stop_delivers_what_changed_meanwhile(nats_server: NatsPr
         res = new_resource()
         for name in ("keep", "change", "expire"):
             await publish(js, res, pod("ns", name, "1"))
+        await marker(js, res, "1")  # the watcher's: the stream vouches for what it lacks
         store = cache.Cache(js, nc, res, PodView, heartbeat=1.0)
         rec = Recorder(store)
         task = asyncio.create_task(store.run())
@@ -308,6 +309,46 @@ def test_nats_restart_cache_recovers_and_converges(fresh_nats: NatsProc) -> None
             assert ("delete", "ns/a", "2") in rec.calls
             assert resync_count(res) > resyncs  # the consumer was re-created, not silently resumed
             assert [c for c in rec.calls if c[0] == "add"][-1] == ("add", "ns/c", "4")
+        finally:
+            task.cancel()
+            await nc.close()
+
+    uvloop.run(body())
+
+
+def test_a_purged_stream_is_not_a_mass_delete(fresh_nats: NatsProc) -> None:
+    async def body() -> None:
+        nc, js = await connect(fresh_nats.url)
+        res = new_resource()
+        for i, name in enumerate(("a", "b", "c")):
+            await publish(js, res, pod("ns", name, str(i + 1)))
+        await marker(js, res, "3")
+        store = cache.Cache(js, nc, res, PodView, heartbeat=0.5)
+        rec = Recorder(store)
+        task = asyncio.create_task(store.run())
+        try:
+            await asyncio.wait_for(store.wait_caught_up("3"), 15)
+            rec.calls.clear()
+            await js.purge_stream(subjects.OBJECTS_STREAM)
+            # A restart makes the cache re-read the (now empty) stream from scratch.
+            fresh_nats.kill()
+            await asyncio.to_thread(fresh_nats.start)
+            # (Any handler call counts, so that a cache that reads the loss as deletes fails below.)
+            await until(lambda: rec.calls or store.reset_pending, what="the cache noticing the loss")
+            assert [c for c in rec.calls if c[0] == "delete"] == []
+            assert sorted(store.keys()) == ["ns/a", "ns/b", "ns/c"]
+            try:
+                await asyncio.wait_for(store.wait_caught_up("3"), 1.0)
+                raise AssertionError("caught up with a stream that lost its content")
+            except TimeoutError:
+                pass
+            # The watcher republishes what exists now ("c" was deleted meanwhile), then a marker.
+            await publish(js, res, pod("ns", "a", "1"), "SYNC")
+            await publish(js, res, pod("ns", "b", "4"), "SYNC")
+            await marker(js, res, "5")
+            await asyncio.wait_for(store.wait_caught_up("5"), 15)
+            assert rec.calls == [("update", "ns/b", "4", "2"), ("delete", "ns/c", "3")]
+            assert not store.reset_pending
         finally:
             task.cancel()
             await nc.close()

@@ -8,6 +8,7 @@ restarts (no duplicate flood).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from typing import Any
 import nats
 import pytest
 import uvloop
-from kcm_shared import subjects
+from kcm_shared import cache, codec, natsconn, subjects
 from nats.js import api
 
 from tests.conftest import (
@@ -129,13 +130,17 @@ class WatcherProc:
         return total
 
     def health(self, check: str) -> int:
+        return self.health_of(check)[0]
+
+    def health_of(self, check: str) -> tuple[int, str]:
+        """The status and text of one check."""
         try:
             with urllib.request.urlopen(
                 f"http://127.0.0.1:{self.ops_port()}/healthz/{check}", timeout=5
             ) as r:
-                return int(r.status)
+                return int(r.status), r.read().decode()
         except urllib.error.HTTPError as exc:
-            return int(exc.code)
+            return int(exc.code), exc.read().decode()
 
     def kill(self) -> None:
         kill_process(self.proc)
@@ -204,6 +209,65 @@ def stream_matches_api(nats_proc: NatsProc, api_server: ApiServer, deleted: tupl
     live = {s: e.rv for s, e in held.items() if e.event != "DELETED"}
     tombstoned = all(held.get(cm_subject(name), Entry(0, {}, b"")).event == "DELETED" for name in deleted)
     return live == want and tombstoned
+
+
+def registered_watches(server: ApiServer) -> float:
+    text = urllib.request.urlopen(f"{server.url}/metrics", timeout=5).read().decode()
+    found = re.search(r"^apiserver_registered_watchers (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+class Follower:
+    """Follows one ConfigMap from now on, in a thread of its own: every message the stream
+    takes for its subject, and every state a cache of ConfigMaps holds for it, in order."""
+
+    def __init__(self, nats_proc: NatsProc, name: str) -> None:
+        self.subject = cm_subject(name)
+        self.key = f"default/{name}"
+        self.stream: list[tuple[str, str]] = []  # (event, resourceVersion)
+        self.cached: list[str] = []  # resourceVersions the cache held, in order
+        self._url = nats_proc.url
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=lambda: uvloop.run(self._run()), daemon=True)
+
+    def __enter__(self) -> Follower:
+        self._thread.start()
+        assert self._ready.wait(20), "the follower did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(20)
+
+    async def _run(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        nc = await natsconn.connect(natsconn.NatsOptions(url=self._url), "test-follower")
+        js = nc.jetstream()
+
+        async def on_msg(msg: Any) -> None:
+            headers = msg.headers or {}
+            self.stream.append((headers.get("Kcm-Event", ""), headers.get("Kcm-Resource-Version", "")))
+
+        sub = await js.subscribe(
+            self.subject, ordered_consumer=True, deliver_policy=api.DeliverPolicy.NEW, cb=on_msg
+        )
+        store = cache.Cache(js, nc, CM, codec.Meta, heartbeat=1.0)
+
+        def held(obj: codec.Meta) -> None:
+            if codec.key_of(obj) == self.key:
+                self.cached.append(obj.metadata.resource_version)
+
+        store.add_handler(held, lambda _, obj: held(obj))
+        task = asyncio.ensure_future(store.run())
+        await store.wait_synced()
+        self._ready.set()
+        await self._stop.wait()
+        task.cancel()
+        await sub.unsubscribe()
+        await nc.close()
 
 
 # -- tests ------------------------------------------------------------------------------------
@@ -316,6 +380,29 @@ def test_sync_request_answers_once_the_stream_reached_the_resource_version(
     assert reply["ok"] is False and "not watched" in reply["error"]
 
 
+def test_an_expired_tombstone_frees_its_subject_without_a_relist(
+    apiserver: ApiServer, nats_server: NatsProc, running: WatcherProc
+) -> None:
+    core = core_api(apiserver)
+    create_cm(core, "reborn")
+    core.delete_namespaced_config_map("reborn", "default")
+    subject = cm_subject("reborn")
+    wait_for(lambda: stream_state(nats_server)[subject].event == "DELETED", what="tombstone")
+    resets = running.metric("kcm_watcher_relists_total", reason="reset")
+
+    async def expire() -> None:  # what Nats-TTL does to the tombstone an hour later
+        nc = await nats.connect(nats_server.url)
+        await nc.jetstream().purge_stream(subjects.OBJECTS_STREAM, subject=subject)
+        await nc.close()
+
+    uvloop.run(expire())
+    # The watcher expects the tombstone's sequence: the subject is empty now, which is no loss.
+    rv = create_cm(core, "reborn").metadata.resource_version
+    wait_for(lambda: stream_state(nats_server).get(subject, Entry(0, {}, b"")).rv == rv, what="re-created")
+    assert stream_state(nats_server)[subject].event == "ADDED"
+    assert running.metric("kcm_watcher_relists_total", reason="reset") == resets
+
+
 def test_restart_republishes_only_what_changed_while_down(
     fresh_apiserver: ApiServer, fresh_nats: NatsProc, watchers: list[WatcherProc], tmp_path: Path
 ) -> None:
@@ -374,15 +461,11 @@ def test_expired_watch_relists_and_publishes_the_missed_delete(
         watchers.append(watcher)
         wait_for(lambda: stream_matches_api(fresh_nats, server), what="first list published")
 
-        def registered_watches() -> float:
-            text = urllib.request.urlopen(f"{server.url}/metrics", timeout=5).read().decode()
-            return float(re.search(r"^apiserver_registered_watchers (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
-
-        wait_for(lambda: registered_watches() >= 1, what="watch open")
+        wait_for(lambda: registered_watches(server) >= 1, what="watch open")
         os.kill(watcher.proc.pid, signal.SIGSTOP)
         try:
             # The server ends the watch on its timeout; what happens next is not in the watch.
-            wait_for(lambda: registered_watches() == 0, what="watch ended by the server")
+            wait_for(lambda: registered_watches(server) == 0, what="watch ended by the server")
             core.delete_namespaced_config_map("victim", "default")
             for i in range(8):  # more changes than the server's history keeps
                 create_cm(core, f"filler-{i}")
@@ -469,6 +552,9 @@ def test_nats_killed_mid_load_loses_no_change(
         core.delete_namespaced_config_map("load-0", "default")
         watcher = watchers[0]
         wait_for(lambda: watcher.health("nats") == 500, what="nats check failing while NATS is down")
+        code, text = watcher.health_of("nats")
+        # Per resource: the check names the one that cannot publish.
+        assert code == 500 and text.startswith("core/v1/configmaps: publishing has failed for"), text
         nats_proc.start()
         for i in range(60, 90):
             create_cm(core, f"load-{i}")
@@ -480,3 +566,42 @@ def test_nats_killed_mid_load_loses_no_change(
         wait_for(lambda: watcher.health("nats") == 200, what="nats check healthy again")
     finally:
         nats_proc.stop()
+
+
+def test_a_deposed_watcher_cannot_put_an_older_state_over_a_newer_one(
+    fresh_apiserver: ApiServer, fresh_nats: NatsProc, watchers: list[WatcherProc], tmp_path: Path
+) -> None:
+    """Split brain: the old publisher, frozen with changes in its watch, resumes after a new one
+    published a newer state of the same object. Neither the stream nor a cache goes back."""
+    core = core_api(fresh_apiserver)
+    create_cm(core, "contested")
+    flags = ("--leader-elect=false", "--resources", "v1/configmaps")
+    old = start_watcher(fresh_apiserver, fresh_nats, tmp_path / "old.log", *flags)
+    watchers.append(old)
+    wait_for(lambda: stream_matches_api(fresh_nats, fresh_apiserver), what="first list published")
+    wait_for(lambda: registered_watches(fresh_apiserver) >= 1, what="the old watcher's watch open")
+    with Follower(fresh_nats, "contested") as follower:
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        try:
+            # Both changes wait in the frozen watcher's watch; the new one lists the last.
+            core.patch_namespaced_config_map("contested", "default", {"data": {"k": "2"}})
+            newest = core.patch_namespaced_config_map("contested", "default", {"data": {"k": "3"}})
+            rv = newest.metadata.resource_version
+            new = start_watcher(fresh_apiserver, fresh_nats, tmp_path / "new.log", *flags)
+            watchers.append(new)
+            wait_for(lambda: stream_state(fresh_nats)[cm_subject("contested")].rv == rv, what="newer state")
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)
+        wait_for(
+            lambda: (
+                old.metric("kcm_watcher_events_total", resource="core/v1/configmaps", type="MODIFIED") >= 2
+                and old.metric("kcm_watcher_inflight_publishes") == 0
+            ),
+            what="the old watcher handled its late events",
+        )
+        assert stream_state(fresh_nats)[cm_subject("contested")].rv == rv
+        wait_for(lambda: follower.cached and follower.cached[-1] == rv, what="the cache has the newest")
+    versions = [int(v) for _, v in follower.stream]
+    assert versions == sorted(versions), f"the stream went back in time: {follower.stream}"
+    cached = [int(v) for v in follower.cached]
+    assert cached == sorted(cached), f"the cache went back in time: {follower.cached}"

@@ -1,9 +1,16 @@
-"""Pure helpers of the cache; the cache itself is tested against nats-server in tests/e2e."""
+"""The cache's pure helpers, and its apply step fed messages directly (ordering, bodiless
+tombstones, fetches of objects too large for a message); its consumer is tested against
+nats-server in tests/e2e."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Any, cast
+
 import pytest
-from kcm_shared import cache
+import uvloop
+from kcm_shared import cache, codec, kubeclient, subjects
 
 
 @pytest.mark.parametrize(
@@ -22,3 +29,135 @@ from kcm_shared import cache
 )
 def test_rv_at_least(have: str, want: str, expected: bool) -> None:
     assert cache.rv_at_least(have, want) is expected
+
+
+@pytest.mark.parametrize(
+    ("rv", "held", "stale"),
+    [
+        ("3", "5", True),  # an older state: a deposed watcher's, or a fetch's race
+        ("5", "5", False),  # the same state (a re-delivery, or a relist's tombstone of it)
+        ("7", "5", False),
+        ("9", "10", True),  # numeric, not lexical
+        ("abc", "5", False),  # opaque versions cannot be ordered: stream order decides
+        ("5", "abc", False),
+        ("", "5", False),
+    ],
+)
+def test_is_stale(rv: str, held: str, stale: bool) -> None:
+    assert cache.is_stale(rv, held) is stale
+
+
+RES = subjects.Resource("", "v1", "configmaps")
+
+
+def _cache(client: Any = None) -> cache.Cache[codec.Meta]:
+    # No NATS: these scenarios feed messages to the cache's apply step directly.
+    return cache.Cache(cast(Any, None), cast(Any, None), RES, codec.Meta, client=client)
+
+
+def _body(name: str, rv: str) -> bytes:
+    return json.dumps({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}).encode()
+
+
+def _msg(store: cache.Cache[codec.Meta], event: str, name: str, rv: str, body: bytes | None = None) -> None:
+    headers = {cache.HEADER_EVENT: event, cache.HEADER_RV: rv}
+    store._apply(subjects.object_subject(RES, "ns", name), headers, _body(name, rv) if body is None else body)
+
+
+def _marker(store: cache.Cache[codec.Meta], rv: str) -> None:
+    store._apply(subjects.progress_subject(RES), {cache.HEADER_RV: rv}, b"")
+
+
+def _events(store: cache.Cache[codec.Meta]) -> list[tuple[str, str]]:
+    calls: list[tuple[str, str]] = []
+    store.add_handler(
+        lambda o: calls.append(("add", o.metadata.resource_version)),
+        lambda _, o: calls.append(("update", o.metadata.resource_version)),
+        lambda o: calls.append(("delete", o.metadata.resource_version)),
+    )
+    return calls
+
+
+def test_an_older_state_never_replaces_a_newer_one() -> None:
+    store = _cache()
+    calls = _events(store)
+    _msg(store, "ADDED", "a", "5")
+    _msg(store, "MODIFIED", "a", "3")  # a deposed watcher's late message
+    _msg(store, "SYNC", "a", "4")
+    _msg(store, "DELETED", "a", "4")  # the delete of an older incarnation
+    assert calls == [("add", "5")]
+    _msg(store, "SYNC", "a", "8")  # a relist's newer state applies
+    _msg(store, "DELETED", "a", "8")  # a relist's tombstone carries the last state's version
+    assert calls[1:] == [("update", "8"), ("delete", "8")]
+    _msg(store, "ADDED", "a", "6")  # gone is gone only until a state arrives: no memory of deletes
+    _msg(store, "MODIFIED", "o", "zz")
+    _msg(store, "MODIFIED", "o", "aa")  # opaque versions: stream order
+    assert calls[3:] == [("add", "6"), ("add", "zz"), ("update", "aa")]
+
+
+def test_a_tombstone_without_body_deletes_with_the_last_state_held() -> None:
+    store = _cache()
+    calls = _events(store)
+    _msg(store, "ADDED", "a", "5")
+    _msg(store, "DELETED", "a", "5", body=b"")
+    assert calls == [("add", "5"), ("delete", "5")]
+    assert len(store) == 0
+
+
+class _Api:
+    """Answers GETs of one object with the bodies queued in `answers` (an exception is raised)."""
+
+    def __init__(self, *answers: bytes | Exception) -> None:
+        self.answers = list(answers)
+        self.paths: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def request_bytes(self, method: str, path: str) -> bytes:
+        assert method == "GET"
+        self.paths.append(path)
+        await self.gate.wait()
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_too_large_object_is_fetched_and_the_marker_after_it_counts_once_fetched() -> None:
+    async def body() -> None:
+        api = _Api(_body("big", "4"), _body("big", "9"))  # first a stale read, then a current one
+        api.gate.clear()
+        store = _cache(api)
+        store._synced.set()
+        calls = _events(store)
+        headers = {cache.HEADER_EVENT: "ADDED", cache.HEADER_RV: "9", cache.HEADER_TOO_LARGE: "2000000"}
+        store._apply(subjects.object_subject(RES, "ns", "big"), headers, b"")
+        _marker(store, "10")
+        assert store.last_resource_version == ""  # not before the object is here
+        api.gate.set()
+        waiting = asyncio.ensure_future(store._wait_marker("10"))
+        await asyncio.wait_for(waiting, 5)
+        assert calls == [("add", "9")]
+        assert api.paths == ["/api/v1/namespaces/ns/configmaps/big"] * 2
+        assert store.last_resource_version == "10"
+
+    uvloop.run(body())
+
+
+def test_a_newer_message_supersedes_a_pending_fetch() -> None:
+    async def body() -> None:
+        api = _Api(kubeclient.ApiError(503, "ServiceUnavailable", "down"))
+        api.gate.clear()
+        store = _cache(api)
+        calls = _events(store)
+        headers = {cache.HEADER_EVENT: "ADDED", cache.HEADER_RV: "9", cache.HEADER_TOO_LARGE: "2000000"}
+        store._apply(subjects.object_subject(RES, "ns", "big"), headers, b"")
+        _marker(store, "10")
+        _msg(store, "MODIFIED", "big", "11")  # shrunk back under the limit
+        _marker(store, "11")
+        assert calls == [("add", "11")]
+        assert store.last_resource_version == "11"
+        await asyncio.sleep(0)
+        assert not store._fetching
+
+    uvloop.run(body())

@@ -87,3 +87,23 @@ def test_watch_line_keeps_object_bytes() -> None:
     event = objects.decode_line(line)
     assert event.type == "ADDED"
     assert bytes(event.object) == b'{"kind":"Pod","metadata":{"name":"p"}}'
+
+
+def test_relist_after_a_reset_also_deletes_what_was_remembered_and_is_not_listed() -> None:
+    # The stream lost "s.b" and "s.gone"; the watcher remembers both, the list has "s.b" only.
+    diff = objects.Relist({"s.a": "5"}, remembered={"s.a": "5", "s.b": "7", "s.gone": "3"})
+    assert diff.needs_sync("s.a", "5") is False
+    assert diff.needs_sync("s.b", "7") is True  # missing from the stream: republished
+    assert diff.gone() == ["s.gone"]
+
+
+@pytest.mark.parametrize(
+    ("rv", "than", "expected"),
+    [("10", "9", True), ("10", "10", False), ("9", "10", False), ("a", "1", None), ("1", "", None)],
+)
+def test_newer_is_strict_and_unknown_for_opaque_versions(rv: str, than: str, expected: bool | None) -> None:
+    assert objects.newer(rv, than) is expected
+
+
+def test_progress_markers_are_not_held_objects() -> None:
+    assert objects.held_entry({"Kcm-Resource-Version": "3"}) is None

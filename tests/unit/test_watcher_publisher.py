@@ -1,7 +1,10 @@
-"""The publisher's guarantees against a scripted core NATS: retries, per-subject order, the window.
+"""The publisher's guarantees against a scripted core NATS: retries, per-subject order, the window,
+per-subject fencing, messages too large for the server, and per-lane health.
 
 The script plays JetStream's part: it records each attempt and answers on its reply subject
-with a PubAck, an error, or nothing (an ack that never comes), as the test says.
+with a PubAck, an error, or nothing (an ack that never comes), as the test says; like
+JetStream it refuses a message whose `Nats-Expected-Last-Subject-Sequence` is not the
+subject's last sequence.
 """
 
 from __future__ import annotations
@@ -24,10 +27,17 @@ class Reply:
     headers: dict[str, str] | None = None
 
 
+EXPECTED = "Nats-Expected-Last-Subject-Sequence"
+
+
 class ScriptedNats:
     """Answers the first `failures[body]` attempts of a body with an error; may hold or drop acks."""
 
     def __init__(self, failures: dict[bytes, int] | None = None, silent: dict[bytes, int] | None = None):
+        self.max_payload = 1 << 20
+        self.seq = 0
+        self.last: dict[str, int] = {}  # subject -> sequence of its last stored message
+        self.errors: dict[bytes, bytes] = {}  # body -> the error answer every attempt of it gets
         self.failures = dict(failures or {})
         self.silent = dict(silent or {})  # attempts of a body that get no answer at all
         self.attempts: list[bytes] = []
@@ -68,9 +78,15 @@ class ScriptedNats:
             self.failures[payload] -= 1
             self.failed.set()
             data = b'{"error":{"code":503,"err_code":10077,"description":"unavailable"}}'
+        elif payload in self.errors:
+            data = self.errors[payload]
+        elif headers.get(EXPECTED, "0") != str(self.last.get(subject, 0)):
+            data = b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence"}}'
         else:
-            self.stored.append((subject, payload, dict(headers)))
-            data = b'{"stream":"S","seq":1}'
+            self.seq += 1
+            self.last[subject] = self.seq
+            self.stored.append((subject, payload, {k: v for k, v in headers.items() if k != EXPECTED}))
+            data = b'{"stream":"S","seq":%d}' % self.seq
         task = asyncio.ensure_future(self._cb(cast(Msg, Reply(reply, data))))
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
@@ -181,5 +197,99 @@ def test_abandoned_messages_free_the_window_and_are_not_retried() -> None:
         await asyncio.wait_for(lane.flush(), 5)
         await asyncio.sleep(0.3)  # longer than the first retry's backoff: a retry would show
         assert nc.attempts[tried:] == [b"b"]
+
+    uvloop.run(body())
+
+
+def test_each_message_expects_the_subject_sequence_the_last_ack_gave() -> None:
+    async def body() -> None:
+        nc = ScriptedNats()
+        lane = _publisher(nc).lane("r")
+        await lane.publish("a", b"a1", {})
+        await lane.publish("b", b"b1", {})
+        await lane.publish("a", b"a2", {})
+        await asyncio.wait_for(lane.flush(), 5)
+        assert [p for _, p, _ in nc.stored] == [b"a1", b"b1", b"a2"]
+        assert lane.seqs == {"a": 3, "b": 2}
+
+    uvloop.run(body())
+
+
+def test_wrong_last_sequence_asks_the_resolver_which_retries_or_drops() -> None:
+    async def body() -> None:
+        nc = ScriptedNats()
+        nc.seq, nc.last = 7, {"newer": 6, "older": 7}  # another publisher wrote both subjects
+        asked: list[tuple[str, str]] = []
+
+        async def resolver(subject: str, headers: dict[str, str]) -> int | None:
+            asked.append((subject, headers["Kcm-Resource-Version"]))
+            return nc.last[subject] if subject == "newer" else None
+
+        lane = _publisher(nc).lane("r")
+        lane.resolver = resolver
+        await lane.publish("newer", b"n", {"Kcm-Resource-Version": "9"})
+        await lane.publish("older", b"o", {"Kcm-Resource-Version": "2"})
+        await asyncio.wait_for(lane.flush(), 5)
+        assert sorted(asked) == [("newer", "9"), ("older", "2")]
+        assert [p for _, p, _ in nc.stored] == [b"n"]  # retried once at sequence 6; "older" dropped
+        assert lane.seqs["newer"] == 8 and nc.attempts.count(b"o") == 1
+
+    uvloop.run(body())
+
+
+def test_a_message_larger_than_max_payload_goes_out_without_its_body() -> None:
+    async def body() -> None:
+        nc = ScriptedNats()
+        nc.max_payload = 300
+        lane = _publisher(nc).lane("r")
+        big = b"x" * 400
+        await lane.publish("big", big, {"Kcm-Event": "ADDED", "Kcm-Resource-Version": "5"})
+        await lane.publish("small", b"s", {"Kcm-Event": "ADDED"})
+        await asyncio.wait_for(lane.flush(), 5)
+        stored = {s: (p, h) for s, p, h in nc.stored}
+        assert stored["big"] == (
+            b"",
+            {"Kcm-Event": "ADDED", "Kcm-Resource-Version": "5", "Kcm-Too-Large": "400"},
+        )
+        assert stored["small"] == (b"s", {"Kcm-Event": "ADDED"})
+        assert nc.attempts.count(big) == 0  # never sent: the server would close the connection
+
+    uvloop.run(body())
+
+
+def test_jetstream_refusing_the_size_or_the_request_is_not_retried() -> None:
+    async def body() -> None:
+        nc = ScriptedNats()
+        nc.errors[b"huge"] = (
+            b'{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}}'
+        )
+        nc.errors[b"bad"] = b'{"error":{"code":400,"err_code":10999,"description":"invalid"}}'
+        lane = _publisher(nc).lane("r")
+        await lane.publish("huge", b"huge", {})
+        await lane.publish("bad", b"bad", {})
+        await asyncio.wait_for(lane.flush(), 5)
+        assert nc.stored == [("huge", b"", {"Kcm-Too-Large": "4"})]
+        assert nc.attempts.count(b"bad") == 1
+
+    uvloop.run(body())
+
+
+def test_health_names_each_lane_that_cannot_publish() -> None:
+    async def body() -> None:
+        now = [100.0]
+        nc = ScriptedNats(failures={b"a": 1_000_000})
+        pub = _publisher(nc, clock=lambda: now[0])
+        stuck, fine = pub.lane("apps/v1/deployments"), pub.lane("core/v1/pods")
+        await stuck.publish("a", b"a", {})
+        await fine.publish("b", b"b", {})
+        await asyncio.wait_for(fine.flush(), 5)
+        await asyncio.wait_for(nc.failed.wait(), 5)
+        now[0] += 31
+        problem = pub.check(30)
+        assert problem is not None and problem.startswith(
+            "apps/v1/deployments: publishing has failed for 31s"
+        )
+        assert "core/v1/pods" not in problem
+        pub.abandon_all()
 
     uvloop.run(body())

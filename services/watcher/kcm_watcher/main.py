@@ -67,6 +67,7 @@ async def run(args: argparse.Namespace) -> None:
                 watch_timeout=args.watch_timeout,
                 sync_grace=args.sync_grace,
                 sync_timeout=args.sync_timeout,
+                stream_replicas=nats_opts.stream_replicas,
             ),
         )
         elector = leaderelection.from_args(args, client, args.instance)

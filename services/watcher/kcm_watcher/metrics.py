@@ -20,3 +20,23 @@ RELISTS = prometheus_client.Counter(
 INFLIGHT = prometheus_client.Gauge(
     "kcm_watcher_inflight_publishes", "Messages handed to JetStream and not yet acknowledged."
 )
+TOO_LARGE = prometheus_client.Counter(
+    "kcm_watcher_too_large",
+    "Object messages published without their body because they exceed the server's max_payload.",
+)
+DROPPED = prometheus_client.Counter(
+    "kcm_watcher_publish_dropped", "Messages JetStream refused for good (not retried)."
+)
+CONFLICTS = prometheus_client.Counter(
+    "kcm_watcher_publish_conflicts",
+    "Publishes refused because the subject's last sequence was not the expected one.",
+)
+SUPERSEDED = prometheus_client.Counter(
+    "kcm_watcher_publish_superseded",
+    "Messages dropped after a conflict because the stream already held that state or a newer one.",
+)
+STREAM_RESETS = prometheus_client.Counter(
+    "kcm_watcher_stream_resets",
+    "Times the object stream was found to have lost what this watcher published, by resource.",
+    ["resource"],
+)

@@ -15,6 +15,7 @@ from kcm_shared import natsconn
 
 EVENT = "Kcm-Event"
 RESOURCE_VERSION = "Kcm-Resource-Version"
+TOO_LARGE = "Kcm-Too-Large"  # the body's size, on a message whose body was left out (docs/bus.md)
 MSG_ID = "Nats-Msg-Id"
 SYNC, ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "SYNC", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 
@@ -93,6 +94,14 @@ def reached(rv: str, target: str) -> bool:
     return a >= b
 
 
+def newer(rv: str, than: str) -> bool | None:
+    """Whether resourceVersion `rv` is strictly newer than `than`; None when either is opaque."""
+    a, b = rv_int(rv), rv_int(than)
+    if a is None or b is None:
+        return None
+    return a > b
+
+
 def is_stale(rv: str, published: str | None) -> bool:
     """An event older than what was already published for the object (a list page may run ahead
     of the list's resourceVersion, so the watch replays changes the list already showed)."""
@@ -107,6 +116,11 @@ def headers(event: str, head: Head) -> dict[str, str]:
     return {EVENT: event, RESOURCE_VERSION: rv, MSG_ID: f"{head.metadata.uid}:{rv}:{event}"}
 
 
+def bodiless_tombstone(subject: str, rv: str) -> dict[str, str]:
+    """Headers of a delete whose last state the stream lost: the body is empty, the uid unknown."""
+    return {EVENT: DELETED, RESOURCE_VERSION: rv, MSG_ID: f"{subject}:{rv}:{DELETED}"}
+
+
 def ttl_of(event: str) -> float | None:
     return natsconn.TOMBSTONE_TTL if event == DELETED else None
 
@@ -114,11 +128,14 @@ def ttl_of(event: str) -> float | None:
 class Relist:
     """The diff of one relist against what the stream holds, fed one listed item at a time.
 
-    `held` maps each subject the stream holds as a live object to its resourceVersion.
+    `held` maps each subject the stream holds as a live object to its resourceVersion;
+    `remembered` (same shape) what this watcher had published before the stream lost it,
+    whose deletes a subscriber that kept following the stream still needs.
     """
 
-    def __init__(self, held: Mapping[str, str]) -> None:
+    def __init__(self, held: Mapping[str, str], remembered: Mapping[str, str] | None = None) -> None:
         self._held = held
+        self._remembered = remembered or {}
         self._listed: set[str] = set()
 
     def needs_sync(self, subject: str, rv: str) -> bool:
@@ -127,12 +144,13 @@ class Relist:
         return self._held.get(subject) != rv
 
     def gone(self) -> list[str]:
-        """Subjects held live that the list did not have: their deletes were missed."""
-        return sorted(s for s in self._held if s not in self._listed)
+        """Subjects held live (or remembered) that the list did not have: their deletes were missed."""
+        return sorted(s for s in self._held.keys() | self._remembered.keys() if s not in self._listed)
 
 
 def held_entry(msg_headers: Mapping[str, str] | None) -> str | None:
-    """The resourceVersion of a stream message that stands for a live object, None for a tombstone."""
-    if not msg_headers or msg_headers.get(EVENT) == DELETED:
+    """The resourceVersion of a stream message that stands for a live object, None for a tombstone
+    or a progress marker."""
+    if not msg_headers or msg_headers.get(EVENT, DELETED) == DELETED:
         return None
     return msg_headers.get(RESOURCE_VERSION, "")

@@ -10,10 +10,16 @@
 3. WATCHes from there with bookmarks, publishing every event, and a marker per bookmark;
 4. goes back to 2 when the watch's resourceVersion has expired (410 Gone) or a sync request
    could not be answered from the watch in time. Other watch failures resume the watch from
-   the last resourceVersion seen, with backoff, as the reflector does.
+   the last resourceVersion seen, with backoff, as the reflector does;
+5. goes back to 1 when the stream lost what was published (`reset`): a subject whose sequence
+   went back, found by the lane's "wrong last sequence" answer, or the supervisor's check of
+   the stream. That relist diffs against what the stream really holds, and also tombstones
+   what this replica remembers publishing and the list no longer has.
 
-After the first read the stream's contents are tracked in memory (`held`): this replica is
-the only publisher while it holds the lease, and a new term starts from step 1 again.
+After a read the stream's contents are tracked in memory (`held`, and the lane's per-subject
+sequences): this replica is the only publisher while it holds the lease, and a new term
+starts from step 1 again. A deposed leader that has not noticed yet is fenced by those
+sequences (see `publisher`); `_resolve` decides what its refused messages are worth.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import aiohttp
 import msgspec
 import nats.errors
 import nats.js.errors
-from kcm_shared import cancellation, kubeclient, subjects, tracing
+from kcm_shared import cancellation, kubeclient, natsconn, subjects, tracing
 from nats.js import JetStreamContext, api
 
 from kcm_watcher import metrics, objects, publisher, redact
@@ -41,6 +47,7 @@ log = logging.getLogger("kcm.watcher.resource")
 PAGE_SIZE = 2000  # fewer round trips; the page is published before the next is asked for
 _READ_BATCH = 1000
 _READ_TIMEOUT = 10.0
+_TTL_MARGIN = 60.0  # seconds past Nats-TTL before a tombstone's sequence is forgotten
 
 # What a broken list or watch may raise; anything else is a bug and ends the loop loudly.
 _TRANSIENT = (
@@ -69,16 +76,23 @@ class ResourceWatch:
         self._client = client
         self._js = js
         self._lane = lane
+        lane.resolver = self._resolve
         self._watch_timeout = watch_timeout
         self._clock = clock
         self._path = kubeclient.resource_path(res.group, res.version, res.resource)
+        self._progress_subject = subjects.progress_subject(res)
         self._label = str(res)
         self.held: dict[str, str] = {}  # subject -> resourceVersion of live objects in the stream
+        # subject -> when its last tombstone was seen (kept after a re-create, until it is older
+        # than Nats-TTL): the stream drops tombstones then, so a subject found empty is no loss,
+        # and the lane forgets its sequence (an emptied subject expects 0).
+        self._tombstones: dict[str, float] = {}
         self.marker = ""  # resourceVersion of the last progress marker acknowledged
         self.seen = ""  # newest resourceVersion the list or watch returned (health: the lag)
         self.relists = 0  # relists completed, markers included
         self._progress = asyncio.Condition()
         self._relist_wanted = asyncio.Event()
+        self._reset_wanted = asyncio.Event()
         self._failing_since: float | None = None
         self.last_error = ""
 
@@ -112,29 +126,55 @@ class ResourceWatch:
             await self._progress.wait_for(predicate)
             return self.marker
 
+    def reset(self, why: str) -> None:
+        """The stream lost what this loop published: re-read it and relist (step 5)."""
+        if not self._reset_wanted.is_set():
+            metrics.STREAM_RESETS.labels(resource=self._label).inc()
+            log.warning(
+                "the stream lost what was published: re-reading it and relisting",
+                extra={"resource": self._label, "reason": why},
+            )
+        self._reset_wanted.set()
+        self.marker = ""  # the stream no longer vouches for any progress
+
+    @property
+    def marked(self) -> bool:
+        """Whether the stream should now hold this loop's progress marker (none is being redone)."""
+        return bool(self.marker) and not self._reset_wanted.is_set()
+
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
         """List, watch and publish until cancelled."""
-        self.held = await self._retrying(self._read_stream, "read stream")
         reason = "start"
         while True:
             cancellation.checkpoint()
+            remembered: dict[str, str] = {}  # after a reset: what was published before it
+            if reason in ("start", "reset"):
+                # What is still in flight lands (or is dropped) before the stream is read.
+                await self._lane.flush()
+                self._reset_wanted.clear()
+                if reason == "reset":
+                    remembered = self.held
+                await self._retrying(self._read_stream, "read stream")
             # Cleared before the list, so a request arriving during it gets a list of its own.
             self._relist_wanted.clear()
-            rv = await self._retrying(functools.partial(self._relist, reason), "list")
+            rv = await self._retrying(functools.partial(self._relist, reason, remembered), "list")
             watching = asyncio.ensure_future(self._watch_from(rv))
-            wanted = asyncio.ensure_future(self._relist_wanted.wait())
+            waits = [asyncio.ensure_future(e.wait()) for e in (self._relist_wanted, self._reset_wanted)]
             try:
-                await asyncio.wait({watching, wanted}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({watching, *waits}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for task in (watching, wanted):
+                for task in (watching, *waits):
                     task.cancel()
-                await asyncio.wait({watching, wanted})
-            if watching.cancelled():
+                await asyncio.wait({watching, *waits})
+            if watching.done() and not watching.cancelled():
+                watching.result()  # a bug in the watch loop surfaces here
+            if self._reset_wanted.is_set():
+                reason = "reset"
+            elif watching.cancelled():
                 reason = "sync"
             else:
-                watching.result()  # a bug in the watch loop surfaces here
                 reason = "expired"
 
     async def _retrying(self, step: Callable[[], Awaitable[T]], what: str) -> T:
@@ -160,41 +200,98 @@ class ResourceWatch:
             extra={"resource": self._label, "error": str(exc), "attempt": attempt},
         )
 
-    async def _read_stream(self) -> dict[str, str]:
-        """subject -> resourceVersion of each object the stream holds as live."""
+    def _record(self, subject: str, rv: str | None) -> None:
+        """What the stream now holds on an object's subject: the object at `rv`, or a tombstone."""
+        if rv is None:
+            self.held.pop(subject, None)
+            self._tombstones[subject] = self._clock()
+        else:
+            self.held[subject] = rv
+
+    def _forget_expired_tombstones(self) -> None:
+        horizon = self._clock() - natsconn.TOMBSTONE_TTL - _TTL_MARGIN
+        for subject in [s for s, seen in self._tombstones.items() if seen < horizon]:
+            del self._tombstones[subject]
+            if subject not in self.held:
+                self._lane.seqs.pop(subject, None)
+
+    async def _read_stream(self) -> None:
+        """Fill `held` (subject -> resourceVersion of each object the stream holds as live), the
+        tombstones, and the lane's sequence of every subject of the resource (marker included)."""
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
             ack_policy=api.AckPolicy.NONE,
             headers_only=True,
             mem_storage=True,
             inactive_threshold=30.0,
+            filter_subjects=[subjects.object_filter(self.res), self._progress_subject],
         )
         sub = await self._js.pull_subscribe(
             subjects.object_filter(self.res), stream=subjects.OBJECTS_STREAM, config=config
         )
-        held: dict[str, str] = {}
+        self.held, self._tombstones = {}, {}
+        seqs: dict[str, int] = {}
         try:
             info = await sub.consumer_info()
             remaining = info.num_pending or 0
             while remaining > 0:
                 for msg in await sub.fetch(min(remaining, _READ_BATCH), timeout=_READ_TIMEOUT):
-                    rv = objects.held_entry(msg.headers)
-                    if rv is not None:
-                        held[msg.subject] = rv
+                    seqs[msg.subject] = msg.metadata.sequence.stream
+                    if msg.subject != self._progress_subject:
+                        self._record(msg.subject, objects.held_entry(msg.headers))
                     remaining = msg.metadata.num_pending
         finally:
             await sub.unsubscribe()
             with contextlib.suppress(nats.errors.Error, TimeoutError):
                 # pull_subscribe named the ephemeral consumer in `config`.
                 await self._js.delete_consumer(subjects.OBJECTS_STREAM, config.name or "")
-        return held
+        self._lane.seqs = seqs
+
+    async def _resolve(self, subject: str, headers: dict[str, str]) -> int | None:
+        """The lane's resolver: after "wrong last sequence", what the stream holds decides.
+
+        The subject's sequence went back (the stream lost it): reset, drop the message. It
+        went forward (another publisher, e.g. the new leader after this one was deposed, or a
+        retry of this very message that had landed): keep what the stream holds unless ours
+        is strictly newer. Opaque resourceVersions cannot be compared: a relist decides.
+        """
+        known = self._lane.seqs.get(subject, 0)
+        try:
+            last = await self._js.get_last_msg(subjects.OBJECTS_STREAM, subject, direct=True)
+            seq, theirs = last.seq or 0, dict(last.headers or {})
+        except nats.js.errors.NotFoundError:
+            seq, theirs = 0, {}
+        is_marker = subject == self._progress_subject
+        if seq < known:
+            if seq == 0 and subject in self._tombstones:
+                return 0  # its tombstone expired (Nats-TTL): the subject is free again
+            self.reset(f"{subject} went back from sequence {known} to {seq}")
+            return None
+        self._lane.seqs[subject] = seq
+        rv = theirs.get(objects.RESOURCE_VERSION, "")
+        if not is_marker:
+            self._record(subject, objects.held_entry(theirs))
+        ours = headers.get(objects.RESOURCE_VERSION, "")
+        newer = objects.newer(ours, rv)
+        if newer:
+            return seq
+        if newer is None and ours != rv:
+            self._relist_wanted.set()
+        log.info(
+            "the stream holds a newer state than this message; dropped",
+            extra={"resource": self._label, "subject": subject, "rv": ours, "stream_rv": rv},
+        )
+        return None
 
     # -- relist -------------------------------------------------------------------------------
 
-    async def _relist(self, reason: str) -> str:
-        """List, publish the differences and a marker; returns the list's resourceVersion."""
+    async def _relist(self, reason: str, remembered: dict[str, str]) -> str:
+        """List, publish the differences and a marker; returns the list's resourceVersion.
+
+        `remembered`: after a reset, the live objects this loop had published before.
+        """
         metrics.RELISTS.labels(resource=self._label, reason=reason).inc()
-        diff = objects.Relist(self.held)
+        diff = objects.Relist(self.held, remembered)
         params = {"limit": str(PAGE_SIZE)}
         list_rv = ""
         while True:
@@ -217,9 +314,10 @@ class ResourceWatch:
             if not page.metadata.continue_:
                 break
             params = {"limit": str(PAGE_SIZE), "continue": page.metadata.continue_}
-        gone = diff.gone()
+        # A remembered subject the stream holds but not as live has its tombstone already.
+        gone = [s for s in diff.gone() if s in self.held or not self._lane.seqs.get(s)]
         for subject in gone:
-            await self._tombstone(subject)
+            await self._tombstone(subject, self.held.get(subject) or remembered.get(subject, ""))
         await self._mark(list_rv)
         self.relists += 1
         log.info(
@@ -233,23 +331,42 @@ class ResourceWatch:
         )
         return list_rv
 
-    async def _tombstone(self, subject: str) -> None:
-        """Publish the delete a relist found missing, with the last state the stream had."""
+    async def _tombstone(self, subject: str, rv: str) -> None:
+        """Publish the delete a relist found missing, with the last state the stream has.
+
+        The stream may have none (it lost the object, or held it without a body because it was
+        too large): the tombstone then has an empty body, for subscribers that still hold it.
+        """
         try:
             last = await self._js.get_last_msg(subjects.OBJECTS_STREAM, subject, direct=True)
+            body, rv = last.data or b"", (last.headers or {}).get(objects.RESOURCE_VERSION, rv)
         except nats.js.errors.NotFoundError:
-            # Purged meanwhile: the stream already shows the object absent.
-            del self.held[subject]
+            body = b""
+        if body:
+            head = objects.decode_head(body)
+            with tracing.span("watcher.publish", resource=self._label, event=objects.DELETED, key=_key(head)):
+                await self._publish(subject, body, objects.DELETED, head, self._trace_headers())
             return
-        body = last.data or b""
-        head = objects.decode_head(body)
-        with tracing.span("watcher.publish", resource=self._label, event=objects.DELETED, key=_key(head)):
-            await self._publish(subject, body, objects.DELETED, head, self._trace_headers())
+        with tracing.span("watcher.publish", resource=self._label, event=objects.DELETED, subject=subject):
+            hdrs = objects.bodiless_tombstone(subject, rv)
+            hdrs.update(self._trace_headers())
+            await self._lane.publish(subject, b"", hdrs, objects.ttl_of(objects.DELETED))
+        self._record(subject, None)
 
     async def _mark(self, rv: str) -> None:
-        """Publish a progress marker once everything before it is acknowledged."""
-        await self._lane.publish(subjects.progress_subject(self.res), b"", {objects.RESOURCE_VERSION: rv})
+        """Publish a progress marker once everything before it is acknowledged.
+
+        Not while a reset is wanted: a marker over a stream that lost objects would tell
+        caches that their absence is the truth.
+        """
         await self._lane.flush()
+        if self._reset_wanted.is_set():
+            return
+        self._forget_expired_tombstones()
+        await self._lane.publish(self._progress_subject, b"", {objects.RESOURCE_VERSION: rv})
+        await self._lane.flush()
+        if self._reset_wanted.is_set():
+            return
         async with self._progress:
             self.marker = rv
             self._progress.notify_all()
@@ -333,10 +450,7 @@ class ResourceWatch:
         hdrs = objects.headers(event, head)
         hdrs.update(trace)
         await self._lane.publish(subject, redact.body(self.res, body), hdrs, objects.ttl_of(event))
-        if event == objects.DELETED:
-            self.held.pop(subject, None)
-        else:
-            self.held[subject] = head.metadata.resource_version
+        self._record(subject, None if event == objects.DELETED else head.metadata.resource_version)
 
 
 def _key(head: objects.Head) -> str:

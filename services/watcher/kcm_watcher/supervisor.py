@@ -4,6 +4,11 @@
 (leadership lost or shutdown), after stopping every loop and flushing what is in flight.
 Every term starts from scratch (each loop re-reads the stream and relists), so a standby
 that takes over publishes exactly what its predecessor left out.
+
+It also watches the object stream itself (`_guard`): a stream that is gone is declared again,
+and one that was re-created (its creation time changed) or purged (a resource's progress
+marker vanished) makes the loops concerned re-read it and relist (`ResourceWatch.reset`), so
+subscribers get back everything the stream lost.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import logging
 from dataclasses import dataclass
 
 import aiohttp
-from kcm_shared import cancellation, kubeclient, subjects
+import nats.errors
+import nats.js.errors
+from kcm_shared import cancellation, kubeclient, natsconn, subjects
 from nats.aio.client import Client
 
 from kcm_watcher import discovery, publisher, resourcewatch, syncserver
@@ -31,6 +38,8 @@ class Options:
     sync_timeout: float = 30.0
     stall_limit: float = 60.0  # a resource failing longer than this makes the check unhealthy
     shutdown_flush: float = 5.0  # how long unacknowledged messages may delay a hand-over
+    stream_check_interval: float = 2.0  # how often the object stream's identity is checked
+    stream_replicas: int = 1
 
 
 @dataclass(slots=True)
@@ -75,14 +84,55 @@ class Supervisor:
         sync = syncserver.SyncServer(self._nc, self.lookup, grace=opts.sync_grace, timeout=opts.sync_timeout)
         await sync.start()
         log.info("leading: watching resources")
+        guard = asyncio.ensure_future(self._guard())
         try:
             while True:
                 cancellation.checkpoint()
+                if guard.done():
+                    guard.result()  # a bug in the guard surfaces here
                 await self._refresh()
                 await asyncio.sleep(opts.discovery_interval)
         finally:
+            guard.cancel()
+            await asyncio.wait({guard})
             await sync.stop()
             await self._stop_all()
+
+    async def _guard(self) -> None:
+        """Notice the object stream losing what was published; see the module docstring."""
+        created = None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._options.stream_check_interval):
+                    await self._publisher.stream_missing.wait()
+            self._publisher.stream_missing.clear()
+            # Only markers acknowledged before the request must be in its answer.
+            marked = [(res, run.watch) for res, run in self._running.items() if run.watch.marked]
+            try:
+                info = await self._js.stream_info(
+                    subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER
+                )
+            except nats.js.errors.NotFoundError:
+                log.warning("the object stream is gone; declaring it again")
+                self._reset_all("the object stream was deleted")
+                with contextlib.suppress(nats.errors.Error, TimeoutError):
+                    await natsconn.ensure_object_stream(self._js, self._options.stream_replicas)
+                created = None
+                continue
+            except (nats.errors.Error, TimeoutError):
+                continue  # NATS is away: the publishes' retries and the next round tell
+            if created is not None and info.created != created:
+                self._reset_all("the object stream was re-created")
+            elif created is not None:
+                present = (info.state.subjects or {}) if info.state else {}
+                for res, watch in marked:
+                    if subjects.progress_subject(res) not in present and watch.marked:
+                        watch.reset("its progress marker is gone from the stream")
+            created = info.created
+
+    def _reset_all(self, why: str) -> None:
+        for running in self._running.values():
+            running.watch.reset(why)
 
     async def _refresh(self) -> None:
         sel = self._options.selection
