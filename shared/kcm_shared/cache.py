@@ -535,7 +535,7 @@ class Cache(Generic[T]):
         if headers.get(HEADER_EVENT) == DELETED:
             if old is not None:
                 self._remove(key)
-                last = self._decode(subject, data) if data and not too_large else None
+                last = self._decode(subject, key, data) if data and not too_large else None
                 self._dispatch_delete(last or old)
             return
         if old is not None and rv and old.metadata.resource_version == rv:
@@ -543,7 +543,7 @@ class Cache(Generic[T]):
         if too_large:
             self._fetch(key, where, rv)
             return
-        new = self._decode(subject, data)
+        new = self._decode(subject, key, data)
         if new is not None:
             self._store(key, new, data)
 
@@ -637,9 +637,9 @@ class Cache(Generic[T]):
             log.info("cache synced", extra={"resource": self._label, "objects": len(self._items)})
             self._synced.set()
 
-    def _decode(self, subject: str, data: bytes) -> T | None:
+    def _decode(self, subject: str, key: str, data: bytes) -> T | None:
         try:
-            return codec.decode(data, self._view)
+            obj = codec.decode(data, self._view)
         except msgspec.DecodeError as exc:
             DECODE_ERRORS.labels(self._label).inc()
             log.error(
@@ -647,6 +647,17 @@ class Cache(Generic[T]):
                 extra={"resource": self._label, "subject": subject, "error": str(exc)},
             )
             return None
+        # Only the watcher may publish here, but JetStream lets any identity that may create a
+        # push consumer name a deliver subject (nats-server#8274): a replay of some object's
+        # state onto this subject must not pass for this object.
+        if codec.key_of(obj.metadata) != key:
+            DECODE_ERRORS.labels(self._label).inc()
+            log.error(
+                "object message names another object than its subject, previous state kept",
+                extra={"resource": self._label, "subject": subject, "named": codec.key_of(obj.metadata)},
+            )
+            return None
+        return obj
 
     # --- the store -------------------------------------------------------------------------
 

@@ -206,6 +206,35 @@ def test_initial_sync_live_changes_indexes_and_bad_messages(nats_server: NatsPro
     uvloop.run(body())
 
 
+def test_a_state_replayed_onto_another_objects_subject_is_refused(nats_server: NatsProc) -> None:
+    # nats-server lets a consumer deliver stream messages to any subject (nats-server#8274): a
+    # copy of one object's message on another object's subject must not become that object.
+    async def body() -> None:
+        nc, js = await connect(nats_server.url)
+        res = new_resource()
+        await publish(js, res, pod("ns1", "a", "1"))
+        await publish_raw(js, res, "ns1", "forged", "2", json.dumps(pod("ns1", "a", "2")).encode())
+        await publish_raw(js, res, "ns1", "a", "3", json.dumps(pod("ns2", "a", "3")).encode())
+        await marker(js, res, "3")
+        store = cache.Cache(js, nc, res, PodView, heartbeat=1.0)
+        rec = Recorder(store)
+        task = asyncio.create_task(store.run())
+        try:
+            await asyncio.wait_for(store.wait_synced(), 15)
+            # The stream keeps one message per subject: ns1/a's last one names ns2/a, so neither counts.
+            assert store.keys() == [] and rec.calls == []
+            await publish(js, res, pod("ns1", "a", "4"))
+            await marker(js, res, "4")
+            await until(lambda: store.last_resource_version == "4", what="marker 4")
+            assert rec.calls == [("add", "ns1/a", "4")]
+            assert decode_errors(res) == 2
+        finally:
+            task.cancel()
+            await nc.close()
+
+    uvloop.run(body())
+
+
 def test_wait_caught_up_asks_the_watcher_and_waits_for_the_marker(nats_server: NatsProc) -> None:
     async def body() -> None:
         nc, js = await connect(nats_server.url)
