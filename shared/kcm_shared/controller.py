@@ -8,7 +8,10 @@ controller's event handlers on `ctx.caches` and returns its reconcile function.
 `run` starts one or more controllers in one process in the order controller-runtime's
 Manager uses: ops endpoint, caches, wait until the caches have caught up with the API server
 (invariant 6), then membership with the coordinator, and workers only for the partitions
-this replica is granted. Event handlers enqueue a key only when this replica owns its
+this replica is granted. Every API write a reconcile makes is fenced (`kcm_shared.fencing`):
+it is refused once the key's partition may be another replica's. Each controller's client
+identifies the replica in its User-Agent, `kcm/<controller> (<instance>)`, so an API
+server's audit log tells two replicas' writes apart. Event handlers enqueue a key only when this replica owns its
 partition; a newly gained partition is first filled with every primary key the (caught up)
 cache holds, the way upstream's initial list enqueues everything at start-up, so a key whose
 event the previous owner never saw is still reconciled. Called by the launcher (`kcm
@@ -53,6 +56,7 @@ from kcm_shared import (
     cancellation,
     codec,
     events,
+    fencing,
     flags,
     health,
     kubeclient,
@@ -363,6 +367,9 @@ class Manager:
         assert primary is not None, "a Spec without a primary resource must set Context.keys"
         return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
 
+    def _claim(self, name: str, key: str, partition: int) -> fencing.Claim | None:
+        return None if self.members is None else self.members.claim(name, key, partition)
+
     def _report(self) -> membership.Report:
         results = self.checks.run()
         return membership.Report(
@@ -417,7 +424,11 @@ class Manager:
 
     def _build(self) -> None:
         for spec in self.specs:
-            client = flags.kube_client(self.args, user_agent=f"kcm/{spec.name}")
+            client = flags.kube_client(
+                self.args,
+                user_agent=user_agent(spec.name, self.args.instance),
+                write_guard=fencing.check_write,
+            )
             caches = {res: self._cache(res, view, spec.name) for res, view in spec.views.items()}
             recorder = events.EventRecorder(client, spec.name)
             ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self)
@@ -434,9 +445,17 @@ class Manager:
                 ack_wait=self.args.ack_wait,
                 stuck_after=self.args.stuck_after,
                 stream_replicas=self._nats.stream_replicas,
+                claim=functools.partial(self._claim, spec.name),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
+
+
+def user_agent(controller: str, instance: str) -> str:
+    """`kcm/<controller> (<instance>)`; the instance is a flag, so anything but printable ASCII
+    (and the parentheses that delimit it) is replaced rather than sent in a header."""
+    safe = "".join(ch if " " <= ch <= "~" and ch not in "()" else "_" for ch in instance)
+    return f"kcm/{controller} ({safe})"
 
 
 async def _catch_up(store: cache.Cache[Any], client: kubeclient.KubeClient) -> None:

@@ -33,8 +33,14 @@ def default_instance() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def kube_client(args: argparse.Namespace, user_agent: str) -> kubeclient.KubeClient:
+def kube_client(
+    args: argparse.Namespace, user_agent: str, write_guard: kubeclient.WriteGuard | None = None
+) -> kubeclient.KubeClient:
     conn = kubeclient.load_connection(args.kubeconfig, args.master)
     return kubeclient.KubeClient(
-        conn, qps=args.kube_api_qps, burst=args.kube_api_burst, user_agent=user_agent
+        conn,
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        user_agent=user_agent,
+        write_guard=write_guard,
     )

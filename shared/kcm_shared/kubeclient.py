@@ -6,7 +6,9 @@ through kept-alive connections of `kcm_shared.http1` (watches through aiohttp, w
 streams) with msgspec decoding, which is what services on the bus need (async, cheap per
 call). Writes are rate limited client-side like client-go's
 `--kube-api-qps` / `--kube-api-burst`. Errors arrive as `ApiError` carrying the server's
-metav1.Status.
+metav1.Status. A `write_guard` (the controller runtime passes `fencing.check_write`) is called
+right before each mutating request is sent, after the rate limiter's wait, and may refuse it
+by raising.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+WriteGuard = Callable[[str, str], None]
 
 
 class ApiError(Exception):
@@ -138,9 +142,11 @@ class KubeClient:
         burst: int = 30,
         user_agent: str = "kcm",
         timeout: float = 30.0,
+        write_guard: WriteGuard | None = None,
     ) -> None:
         self.conn = conn
         self.user_agent = user_agent
+        self._write_guard = write_guard
         self._limiter = tokenbucket.TokenBucket(qps, burst) if qps > 0 else None
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
@@ -197,6 +203,9 @@ class KubeClient:
         """The response body undecoded, for callers that pass objects on byte for byte (the watcher)."""
         if self._limiter is not None:
             await self._limiter.acquire()
+        # After the limiter's wait, which can be long: ownership may have ended during it.
+        if self._write_guard is not None and method not in _READS:
+            self._write_guard(method, path)
         data = None if body is None else (body if isinstance(body, bytes) else _encode(body))
         headers = {"Content-Type": content_type} if data is not None else {}
         # Writes made inside a reconcile carry its trace, so one trace spans watcher -> API write.

@@ -9,7 +9,12 @@ types from here, so both ends share one definition.
 Guarantees to the runtime:
 - `owned(controller)` is fenced: a grant is valid until the send time of the heartbeat that
   got it plus the reply's `lease_seconds`, on this process's monotonic clock. With no fresh
-  reply the replica owns nothing once that passes, even if the heartbeat loop is late.
+  reply the replica owns nothing once that passes, even if the heartbeat loop is late (or
+  the whole process was frozen).
+- `claim(controller, key, partition)` is what API writes are checked against
+  (`kcm_shared.fencing`): valid while the partition is owned under the same grant as when
+  the claim was made. Losing the partition, or any lapse of the grant, voids it for good,
+  even if the partition is granted again later.
 - `on_change` callbacks run in order per controller (never two at once for one controller),
   outside the heartbeat loop, so a slow hand-over never stops heartbeats.
 - A lost partition is reported as no longer held only after every callback for that change
@@ -30,7 +35,7 @@ import msgspec
 import nats.errors
 from nats.aio.client import Client
 
-from kcm_shared import cancellation
+from kcm_shared import cancellation, fencing
 
 log = logging.getLogger("kcm.membership")
 
@@ -100,6 +105,9 @@ class Membership:
         self._partitions: dict[str, int] = {}
         self._granted: dict[str, set[int]] = {c: set() for c in controllers}
         self._valid_until = -float("inf")
+        # Which grant each owned partition is held under: a new number whenever it is gained.
+        self._grant_ids: dict[str, dict[int, int]] = {c: {} for c in controllers}
+        self._next_grant_id = 0
         # Partitions given up whose callbacks have not returned yet (counted per loss, as one
         # partition may be lost, regained and lost again before the first callback returns).
         self._releasing: dict[str, Counter[int]] = {c: Counter() for c in controllers}
@@ -123,6 +131,18 @@ class Membership:
         if self._clock() >= self._valid_until:
             return set()
         return set(self._granted.get(controller, ()))
+
+    def claim(self, controller: str, key: str, partition: int) -> fencing.Claim | None:
+        """A claim on `partition` for writes about `key`, or None when it is not owned now."""
+        ids = self._grant_ids.get(controller)
+        if ids is None or partition not in self.owned(controller):
+            return None
+        grant_id = ids[partition]
+
+        def valid() -> bool:
+            return self._clock() < self._valid_until and ids.get(partition) == grant_id
+
+        return fencing.Claim(controller, key, partition, valid)
 
     def held(self, controller: str) -> set[int]:
         """What the next heartbeat reports: owned, plus partitions still being released."""
@@ -170,6 +190,10 @@ class Membership:
             return None
 
     async def _apply(self, assignment: Assignment, sent: float) -> None:
+        if self._clock() >= self._valid_until:
+            # The grant lapsed since the last reply (the coordinator may have given our
+            # partitions away and back meanwhile): what was held under it stays void.
+            await self._drop_all()
         self._partitions.update({c: n for c, n in assignment.partitions.items() if c in self._granted})
         self._valid_until = sent + assignment.lease_seconds
         for controller in self.controllers:
@@ -193,6 +217,12 @@ class Membership:
             await self._changed(controller, set(), lost)
 
     async def _changed(self, controller: str, gained: set[int], lost: set[int]) -> None:
+        ids = self._grant_ids[controller]
+        for partition in lost:
+            ids.pop(partition, None)
+        for partition in gained:
+            self._next_grant_id += 1
+            ids[partition] = self._next_grant_id
         if not gained and not lost:
             return
         self._releasing[controller].update(lost)

@@ -71,7 +71,7 @@ def beat(instance: str, held: list[int] | None = None, error: str | None = None)
 
 def coordinator(clock: Clock) -> state.Coordinator:
     coord = state.Coordinator(partitions=4, lease=5.0, margin=1.0, clock=clock)
-    clock.now += 5.0  # past the confirmation period of the first term
+    clock.now += 6.0  # past the confirmation period (lease + margin) of the first term
     return coord
 
 
@@ -132,7 +132,11 @@ def test_new_term_confirms_holdings_and_moves_nothing() -> None:
     # Partitions held twice (should not happen) go to neither holder.
     assert coord.heartbeat(beat("c", [3])).assigned == {"rs": []}
     assert coord.heartbeat(beat("a", [0, 1, 2, 3])).assigned == {"rs": [0, 1, 2]}
-    clock.now += 5.0
+    clock.now += 5.5
+    # Still confirming: a predecessor's grant may last lease + margin (1 s by default).
+    assert coord.heartbeat(beat("a", [0, 1, 2])).assigned == {"rs": [0, 1, 2]}
+    assert coord.heartbeat(beat("b")).assigned == {"rs": []}
+    clock.now += 0.5
     coord.heartbeat(beat("b"))
     coord.heartbeat(beat("c", []))
     # After the period: balanced, a keeping what balance allows (the most loaded keeps 2 of 4).

@@ -7,9 +7,12 @@ its time from an injected monotonic clock, so the tests drive it with a fake one
 Fencing (architecture invariant 2): a partition is granted to its target owner only while
 no other member may still hold it - i.e. no member whose last heartbeat is younger than
 lease + margin reports it held or was granted it in our last reply to that member. A
-replica's own grant lapses `lease` after it *sent* the heartbeat, so by the time we hear
-nothing for lease + margin it has stopped. A coordinator that just took over does not know
-what its predecessor granted, so for one lease it only confirms what replicas report.
+replica's own grant lapses `lease` after it *sent* the heartbeat (on its clock), and its API
+writes are checked against that deadline, so by the time we hear nothing for lease + margin
+(counted from when we *received* the heartbeat) it writes nothing more, however slow its
+release; the margin covers clock-rate drift and a write's way from its check to the API
+server (docs/bus.md, "Fencing"). A coordinator that just took over does not know what its
+predecessor granted, so for lease + margin it only confirms what replicas report.
 """
 
 from __future__ import annotations
@@ -84,8 +87,9 @@ class Coordinator:
 
     @property
     def confirming(self) -> bool:
-        """The first lease of a term: only confirm what replicas hold, move nothing."""
-        return self._clock() < self._term_start + self.lease
+        """The first lease + margin of a term: only confirm what replicas hold, move nothing
+        (a predecessor's grant, unknown here, lasts at most that long)."""
+        return self._clock() < self._term_start + self.lease + self.margin
 
     def heartbeat(self, beat: membership.Heartbeat) -> membership.Assignment:
         now = self._clock()

@@ -18,6 +18,13 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   An add of a key whose message this replica stored and whose reconcile has not started
   yet publishes nothing (client-go's dirty set): that reconcile reads the cache after the
   change anyway. Under load this spares a JetStream publish per event.
+- Fencing (architecture invariant 8): each reconcile holds a `fencing.Claim` on its key's
+  partition (from the `claim` the runtime passes) and the controller's API writes are checked
+  against it. A reconcile refused with `fencing.NotOwner`, or one whose claim is void by the
+  time it ends, hands its message back (nak, no retry counted, nothing dead-lettered): the
+  partition's next owner reconciles the key. A deferred item is re-published only in place of
+  the message it came from (expected last subject sequence), so a replica that lost the
+  partition can never replace a newer change's message with its deferral.
 - Retries: a failure naks the message with the rate limiter's delay (other keys flow on);
   after `max_deliveries` deliveries, or on `TerminalError`, the item is published to
   `kcm.dlq.<controller>` with the reason and terminated.
@@ -49,7 +56,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
-from kcm_shared import cancellation, health, natsconn, subjects, tracing
+from kcm_shared import cancellation, fencing, health, natsconn, subjects, tracing
 from kcm_shared.workqueue import metrics, queue, ratelimit
 
 log = logging.getLogger("kcm.workqueue")
@@ -58,6 +65,8 @@ NOT_BEFORE = "Kcm-Not-Before"  # header: unix time before which a deferred item 
 _JS_API = "$JS.API"  # the JetStream API prefix of `nc.jetstream()`, which every service uses
 _STATUS = api.Header.STATUS
 _TRACE_HEADERS = ("traceparent", "tracestate")  # carried over when a deferred item is re-published
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_WRONG_LAST_SEQUENCE = 10071  # JetStream's error code when that expectation fails
 FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
 # Errors after which publishing again can succeed (NATS restarting or reconnecting).
@@ -81,6 +90,8 @@ class TerminalError(Exception):
 
 
 Reconcile = Callable[[str], Awaitable[Result | None]]
+# (key, partition) -> the claim writes for the key are checked against; None: not owned now.
+ClaimFor = Callable[[str, int], fencing.Claim | None]
 
 
 @dataclass(eq=False)
@@ -139,6 +150,7 @@ class DurableQueue:
         drain_timeout: float = 10.0,
         stuck_after: float = 120.0,
         stream_replicas: int = 1,
+        claim: ClaimFor | None = None,
     ) -> None:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
@@ -146,7 +158,8 @@ class DurableQueue:
         bounds the messages this replica holds locally; `fetch_wait` is how long an idle pull
         waits, which is also how long `stop_partition` may wait for it; `drain_timeout` bounds
         how long `stop_partition` waits for running reconciles before cancelling them;
-        `stuck_after` is the health watchdog's limit for a loop making no progress.
+        `stuck_after` is the health watchdog's limit for a loop making no progress. `claim`
+        fences each reconcile's writes (module docstring); without it nothing is fenced.
         """
         if workers < 1 or max_deliveries < 1 or ack_wait <= 0:
             raise ValueError("workers and max_deliveries must be >= 1 and ack_wait > 0")
@@ -175,6 +188,7 @@ class DurableQueue:
         self._busy = False
         self.health = health.Watchdog(stuck_after)
         self._stuck_after = stuck_after
+        self._claim = claim
 
     async def setup(self) -> None:
         """Declare the work stream and the dead-letter stream (idempotent)."""
@@ -495,8 +509,12 @@ class DurableQueue:
 
     async def _reconcile_and_settle(self, item: _Item) -> None:
         key = item.key
+        claim = None if self._claim is None else self._claim(key, item.partition)
+        if self._claim is not None and claim is None:
+            await self._hand_back(item, "partition not owned at start")
+            return
         # A task of its own, so stop_partition can cancel one reconcile without the worker.
-        item.task = asyncio.create_task(self._traced(item), name=f"reconcile {self._controller} {key}")
+        item.task = asyncio.create_task(self._traced(item, claim), name=f"reconcile {self._controller} {key}")
         try:
             await asyncio.wait([item.task])
         except asyncio.CancelledError:
@@ -506,6 +524,10 @@ class DurableQueue:
             await self._settle(item.msg.nak(), "hand back", key)
             return
         exc = item.task.exception()
+        if isinstance(exc, fencing.NotOwner) or (claim is not None and not claim.valid()):
+            # Whatever it did or failed at, the key is the next owner's now.
+            await self._hand_back(item, "partition lost during the reconcile")
+            return
         if exc is None:
             self._limiter.forget(key)
             result = item.task.result()
@@ -533,10 +555,20 @@ class DurableQueue:
         )
         await self._settle(item.msg.nak(delay=delay), "nak", key)
 
-    async def _traced(self, item: _Item) -> Result | None:
+    async def _traced(self, item: _Item, claim: fencing.Claim | None) -> Result | None:
         context = tracing.extract(item.msg.headers)
-        with tracing.span("reconcile", context=context, controller=self._controller, key=item.key):
+        with (
+            fencing.holding(claim),
+            tracing.span("reconcile", context=context, controller=self._controller, key=item.key),
+        ):
             return await self._reconcile(item.key)
+
+    async def _hand_back(self, item: _Item, why: str) -> None:
+        log.info(
+            "work item handed back: partition no longer owned",
+            extra={"controller": self._controller, "key": item.key, "partition": item.partition, "why": why},
+        )
+        await self._settle(item.msg.nak(), "hand back", item.key)
 
     async def _defer(self, item: _Item, delay: float) -> None:
         if self._pending_message(item.key, item.partition) is not None:
@@ -545,9 +577,15 @@ class DurableQueue:
             return
         headers = {k: v for k, v in (item.msg.headers or {}).items() if k in _TRACE_HEADERS}
         headers[NOT_BEFORE] = f"{time.time() + delay:.3f}"
+        # Only in place of this very message: once another is stored for the key (a change, or
+        # the next owner's fill), that one runs and decides; replacing it would postpone it.
+        headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(item.seq)
         try:
             await self._js.publish(item.msg.subject, item.msg.data, stream=self._stream, headers=headers)
         except nats.errors.Error as exc:
+            if getattr(exc, "err_code", None) == _WRONG_LAST_SEQUENCE:
+                await self._settle(item.msg.ack(), "ack", item.key)  # the newer message decides
+                return
             # Still durable, only at the cost of one delivery towards max_deliveries.
             log.warning(
                 "could not re-publish a deferred item, naking it instead",
