@@ -109,6 +109,7 @@ class PodPeaks:
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
+    failed: Exception | None = None
 
     def start(self) -> None:
         rv = self.api.list_namespaced_pod(self.namespace).metadata.resource_version  # type: ignore[union-attr]
@@ -116,29 +117,38 @@ class PodPeaks:
         self.thread.start()
 
     def _run(self, rv: str) -> None:
-        while not self.stopping.is_set():
-            watch = kubernetes.watch.Watch()
-            for event in watch.stream(
-                self.api.list_namespaced_pod,
-                self.namespace,
-                resource_version=rv,
-                timeout_seconds=2,
-                allow_watch_bookmarks=True,
-            ):
-                pod = event["object"]
-                rv = pod.metadata.resource_version
-                if event["type"] == "BOOKMARK":
-                    continue
-                owners = [r.name for r in pod.metadata.owner_references or () if r.controller]
-                if not owners:
-                    continue
-                with self.lock:
-                    pods = self.live.setdefault(owners[0], set())
-                    if event["type"] == "DELETED" or pod.metadata.deletion_timestamp is not None:
-                        pods.discard(pod.metadata.name)
-                    else:
-                        pods.add(pod.metadata.name)
-                    self.peak[owners[0]] = max(self.peak.get(owners[0], 0), len(pods))
+        try:
+            while not self.stopping.is_set():
+                rv = self._follow(rv)
+        except Exception as exc:  # seen by the test through `failed`
+            self.failed = exc
+            raise
+
+    def _follow(self, rv: str) -> str:
+        watch = kubernetes.watch.Watch()
+        for event in watch.stream(
+            self.api.list_namespaced_pod,
+            self.namespace,
+            resource_version=rv,
+            timeout_seconds=2,
+            allow_watch_bookmarks=True,
+        ):
+            pod = event["raw_object"]
+            if event["type"] == "ERROR":
+                raise AssertionError(f"pod watch failed: {pod}")
+            meta = pod["metadata"]
+            rv = meta["resourceVersion"]
+            owners = [r["name"] for r in meta.get("ownerReferences") or () if r.get("controller")]
+            if event["type"] == "BOOKMARK" or not owners:
+                continue
+            with self.lock:
+                pods = self.live.setdefault(owners[0], set())
+                if event["type"] == "DELETED" or meta.get("deletionTimestamp"):
+                    pods.discard(meta["name"])
+                else:
+                    pods.add(meta["name"])
+                self.peak[owners[0]] = max(self.peak.get(owners[0], 0), len(pods))
+        return rv
 
     def stop(self) -> None:
         self.stopping.set()
@@ -146,10 +156,12 @@ class PodPeaks:
             self.thread.join(10)
 
     def total(self) -> int:
+        assert self.failed is None, f"pod watch failed: {self.failed!r}"
         with self.lock:
             return sum(len(pods) for pods in self.live.values())
 
     def count(self, owner: str) -> int:
+        assert self.failed is None, f"pod watch failed: {self.failed!r}"
         with self.lock:
             return len(self.live.get(owner, ()))
 
