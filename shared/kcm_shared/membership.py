@@ -155,16 +155,24 @@ class Membership:
         try:
             while True:
                 cancellation.checkpoint()
-                sent = self._clock()
-                assignment = await self._heartbeat(sent)
-                if assignment is not None:
-                    await self._apply(assignment, sent)
-                await self._fence()
+                sent = await self.beat()
                 # Wake early when the grant would lapse, to run the callbacks for it promptly.
                 wake = min(sent + self.interval, self._valid_until)
                 await asyncio.sleep(max(0.0, wake - self._clock()))
         finally:
             await self._leave(workers)
+
+    async def beat(self) -> float:
+        """One round: heartbeat, apply the reply, drop a lapsed grant; returns the send time.
+
+        `run` calls it every `interval`; the callbacks it triggers run in `run`'s dispatchers.
+        """
+        sent = self._clock()
+        assignment = await self._heartbeat(sent)
+        if assignment is not None:
+            await self._apply(assignment, sent)
+        await self._fence()
+        return sent
 
     async def _heartbeat(self, sent: float) -> Assignment | None:
         report = self._report()
