@@ -394,6 +394,7 @@ class Manager:
                 controllers=list(self.running),
                 ops_url=f"http://{host}:{port}",
                 report=self._report,
+                grants=await membership.grants_bucket(self._js, self._nats.stream_replicas),
             )
             members.on_change(self._on_change)
             async with asyncio.TaskGroup() as group:

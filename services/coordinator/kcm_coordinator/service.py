@@ -6,6 +6,11 @@ to `kcm.coord.heartbeat` and so answers replicas, and it registers one `/healthz
 check per controller it has heard of (aggregated: in `/healthz`, never in its own `/livez`
 and `/readyz`). Standbys answer `/healthz` with a healthy `standby`
 check and `/status` with `"leader": false`.
+
+Grants are kept in the `kcm-grants` KV bucket: a leader writes a member's grant there before
+it replies with it, deletes a silent member's entry (revision-checked) before its partitions
+go to others, and a new leader starts from what is there instead of from nothing, so a
+failover moves no partition and stops no work (docs/bus.md, "Coordinator failover").
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from pathlib import Path
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from aiohttp import web
 from kcm_shared import cancellation, flags, health, leaderelection, membership, natsconn, opsserver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.kv import KeyValue
 
 from kcm_coordinator import state
 
@@ -31,6 +38,7 @@ log = logging.getLogger("kcm.coordinator")
 _decode_heartbeat = msgspec.json.Decoder(membership.Heartbeat).decode
 _encode = msgspec.json.Encoder().encode
 _REFRESH = 0.5  # seconds between expiry sweeps / metric updates while leading
+_GONE = (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError)
 STANDBY = "standby"
 
 
@@ -41,8 +49,10 @@ class Service:
         coordinator: state.Coordinator,
         elector: leaderelection.LeaderElector | None,
         identity: str,
+        grants: KeyValue | None = None,
     ) -> None:
         self.nc = nc
+        self.grants = grants
         self.coordinator = coordinator
         self.elector = elector
         self.identity = identity
@@ -76,9 +86,91 @@ class Service:
             return
         reply = self.coordinator.heartbeat(beat)
         self._sync_checks()
-        if msg.reply:
+        if self.grants is not None:
+            if not beat.controllers:
+                await self._forget_entry(beat.instance)
+            elif not await self._persist(beat.instance):
+                return  # no reply: the replica keeps (until it lapses) what it was granted before
+            reply = msgspec.structs.replace(reply, revision=self.coordinator.revision(beat.instance))
+        # The write above may have outlasted our leadership: a deposed leader grants nothing.
+        if msg.reply and self.is_leader:
             with contextlib.suppress(nats.errors.Error):
                 await msg.respond(_encode(reply))
+
+    async def _persist(self, instance: str) -> bool:
+        """Write `instance`'s grant to the bucket if it changed; False when that failed."""
+        assert self.grants is not None
+        record = self.coordinator.unpersisted(instance)
+        if record is None:
+            return True
+        key, value = membership.grant_key(instance), _encode(record)
+        try:
+            try:
+                last = self.coordinator.revision(instance)
+                revision = await (
+                    self.grants.update(key, value, last=last) if last else self.grants.create(key, value)
+                )
+            except nats.errors.Error as exc:
+                if not membership.wrong_revision(exc):
+                    raise
+                # The replica renewed it, or a predecessor wrote it: the grant is ours to decide.
+                try:
+                    revision = await self.grants.update(
+                        key, value, last=(await self.grants.get(key)).revision
+                    )
+                except _GONE:
+                    revision = await self.grants.create(key, value)
+        except nats.errors.Error as exc:
+            log.warning("could not persist a grant", extra={"instance": instance, "error": repr(exc)})
+            return False
+        self.coordinator.persisted(instance, record, revision)
+        return True
+
+    async def _forget_entry(self, instance: str) -> None:
+        assert self.grants is not None
+        with contextlib.suppress(nats.errors.Error):
+            await self.grants.delete(membership.grant_key(instance))
+
+    async def _revoke(self) -> None:
+        """Delete silent members' entries so they cannot renew, then let their partitions go."""
+        assert self.grants is not None
+        for instance, revision in self.coordinator.revoke():
+            key = membership.grant_key(instance)
+            try:
+                try:
+                    await self.grants.delete(key, last=revision)
+                except nats.errors.Error as exc:
+                    if not membership.wrong_revision(exc):
+                        raise
+                    self.coordinator.renewed(instance, (await self.grants.get(key)).revision or 0)
+                    continue
+            except _GONE:
+                pass  # deleted already: nobody can renew it either
+            except nats.errors.Error as exc:
+                log.warning("could not revoke a grant", extra={"instance": instance, "error": repr(exc)})
+                continue
+            self.coordinator.forget(instance, revision)
+
+    async def _restore(self) -> None:
+        """Load every grant a predecessor persisted; retried until it succeeds."""
+        assert self.grants is not None
+        delay = 0.1
+        while True:
+            cancellation.checkpoint()
+            try:
+                records = []
+                with contextlib.suppress(nats.js.errors.NoKeysError):
+                    for key in await self.grants.keys():
+                        with contextlib.suppress(*_GONE):
+                            entry = await self.grants.get(key)
+                            if entry.value:
+                                records.append((membership.decode_grant(entry.value), entry.revision or 0))
+                self.coordinator.restore(records)
+                return
+            except (nats.errors.Error, msgspec.DecodeError) as exc:
+                log.warning("could not read the grants bucket; retrying", extra={"error": repr(exc)})
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
 
     def _sync_checks(self) -> None:
         for controller in self.coordinator.controllers - set(self.checks.checks):
@@ -90,6 +182,8 @@ class Service:
     async def lead(self) -> None:
         """Answer heartbeats until cancelled (leadership lost or shutdown)."""
         self.coordinator.start_term()
+        if self.grants is not None:
+            await self._restore()
         self.leading = True
         self.checks.checks.pop(STANDBY, None)
         sub = await self.nc.subscribe(membership.HEARTBEAT_SUBJECT, cb=self._on_heartbeat)
@@ -97,6 +191,8 @@ class Service:
         try:
             while True:
                 cancellation.checkpoint()
+                if self.grants is not None:
+                    await self._revoke()
                 self.coordinator.refresh()
                 self._sync_checks()
                 await asyncio.sleep(_REFRESH)
@@ -118,10 +214,12 @@ async def run(args: argparse.Namespace) -> None:
         lease=args.member_lease,
         margin=args.member_fence_margin,
     )
-    nc = await natsconn.connect(natsconn.from_args(args), f"kcm-coordinator-{args.instance}")
+    options = natsconn.from_args(args)
+    nc = await natsconn.connect(options, f"kcm-coordinator-{args.instance}")
+    grants = await membership.grants_bucket(nc.jetstream(), options.stream_replicas)
     client = flags.kube_client(args, "kcm/coordinator")
     elector = leaderelection.from_args(args, client, identity)
-    service = Service(nc, coordinator, elector, identity)
+    service = Service(nc, coordinator, elector, identity, grants)
     runner, port = await opsserver.start(service.app(), args.ops_bind, args.ops_port)
     try:
         if args.ops_url_file:
