@@ -72,7 +72,9 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--kube-api-qps", help="passed to the controllers")
     p.add_argument("--kube-api-burst", help="passed to the controllers")
-    p.add_argument("--partitions", type=int, help="work partitions per controller (passed to the coordinator)")
+    p.add_argument(
+        "--partitions", type=int, help="work partitions per controller (passed to the coordinator)"
+    )
     _audit_argument(p)
     p.add_argument("--log-level", default="info")
 
