@@ -50,9 +50,11 @@ class Service:
         elector: leaderelection.LeaderElector | None,
         identity: str,
         grants: KeyValue | None = None,
+        stream_replicas: int = 1,
     ) -> None:
         self.nc = nc
         self.grants = grants
+        self.stream_replicas = stream_replicas
         self.coordinator = coordinator
         self.elector = elector
         self.identity = identity
@@ -122,9 +124,15 @@ class Service:
                     revision = await self.grants.create(key, value)
         except nats.errors.Error as exc:
             log.warning("could not persist a grant", extra={"instance": instance, "error": repr(exc)})
+            await self._redeclare()
             return False
         self.coordinator.persisted(instance, record, revision)
         return True
+
+    async def _redeclare(self) -> None:
+        """Declare the bucket again: its stream may be gone (a wiped NATS store)."""
+        with contextlib.suppress(nats.errors.Error):
+            self.grants = await membership.grants_bucket(self.nc.jetstream(), self.stream_replicas)
 
     async def _forget_entry(self, instance: str) -> None:
         assert self.grants is not None
@@ -219,7 +227,7 @@ async def run(args: argparse.Namespace) -> None:
     grants = await membership.grants_bucket(nc.jetstream(), options.stream_replicas)
     client = flags.kube_client(args, "kcm/coordinator")
     elector = leaderelection.from_args(args, client, identity)
-    service = Service(nc, coordinator, elector, identity, grants)
+    service = Service(nc, coordinator, elector, identity, grants, options.stream_replicas)
     runner, port = await opsserver.start(service.app(), args.ops_bind, args.ops_port)
     try:
         if args.ops_url_file:
