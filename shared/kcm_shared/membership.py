@@ -43,13 +43,12 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
-from kcm_shared import cancellation, fencing
+from kcm_shared import cancellation, fencing, natsconn
 
 log = logging.getLogger("kcm.membership")
 
 HEARTBEAT_SUBJECT = "kcm.coord.heartbeat"
 GRANTS_BUCKET = "kcm-grants"  # JetStream KV: one entry per replica, its granted partitions
-_WRONG_LAST_SEQUENCE = (10071, 10164)  # JetStream's codes for a failed revision check
 
 # How long a cancelled replica waits for its callbacks to release partitions before it
 # leaves silently (the coordinator then waits for the lease instead).
@@ -105,13 +104,6 @@ async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
         return await js.create_key_value(
             bucket=GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
         )
-
-
-def wrong_revision(exc: BaseException) -> bool:
-    """Whether a KV write failed its revision check (someone wrote the entry since)."""
-    return isinstance(exc, nats.js.errors.KeyWrongLastSequenceError) or (
-        isinstance(exc, nats.js.errors.APIError) and exc.err_code in _WRONG_LAST_SEQUENCE
-    )
 
 
 _encode = msgspec.json.Encoder().encode
@@ -241,7 +233,7 @@ class Membership:
                     grant_key(self.instance), _encode(record), last=self._revision
                 )
         except (nats.errors.Error, TimeoutError) as exc:
-            if wrong_revision(exc):
+            if natsconn.wrong_last_sequence(exc):
                 # A coordinator changed (or revoked) the grant: only its reply says what now.
                 log.warning("grant changed by a coordinator; not renewed", extra={"instance": self.instance})
                 self._revision = 0

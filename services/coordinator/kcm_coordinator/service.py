@@ -113,7 +113,7 @@ class Service:
                     self.grants.update(key, value, last=last) if last else self.grants.create(key, value)
                 )
             except nats.errors.Error as exc:
-                if not membership.wrong_revision(exc):
+                if not natsconn.wrong_last_sequence(exc):
                     raise
                 # The replica renewed it, or a predecessor wrote it: the grant is ours to decide.
                 try:
@@ -148,7 +148,7 @@ class Service:
                 try:
                     await self.grants.delete(key, last=revision)
                 except nats.errors.Error as exc:
-                    if not membership.wrong_revision(exc):
+                    if not natsconn.wrong_last_sequence(exc):
                         raise
                     self.coordinator.renewed(instance, (await self.grants.get(key)).revision or 0)
                     continue

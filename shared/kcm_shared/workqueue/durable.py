@@ -66,7 +66,6 @@ _JS_API = "$JS.API"  # the JetStream API prefix of `nc.jetstream()`, which every
 _STATUS = api.Header.STATUS
 _TRACE_HEADERS = ("traceparent", "tracestate")  # carried over when a deferred item is re-published
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
-_WRONG_LAST_SEQUENCE = 10071  # JetStream's error code when that expectation fails
 FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
 # Errors after which publishing again can succeed (NATS restarting or reconnecting).
@@ -583,7 +582,7 @@ class DurableQueue:
         try:
             await self._js.publish(item.msg.subject, item.msg.data, stream=self._stream, headers=headers)
         except nats.errors.Error as exc:
-            if getattr(exc, "err_code", None) == _WRONG_LAST_SEQUENCE:
+            if natsconn.wrong_last_sequence(exc):
                 await self._settle(item.msg.ack(), "ack", item.key)  # the newer message decides
                 return
             # Still durable, only at the cost of one delivery towards max_deliveries.
