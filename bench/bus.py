@@ -610,19 +610,43 @@ def _on_bus(phase: Phase, prefix: str, seen: dict[str, float]) -> None:
     phase.on_bus = sorted(v for k, v in seen.items() if k.startswith(f"bench/{prefix}-"))
 
 
-async def latency(command: list[str], args: argparse.Namespace, workdir: Path) -> LatencyFigures:
-    figures = LatencyFigures()
+@dataclass
+class LatencyStack:
+    """An API server and a nats-server, and what the latency controller's process needs."""
+
+    server: benchlib.ApiServer
+    natsd: benchlib.Target
+    session: aiohttp.ClientSession
+    records: Records
+    env: dict[str, str]  # of the controller process: where it appends its records
+    controller_argv: list[str]
+
+
+@contextlib.asynccontextmanager
+async def latency_stack(command: list[str], workdir: Path, records: str) -> AsyncIterator[LatencyStack]:
     async with (
         benchlib.apiserver(command, workdir) as server,
         benchlib.nats_server(workdir) as natsd,
         _session() as session,
     ):
-        url = server.url
-        await ensure_namespace(session, url, "bench")
+        await ensure_namespace(session, server.url, "bench")
+        found = Records(workdir / records)
+        yield LatencyStack(
+            server,
+            natsd,
+            session,
+            found,
+            {RECORDS_ENV: str(found.path), "PYTHONPATH": str(HERE)},
+            ["controller", "--plugin", "bus:SPEC", *_service_flags(server, natsd.url, "ctl-0")],
+        )
+
+
+async def latency(command: list[str], args: argparse.Namespace, workdir: Path) -> LatencyFigures:
+    figures = LatencyFigures()
+    async with latency_stack(command, workdir, "records-bus") as bed:
+        server, natsd, session, records = bed.server, bed.natsd, bed.session, bed.records
+        env, controller_argv, url = bed.env, bed.controller_argv, bed.server.url
         print("[2] starting watcher, coordinator and the latency controller ...", flush=True)
-        records = Records(workdir / "records-bus")
-        env = {RECORDS_ENV: str(records.path), "PYTHONPATH": str(HERE)}
-        controller_argv = ["controller", "--plugin", "bus:SPEC", *_service_flags(server, natsd.url, "ctl-0")]
         coordinator_argv = ["coordinator", "--leader-elect=false", "--partitions", str(PARTITIONS)]
         coordinator_argv += _service_flags(server, natsd.url, "coordinator-0")
         started = time.perf_counter()
@@ -733,18 +757,11 @@ async def leader_of(urls: dict[str, Path]) -> str | None:
 
 async def failover(command: list[str], args: argparse.Namespace, workdir: Path) -> FailoverFigures:
     figures = FailoverFigures()
-    async with (
-        benchlib.apiserver(command, workdir) as server,
-        benchlib.nats_server(workdir) as natsd,
-        _session() as session,
-    ):
-        url = server.url
-        await ensure_namespace(session, url, "bench")
+    async with latency_stack(command, workdir, "records") as bed:
+        server, natsd, session, records = bed.server, bed.natsd, bed.session, bed.records
+        env, controller_argv, url = bed.env, bed.controller_argv, bed.server.url
         print("[5] starting watcher, two coordinators and the latency controller ...", flush=True)
-        records = Records(workdir / "records")
-        env = {RECORDS_ENV: str(records.path), "PYTHONPATH": str(HERE)}
         urls = {name: workdir / f"{name}.url" for name in ("coordinator-a", "coordinator-b")}
-        controller_argv = ["controller", "--plugin", "bus:SPEC", *_service_flags(server, natsd.url, "ctl-0")]
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(
                 benchlib.kcm_process(command, _watcher_argv(server, natsd.url, "w"), workdir / "watcher.log")
