@@ -92,6 +92,11 @@ def replica(stack: Stack, instance: str, nats_url: str | None = None) -> Iterato
         stop_process(proc)
 
 
+def live(stack: Stack) -> list[str]:
+    replicas: list[str] = stack.dev.status().get("controllers", {}).get(CONTROLLER, {}).get("replicas", [])
+    return replicas
+
+
 def owner(stack: Stack) -> str | None:
     info = stack.dev.status().get("controllers", {}).get(CONTROLLER, {})
     owner: str | None = info.get("partitions", {}).get("0")
@@ -304,7 +309,7 @@ def test_frozen_owner_writes_nothing_after_the_hand_over(stack: Stack) -> None:
     with replica(stack, old) as proc:
         wait_for(lambda: owner(stack) == old, 60, 0.2, f"{old} owning the partition")
         with replica(stack, new):
-            wait_for(lambda: new in stack.dev.status()["controllers"][CONTROLLER]["replicas"], 60, 0.2)
+            wait_for(lambda: new in live(stack), 60, 0.2, f"{new} live")
             run_scenario(
                 stack,
                 "fence-frozen",
@@ -323,7 +328,7 @@ def test_owner_cut_off_from_nats_writes_nothing_after_the_hand_over(stack: Stack
         with replica(stack, old, f"nats://127.0.0.1:{proxy.port}"):
             wait_for(lambda: owner(stack) == old, 60, 0.2, f"{old} owning the partition")
             with replica(stack, new):
-                wait_for(lambda: new in stack.dev.status()["controllers"][CONTROLLER]["replicas"], 60, 0.2)
+                wait_for(lambda: new in live(stack), 60, 0.2, f"{new} live")
                 run_scenario(stack, "fence-stalled", old, new, proxy.stall, proxy.resume)
     finally:
         proxy.close()
