@@ -126,7 +126,7 @@ class Server:
         verb = request.method
         resource = "-"
         code = 500
-        received = datetime.now(UTC)
+        received = datetime.now(UTC) if self.audit_log is not None else None
         try:
             if self.token is not None and not self._authorized(request):
                 raise errors.unauthorized()
@@ -141,7 +141,7 @@ class Server:
             return _error(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
             self.requests[(verb, resource, str(code))] += 1
-            if self.audit_log is not None:
+            if self.audit_log is not None and received is not None:
                 self.audit_log.record(
                     method=verb,
                     uri=request.path_qs,
