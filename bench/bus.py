@@ -15,6 +15,10 @@ Four measurements, each beside a baseline measured in the same run:
    in-memory `WorkQueue` with the same workers.
 4. Cache memory for 10,000 realistic pods, with and without the raw bodies kept.
    Baseline: the same bodies as plain dicts from json.loads.
+5. Coordinator failover: the longest pause in reconciles (the longest time between two
+   reconcile starts of the latency controller while writes arrive at a steady rate) across a
+   kill -9 of the leading coordinator, two coordinators electing a leader with the default
+   15 s Lease. Baseline: the longest pause under the same load before the kill.
 
 Timings are printed, never enforced: the exit status is non-zero only when something was
 lost (an object never published, a key never reconciled, a failed request).
@@ -30,6 +34,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import gc
+import itertools
 import json
 import math
 import os
@@ -517,6 +522,7 @@ class Records:
         self.path = path
         self.offset = 0
         self.first: dict[str, tuple[float, float]] = {}
+        self.starts: list[float] = []  # every reconcile's start, in file order
 
     def read(self) -> None:
         if not self.path.exists():
@@ -530,6 +536,7 @@ class Records:
             key, sent, start = line.split()
             # The first reconcile of a key is the one its creation caused.
             self.first.setdefault(key, (float(sent), float(start)))
+            self.starts.append(float(start))
 
     async def wait(self, keys: list[str], limit: float) -> list[str]:
         """Until every key has a record; returns those still missing after `limit` seconds."""
@@ -603,19 +610,43 @@ def _on_bus(phase: Phase, prefix: str, seen: dict[str, float]) -> None:
     phase.on_bus = sorted(v for k, v in seen.items() if k.startswith(f"bench/{prefix}-"))
 
 
-async def latency(command: list[str], args: argparse.Namespace, workdir: Path) -> LatencyFigures:
-    figures = LatencyFigures()
+@dataclass
+class LatencyStack:
+    """An API server and a nats-server, and what the latency controller's process needs."""
+
+    server: benchlib.ApiServer
+    natsd: benchlib.Target
+    session: aiohttp.ClientSession
+    records: Records
+    env: dict[str, str]  # of the controller process: where it appends its records
+    controller_argv: list[str]
+
+
+@contextlib.asynccontextmanager
+async def latency_stack(command: list[str], workdir: Path, records: str) -> AsyncIterator[LatencyStack]:
     async with (
         benchlib.apiserver(command, workdir) as server,
         benchlib.nats_server(workdir) as natsd,
         _session() as session,
     ):
-        url = server.url
-        await ensure_namespace(session, url, "bench")
+        await ensure_namespace(session, server.url, "bench")
+        found = Records(workdir / records)
+        yield LatencyStack(
+            server,
+            natsd,
+            session,
+            found,
+            {RECORDS_ENV: str(found.path), "PYTHONPATH": str(HERE)},
+            ["controller", "--plugin", "bus:SPEC", *_service_flags(server, natsd.url, "ctl-0")],
+        )
+
+
+async def latency(command: list[str], args: argparse.Namespace, workdir: Path) -> LatencyFigures:
+    figures = LatencyFigures()
+    async with latency_stack(command, workdir, "records-bus") as bed:
+        server, natsd, session, records = bed.server, bed.natsd, bed.session, bed.records
+        env, controller_argv, url = bed.env, bed.controller_argv, bed.server.url
         print("[2] starting watcher, coordinator and the latency controller ...", flush=True)
-        records = Records(workdir / "records-bus")
-        env = {RECORDS_ENV: str(records.path), "PYTHONPATH": str(HERE)}
-        controller_argv = ["controller", "--plugin", "bus:SPEC", *_service_flags(server, natsd.url, "ctl-0")]
         coordinator_argv = ["coordinator", "--leader-elect=false", "--partitions", str(PARTITIONS)]
         coordinator_argv += _service_flags(server, natsd.url, "coordinator-0")
         started = time.perf_counter()
@@ -692,6 +723,117 @@ async def serve_bare_watch(url: str, records: Path) -> None:
                         out.append(f"{codec.key_of(event.object.metadata)} {sent} {received}\n")
                 if out:
                     os.write(fd, "".join(out).encode())
+
+
+# -- 5. coordinator failover ---------------------------------------------------------------------
+
+
+@dataclass
+class FailoverFigures:
+    before_pause: float = math.nan  # longest gap between reconcile starts before the kill, s
+    across_pause: float = math.nan  # ... from the kill to the end of the load, s
+    takeover_seconds: float = math.nan  # kill -> the standby leads
+    writes: Writes = field(default_factory=Writes)
+    problems: list[str] = field(default_factory=list)
+
+
+def longest_gap(starts: list[float], begin: float, end: float) -> float:
+    """The longest time within [begin, end] with no reconcile start (the edges count)."""
+    inside = sorted(t for t in starts if begin <= t <= end)
+    points = [begin, *inside, end]
+    return max(b - a for a, b in itertools.pairwise(points))
+
+
+async def leader_of(urls: dict[str, Path]) -> str | None:
+    """Which coordinator (by name) says it leads; None while none does."""
+    async with aiohttp.ClientSession() as session:
+        for name, url_file in urls.items():
+            with contextlib.suppress(OSError, aiohttp.ClientError, ValueError):
+                async with session.get(url_file.read_text().strip() + "/status") as resp:
+                    if (await resp.json()).get("leader"):
+                        return name
+    return None
+
+
+async def failover(command: list[str], args: argparse.Namespace, workdir: Path) -> FailoverFigures:
+    figures = FailoverFigures()
+    async with latency_stack(command, workdir, "records") as bed:
+        server, natsd, session, records = bed.server, bed.natsd, bed.session, bed.records
+        env, controller_argv, url = bed.env, bed.controller_argv, bed.server.url
+        print("[5] starting watcher, two coordinators and the latency controller ...", flush=True)
+        urls = {name: workdir / f"{name}.url" for name in ("coordinator-a", "coordinator-b")}
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                benchlib.kcm_process(command, _watcher_argv(server, natsd.url, "w"), workdir / "watcher.log")
+            )
+            coordinators = {
+                name: await stack.enter_async_context(
+                    benchlib.kcm_process(
+                        command,
+                        [
+                            "coordinator",
+                            "--partitions",
+                            str(PARTITIONS),
+                            "--ops-url-file",
+                            str(url_file),
+                            *_service_flags(server, natsd.url, name),
+                        ],
+                        workdir / f"{name}.log",
+                    )
+                )
+                for name, url_file in urls.items()
+            }
+            await stack.enter_async_context(
+                benchlib.kcm_process(command, controller_argv, workdir / "controller.log", env)
+            )
+            warm = Writes()
+            await _post(session, _cm_url(url, "bench"), configmap("warm-up", sent=time.time()), warm)
+            if await records.wait(["bench/warm-up"], args.timeout):
+                raise RuntimeError(f"the stack did not reconcile a first configmap within {args.timeout:g}s")
+            leader = await _until(lambda: leader_of(urls), args.timeout, "a coordinator leading")
+            count = int(args.failover_rate * args.failover_seconds)
+            print(
+                f"[5] {count} writes at {args.failover_rate:g}/s, kill -9 of {leader} after "
+                f"{args.failover_kill_after:g}s ...",
+                flush=True,
+            )
+            load = asyncio.create_task(
+                create_paced(session, url, "bench", "failover", args.failover_rate, count)
+            )
+            began = time.time()
+            await asyncio.sleep(args.failover_kill_after)
+            coordinators[leader].kill()
+            killed = time.time()
+            standby = await _until(
+                lambda: _other_leader(urls, leader), args.timeout, "the standby coordinator leading"
+            )
+            figures.takeover_seconds = time.time() - killed
+            print(f"[5] {standby} leads {figures.takeover_seconds:.1f}s after the kill", flush=True)
+            figures.writes = await load
+            keys = [f"bench/failover-{i:05d}" for i in range(count)]
+            missing = await records.wait(keys, args.timeout)
+            if len(missing) > figures.writes.failed:
+                figures.problems.append(f"failover: {len(missing)} of {count} keys never reconciled")
+            if figures.writes.failed:
+                figures.problems.append(f"failover: {figures.writes.failed} creates failed")
+            ended = began + count / args.failover_rate
+            figures.before_pause = longest_gap(records.starts, began + 1.0, killed)
+            figures.across_pause = longest_gap(records.starts, killed, ended)
+    return figures
+
+
+async def _other_leader(urls: dict[str, Path], old: str) -> str | None:
+    leader = await leader_of(urls)
+    return leader if leader not in (None, old) else None
+
+
+async def _until(probe: Callable[[], Awaitable[str | None]], limit: float, what: str) -> str:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if (found := await probe()) is not None:
+            return found
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"timed out after {limit:g}s waiting for {what}")
 
 
 # -- 3. durable work-queue throughput --------------------------------------------------------------
@@ -1113,6 +1255,19 @@ def report_cache(c: CacheFigures) -> None:
     _row("  average body, bytes", c.body_bytes / c.pods if c.pods else math.nan, None, 0)
 
 
+def report_failover(f: FailoverFigures) -> None:
+    _header("5. longest pause in reconciles, s", "no kill")
+    _row(
+        "across kill -9 of the leading coordinator",
+        f.across_pause,
+        f.before_pause,
+        2,
+        _goal(f.across_pause, 2.0, False, "< 2"),
+    )
+    _row("  the standby leading after, s", f.takeover_seconds, None, 1)
+    _row("  creates/s reached", f.writes.rate, None, 0)
+
+
 def report(figures: Figures, args: argparse.Namespace) -> None:
     if figures.watcher:
         report_watcher(figures.watcher)
@@ -1122,6 +1277,8 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
         report_queue(figures.queue)
     if figures.cache:
         report_cache(figures.cache)
+    if figures.failover:
+        report_failover(figures.failover)
     print()
     print("ratio = bus / baseline. 1: the watcher's baselines are a paged LIST and a bare watch from")
     print("the load generator (the API's ceiling) and raw windowed JetStream publishes of the same")
@@ -1132,6 +1289,7 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     print("NATS subscriber saw the watcher's publish. The baseline is a bare watch process at the same")
     print("rates. 3: all replicas share this one process (one core); keys are published before the")
     print("replicas start. 4: tracemalloc of the synced cache (decoded views, indexes, raw bodies).")
+    print("5: the baseline is the longest pause under the same load before the kill.")
     load = " ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"Machine: {os.cpu_count()} cores, load average {load} at the end (others' work adds noise).")
 
@@ -1142,13 +1300,14 @@ class Figures:
     latency: LatencyFigures | None = None
     queue: QueueFigures | None = None
     cache: CacheFigures | None = None
+    failover: FailoverFigures | None = None
 
     def problems(self) -> list[str]:
-        parts = (self.watcher, self.latency, self.queue, self.cache)
+        parts = (self.watcher, self.latency, self.queue, self.cache, self.failover)
         return [problem for part in parts if part is not None for problem in part.problems]
 
 
-PARTS = ("watcher", "latency", "queue", "cache")
+PARTS = ("watcher", "latency", "queue", "cache", "failover")
 
 
 async def bench(args: argparse.Namespace) -> int:
@@ -1176,6 +1335,8 @@ async def bench(args: argparse.Namespace) -> int:
             figures.queue = await queue_throughput(args, dirs["queue"])
         if "cache" in parts:
             figures.cache = await cache_memory(args, dirs["cache"])
+        if "failover" in parts:
+            figures.failover = await failover(command, args, dirs["failover"])
     report(figures, args)
     return benchlib.exit_status(figures.problems())
 
@@ -1190,6 +1351,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--loaded-seconds", type=float, default=3, help="length of the loaded latency phase")
     p.add_argument("--keys", type=int, default=20_000, help="work-queue keys per replica count")
     p.add_argument("--pods", type=int, default=10_000, help="pods in the cache")
+    p.add_argument("--failover-rate", type=float, default=100, help="writes/s during the failover phase")
+    p.add_argument("--failover-seconds", type=float, default=30, help="length of the failover phase's load")
+    p.add_argument(
+        "--failover-kill-after", type=float, default=8, help="seconds into that load the leader is killed"
+    )
     p.add_argument("--timeout", type=float, default=120, help="give up waiting for one step after this")
     benchlib.add_kcm_argument(p)
     # Internal: the same script runs the bare watch process of the latency baseline.

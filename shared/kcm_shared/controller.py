@@ -15,7 +15,11 @@ unreadable kubeconfig, credentials NATS refuses) stops the process. Event handle
 a key only when this replica owns its partition; a newly gained partition is first filled
 with every primary key the (caught up) cache holds, the way upstream's initial list enqueues
 everything at start-up, so a key whose event the previous owner never saw is still
-reconciled; so is a partition whose pending work items were lost with its work stream. Called by the launcher (`kcm
+reconciled; so is a partition whose pending work items were lost with its work stream.
+Every API write a reconcile makes is fenced (`kcm_shared.fencing`): it is refused once the
+key's partition may be another replica's. Each controller's client identifies the replica in
+its User-Agent, `kcm/<controller> (<instance>)`, so an API server's audit log tells two
+replicas' writes apart. Called by the launcher (`kcm
 controllers`, `kcm controller`) and by third-party controllers built on this runtime.
 
 Controllers whose resources are known only at run time (the garbage collector follows
@@ -57,6 +61,7 @@ from kcm_shared import (
     cancellation,
     codec,
     events,
+    fencing,
     flags,
     health,
     kubeclient,
@@ -416,6 +421,9 @@ class Manager:
         assert primary is not None, "a Spec without a primary resource must set Context.keys"
         return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
 
+    def _claim(self, name: str, key: str, partition: int) -> fencing.Claim | None:
+        return None if self.members is None else self.members.claim(name, key, partition)
+
     def _report(self) -> membership.Report:
         results = self.checks.run()
         return membership.Report(
@@ -427,7 +435,12 @@ class Manager:
         args = self.args
         tracing.setup("controllers")
         # Before waiting for NATS: a configuration error is reported at once.
-        clients = {spec.name: flags.kube_client(args, user_agent=f"kcm/{spec.name}") for spec in self.specs}
+        clients = {
+            spec.name: flags.kube_client(
+                args, user_agent=user_agent(spec.name, args.instance), write_guard=fencing.check_write
+            )
+            for spec in self.specs
+        }
         nc = await natsconn.connect(self._nats, f"kcm-controllers-{args.instance}")
         self._js = nc.jetstream()
         self._nc = nc
@@ -441,6 +454,7 @@ class Manager:
                 controllers=list(self.running),
                 ops_url=opsserver.url(args.ops_bind, port),
                 report=self._report,
+                grants=await membership.grants_bucket(self._js, self._nats.stream_replicas),
             )
             members.on_change(self._on_change)
             async with asyncio.TaskGroup() as group:
@@ -490,9 +504,17 @@ class Manager:
                 stuck_after=self.args.stuck_after,
                 stream_replicas=self._nats.stream_replicas,
                 on_lost=functools.partial(self._fill, spec.name),
+                claim=functools.partial(self._claim, spec.name),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
+
+
+def user_agent(controller: str, instance: str) -> str:
+    """`kcm/<controller> (<instance>)`; the instance is a flag, so anything but printable ASCII
+    (and the parentheses that delimit it) is replaced rather than sent in a header."""
+    safe = "".join(ch if " " <= ch <= "~" and ch not in "()" else "_" for ch in instance)
+    return f"kcm/{controller} ({safe})"
 
 
 async def _catch_up(store: cache.Cache[Any], client: kubeclient.KubeClient) -> None:

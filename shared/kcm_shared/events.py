@@ -13,6 +13,10 @@ writes it. Before writing, upstream's EventCorrelator steps are applied:
 3. Dedup: an event equal to one written within `WINDOW` (same object, type, reason, message,
    source) PATCHes that Event's count, message and lastTimestamp instead of creating a new one.
 
+An Event queued during a reconcile is written under that reconcile's fencing claim
+(`kcm_shared.fencing`): once the key's partition is no longer this replica's, it is dropped
+(counted as `fenced`) rather than written by a replica that no longer owns the object.
+
 New Events are named `<object name>.<hex unix nanoseconds>` in the object's namespace
 (`default` for cluster-scoped objects), with `source.component`/`reportingComponent` set
 to the recorder's component, as upstream does.
@@ -32,7 +36,7 @@ from typing import Any
 import aiohttp
 import prometheus_client
 
-from kcm_shared import codec, kubeclient, tokenbucket
+from kcm_shared import codec, fencing, kubeclient, tokenbucket
 
 log = logging.getLogger("kcm.events")
 
@@ -50,7 +54,7 @@ WRITE_ATTEMPTS = 4
 
 DROPPED = prometheus_client.Counter(
     "kcm_events_dropped_total",
-    "Events not written, by reason (queue_full, spam, write_failed, invalid).",
+    "Events not written, by reason (queue_full, spam, write_failed, invalid, fenced).",
     ["component", "reason"],
 )
 
@@ -125,7 +129,7 @@ class EventRecorder:
         self.component = component
         self.host = host
         self._clock = clock
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
+        self._queue: asyncio.Queue[tuple[dict[str, Any], fencing.Claim | None]] = asyncio.Queue(queue_size)
         self._spam: _LRU = _LRU(CACHE_SIZE)
         self._similar: _LRU = _LRU(CACHE_SIZE)
         self._observed: _LRU = _LRU(CACHE_SIZE)
@@ -159,16 +163,19 @@ class EventRecorder:
             "reportingInstance": self.host,
         }
         try:
-            self._queue.put_nowait(event)
+            self._queue.put_nowait((event, fencing.current()))
         except asyncio.QueueFull:
             DROPPED.labels(self.component, "queue_full").inc()
 
     async def run(self) -> None:
         """Write queued events until cancelled."""
         while True:
-            event = await self._queue.get()
+            event, claim = await self._queue.get()
             try:
-                await self._record(event)
+                with fencing.holding(claim):
+                    await self._record(event)
+            except fencing.NotOwner:
+                DROPPED.labels(self.component, "fenced").inc()
             except Exception:
                 log.exception("recording an event failed", extra={"reason": event["reason"]})
             finally:

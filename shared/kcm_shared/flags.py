@@ -34,7 +34,9 @@ def default_instance() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def kube_client(args: argparse.Namespace, user_agent: str) -> kubeclient.KubeClient:
+def kube_client(
+    args: argparse.Namespace, user_agent: str, write_guard: kubeclient.WriteGuard | None = None
+) -> kubeclient.KubeClient:
     """The API client the flags describe; raises `errors.ConfigError` when the kubeconfig (or
     the in-cluster configuration) cannot be read. Makes no request: a server that is down
     is the caller's to wait out."""
@@ -45,5 +47,9 @@ def kube_client(args: argparse.Namespace, user_agent: str) -> kubeclient.KubeCli
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise errors.ConfigError(f"cannot load the {where}: {detail}") from exc
     return kubeclient.KubeClient(
-        conn, qps=args.kube_api_qps, burst=args.kube_api_burst, user_agent=user_agent
+        conn,
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        user_agent=user_agent,
+        write_guard=write_guard,
     )

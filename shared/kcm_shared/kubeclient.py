@@ -12,7 +12,9 @@ Paths are built only by `resource_path` / `group_version_path`, which percent-en
 part through `segment`: names are user input (an ownerReference's name is anything
 non-empty), and a raw one could name another object or end the request line. A bearer token
 kept in a file (in-cluster, or a kubeconfig's `tokenFile`) is re-read as client-go does
-(`TokenFile`).
+(`TokenFile`). A `write_guard` (the controller runtime passes `fencing.check_write`) is
+called right before each mutating request is sent, after the rate limiter's wait, and may
+refuse it by raising.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+WriteGuard = Callable[[str, str], None]
 
 
 class ApiError(Exception):
@@ -247,9 +251,11 @@ class KubeClient:
         user_agent: str = "kcm",
         timeout: float = 30.0,
         token_reread: float = TOKEN_REREAD_SECONDS,
+        write_guard: WriteGuard | None = None,
     ) -> None:
         self.conn = conn
         self.user_agent = user_agent
+        self._write_guard = write_guard
         self._limiter = tokenbucket.TokenBucket(qps, burst) if qps > 0 else None
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
@@ -309,6 +315,9 @@ class KubeClient:
         """The response body undecoded, for callers that pass objects on byte for byte (the watcher)."""
         if self._limiter is not None:
             await self._limiter.acquire()
+        # After the limiter's wait, which can be long: ownership may have ended during it.
+        if self._write_guard is not None and method not in _READS:
+            self._write_guard(method, path)
         data = None if body is None else (body if isinstance(body, bytes) else _encode(body))
         headers = {"Content-Type": content_type} if data is not None else {}
         # Writes made inside a reconcile carry its trace, so one trace spans watcher -> API write.

@@ -9,11 +9,21 @@ types from here, so both ends share one definition.
 Guarantees to the runtime:
 - `owned(controller)` is fenced: a grant is valid until the send time of the heartbeat that
   got it plus the reply's `lease_seconds`, on this process's monotonic clock. With no fresh
-  reply the replica owns nothing once that passes, even if the heartbeat loop is late.
+  reply the replica owns nothing once that passes, even if the heartbeat loop is late (or
+  the whole process was frozen).
+- `claim(controller, key, partition)` is what API writes are checked against
+  (`kcm_shared.fencing`): valid while the partition is owned under the same grant as when
+  the claim was made. Losing the partition, or any lapse of the grant, voids it for good,
+  even if the partition is granted again later.
 - `on_change` callbacks run in order per controller (never two at once for one controller),
   outside the heartbeat loop, so a slow hand-over never stops heartbeats.
 - A lost partition is reported as no longer held only after every callback for that change
   returned: the coordinator gives it to another replica only then (or after the lease).
+- With no coordinator answering (a failover takes up to the coordinators' Lease duration),
+  the replica renews its grant in the `kcm-grants` KV bucket instead: an update of its own
+  entry that JetStream accepts only if nobody (no coordinator) changed the entry since the
+  revision the replica last knew. The grant then lasts `lease_seconds` from the renewal's send
+  time. docs/bus.md "Coordinator failover" has the argument.
 """
 
 from __future__ import annotations
@@ -28,13 +38,17 @@ from dataclasses import dataclass
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client
+from nats.js import JetStreamContext, api
+from nats.js.kv import KeyValue
 
-from kcm_shared import cancellation
+from kcm_shared import cancellation, fencing, natsconn
 
 log = logging.getLogger("kcm.membership")
 
 HEARTBEAT_SUBJECT = "kcm.coord.heartbeat"
+GRANTS_BUCKET = "kcm-grants"  # JetStream KV: one entry per replica, its granted partitions
 
 # How long a cancelled replica waits for its callbacks to release partitions before it
 # leaves silently (the coordinator then waits for the lease instead).
@@ -54,15 +68,58 @@ class Heartbeat(msgspec.Struct, omit_defaults=True):
 
 
 class Assignment(msgspec.Struct):
-    """Coordinator -> replica: the partitions it may work on, valid lease_seconds after sending."""
+    """Coordinator -> replica: the partitions it may work on, valid lease_seconds after sending.
+
+    `revision` is the KV revision of the replica's grant entry holding `assigned` (0: none).
+    """
 
     assigned: dict[str, list[int]]
     partitions: dict[str, int]
     lease_seconds: float
+    revision: int = 0
+
+
+class GrantRecord(msgspec.Struct, omit_defaults=True):
+    """A replica's entry in the `kcm-grants` bucket (written by the coordinator, renewed by the
+    replica while no coordinator answers)."""
+
+    instance: str
+    assigned: dict[str, list[int]]
+
+
+def grant_key(instance: str) -> str:
+    """The KV key of `instance`'s grants: every byte outside `[A-Za-z0-9_-]` as `=XX`, so any
+    instance name is a legal key (KV keys allow only `-/_=.` and alphanumerics)."""
+    return "".join(
+        ch if (ch.isascii() and ch.isalnum()) or ch in "-_" else "".join(f"={b:02X}" for b in ch.encode())
+        for ch in instance
+    )
+
+
+async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
+    """The `kcm-grants` bucket, declared if missing (the coordinator and every replica may);
+    NATS trouble meanwhile (no JetStream answering yet, a reconnect) is waited out."""
+    delay = 0.1
+    while True:
+        cancellation.checkpoint()
+        try:
+            try:
+                return await js.key_value(GRANTS_BUCKET)
+            except nats.js.errors.BucketNotFoundError:
+                return await js.create_key_value(
+                    bucket=GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
+                )
+        except nats.errors.Error as exc:
+            if not natsconn.is_transient(exc):
+                raise
+            log.warning("grants bucket not reachable yet; retrying", extra={"error": repr(exc)})
+        await asyncio.sleep(delay)
+        delay = min(5.0, delay * 2)
 
 
 _encode = msgspec.json.Encoder().encode
 _decode_assignment = msgspec.json.Decoder(Assignment).decode
+decode_grant = msgspec.json.Decoder(GrantRecord).decode
 
 ChangeCallback = Callable[[str, set[int], set[int]], Awaitable[None]]
 
@@ -87,6 +144,7 @@ class Membership:
         report: Callable[[], Report],
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        grants: KeyValue | None = None,
     ) -> None:
         self.nc = nc
         self.service = service
@@ -100,6 +158,12 @@ class Membership:
         self._partitions: dict[str, int] = {}
         self._granted: dict[str, set[int]] = {c: set() for c in controllers}
         self._valid_until = -float("inf")
+        # Which grant each owned partition is held under: a new number whenever it is gained.
+        self._grant_ids: dict[str, dict[int, int]] = {c: {} for c in controllers}
+        self._next_grant_id = 0
+        self._grants = grants
+        self._revision = 0  # of our entry in the grants bucket as last known; 0: none known
+        self._lease_seconds = 0.0
         # Partitions given up whose callbacks have not returned yet (counted per loss, as one
         # partition may be lost, regained and lost again before the first callback returns).
         self._releasing: dict[str, Counter[int]] = {c: Counter() for c in controllers}
@@ -124,6 +188,18 @@ class Membership:
             return set()
         return set(self._granted.get(controller, ()))
 
+    def claim(self, controller: str, key: str, partition: int) -> fencing.Claim | None:
+        """A claim on `partition` for writes about `key`, or None when it is not owned now."""
+        ids = self._grant_ids.get(controller)
+        if ids is None or partition not in self.owned(controller):
+            return None
+        grant_id = ids[partition]
+
+        def valid() -> bool:
+            return self._clock() < self._valid_until and ids.get(partition) == grant_id
+
+        return fencing.Claim(controller, key, partition, valid)
+
     def held(self, controller: str) -> set[int]:
         """What the next heartbeat reports: owned, plus partitions still being released."""
         releasing = self._releasing.get(controller, Counter())
@@ -135,16 +211,48 @@ class Membership:
         try:
             while True:
                 cancellation.checkpoint()
-                sent = self._clock()
-                assignment = await self._heartbeat(sent)
-                if assignment is not None:
-                    await self._apply(assignment, sent)
-                await self._fence()
+                sent = await self.beat()
                 # Wake early when the grant would lapse, to run the callbacks for it promptly.
                 wake = min(sent + self.interval, self._valid_until)
                 await asyncio.sleep(max(0.0, wake - self._clock()))
         finally:
             await self._leave(workers)
+
+    async def beat(self) -> float:
+        """One round: heartbeat, apply the reply, drop a lapsed grant; returns the send time.
+
+        `run` calls it every `interval`; the callbacks it triggers run in `run`'s dispatchers.
+        """
+        sent = self._clock()
+        assignment = await self._heartbeat(sent)
+        if assignment is not None:
+            await self._apply(assignment, sent)
+        else:
+            await self._renew()
+        await self._fence()
+        return sent
+
+    async def _renew(self) -> None:
+        """No coordinator answered: extend the grant through the bus, if nobody changed it."""
+        if self._grants is None or self._revision <= 0 or self._clock() >= self._valid_until:
+            return
+        record = GrantRecord(self.instance, {c: sorted(self._granted[c]) for c in self.controllers})
+        sent = self._clock()
+        try:
+            async with asyncio.timeout(max(0.05, self._valid_until - sent)):
+                revision = await self._grants.update(
+                    grant_key(self.instance), _encode(record), last=self._revision
+                )
+        except (nats.errors.Error, TimeoutError) as exc:
+            if natsconn.wrong_last_sequence(exc):
+                # A coordinator changed (or revoked) the grant: only its reply says what now.
+                log.warning("grant changed by a coordinator; not renewed", extra={"instance": self.instance})
+                self._revision = 0
+            else:
+                log.debug("grant renewal failed", extra={"error": repr(exc)})
+            return
+        self._revision = revision
+        self._valid_until = sent + self._lease_seconds
 
     async def _heartbeat(self, sent: float) -> Assignment | None:
         report = self._report()
@@ -170,8 +278,14 @@ class Membership:
             return None
 
     async def _apply(self, assignment: Assignment, sent: float) -> None:
+        if self._clock() >= self._valid_until:
+            # The grant lapsed since the last reply (the coordinator may have given our
+            # partitions away and back meanwhile): what was held under it stays void.
+            await self._drop_all()
         self._partitions.update({c: n for c, n in assignment.partitions.items() if c in self._granted})
         self._valid_until = sent + assignment.lease_seconds
+        self._lease_seconds = assignment.lease_seconds
+        self._revision = assignment.revision
         for controller in self.controllers:
             before = self._granted[controller]
             now = set(assignment.assigned.get(controller, ()))
@@ -187,12 +301,19 @@ class Membership:
         await self._drop_all()
 
     async def _drop_all(self) -> None:
+        self._revision = 0
         for controller in self.controllers:
             lost = self._granted[controller]
             self._granted[controller] = set()
             await self._changed(controller, set(), lost)
 
     async def _changed(self, controller: str, gained: set[int], lost: set[int]) -> None:
+        ids = self._grant_ids[controller]
+        for partition in lost:
+            ids.pop(partition, None)
+        for partition in gained:
+            self._next_grant_id += 1
+            ids[partition] = self._next_grant_id
         if not gained and not lost:
             return
         self._releasing[controller].update(lost)

@@ -22,7 +22,13 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
-from nats.js.errors import APIError, BadRequestError, NoStreamResponseError, ServiceUnavailableError
+from nats.js.errors import (
+    APIError,
+    BadRequestError,
+    KeyWrongLastSequenceError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 
 from kcm_shared import cancellation, errors, subjects
 
@@ -256,4 +262,16 @@ async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1) -> None:
             max_age=7 * 24 * 3600.0,
             num_replicas=replicas,
         ),
+    )
+
+
+# JetStream's error codes for a publish whose expected last (subject) sequence did not hold.
+_WRONG_LAST_SEQUENCE = (10071, 10164)
+
+
+def wrong_last_sequence(exc: BaseException) -> bool:
+    """Whether a publish (or KV write) failed its expected-last-sequence check: someone else
+    wrote the subject (or key) since."""
+    return isinstance(exc, KeyWrongLastSequenceError) or (
+        isinstance(exc, APIError) and exc.err_code in _WRONG_LAST_SEQUENCE
     )

@@ -23,6 +23,7 @@ import pytest
 import uvloop
 from kcm_shared import healthbeat, membership
 from nats.aio.client import Client
+from nats.js.kv import KeyValue
 
 from tests.conftest import KCM, ApiServer, NatsProc, kill_process, stop_process, wait_for
 
@@ -50,7 +51,13 @@ class Coordinator:
 
 
 def start_coordinator(
-    apiserver: ApiServer, nats_server: NatsProc, workdir: Path, name: str, lease_name: str, member_lease: str
+    apiserver: ApiServer,
+    nats_server: NatsProc,
+    workdir: Path,
+    name: str,
+    lease_name: str,
+    member_lease: str,
+    leader_lease: tuple[str, str] = ("1s", "700ms"),
 ) -> Coordinator:
     workdir.mkdir(parents=True, exist_ok=True)
     url_file = workdir / f"{name}.url"
@@ -81,9 +88,9 @@ def start_coordinator(
                 "--leader-elect-resource-name",
                 lease_name,
                 "--leader-elect-lease-duration",
-                "1s",
+                leader_lease[0],
                 "--leader-elect-renew-deadline",
-                "700ms",
+                leader_lease[1],
                 "--leader-elect-retry-period",
                 "200ms",
             ],
@@ -124,8 +131,12 @@ class Fleet:
     def owned(self) -> dict[str, set[int]]:
         return {name: r.members.owned(CONTROLLER) for name, r in self.replicas.items() if r.alive}
 
-    async def add(self, name: str) -> Replica:
-        replica = Replica(self, name, await nats.connect(self.nats_url, name=name))
+    async def add(self, name: str, renew_on_the_bus: bool = False) -> Replica:
+        """A replica; with `renew_on_the_bus` it renews its grant in the grants bucket while no
+        coordinator answers, as the controller runtime's replicas do."""
+        nc = await nats.connect(self.nats_url, name=name)
+        grants = await membership.grants_bucket(nc.jetstream()) if renew_on_the_bus else None
+        replica = Replica(self, name, nc, grants)
         self.replicas[name] = replica
         return replica
 
@@ -144,6 +155,7 @@ class Replica:
     fleet: Fleet
     name: str
     nc: Client
+    grants: KeyValue | None = None
     working: set[int] = field(default_factory=set)
     health: dict[str, str | None] = field(default_factory=lambda: {CONTROLLER: None})
     alive: bool = True
@@ -157,6 +169,7 @@ class Replica:
             ops_url=f"http://{self.name}.invalid:10257",
             report=lambda: membership.Report(health=dict(self.health), depth={CONTROLLER: 3}),
             interval=INTERVAL,
+            grants=self.grants,
         )
         self.members.on_change(self.changed)
         self.task = asyncio.ensure_future(self.members.run())
@@ -311,6 +324,44 @@ def test_coordinator_failover_moves_nothing(
             await asyncio.sleep(4.5)
             assert fleet.owned() == before
             assert fleet.lost_events == []
+        finally:
+            sampler.cancel()
+            await fleet.close()
+        assert fleet.violations == []
+
+    uvloop.run(body())
+
+
+def test_replicas_keep_their_partitions_while_no_coordinator_leads(
+    apiserver: ApiServer, nats_server: NatsProc, tmp_path: Path, coordinators: list[Coordinator]
+) -> None:
+    """kill -9 of the leader with a member lease far shorter than the time a standby needs to
+    take the Lease over: the replicas renew their grants in the bucket meanwhile, and the new
+    leader starts from the grants there. No partition is dropped, moved or owned twice."""
+    for name in ("g1", "g2"):
+        coordinators.append(
+            start_coordinator(
+                apiserver, nats_server, tmp_path, name, "coord-gap", "1500ms", leader_lease=("5s", "3s")
+            )
+        )
+
+    async def body() -> None:
+        fleet = Fleet(nats_server.url)
+        sampler = asyncio.ensure_future(fleet.sample())
+        try:
+            await until_async(lambda: _any_leads(coordinators), 30, "a leader")
+            await fleet.add("k1", renew_on_the_bus=True)
+            await fleet.add("k2", renew_on_the_bus=True)
+            await until(lambda: balanced(fleet.owned()) and len(fleet.owned()) == 2, 15, "balance")
+            before = fleet.owned()
+            leader, standby = await _roles(coordinators)
+            fleet.lost_events.clear()
+            leader.kill()
+            # Up to 5 s without a leader: more than three member leases.
+            await until_async(lambda: _leads(standby.url), 30, "the standby to lead")
+            await until_async(lambda: _holds(standby.url, before), 10, "the new leader to confirm the grants")
+            assert fleet.owned() == before
+            assert fleet.lost_events == [], "a replica dropped partitions while no coordinator led"
         finally:
             sampler.cancel()
             await fleet.close()

@@ -71,7 +71,7 @@ def beat(instance: str, held: list[int] | None = None, error: str | None = None)
 
 def coordinator(clock: Clock) -> state.Coordinator:
     coord = state.Coordinator(partitions=4, lease=5.0, margin=1.0, clock=clock)
-    clock.now += 5.0  # past the confirmation period of the first term
+    clock.now += 6.0  # past the confirmation period (lease + margin) of the first term
     return coord
 
 
@@ -132,7 +132,11 @@ def test_new_term_confirms_holdings_and_moves_nothing() -> None:
     # Partitions held twice (should not happen) go to neither holder.
     assert coord.heartbeat(beat("c", [3])).assigned == {"rs": []}
     assert coord.heartbeat(beat("a", [0, 1, 2, 3])).assigned == {"rs": [0, 1, 2]}
-    clock.now += 5.0
+    clock.now += 5.5
+    # Still confirming: a predecessor's grant may last lease + margin (1 s by default).
+    assert coord.heartbeat(beat("a", [0, 1, 2])).assigned == {"rs": [0, 1, 2]}
+    assert coord.heartbeat(beat("b")).assigned == {"rs": []}
+    clock.now += 0.5
     coord.heartbeat(beat("b"))
     coord.heartbeat(beat("c", []))
     # After the period: balanced, a keeping what balance allows (the most loaded keeps 2 of 4).
@@ -188,3 +192,67 @@ def test_status_shape() -> None:
         "error": None,
     }
     assert status["members"][0]["held"] == {"rs": [0, 1, 2, 3]}
+
+
+def record(instance: str, partitions: list[int]) -> membership.GrantRecord:
+    return membership.GrantRecord(instance, {"rs": partitions})
+
+
+def test_a_new_leader_honours_restored_grants_at_once() -> None:
+    clock = Clock()
+    coord = state.Coordinator(partitions=4, lease=5.0, margin=1.0, clock=clock)
+    coord.start_term()
+    coord.restore([(record("a", [0, 1]), 7), (record("b", [2, 3]), 9)])
+    # No confirmation period: every grant is known, and they stay where they are.
+    assert coord.heartbeat(beat("a", [0, 1])).assigned == {"rs": [0, 1]}
+    assert coord.heartbeat(beat("b", [2, 3])).assigned == {"rs": [2, 3]}
+    assert coord.unpersisted("a") is None
+    assert coord.revision("b") == 9
+    # A newcomer gets nothing that a restored holder may still hold.
+    assert coord.heartbeat(beat("c")).assigned == {"rs": []}
+
+
+def test_a_silent_member_with_an_entry_is_forgotten_only_once_the_entry_is_deleted() -> None:
+    clock = Clock()
+    coord = coordinator(clock)
+    coord.heartbeat(beat("a"))
+    coord.persisted("a", record("a", [0, 1, 2, 3]), 3)
+    coord.heartbeat(beat("a", [0, 1, 2, 3]))
+    clock.now += 6.1  # past lease + margin
+    assert coord.revoke() == [("a", 3)]
+    assert coord.heartbeat(beat("b")).assigned == {"rs": []}  # still a's until revoked
+    coord.forget("a", 2)  # an older revision: it moved on since, nothing is forgotten
+    assert coord.heartbeat(beat("b")).assigned == {"rs": []}
+    coord.forget("a", 3)
+    assert coord.heartbeat(beat("b")).assigned == {"rs": [0, 1, 2, 3]}
+
+
+def test_a_member_that_renewed_in_the_bucket_stays_alive() -> None:
+    clock = Clock()
+    coord = coordinator(clock)
+    coord.heartbeat(beat("a"))
+    coord.persisted("a", record("a", [0, 1, 2, 3]), 3)
+    clock.now += 6.1
+    coord.renewed("a", 4)  # the revision-checked delete failed: it renewed meanwhile
+    assert coord.revoke() == []
+    assert coord.replicas("rs") == ["a"]
+    clock.now += 6.1
+    assert coord.revoke() == [("a", 4)]
+
+
+def test_grant_changes_are_persisted_before_they_are_replied() -> None:
+    clock = Clock()
+    coord = coordinator(clock)
+    coord.heartbeat(beat("a"))
+    assert coord.unpersisted("a") == record("a", [0, 1, 2, 3])
+    coord.persisted("a", record("a", [0, 1, 2, 3]), 1)
+    coord.heartbeat(beat("a", [0, 1, 2, 3]))
+    assert coord.unpersisted("a") is None
+    coord.heartbeat(beat("b"))
+    coord.heartbeat(beat("a", [0, 1, 2, 3]))  # told to let two go
+    assert coord.unpersisted("a") == record("a", [0, 1])
+
+
+def test_grant_keys_encode_any_instance_name() -> None:
+    assert membership.grant_key("host-1234_a") == "host-1234_a"
+    assert membership.grant_key("pod.ns/x y\u00e9") == "pod=2Ens=2Fx=20y=C3=A9"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from kcm_apiserver import kubeconfig, persist, schemas
+from kcm_apiserver import audit, kubeconfig, persist, schemas
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.server import Server
@@ -37,6 +37,7 @@ class Options:
     token: str | None = None
     watch_history: int = 10_000
     bookmark_interval: float = 5.0
+    audit_log_path: Path | None = None  # JSON lines, one per write (kube-apiserver's --audit-log-path)
 
 
 def _is_loopback(host: str) -> bool:
@@ -63,7 +64,8 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    server = Server(api, token=token, bookmark_interval=opts.bookmark_interval)
+    audit_log = audit.AuditLog(opts.audit_log_path) if opts.audit_log_path is not None else None
+    server = Server(api, token=token, bookmark_interval=opts.bookmark_interval, audit_log=audit_log)
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()
     sock = socket.socket(socket.AF_INET6 if ":" in opts.bind else socket.AF_INET)
@@ -85,3 +87,5 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     finally:
         await runner.cleanup()
         store.close()
+        if audit_log is not None:
+            audit_log.close()

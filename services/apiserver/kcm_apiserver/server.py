@@ -2,7 +2,8 @@
 
 Parses Kubernetes REST paths and query parameters, negotiates the response form (JSON,
 Table, PartialObjectMetadata), streams watches, and turns `ApiError` into Status bodies.
-Everything about objects is delegated to `operations` and `subresources`.
+Everything about objects is delegated to `operations` and `subresources`; writes are
+recorded in the audit log when one is configured (`audit`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from kcm_apiserver import discovery, errors, metrics_api, protobuf, schemas, subresources, tables
+from kcm_apiserver import audit, discovery, errors, metrics_api, protobuf, schemas, subresources, tables
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
@@ -50,6 +51,9 @@ _PATCH_TYPES = {
 }
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
+# Request keys through which `_api` tells the audit log which object a write was about.
+_TARGET = "kcm.target"
+_CREATED = "kcm.created"
 
 
 @dataclass
@@ -78,8 +82,15 @@ def _error(exc: errors.ApiError) -> web.Response:
 
 
 class Server:
-    def __init__(self, api: Api, token: str | None = None, bookmark_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: Api,
+        token: str | None = None,
+        bookmark_interval: float = 5.0,
+        audit_log: audit.AuditLog | None = None,
+    ) -> None:
         self.api = api
+        self.audit_log = audit_log
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.address = "127.0.0.1:0"
@@ -117,6 +128,7 @@ class Server:
         verb = request.method
         resource = "-"
         code = 500
+        received = datetime.now(UTC) if self.audit_log is not None else None
         try:
             if self.token is not None and not self._authorized(request):
                 raise errors.unauthorized()
@@ -131,6 +143,16 @@ class Server:
             return _error(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
             self.requests[(verb, resource, str(code))] += 1
+            if self.audit_log is not None and received is not None:
+                self.audit_log.record(
+                    method=verb,
+                    uri=request.path_qs,
+                    user_agent=request.headers.get("User-Agent", ""),
+                    source_ip=request.remote or "",
+                    ref=_object_ref(request),
+                    code=code,
+                    received=received,
+                )
 
     def _authorized(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -202,6 +224,7 @@ class Server:
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
             return _json(doc), "discovery"
         target = self._target(group, version, rest)
+        request[_TARGET] = target
         return await self._resource(request, target), target.rt.resource
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
@@ -288,6 +311,7 @@ class Server:
                         "the server does not allow this method on the requested resource"
                     )
                 obj = api.create(ctx, await self._body(request))
+                request[_CREATED] = obj["metadata"]["name"]
                 return _json(obj, 201, ctx.warnings)
             if method == "DELETE":
                 opts = await self._delete_options(request)
@@ -638,3 +662,12 @@ def _accepted_form(request: web.Request) -> tuple[str, str] | None:
 
 def _partial(obj: Obj, gv: str) -> Obj:
     return {"kind": "PartialObjectMetadata", "apiVersion": gv, "metadata": obj.get("metadata", {})}
+
+
+def _object_ref(request: web.Request) -> audit.ObjectRef | None:
+    target: Target | None = request.get(_TARGET)
+    if target is None:
+        return None
+    rt = target.rt
+    name = target.name or request.get(_CREATED, "")
+    return audit.ObjectRef(rt.resource, target.namespace, name, rt.group, rt.version, target.subresource)

@@ -36,6 +36,8 @@ class DevOptions:
     controllers: str = "*"
     replicas: dict[str, int] = field(default_factory=dict)
     controller_flags: list[str] = field(default_factory=list)
+    audit_log_path: Path | None = None
+    partitions: int | None = None  # the coordinator's --partitions; its default when None
 
 
 def kcm_argv() -> list[str]:
@@ -133,7 +135,10 @@ async def run(opts: DevOptions) -> None:
     api = asyncio.ensure_future(
         apiserver_main.serve(
             apiserver_main.Options(
-                port=opts.port, kubeconfig_out=opts.kubeconfig_out, data_dir=state / "apiserver"
+                port=opts.port,
+                kubeconfig_out=opts.kubeconfig_out,
+                data_dir=state / "apiserver",
+                audit_log_path=opts.audit_log_path,
             ),
             api_url.set_result,
         )
@@ -181,6 +186,7 @@ async def run(opts: DevOptions) -> None:
                     str(coordinator_port),
                     "--ops-url-file",
                     str(state / "coordinator.url"),
+                    *([] if opts.partitions is None else ["--partitions", str(opts.partitions)]),
                 ],
             ),
         ]

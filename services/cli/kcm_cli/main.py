@@ -45,7 +45,16 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=10_000,
         help="events kept per resource for watches to resume from",
     )
+    _audit_argument(p)
     p.add_argument("--log-level", default="info")
+
+
+def _audit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--audit-log-path",
+        type=Path,
+        help="append one JSON line (audit.k8s.io/v1 Event) per write the API server answers",
+    )
 
 
 def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,6 +73,10 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--kube-api-qps", help="passed to the controllers")
     p.add_argument("--kube-api-burst", help="passed to the controllers")
+    p.add_argument(
+        "--partitions", type=int, help="work partitions per controller (passed to the coordinator)"
+    )
+    _audit_argument(p)
     p.add_argument("--log-level", default="info")
 
 
@@ -158,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             data_dir=args.data_dir,
             token=args.token_file.read_text().strip() if args.token_file else args.token,
             watch_history=args.watch_history,
+            audit_log_path=args.audit_log_path,
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
@@ -172,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             controllers=args.controllers,
             replicas=_replicas(args.replicas),
             controller_flags=_passthrough(args, extra),
+            audit_log_path=args.audit_log_path,
+            partitions=args.partitions,
         )
         return _run(dev.run(dev_opts))
     if args.command == "sim":

@@ -31,6 +31,7 @@ from kcm_cli.controllers import BUILTIN
 
 INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a client publish there
 OBJECTS = subjects.OBJECTS_STREAM
+GRANTS = f"KV_{membership.GRANTS_BUCKET}"
 SEED_SUFFIX = ".nk"
 AUTH_CONF = "auth.conf"
 # kube-apiserver takes request bodies up to 3 MiB and etcd values up to about 1.5 MiB; an
@@ -96,6 +97,11 @@ def _consume_work(stream: str) -> list[str]:
     ]
 
 
+def _kv(bucket: str) -> str:
+    """Writes (puts, revision-checked updates, deletes) to every key of a KV bucket."""
+    return f"$KV.{bucket}.>"
+
+
 def _health(service: str) -> str:
     """The health beats of every instance of `service` (`kcm_shared.healthbeat`)."""
     return f"kcm.health.{subjects.encode_token(service)}.*"
@@ -118,8 +124,10 @@ def watcher() -> Permissions:
 def coordinator() -> Permissions:
     """Answers the controllers' membership heartbeats, hears every service's health beats, and
     publishes its own beat and (leading) its verdicts for the standbys."""
-    publish = (_health("coordinator"), fleethealth.STATUS_SUBJECT)
-    return Permissions(publish, ("kcm.coord.>", healthbeat.FILTER, INBOX), responses=True)
+    publish = [_health("coordinator"), fleethealth.STATUS_SUBJECT]
+    # The grants it gives, kept where its successor finds them (docs/bus.md "Coordinator failover").
+    publish += [_kv(membership.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
+    return Permissions(_unique(publish), ("kcm.coord.>", healthbeat.FILTER, INBOX), responses=True)
 
 
 def controllers(names: Sequence[str]) -> Permissions:
@@ -129,6 +137,9 @@ def controllers(names: Sequence[str]) -> Permissions:
     # The caches declare the object stream too (any service may start first); create only:
     # bringing it to another configuration is the watcher's.
     publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(subjects.DLQ_STREAM)]
+    # A replica renews its own grant while no coordinator answers (revision-checked by
+    # JetStream). Its key is its instance name, which the table does not know: any key.
+    publish += [_kv(membership.GRANTS_BUCKET), _api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
     for name in names:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]

@@ -9,6 +9,11 @@ coordinators' health beats (`fleethealth`) and beats its own; the leader publish
 verdicts every second, and a standby serves those as its own aggregated checks (beside a
 healthy `standby` check), so `/healthz/<controller>` gives the leader's answer on any
 replica. A standby's `/status` says `"leader": false`.
+
+Grants are kept in the `kcm-grants` KV bucket: a leader writes a member's grant there before
+it replies with it, deletes a silent member's entry (revision-checked) before its partitions
+go to others, and a new leader starts from what is there instead of from nothing, so a
+failover moves no partition and stops no work (docs/bus.md, "Coordinator failover").
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from aiohttp import web
 from kcm_shared import (
     cancellation,
@@ -38,6 +44,7 @@ from kcm_shared import (
 )
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.kv import KeyValue
 
 from kcm_coordinator import fleethealth, state
 
@@ -46,6 +53,7 @@ log = logging.getLogger("kcm.coordinator")
 _decode_heartbeat = msgspec.json.Decoder(membership.Heartbeat).decode
 _encode = msgspec.json.Encoder().encode
 _REFRESH = 0.5  # seconds between expiry sweeps / metric updates while leading
+_GONE = (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError)
 STANDBY = "standby"
 
 
@@ -57,9 +65,13 @@ class Service:
         elector: leaderelection.LeaderElector | None,
         identity: str,
         instance: str = "",
+        grants: KeyValue | None = None,
+        stream_replicas: int = 1,
     ) -> None:
         self.nc = nc
         self.instance = instance or identity
+        self.grants = grants
+        self.stream_replicas = stream_replicas
         self.coordinator = coordinator
         self.elector = elector
         self.identity = identity
@@ -94,7 +106,14 @@ class Service:
             return
         reply = self.coordinator.heartbeat(beat)
         self._sync_checks()
-        if msg.reply:
+        if self.grants is not None:
+            if not beat.controllers:
+                await self._forget_entry(beat.instance)
+            elif not await self._persist(beat.instance):
+                return  # no reply: the replica keeps (until it lapses) what it was granted before
+            reply = msgspec.structs.replace(reply, revision=self.coordinator.revision(beat.instance))
+        # The write above may have outlasted our leadership: a deposed leader grants nothing.
+        if msg.reply and self.is_leader:
             with contextlib.suppress(nats.errors.Error):
                 await msg.respond(_encode(reply))
 
@@ -111,6 +130,87 @@ class Service:
             body["coordinator"]["leader_ops_url"] = heard.ops_url if heard is not None else None
         body[fleethealth.WATCHER] = self.beats.watcher_status()
         return body
+
+    async def _persist(self, instance: str) -> bool:
+        """Write `instance`'s grant to the bucket if it changed; False when that failed."""
+        assert self.grants is not None
+        record = self.coordinator.unpersisted(instance)
+        if record is None:
+            return True
+        key, value = membership.grant_key(instance), _encode(record)
+        try:
+            try:
+                last = self.coordinator.revision(instance)
+                revision = await (
+                    self.grants.update(key, value, last=last) if last else self.grants.create(key, value)
+                )
+            except nats.errors.Error as exc:
+                if not natsconn.wrong_last_sequence(exc):
+                    raise
+                # The replica renewed it, or a predecessor wrote it: the grant is ours to decide.
+                try:
+                    revision = await self.grants.update(
+                        key, value, last=(await self.grants.get(key)).revision
+                    )
+                except _GONE:
+                    revision = await self.grants.create(key, value)
+        except nats.errors.Error as exc:
+            log.warning("could not persist a grant", extra={"instance": instance, "error": repr(exc)})
+            await self._redeclare()
+            return False
+        self.coordinator.persisted(instance, record, revision)
+        return True
+
+    async def _redeclare(self) -> None:
+        """Declare the bucket again: its stream may be gone (a wiped NATS store)."""
+        with contextlib.suppress(nats.errors.Error):
+            self.grants = await membership.grants_bucket(self.nc.jetstream(), self.stream_replicas)
+
+    async def _forget_entry(self, instance: str) -> None:
+        assert self.grants is not None
+        with contextlib.suppress(nats.errors.Error):
+            await self.grants.delete(membership.grant_key(instance))
+
+    async def _revoke(self) -> None:
+        """Delete silent members' entries so they cannot renew, then let their partitions go."""
+        assert self.grants is not None
+        for instance, revision in self.coordinator.revoke():
+            key = membership.grant_key(instance)
+            try:
+                try:
+                    await self.grants.delete(key, last=revision)
+                except nats.errors.Error as exc:
+                    if not natsconn.wrong_last_sequence(exc):
+                        raise
+                    self.coordinator.renewed(instance, (await self.grants.get(key)).revision or 0)
+                    continue
+            except _GONE:
+                pass  # deleted already: nobody can renew it either
+            except nats.errors.Error as exc:
+                log.warning("could not revoke a grant", extra={"instance": instance, "error": repr(exc)})
+                continue
+            self.coordinator.forget(instance, revision)
+
+    async def _restore(self) -> None:
+        """Load every grant a predecessor persisted; retried until it succeeds."""
+        assert self.grants is not None
+        delay = 0.1
+        while True:
+            cancellation.checkpoint()
+            try:
+                records = []
+                with contextlib.suppress(nats.js.errors.NoKeysError):
+                    for key in await self.grants.keys():
+                        with contextlib.suppress(*_GONE):
+                            entry = await self.grants.get(key)
+                            if entry.value:
+                                records.append((membership.decode_grant(entry.value), entry.revision or 0))
+                self.coordinator.restore(records)
+                return
+            except (nats.errors.Error, msgspec.DecodeError) as exc:
+                log.warning("could not read the grants bucket; retrying", extra={"error": repr(exc)})
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
 
     def _sync_checks(self) -> None:
         for controller in self.coordinator.controllers - set(self.checks.checks):
@@ -181,6 +281,8 @@ class Service:
     async def lead(self) -> None:
         """Answer heartbeats until cancelled (leadership lost or shutdown)."""
         self.coordinator.start_term()
+        if self.grants is not None:
+            await self._restore()
         self.leading = True
         self.checks.checks.clear()  # STANDBY and the leader's verdicts a standby followed
         self.checks.aggregated.clear()
@@ -189,6 +291,8 @@ class Service:
         try:
             while True:
                 cancellation.checkpoint()
+                if self.grants is not None:
+                    await self._revoke()
                 self.coordinator.refresh()
                 self._sync_checks()
                 await asyncio.sleep(_REFRESH)
@@ -214,9 +318,11 @@ async def run(args: argparse.Namespace) -> None:
     )
     # Before waiting for NATS, so a bad kubeconfig is reported at once (errors.ConfigError).
     client = flags.kube_client(args, "kcm/coordinator")
-    nc = await natsconn.connect(natsconn.from_args(args), f"kcm-coordinator-{args.instance}")
+    options = natsconn.from_args(args)
+    nc = await natsconn.connect(options, f"kcm-coordinator-{args.instance}")
+    grants = await membership.grants_bucket(nc.jetstream(), options.stream_replicas)
     elector = leaderelection.from_args(args, client, identity)
-    service = Service(nc, coordinator, elector, identity, args.instance)
+    service = Service(nc, coordinator, elector, identity, args.instance, grants, options.stream_replicas)
     runner, port = await opsserver.start(service.app(), args.ops_bind, args.ops_port)
     service.ops_url = opsserver.url(args.ops_bind, port)
     following = asyncio.ensure_future(service.follow())

@@ -7,9 +7,18 @@ its time from an injected monotonic clock, so the tests drive it with a fake one
 Fencing (architecture invariant 2): a partition is granted to its target owner only while
 no other member may still hold it - i.e. no member whose last heartbeat is younger than
 lease + margin reports it held or was granted it in our last reply to that member. A
-replica's own grant lapses `lease` after it *sent* the heartbeat, so by the time we hear
-nothing for lease + margin it has stopped. A coordinator that just took over does not know
-what its predecessor granted, so for one lease it only confirms what replicas report.
+replica's own grant lapses `lease` after it *sent* the heartbeat (on its clock), and its API
+writes are checked against that deadline, so by the time we hear nothing for lease + margin
+(counted from when we *received* the heartbeat) it writes nothing more, however slow its
+release; the margin covers clock-rate drift and a write's way from its check to the API
+server (docs/bus.md, "Fencing"). A coordinator that just took over does not know what its
+predecessor granted, so for lease + margin it only confirms what replicas report, unless it
+`restore`d its predecessor's grants from the `kcm-grants` bucket.
+
+With the bucket (`service` persists each member's grant there before replying), a member
+silent for lease + margin is not forgotten at once: its entry is deleted first, with a
+revision check, so a replica that renewed its grant in the bucket meanwhile (as replicas do
+while no coordinator answers) is seen as alive instead (`revoke`, `renewed`).
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ class Member:
     depth: dict[str, int]
     seen: float
     granted: dict[str, set[int]] = field(default_factory=dict)
+    revision: int = 0  # of its entry in the grants bucket; 0: none written
+    persisted: dict[str, set[int]] | None = None  # what that entry holds
 
 
 class Coordinator:
@@ -79,13 +90,77 @@ class Coordinator:
         MEMBERS.set(0)
         UNOWNED.clear()
 
+    def restore(self, records: list[tuple[membership.GrantRecord, int]]) -> None:
+        """Take over the grants a predecessor persisted (record, revision): each holder counts
+        as alive from now, so its partitions stay its own for at least lease + margin."""
+        now = self._clock()
+        for record, revision in records:
+            assigned = {c: set(ps) for c, ps in record.assigned.items()}
+            self.members[record.instance] = Member(
+                service="controllers",
+                instance=record.instance,
+                ops_url="",
+                controllers=sorted(assigned),
+                held={c: set(ps) for c, ps in assigned.items()},
+                health={},
+                depth={},
+                seen=now,
+                granted=assigned,
+                revision=revision,
+                persisted={c: set(ps) for c, ps in assigned.items()},
+            )
+            self.controllers.update(assigned)
+        self._term_start = -float("inf")  # every grant there is is known: nothing to confirm
+        log.info("grants restored", extra={"members": len(records)})
+
+    def unpersisted(self, instance: str) -> membership.GrantRecord | None:
+        """The grant to write to the bucket before replying to `instance`, if it changed."""
+        member = self.members.get(instance)
+        if member is None or member.persisted == member.granted:
+            return None
+        return membership.GrantRecord(instance, {c: sorted(ps) for c, ps in member.granted.items()})
+
+    def persisted(self, instance: str, record: membership.GrantRecord, revision: int) -> None:
+        member = self.members.get(instance)
+        if member is not None:
+            member.persisted = {c: set(ps) for c, ps in record.assigned.items()}
+            member.revision = revision
+
+    def revision(self, instance: str) -> int:
+        member = self.members.get(instance)
+        return 0 if member is None else member.revision
+
+    def revoke(self) -> list[tuple[str, int]]:
+        """Silent members whose bucket entry must be deleted (at this revision) before their
+        partitions may go to others: call `forget` once deleted, `renewed` if it had moved on."""
+        limit = self._clock() - self.lease - self.margin
+        return [(i, m.revision) for i, m in self.members.items() if m.seen < limit and m.revision]
+
+    def forget(self, instance: str, revision: int) -> None:
+        member = self.members.get(instance)
+        if (
+            member is not None
+            and member.revision == revision
+            and member.seen < self._clock() - self.lease - self.margin
+        ):
+            log.warning("member expired", extra={"instance": instance})
+            del self.members[instance]
+
+    def renewed(self, instance: str, revision: int) -> None:
+        """`instance` renewed its grant in the bucket (now at `revision`): it is alive."""
+        member = self.members.get(instance)
+        if member is not None:
+            member.seen = self._clock()
+            member.revision = revision
+
     def partitions(self, controller: str) -> int:
         return self.partitions_for.get(controller, self.default_partitions)
 
     @property
     def confirming(self) -> bool:
-        """The first lease of a term: only confirm what replicas hold, move nothing."""
-        return self._clock() < self._term_start + self.lease
+        """The first lease + margin of a term: only confirm what replicas hold, move nothing
+        (a predecessor's grant, unknown here, lasts at most that long)."""
+        return self._clock() < self._term_start + self.lease + self.margin
 
     def heartbeat(self, beat: membership.Heartbeat) -> membership.Assignment:
         now = self._clock()
@@ -107,6 +182,8 @@ class Coordinator:
         previous = self.members.get(beat.instance)
         if previous is not None:
             member.granted = previous.granted
+            member.revision = previous.revision
+            member.persisted = previous.persisted
         self.members[beat.instance] = member
         self.controllers.update(beat.controllers)
         assigned: dict[str, list[int]] = {}
@@ -140,7 +217,8 @@ class Coordinator:
 
     def _expire(self) -> None:
         limit = self._clock() - self.lease - self.margin
-        for instance in [i for i, m in self.members.items() if m.seen < limit]:
+        # A member with a bucket entry goes only through `revoke` and `forget`.
+        for instance in [i for i, m in self.members.items() if m.seen < limit and not m.revision]:
             log.warning("member expired", extra={"instance": instance})
             del self.members[instance]
 

@@ -18,6 +18,13 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   An add of a key whose message this replica stored and whose reconcile has not started
   yet publishes nothing (client-go's dirty set): that reconcile reads the cache after the
   change anyway. Under load this spares a JetStream publish per event.
+- Fencing (architecture invariant 8): each reconcile holds a `fencing.Claim` on its key's
+  partition (from the `claim` the runtime passes) and the controller's API writes are checked
+  against it. A reconcile refused with `fencing.NotOwner`, or one whose claim is void by the
+  time it ends, hands its message back (nak, no retry counted, nothing dead-lettered): the
+  partition's next owner reconciles the key. A deferred item is re-published only in place of
+  the message it came from (expected last subject sequence), so a replica that lost the
+  partition can never replace a newer change's message with its deferral.
 - Retries: a failing key is retried for ever, after the rate limiter's delay for its count
   of failures in a row (upstream: 5 ms doubling to 1000 s), while other keys flow on. Only
   what cannot be handled at all goes to `kcm.dlq.<controller>`, with the reason: a work
@@ -64,7 +71,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from kcm_shared import cancellation, health, natsconn, subjects, tracing
+from kcm_shared import cancellation, fencing, health, natsconn, subjects, tracing
 from kcm_shared.workqueue import metrics, queue, ratelimit
 
 log = logging.getLogger("kcm.workqueue")
@@ -74,6 +81,7 @@ FAILURES = "Kcm-Failures"  # header: failed reconciles of the key in a row, on a
 _JS_API = "$JS.API"  # the JetStream API prefix of `nc.jetstream()`, which every service uses
 _STATUS = api.Header.STATUS
 _TRACE_HEADERS = ("traceparent", "tracestate")  # carried over when a deferred item is re-published
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
 
@@ -94,6 +102,8 @@ class TerminalError(Exception):
 
 
 Reconcile = Callable[[str], Awaitable[Result | None]]
+# (key, partition) -> the claim writes for the key are checked against; None: not owned now.
+ClaimFor = Callable[[str, int], fencing.Claim | None]
 
 
 @dataclass(eq=False)
@@ -154,6 +164,7 @@ class DurableQueue:
         stuck_after: float = 120.0,
         stream_replicas: int = 1,
         on_lost: Callable[[set[int]], None] | None = None,
+        claim: ClaimFor | None = None,
     ) -> None:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
@@ -166,6 +177,7 @@ class DurableQueue:
         (no success, failure or requeue recorded) before it is dead-lettered as poison;
         `on_lost(partitions)` is called when those partitions' consumers (and so their pending
         work items) were found gone and declared anew.
+        `claim` fences each reconcile's writes (module docstring); without it nothing is fenced.
         """
         if workers < 1 or max_deliveries < 1 or ack_wait <= 0:
             raise ValueError("workers and max_deliveries must be >= 1 and ack_wait > 0")
@@ -198,6 +210,7 @@ class DurableQueue:
         self._busy = False
         self.health = health.Watchdog(stuck_after)
         self._stuck_after = stuck_after
+        self._claim = claim
 
     async def setup(self) -> None:
         """Declare the work stream and the dead-letter stream (idempotent)."""
@@ -586,8 +599,12 @@ class DurableQueue:
 
     async def _reconcile_and_settle(self, item: _Item) -> None:
         key = item.key
+        claim = None if self._claim is None else self._claim(key, item.partition)
+        if self._claim is not None and claim is None:
+            await self._hand_back(item, "partition not owned at start")
+            return
         # A task of its own, so stop_partition can cancel one reconcile without the worker.
-        item.task = asyncio.create_task(self._traced(item), name=f"reconcile {self._controller} {key}")
+        item.task = asyncio.create_task(self._traced(item, claim), name=f"reconcile {self._controller} {key}")
         try:
             await asyncio.wait([item.task])
         except asyncio.CancelledError:
@@ -597,6 +614,10 @@ class DurableQueue:
             await self._settle(item.msg.nak(), "hand back", key)
             return
         exc = item.task.exception()
+        if isinstance(exc, fencing.NotOwner) or (claim is not None and not claim.valid()):
+            # Whatever it did or failed at, the key is the next owner's now.
+            await self._hand_back(item, "partition lost during the reconcile")
+            return
         remembered = self._failures.pop(key, (item.partition, 0))[1]
         if exc is None:
             result = item.task.result()
@@ -625,10 +646,20 @@ class DurableQueue:
         )
         await self._defer(item, delay, failures)
 
-    async def _traced(self, item: _Item) -> Result | None:
+    async def _traced(self, item: _Item, claim: fencing.Claim | None) -> Result | None:
         context = tracing.extract(item.msg.headers)
-        with tracing.span("reconcile", context=context, controller=self._controller, key=item.key):
+        with (
+            fencing.holding(claim),
+            tracing.span("reconcile", context=context, controller=self._controller, key=item.key),
+        ):
             return await self._reconcile(item.key)
+
+    async def _hand_back(self, item: _Item, why: str) -> None:
+        log.info(
+            "work item handed back: partition no longer owned",
+            extra={"controller": self._controller, "key": item.key, "partition": item.partition, "why": why},
+        )
+        await self._settle(item.msg.nak(), "hand back", item.key)
 
     async def _defer(self, item: _Item, delay: float, failures: int) -> None:
         """Re-publish `item`'s key to run after `delay` seconds, `failures` failed in a row."""
@@ -643,9 +674,15 @@ class DurableQueue:
             headers[FAILURES] = str(failures)
         # Bounded: past ack_wait the old message would be redelivered anyway.
         deadline = time.monotonic() + self._ack_wait / 2
+        # Only in place of this very message: once another is stored for the key (a change, or
+        # the next owner's fill), that one runs and decides; replacing it would postpone it.
+        headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(item.seq)
         try:
             stored = await self._store(item.key, item.msg.subject, item.msg.data, headers, deadline)
         except nats.errors.Error as exc:
+            if natsconn.wrong_last_sequence(exc):
+                await self._settle(item.msg.ack(), "ack", item.key)  # the newer message decides
+                return
             log.warning("re-publish failed", extra={"controller": self._controller, "error": repr(exc)})
             stored = False
         if not stored:
