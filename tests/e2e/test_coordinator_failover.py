@@ -52,6 +52,8 @@ def standby(stack: devstack.DevStack, tmp_path: Path) -> Iterator[Path]:
         str(stack.kubeconfig),
         "--nats-url",
         (stack.state / "nats.url").read_text().strip(),
+        "--nats-nkey-seed",
+        str(stack.state / "nats-auth" / "coordinator.nk"),
         "--ops-bind",
         "127.0.0.1",
         "--ops-port",

@@ -71,6 +71,8 @@ def replica(stack: Stack, instance: str, nats_url: str | None = None) -> Iterato
         str(stack.dev.kubeconfig),
         "--nats-url",
         url,
+        "--nats-nkey-seed",  # kcm dev's identity for a replicaset-controller replica started by hand
+        str(stack.dev.state / "nats-auth" / "replicaset.nk"),
         "--ops-bind",
         "127.0.0.1",
         "--ops-port",

@@ -61,12 +61,10 @@ def _controller_groups(opts: DevOptions) -> list[tuple[str, list[str], list[str]
 
 
 def _identities(groups: list[tuple[str, list[str], list[str]]]) -> dict[str, natsauth.Permissions]:
-    """Every supervised service's NATS identity, named as the service, and the consumer's."""
-    out = {
-        "watcher": natsauth.watcher(),
-        "coordinator": natsauth.coordinator(),
-        "consumer": natsauth.consumer(),
-    }
+    """Every supervised service's NATS identity, named as the service, the consumer's, and one
+    per built-in controller (named as its alias, as in compose and k8s/), for a replica started
+    by hand beside the stack (`kcm controller NAME --nats-nkey-seed DIR/nats-auth/ALIAS.nk`)."""
+    out = natsauth.deployment_identities(BUILTIN)
     out.update({name: natsauth.controllers(names) for name, _, names in groups})
     return out
 
