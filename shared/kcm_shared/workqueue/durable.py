@@ -21,8 +21,8 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
 - Fencing (architecture invariant 8): each reconcile holds a `fencing.Claim` on its key's
   partition (from the `claim` the runtime passes) and the controller's API writes are checked
   against it. A reconcile refused with `fencing.NotOwner`, or one whose claim is void by the
-  time it ends, hands its message back (nak, no retry counted, nothing dead-lettered): the
-  partition's next owner reconciles the key. A deferred item is re-published only in place of
+  time it ends, hands its message back (re-published in its own place: no delivery or retry
+  counted, nothing dead-lettered): the partition's next owner reconciles the key. A deferred item is re-published only in place of
   the message it came from (expected last subject sequence), so a replica that lost the
   partition can never replace a newer change's message with its deferral.
 - Retries: a failing key is retried for ever, after the rate limiter's delay for its count
@@ -659,7 +659,9 @@ class DurableQueue:
             "work item handed back: partition no longer owned",
             extra={"controller": self._controller, "key": item.key, "partition": item.partition, "why": why},
         )
-        await self._settle(item.msg.nak(), "hand back", item.key)
+        # Re-published in its own place rather than nak'd: a nak would count as a delivery
+        # without an outcome, and enough hand-overs would make a sound item look like poison.
+        await self._defer(item, 0.0, item.failures)
 
     async def _defer(self, item: _Item, delay: float, failures: int) -> None:
         """Re-publish `item`'s key to run after `delay` seconds, `failures` failed in a row."""
