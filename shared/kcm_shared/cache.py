@@ -67,7 +67,16 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-from kcm_shared import cancellation, codec, kubeclient, natsconn, selectors, subjects, tracing
+from kcm_shared import (
+    cancellation,
+    codec,
+    kubeclient,
+    natsconn,
+    resourceversion,
+    selectors,
+    subjects,
+    tracing,
+)
 
 log = logging.getLogger("kcm.cache")
 
@@ -133,21 +142,6 @@ def rv_at_least(have: str, want: str) -> bool:
         return int(have) >= int(want)
     except ValueError:
         return have == want
-
-
-def _rv_int(rv: str) -> int | None:
-    return int(rv) if rv.isdigit() else None
-
-
-def is_stale(rv: str, held: str) -> bool:
-    """Whether a message at resourceVersion `rv` is older than the state held at `held`.
-
-    Only numeric versions compare (kube-apiserver's and the embedded one's are); opaque ones
-    never count as stale, stream order being all there is. Equal is not stale: a DELETED
-    tombstone a relist published carries the last state's resourceVersion.
-    """
-    a, b = _rv_int(rv), _rv_int(held)
-    return a is not None and b is not None and a < b
 
 
 async def current_resource_version(client: kubeclient.KubeClient, res: subjects.Resource) -> str:
@@ -358,7 +352,7 @@ class Cache(Generic[T]):
             await self._marker.wait()
 
     def _advance(self, resource_version: str) -> None:
-        if is_stale(resource_version, self.last_resource_version):
+        if resourceversion.older(resource_version, self.last_resource_version):
             return  # an older marker (a deposed watcher's) vouches for nothing new
         self.last_resource_version = resource_version
         event, self._marker = self._marker, asyncio.Event()
@@ -527,7 +521,7 @@ class Cache(Generic[T]):
         if self._reset:
             self._since_reset.add(key)
         old = self._items.get(key)
-        if old is not None and is_stale(rv, old.metadata.resource_version):
+        if old is not None and resourceversion.older(rv, old.metadata.resource_version):
             STALE.labels(self._label).inc()
             return
         self._cancel_fetch(key)  # this message is newer than what a pending fetch was for
@@ -585,7 +579,7 @@ class Cache(Generic[T]):
             try:
                 data = await self._client.request_bytes("GET", path)
                 obj = codec.decode(data, self._view)
-                if not is_stale(obj.metadata.resource_version, rv):
+                if not resourceversion.older(obj.metadata.resource_version, rv):
                     found = (obj, data)
                     break
                 error = f"the API server answered {obj.metadata.resource_version}, older than {rv}"
@@ -611,7 +605,9 @@ class Cache(Generic[T]):
         del self._fetching[key]
         if found is not None:
             old = self._items.get(key)
-            if old is None or not is_stale(found[0].metadata.resource_version, old.metadata.resource_version):
+            if old is None or not resourceversion.older(
+                found[0].metadata.resource_version, old.metadata.resource_version
+            ):
                 self._store(key, *found)
         self._release_deferred()
 

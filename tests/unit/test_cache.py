@@ -31,22 +31,6 @@ def test_rv_at_least(have: str, want: str, expected: bool) -> None:
     assert cache.rv_at_least(have, want) is expected
 
 
-@pytest.mark.parametrize(
-    ("rv", "held", "stale"),
-    [
-        ("3", "5", True),  # an older state: a deposed watcher's, or a fetch's race
-        ("5", "5", False),  # the same state (a re-delivery, or a relist's tombstone of it)
-        ("7", "5", False),
-        ("9", "10", True),  # numeric, not lexical
-        ("abc", "5", False),  # opaque versions cannot be ordered: stream order decides
-        ("5", "abc", False),
-        ("", "5", False),
-    ],
-)
-def test_is_stale(rv: str, held: str, stale: bool) -> None:
-    assert cache.is_stale(rv, held) is stale
-
-
 RES = subjects.Resource("", "v1", "configmaps")
 
 

@@ -97,13 +97,5 @@ def test_relist_after_a_reset_also_deletes_what_was_remembered_and_is_not_listed
     assert diff.gone() == ["s.gone"]
 
 
-@pytest.mark.parametrize(
-    ("rv", "than", "expected"),
-    [("10", "9", True), ("10", "10", False), ("9", "10", False), ("a", "1", None), ("1", "", None)],
-)
-def test_newer_is_strict_and_unknown_for_opaque_versions(rv: str, than: str, expected: bool | None) -> None:
-    assert objects.newer(rv, than) is expected
-
-
 def test_progress_markers_are_not_held_objects() -> None:
     assert objects.held_entry({"Kcm-Resource-Version": "3"}) is None

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from kcm_shared import natsconn
+from kcm_shared import natsconn, resourceversion
 
 EVENT = "Kcm-Event"
 RESOURCE_VERSION = "Kcm-Resource-Version"
@@ -82,33 +82,18 @@ class TypeMeta:
         return b"".join((self._prefix, b",", memoryview(body)[1:]))
 
 
-def rv_int(rv: str) -> int | None:
-    return int(rv) if rv.isdigit() else None
-
-
 def reached(rv: str, target: str) -> bool:
     """Whether resourceVersion `rv` is at or beyond `target` (as integers; opaque ones must match)."""
-    a, b = rv_int(rv), rv_int(target)
+    a, b = resourceversion.number(rv), resourceversion.number(target)
     if a is None or b is None:
         return rv == target
     return a >= b
 
 
-def newer(rv: str, than: str) -> bool | None:
-    """Whether resourceVersion `rv` is strictly newer than `than`; None when either is opaque."""
-    a, b = rv_int(rv), rv_int(than)
-    if a is None or b is None:
-        return None
-    return a > b
-
-
 def is_stale(rv: str, published: str | None) -> bool:
     """An event older than what was already published for the object (a list page may run ahead
     of the list's resourceVersion, so the watch replays changes the list already showed)."""
-    if published is None:
-        return False
-    a, b = rv_int(rv), rv_int(published)
-    return a is not None and b is not None and a <= b
+    return published is not None and resourceversion.newer(rv, published) is False
 
 
 def headers(event: str, head: Head) -> dict[str, str]:

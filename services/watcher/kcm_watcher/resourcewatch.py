@@ -37,7 +37,7 @@ import aiohttp
 import msgspec
 import nats.errors
 import nats.js.errors
-from kcm_shared import cancellation, kubeclient, natsconn, subjects, tracing
+from kcm_shared import cancellation, kubeclient, natsconn, resourceversion, subjects, tracing
 from nats.js import JetStreamContext, api
 
 from kcm_watcher import metrics, objects, publisher, redact
@@ -108,7 +108,7 @@ class ResourceWatch:
         Waits `grace` seconds for the watch to get there on its own, then has the loop relist
         (a list is always current). The caller bounds the whole wait.
         """
-        if objects.rv_int(target) is None:
+        if resourceversion.number(target) is None:
             # Opaque resourceVersions cannot be compared: only a relist started now will do.
             done = self.relists
             self._relist_wanted.set()
@@ -272,7 +272,7 @@ class ResourceWatch:
         if not is_marker:
             self._record(subject, objects.held_entry(theirs))
         ours = headers.get(objects.RESOURCE_VERSION, "")
-        newer = objects.newer(ours, rv)
+        newer = resourceversion.newer(ours, rv)
         if newer:
             return seq
         if newer is None and ours != rv:
