@@ -28,7 +28,7 @@ Guarantees and how they are met:
   it as absent would fire a false delete (a ReplicaSet controller would create a replacement
   pod), while keeping the old state is only "late", which the next good message repairs.
 - Never back in time (a deposed watcher, a fetch that raced the stream): a message whose
-  numeric resourceVersion is older than the state held is ignored (`is_stale`); a DELETED
+  numeric resourceVersion is older than the state held is ignored (`resourceversion.older`); a DELETED
   at the held resourceVersion (a relist's tombstone) still applies.
 - Too large for a message: an object message with `Kcm-Too-Large` has no body; the object
   is fetched from the API server (GET by name, retried with backoff until the answer is at
