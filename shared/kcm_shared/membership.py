@@ -43,7 +43,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
-from kcm_shared import cancellation, fencing, natsconn
+from kcm_shared import cancellation, fencing, kubeclient, natsconn
 
 log = logging.getLogger("kcm.membership")
 
@@ -99,7 +99,7 @@ def grant_key(instance: str) -> str:
 async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
     """The `kcm-grants` bucket, declared if missing (the coordinator and every replica may);
     NATS trouble meanwhile (no JetStream answering yet, a reconnect) is waited out."""
-    delay = 0.1
+    attempt = 0
     while True:
         cancellation.checkpoint()
         try:
@@ -113,8 +113,8 @@ async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
             if not natsconn.is_transient(exc):
                 raise
             log.warning("grants bucket not reachable yet; retrying", extra={"error": repr(exc)})
-        await asyncio.sleep(delay)
-        delay = min(5.0, delay * 2)
+        await kubeclient.sleep_backoff(attempt, base=0.1, cap=5.0)
+        attempt += 1
 
 
 _encode = msgspec.json.Encoder().encode

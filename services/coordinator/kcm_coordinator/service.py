@@ -36,6 +36,7 @@ from kcm_shared import (
     flags,
     health,
     healthbeat,
+    kubeclient,
     leaderelection,
     membership,
     natsconn,
@@ -194,7 +195,7 @@ class Service:
     async def _restore(self) -> None:
         """Load every grant a predecessor persisted; retried until it succeeds."""
         assert self.grants is not None
-        delay = 0.1
+        attempt = 0
         while True:
             cancellation.checkpoint()
             try:
@@ -209,8 +210,8 @@ class Service:
                 return
             except (nats.errors.Error, msgspec.DecodeError) as exc:
                 log.warning("could not read the grants bucket; retrying", extra={"error": repr(exc)})
-            await asyncio.sleep(delay)
-            delay = min(2.0, delay * 2)
+            await kubeclient.sleep_backoff(attempt, base=0.1, cap=2.0)
+            attempt += 1
 
     def _sync_checks(self) -> None:
         for controller in self.coordinator.controllers - set(self.checks.checks):
