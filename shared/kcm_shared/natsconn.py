@@ -266,12 +266,12 @@ async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1) -> None:
 
 
 # JetStream's error codes for a publish whose expected last (subject) sequence did not hold.
-_WRONG_LAST_SEQUENCE = (10071, 10164)
+WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
 def wrong_last_sequence(exc: BaseException) -> bool:
     """Whether a publish (or KV write) failed its expected-last-sequence check: someone else
     wrote the subject (or key) since."""
     return isinstance(exc, KeyWrongLastSequenceError) or (
-        isinstance(exc, APIError) and exc.err_code in _WRONG_LAST_SEQUENCE
+        isinstance(exc, APIError) and exc.err_code in WRONG_LAST_SEQUENCE
     )

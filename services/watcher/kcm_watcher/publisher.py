@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 import nats.errors
+from kcm_shared import natsconn
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
@@ -67,8 +68,7 @@ class _Ack(msgspec.Struct, frozen=True, gc=False):
     seq: int = 0
 
 
-# JetStream's error codes that are answered here rather than retried.
-_WRONG_LAST_SEQUENCE = 10071
+# JetStream's error code (beside natsconn.WRONG_LAST_SEQUENCE) answered here rather than retried.
 _MESSAGE_TOO_LARGE = 10054
 _HEADER_OVERHEAD = len("NATS/1.0\r\n\r\n")
 
@@ -247,7 +247,7 @@ class Publisher:
             msg.lane.seqs[msg.subject] = ack.seq
             msg.lane.acked_at = self._clock()
             msg.lane._finish(msg)
-        elif error.err_code == _WRONG_LAST_SEQUENCE:
+        elif error.err_code in natsconn.WRONG_LAST_SEQUENCE:
             metrics.CONFLICTS.inc()
             self._spawn(self._resolve(msg))
         elif error.err_code == _MESSAGE_TOO_LARGE and msg.body:
