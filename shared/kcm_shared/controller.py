@@ -51,7 +51,7 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -95,6 +95,8 @@ class Context:
     manager: Manager | None = field(default=None, repr=False)
     # Every work key, for a controller without a primary resource (set in `build`).
     keys: Callable[[], Iterable[str]] | None = None
+    # The process's parsed flags, its Spec's own (`Spec.flags`) among them.
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
 
     def _manager(self) -> Manager:
         if self.manager is None:
@@ -126,6 +128,12 @@ class Context:
         self._manager().add_task(coro, ready)
 
 
+class FlagSet(Protocol):
+    """Where a Spec declares its own flags: `add_argument` as argparse's."""
+
+    def add_argument(self, *names: str, **kwargs: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -136,6 +144,9 @@ class Spec:
     workers: int = 5
     enabled_by_default: bool = True
     workers_flag: str = ""  # upstream's name where it is not `concurrent-<alias>-syncs`
+    # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
+    # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
+    flags: Callable[[FlagSet], None] | None = None
 
     @property
     def flag(self) -> str:
@@ -213,6 +224,36 @@ def add_arguments(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
         p.add_argument(
             f"--{spec.flag}", type=_positive, default=spec.workers, help=f"workers for {spec.name}"
         )
+        if spec.flags is not None:
+            spec.flags(_FirstWins(p.add_argument_group(spec.name)))
+
+
+class _FirstWins:
+    """An argument group that skips a flag already declared (two controllers may share one)."""
+
+    def __init__(self, group: argparse._ArgumentGroup) -> None:
+        self._group = group
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action | None:
+        known = self._group._option_string_actions  # shared with the parser it belongs to
+        if any(name in known for name in names):
+            return None
+        return self._group.add_argument(*names, **kwargs)
+
+
+def passthrough_flags(specs: Iterable[Spec]) -> dict[str, bool]:
+    """The controller flags `kcm dev` hands on to the controllers it starts: every worker
+    count, the work queue's, and each controller's own; with whether the flag takes a value."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_arguments(p, specs)
+    own = {"--max-deliveries", "--ack-wait", "--stuck-after"}
+    for spec in specs:
+        own.add(f"--{spec.flag}")
+        if spec.flags is not None:
+            probe = argparse.ArgumentParser(add_help=False)
+            spec.flags(probe)
+            own.update(name for action in probe._actions for name in action.option_strings)
+    return {name: action.nargs != 0 for name, action in p._option_string_actions.items() if name in own}
 
 
 def _positive(text: str) -> int:
@@ -489,7 +530,7 @@ class Manager:
             client = clients[spec.name]
             caches = {res: self._cache(res, view, spec.name, client) for res, view in spec.views.items()}
             recorder = events.EventRecorder(client, spec.name)
-            ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self)
+            ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self, args=self.args)
             reconcile = spec.build(ctx)
             workers = getattr(self.args, spec.flag.replace("-", "_"), spec.workers)
             assert self._js is not None and self._nc is not None

@@ -8,7 +8,7 @@ served version) and returns a `Mapper`; callers re-discover periodically so that
 added later (a new CRD) appear. A group whose documents cannot be read is skipped and
 reported in `failed_groups`, like upstream's partial-discovery error.
 
-Used by the garbage collector (`kcm_garbagecollector`) and by the watcher (preferred versions
+Used by the garbage collector (`kcm_controllers.garbagecollector`) and by the watcher (preferred versions
 only); any controller resolving owner references to resources can use it.
 """
 

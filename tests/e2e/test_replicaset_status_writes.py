@@ -12,7 +12,7 @@ import json
 import textwrap
 from typing import Any, cast
 
-from kcm_replicaset import replicaset, status
+from kcm_controllers.replicaset import replicaset, status
 from kcm_shared import cache, codec, kubeclient, podcontrol, podranking
 
 from tests.conftest import ApiServer

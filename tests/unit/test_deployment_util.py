@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_deployment import deployment_controller, util, views
+from kcm_controllers.deployment import deployment_controller, util, views
 from kcm_shared import codec
 
 T0 = dt.datetime(2016, 5, 20, 0, 0, tzinfo=dt.UTC)

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_garbagecollector import garbagecollector, graph
+from kcm_controllers.garbagecollector import garbagecollector, graph
 from kcm_shared import codec, controller, discovery, events, kubeclient
 from kcm_shared.workqueue import durable
 

@@ -1,4 +1,4 @@
-"""The garbage collector's dependency graph (kcm_garbagecollector.graph), scenario by scenario.
+"""The garbage collector's dependency graph (kcm_controllers.garbagecollector.graph), scenario by scenario.
 
 Scenarios follow upstream's graph_builder / garbagecollector tests: virtual owners, owner
 reference diffs, deletion transitions, coordinate mismatches and virtual deletes.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from kcm_garbagecollector import graph
+from kcm_controllers.garbagecollector import graph
 from kcm_shared import codec
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_replicaset import replicaset, status
+from kcm_controllers.replicaset import replicaset, status
 from kcm_shared import cache, kubeclient, podcontrol, podranking
 
 KEY = "default/rs"

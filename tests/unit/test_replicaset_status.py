@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_replicaset import status
+from kcm_controllers.replicaset import status
 from kcm_shared import podranking
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)

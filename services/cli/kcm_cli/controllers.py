@@ -1,8 +1,11 @@
 """`kcm controllers` and `kcm controller NAME`: controller services on the shared runtime.
 
-The launcher is the one place that knows every controller; `BUILTIN` lists their Specs
-(the controllers themselves land in their own service folders). Controllers outside this
-repository run with `--plugin MODULE:ATTR`.
+The launcher is the one place that knows every controller: `REGISTRY` names, one line
+each, the module of every built-in controller (a folder under
+services/controllers/kcm_controllers/) whose `SPEC` it runs; `BUILTIN` holds those Specs.
+A line there is all a new controller needs outside its folder: the flags, `kcm dev`, the
+NATS identities and the deployment manifests (`kcm manifests`) all follow from the Spec.
+Controllers outside this repository run with `--plugin MODULE:ATTR`.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import argparse
 from collections.abc import Coroutine
 from typing import Any
 
-from kcm_deployment import deployment_controller
-from kcm_garbagecollector import garbagecollector
-from kcm_replicaset import replicaset
 from kcm_shared import controller
 
-BUILTIN: list[controller.Spec] = [deployment_controller.SPEC, replicaset.SPEC, garbagecollector.SPEC]
+REGISTRY = (
+    "kcm_controllers.deployment.deployment_controller:SPEC",
+    "kcm_controllers.replicaset.replicaset:SPEC",
+    "kcm_controllers.garbagecollector.garbagecollector:SPEC",
+)
+
+BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
 
 
 def _run_many(args: argparse.Namespace) -> Coroutine[Any, Any, None]:

@@ -20,7 +20,7 @@ import uvloop
 from kcm_apiserver import main as apiserver_main
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
-from kcm_shared import errors, logs
+from kcm_shared import controller, errors, logs
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
@@ -141,17 +141,15 @@ def _replicas(items: list[str]) -> dict[str, int]:
     return out
 
 
-_QUEUE_FLAGS = ("--max-deliveries", "--ack-wait")  # work queue flags `kcm dev` hands on too
-
-
 def _passthrough(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """Controller flags `kcm dev` hands on: the rate limits, any --concurrent-<x>-syncs and the
-    work queue's --max-deliveries and --ack-wait, each as `--flag=value`."""
+    """Controller flags `kcm dev` hands on: the rate limits, and any flag of the controllers'
+    own (`controller.passthrough_flags`: worker counts, the work queue's, each controller's),
+    as `--flag=value`, or bare for a switch."""
     flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
+    known = controller.passthrough_flags(controllers.BUILTIN)
     for item in extra:
         name = item.split("=", 1)[0]
-        workers = name.startswith("--concurrent-") and name.endswith("-syncs")
-        if not ((workers or name in _QUEUE_FLAGS) and "=" in item):
+        if name not in known or (known[name] and "=" not in item):
             raise SystemExit(f"kcm dev: unrecognized argument {item!r}")
         flags.append(item)
     return flags

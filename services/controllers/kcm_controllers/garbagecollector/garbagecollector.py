@@ -7,7 +7,7 @@ follows every preferred resource with the delete, list and watch verbs, except u
 ignored resources (events in "" and events.k8s.io) and those the watcher does not publish
 (no progress marker: a cache of it could never catch up). Each followed resource gets a
 metadata-only cache (`codec.Meta`) opened at run time (`Context.open_cache`), whose events
-feed the dependency graph (`kcm_garbagecollector.graph`).
+feed the dependency graph (`kcm_controllers.garbagecollector.graph`).
 
 Work. Upstream's two queues are two key prefixes on the runtime's durable queue:
 `delete/<uid>` (attemptToDelete) and `orphan/<uid>` (attemptToOrphan). Graph changes from
@@ -46,7 +46,7 @@ import prometheus_client
 from kcm_shared import cancellation, codec, controller, discovery, kubeclient, subjects
 from kcm_shared.workqueue import durable
 
-from kcm_garbagecollector import graph
+from kcm_controllers.garbagecollector import graph
 
 log = logging.getLogger("kcm.garbagecollector")
 

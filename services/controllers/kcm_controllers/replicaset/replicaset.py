@@ -44,7 +44,7 @@ from kcm_shared import (
 )
 from kcm_shared.workqueue import durable
 
-from kcm_replicaset import status
+from kcm_controllers.replicaset import status
 
 log = logging.getLogger("kcm.replicaset")
 

@@ -2,7 +2,7 @@
 
 Upstream keeps these in pkg/controller/deployment/util/deployment_util.go plus the
 proportional scaling and cleanup selection of sync.go; here they are free functions over
-the cached views (`kcm_deployment.views`), so the unit tests can drive them with upstream's
+the cached views (`kcm_controllers.deployment.views`), so the unit tests can drive them with upstream's
 cases as data. The sync in `deployment_controller` calls them and does every write itself.
 
 Nothing here touches the API; functions that "set" something return a changed copy or
@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from kcm_deployment import views
+from kcm_controllers.deployment import views
 
 # Labels and annotations, with upstream's names.
 POD_TEMPLATE_HASH = "pod-template-hash"

@@ -2,7 +2,7 @@
 
 Follows deployment_controller.go (handlers, syncDeployment), sync.go (ReplicaSet claims,
 revisions, proportional scaling, cleanup, status), rolling.go, recreate.go and progress.go.
-The pure arithmetic lives in `kcm_deployment.util`; this module reads the caches and makes
+The pure arithmetic lives in `kcm_controllers.deployment.util`; this module reads the caches and makes
 every API write:
 
 - ReplicaSets are claimed with `kcm_shared.controllerref.claim`; a new one is named
@@ -39,7 +39,7 @@ from kcm_shared import (
 )
 from kcm_shared.workqueue import durable
 
-from kcm_deployment import util, views
+from kcm_controllers.deployment import util, views
 
 log = logging.getLogger("kcm.deployment")
 
