@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench manifests clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,10 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# Each built-in controller's k8s/ manifest and compose service, from its folder's deploy.yaml.
+manifests: setup
+	$(BIN)/kcm manifests
 
 bench: setup
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

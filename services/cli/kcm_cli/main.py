@@ -24,7 +24,7 @@ from kcm_shared import controller, errors, logs
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
-from kcm_cli import controllers, dev, natsauth
+from kcm_cli import controllers, dev, manifests, natsauth
 
 
 def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -105,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     coordinator_status.register_status(sub)
     controllers.register(sub)
     natsauth.register(sub)
+    manifests.register(sub)
     return p
 
 
@@ -205,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in natsauth.run(args):
             print(path)
         return 0
+    if args.command == "manifests":
+        return manifests.run(args)
     if args.command == "status":
         return _to_a_reader_that_may_leave(lambda: coordinator_status.main(args))
     if hasattr(args, "run"):

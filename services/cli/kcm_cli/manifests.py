@@ -1,0 +1,269 @@
+"""`kcm manifests`: each built-in controller's deployment, written from its own folder.
+
+A controller's folder holds `deploy.yaml`: the name of its ServiceAccount (upstream's, from
+bootstrappolicy's controller_policy.go), its replica count, and its ClusterRole's `rules`,
+with comments saying why each rule is there. From it and the controller's Spec this writes
+k8s/base/controllers/<alias>.yaml (ServiceAccount, ClusterRole, binding, Deployment,
+PodDisruptionBudget), the controllers' entries in k8s/base/kustomization.yaml and their
+services in docker-compose.yml, so that adding a controller touches only its folder and the
+launcher's registry. `make manifests` runs it; `--check` (what the tests run) fails when a
+committed file differs from what it would write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kcm_shared import controller
+
+from kcm_cli.controllers import BUILTIN
+from kcm_cli.natsauth import secret_name
+
+OPS_PORT = 10259  # every controller service's /healthz and /metrics
+BEGIN = "# --- controllers: written by `make manifests` from each controller's deploy.yaml ---"
+END = "# --- end of controllers ---"
+_PROBE = f"urllib.request.urlopen('http://127.0.0.1:{OPS_PORT}/healthz', timeout=2)"
+HEALTHCHECK = f'["CMD", "python", "-c", "import urllib.request; {_PROBE}"]'
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """What a controller's `deploy.yaml` says."""
+
+    spec: controller.Spec
+    service_account: str
+    replicas: int
+    rules: str  # the `rules:` block as written, comments and all
+
+
+def load(spec: controller.Spec) -> Deploy:
+    """The `deploy.yaml` in the folder of the controller whose module defines `spec.build`."""
+    package = ".".join(spec.build.__module__.split(".")[:2])  # kcm_controllers.<name>
+    path = importlib.resources.files(package) / "deploy.yaml"
+    text = path.read_text()
+    data: Any = yaml.safe_load(text)
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        raise ValueError(f"{package}/deploy.yaml: want a mapping with a `rules` list")
+    sa, replicas = data.get("serviceAccount"), data.get("replicas")
+    if not isinstance(sa, str) or not sa or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(f"{package}/deploy.yaml: want serviceAccount (a name) and replicas (>= 1)")
+    rules = text[text.index("\nrules:") + len("\nrules:") :].strip("\n")
+    return Deploy(spec, sa, replicas, rules)
+
+
+def k8s_manifest(d: Deploy) -> str:
+    alias, name, sa = d.spec.alias, d.spec.name, d.service_account
+    role = f"kcm:controller:{sa}"
+    return f"""\
+# Written by `make manifests` from services/controllers/kcm_controllers/*/deploy.yaml: edit that.
+# The {name} (`kcm controller {alias}`): caches from NATS, writes to the API with
+# its own ServiceAccount, as upstream's --use-service-account-credentials arranges.
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {sa}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {role}
+rules:
+{d.rules}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {role}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {role}
+subjects:
+  - kind: ServiceAccount
+    name: {sa}
+    namespace: kcm-system
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: kcm-{alias}
+  labels:
+    app.kubernetes.io/name: kcm-{alias}
+    app.kubernetes.io/component: {alias}
+spec:
+  replicas: {d.replicas}
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: kcm-{alias}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxSurge: 1
+      maxUnavailable: 0
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: kcm-{alias}
+        app.kubernetes.io/component: {alias}
+      annotations:
+        prometheus.io/scrape: "true"
+        prometheus.io/port: "{OPS_PORT}"
+        prometheus.io/path: /metrics
+    spec:
+      serviceAccountName: {sa}
+      terminationGracePeriodSeconds: 30
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 10001
+        runAsGroup: 10001
+        fsGroup: 10001  # the group of the mounted NATS seed
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+        - name: {alias}
+          image: kcm
+          args:
+            - controller
+            - {alias}
+            - --nats-url=nats://kcm-nats:4222
+            - --nats-nkey-seed=/etc/kcm-nats/nkey
+            - --ops-port={OPS_PORT}
+          env:
+            - name: POD_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+          ports:
+            - name: ops
+              containerPort: {OPS_PORT}
+          livenessProbe:
+            httpGet:
+              path: /livez
+              port: ops
+            initialDelaySeconds: 10
+            periodSeconds: 10
+            failureThreshold: 3
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: ops
+            periodSeconds: 5
+            failureThreshold: 3
+          resources:
+            requests:
+              cpu: 100m
+              memory: 256Mi
+            limits:
+              memory: 512Mi
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+            - name: nats-identity
+              mountPath: /etc/kcm-nats
+              readOnly: true
+      volumes:
+        - name: tmp
+          emptyDir: {{}}
+        # Its own NATS identity, made by `kcm nats-auth` (docs/deploying.md).
+        - name: nats-identity
+          secret:
+            secretName: {secret_name(alias)}
+            defaultMode: 0440
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: kcm-{alias}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: kcm-{alias}
+"""
+
+
+def compose_service(d: Deploy) -> str:
+    alias = d.spec.alias
+    return f"""\
+  {alias}:
+    <<: *kcm
+    command: ["controller", "{alias}", "--kubeconfig", "/kube/kubeconfig", "--master", "${{KCM_MASTER}}",
+              "--nats-url", "nats://nats:4222", "--nats-nkey-seed", "/auth/{alias}.nk",
+              "--log-level", "${{KCM_LOG_LEVEL}}"]
+    deploy:
+      replicas: {d.replicas}
+    healthcheck:
+      <<: *healthcheck
+      test: {HEALTHCHECK}
+"""
+
+
+def _between(text: str, block: str, where: str) -> str:
+    """`text` with the lines between the BEGIN and END markers replaced by `block`."""
+    try:
+        head, rest = text.split(BEGIN + "\n", 1)
+        indent = head[head.rindex("\n") + 1 :]
+        _, tail = rest.split(indent + END, 1)
+    except ValueError:
+        raise ValueError(f"{where}: the generated block's markers are missing") from None
+    return f"{head}{BEGIN}\n{block}{indent}{END}{tail}"
+
+
+def render(root: Path, specs: list[controller.Spec]) -> dict[Path, str]:
+    """Every file `kcm manifests` writes under `root`, with its content."""
+    deploys = [load(spec) for spec in specs]
+    out = {root / "k8s/base/controllers" / f"{d.spec.alias}.yaml": k8s_manifest(d) for d in deploys}
+    kustomization = root / "k8s/base/kustomization.yaml"
+    entries = "".join(f"  - controllers/{d.spec.alias}.yaml\n" for d in deploys)
+    out[kustomization] = _between(kustomization.read_text(), entries, str(kustomization))
+    compose = root / "docker-compose.yml"
+    services = "\n".join(compose_service(d) for d in deploys)
+    out[compose] = _between(compose.read_text(), services, str(compose))
+    return out
+
+
+def strays(root: Path, wanted: dict[Path, str]) -> list[Path]:
+    """Controller manifests no built-in controller's any more."""
+    return [p for p in (root / "k8s/base/controllers").glob("*.yaml") if p not in wanted]
+
+
+def stale(root: Path, specs: list[controller.Spec]) -> list[Path]:
+    """The files that differ from what `render` writes, and the strays."""
+    wanted = render(root, specs)
+    return [p for p, text in wanted.items() if not p.exists() or p.read_text() != text] + strays(root, wanted)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("manifests", help="write each built-in controller's k8s/ and compose entries")
+    p.add_argument("--root", type=Path, default=Path("."), help="the repository (default: here)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is out of date")
+    p.set_defaults(service="manifests")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check:
+        out = stale(args.root, BUILTIN)
+        for path in out:
+            print(f"kcm manifests: {path} is out of date (run `make manifests`)", file=sys.stderr)
+        return 1 if out else 0
+    wanted = render(args.root, BUILTIN)
+    for path in strays(args.root, wanted):
+        path.unlink()
+    for path, text in wanted.items():
+        path.write_text(text)
+    return 0
