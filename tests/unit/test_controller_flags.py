@@ -1,9 +1,13 @@
-"""Per-controller worker flags carry upstream's names."""
+"""Per-controller worker flags carry upstream's names; controllers' own flags reach them."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
+
 import pytest
 from kcm_cli import main
+from kcm_shared import controller
 
 
 @pytest.mark.parametrize(
@@ -22,3 +26,50 @@ def test_workers_flag(flag: str, attribute: str, default: int) -> None:
 def test_the_garbage_collector_has_no_alias_derived_flag() -> None:
     with pytest.raises(SystemExit):
         main.parser().parse_args(["controllers", "--concurrent-garbagecollector-syncs", "7"])
+
+
+def _spec(name: str, declare: Callable[[controller.FlagSet], None]) -> controller.Spec:
+    return controller.Spec(
+        name=name, alias=name, primary=None, views={}, build=lambda ctx: _noop, flags=declare
+    )
+
+
+async def _noop(key: str) -> None:
+    return None
+
+
+def _root_ca(p: controller.FlagSet) -> None:
+    p.add_argument("--root-ca-file", help="first")
+
+
+def _root_ca_and_period(p: controller.FlagSet) -> None:
+    p.add_argument("--root-ca-file", help="second")
+    p.add_argument("--clean-up-period", default="8760h")
+    p.add_argument("--allocate", action="store_true")
+
+
+SPECS = [_spec("one", _root_ca), _spec("two", _root_ca_and_period)]
+
+
+def test_a_spec_declares_its_own_flags_and_a_shared_one_once() -> None:
+    p = argparse.ArgumentParser()
+    controller.add_arguments(p, SPECS)
+    args = p.parse_args(["--root-ca-file", "/ca.crt", "--allocate"])
+    assert (args.root_ca_file, args.clean_up_period, args.allocate) == ("/ca.crt", "8760h", True)
+    assert [a.help for a in p._actions if "--root-ca-file" in a.option_strings] == ["first"]
+
+
+def test_kcm_dev_passes_through_exactly_the_controllers_flags() -> None:
+    known = controller.passthrough_flags(SPECS)
+    assert known["--root-ca-file"] and known["--clean-up-period"] and not known["--allocate"]
+    assert known["--concurrent-one-syncs"] and known["--max-deliveries"]
+    assert "--nats-url" not in known and "--controllers" not in known
+
+
+def test_kcm_dev_refuses_a_flag_no_controller_has() -> None:
+    args = main.parser().parse_args(["dev"])
+    assert main._passthrough(args, ["--concurrent-gc-syncs=3"]) == ["--concurrent-gc-syncs=3"]
+    with pytest.raises(SystemExit, match="unrecognized argument"):
+        main._passthrough(args, ["--no-such-flag=1"])
+    with pytest.raises(SystemExit, match="unrecognized argument"):
+        main._passthrough(args, ["--concurrent-gc-syncs"])  # a value is wanted
