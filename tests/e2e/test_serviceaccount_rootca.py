@@ -10,7 +10,6 @@ created while the controllers' process is killed (-9) get both once `kcm dev` re
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import signal
@@ -19,43 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kcm_controllers.rootcacertpublisher import publisher
 
+from tests import certs
 from tests.conftest import wait_for
 from tests.e2e import devstack
 
 _counter = iter(range(1000))
 
 
-def make_ca(path: Path) -> str:
-    """A self-signed CA certificate, as `kcm dev` or kubeadm would make; its PEM."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kcm-test-ca")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
-    path.write_text(pem)
-    return pem
-
-
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     path = tmp_path_factory.mktemp("ca") / "ca.crt"
-    return path, make_ca(path)
+    pem = certs.self_signed_ca("kcm-test-ca")
+    path.write_text(pem)
+    return path, pem
 
 
 @pytest.fixture(scope="module")

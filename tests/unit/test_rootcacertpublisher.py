@@ -1,40 +1,21 @@
 """The root CA publisher's pure parts: when a ConfigMap needs repair, the patch that repairs
-it, and reading `--root-ca-file` (upstream's message for a file that is not a PEM bundle)."""
+it, reading `--root-ca-file` (upstream's message for a file that is not a PEM bundle), and
+the bundle's fallback to the kubeconfig's CA."""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from pathlib import Path
 
 import msgspec
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kcm_controllers.rootcacertpublisher import publisher
 from kcm_shared import errors, kubeclient
 
+from tests import certs
+
 BUNDLE = "-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
 DESCRIBED = {publisher.DESCRIPTION_ANNOTATION: publisher.DESCRIPTION}
-
-
-def pem(common_name: str) -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(start)
-        .not_valid_after(start + dt.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def cm(data: dict[str, str] | None, annotations: dict[str, str]) -> publisher.ConfigMapView:
@@ -82,7 +63,7 @@ def test_root_ca_file_that_is_not_pem_stops_the_start(tmp_path: Path) -> None:
 
 def test_the_bundle_is_the_flag_else_the_kubeconfig_ca_else_empty(tmp_path: Path) -> None:
     flag, trusted = tmp_path / "flag.crt", tmp_path / "trusted.crt"
-    pem_a, pem_b = pem("a"), pem("b")
+    pem_a, pem_b = certs.self_signed_ca("a"), certs.self_signed_ca("b")
     flag.write_text(pem_a)
     trusted.write_text(pem_b)
     conn = kubeclient.Connection("http://127.0.0.1:1", ca_file=str(trusted))
