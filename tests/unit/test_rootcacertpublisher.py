@@ -5,12 +5,15 @@ the bundle's fallback to the kubeconfig's CA."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
+from typing import Any, cast
 
 import msgspec
+import prometheus_client
 import pytest
 from kcm_controllers.rootcacertpublisher import publisher
-from kcm_shared import errors, kubeclient
+from kcm_shared import cache, errors, kubeclient
 
 from tests import certs
 
@@ -70,3 +73,77 @@ def test_the_bundle_is_the_flag_else_the_kubeconfig_ca_else_empty(tmp_path: Path
     assert publisher.root_ca(argparse.Namespace(root_ca_file=str(flag)), conn) == pem_a
     assert publisher.root_ca(argparse.Namespace(root_ca_file=""), conn) == pem_b
     assert publisher.root_ca(argparse.Namespace(), kubeclient.Connection("http://127.0.0.1:1")) == ""
+
+
+class RecordingClient:
+    def __init__(self, error: kubeclient.ApiError | None = None) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.error = error
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._call("create", path, obj)
+
+    async def patch(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._call("patch", path, obj)
+
+    def _call(self, verb: str, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((verb, path, obj))
+        if self.error is not None:
+            raise self.error
+        return obj
+
+
+def sync(client: RecordingClient, existing: publisher.ConfigMapView | None) -> None:
+    unfed = cast(Any, None)
+    configmaps: cache.Cache[publisher.ConfigMapView] = cache.Cache(
+        unfed, unfed, publisher.CONFIGMAPS, publisher.ConfigMapView
+    )
+    if existing is not None:
+        configmaps._put(f"ns/{publisher.CONFIGMAP_NAME}", existing, b"")
+    namespaces = cast(Any, None)  # the sync reads only ConfigMaps, as upstream's
+    asyncio.run(
+        publisher.Publisher(cast(Any, client), namespaces, configmaps, lambda k: None, BUNDLE).sync("ns")
+    )
+
+
+def syncs(code: str) -> float:
+    return (
+        prometheus_client.REGISTRY.get_sample_value("root_ca_cert_publisher_sync_total", {"code": code})
+        or 0.0
+    )
+
+
+def test_sync_creates_repairs_or_leaves_alone() -> None:
+    before = syncs("200")
+    client = RecordingClient()
+    sync(client, None)
+    sync(client, cm({"ca.crt": BUNDLE}, DESCRIBED))
+    sync(client, cm({"ca.crt": "old"}, DESCRIBED))
+    assert [(verb, path) for verb, path, _ in client.calls] == [
+        ("create", "/api/v1/namespaces/ns/configmaps"),
+        ("patch", "/api/v1/namespaces/ns/configmaps/kube-root-ca.crt"),
+    ]
+    assert client.calls[0][2]["metadata"] == {"name": "kube-root-ca.crt", "annotations": DESCRIBED}
+    assert client.calls[0][2]["data"] == {"ca.crt": BUNDLE}
+    assert syncs("200") == before + 3
+
+
+TERMINATING = {"details": {"causes": [{"reason": "NamespaceTerminating"}]}}
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (kubeclient.ApiError(404, "NotFound", "gone"), "200"),
+        (kubeclient.ApiError(403, "Forbidden", "terminating", TERMINATING), "200"),
+        (kubeclient.ApiError(409, "AlreadyExists", "exists"), "409"),
+    ],
+)
+def test_create_errors_and_their_metric_code(error: kubeclient.ApiError, code: str) -> None:
+    before = syncs(code)
+    if code == "200":
+        sync(RecordingClient(error), None)
+    else:
+        with pytest.raises(kubeclient.ApiError):
+            sync(RecordingClient(error), None)
+    assert syncs(code) == before + 1

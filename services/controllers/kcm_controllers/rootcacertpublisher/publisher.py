@@ -13,15 +13,19 @@ not an error), and otherwise rewrites it when `data` is not exactly `{ca.crt: <b
 the `kubernetes.io/description` annotation is empty. The rewrite is a merge patch carrying
 the cached resourceVersion, so it is the optimistic-concurrency update upstream makes while
 the fields this controller does not own (labels, other annotations, binaryData) are kept.
+Each sync counts in upstream's `root_ca_cert_publisher_sync_total` and
+`root_ca_cert_publisher_sync_duration_seconds`, labelled with its outcome's HTTP code.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import time
 from collections.abc import Callable
 
 import msgspec
+import prometheus_client
 from cryptography import x509
 from kcm_shared import cache, codec, controller, errors, kubeclient, podcontrol, subjects
 from kcm_shared.workqueue import durable
@@ -38,6 +42,22 @@ DESCRIPTION = (
     "such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
     "distributions of Kubernetes clusters."
 )
+
+SYNC_TOTAL = prometheus_client.Counter(
+    "root_ca_cert_publisher_sync", "Number of namespace syncs happened in root ca cert publisher.", ["code"]
+)
+SYNC_DURATION = prometheus_client.Histogram(
+    "root_ca_cert_publisher_sync_duration_seconds",
+    "Number of namespace syncs happened in root ca cert publisher.",
+    ["code"],
+    buckets=[0.001 * 2**i for i in range(15)],
+)
+
+
+def record(start: float, code: str) -> None:
+    """Upstream's recordMetrics: one sync, labelled 200, the API error's code, or 500."""
+    SYNC_DURATION.labels(code).observe(time.monotonic() - start)
+    SYNC_TOTAL.labels(code).inc()
 
 
 class NamespaceStatus(codec.View):
@@ -124,6 +144,16 @@ class Publisher:
             self.enqueue(cm.metadata.namespace)
 
     async def sync(self, namespace: str) -> durable.Result | None:
+        start = time.monotonic()
+        try:
+            await self.publish(namespace)
+        except Exception as exc:
+            record(start, str(exc.code) if isinstance(exc, kubeclient.ApiError) else "500")
+            raise
+        record(start, "200")
+        return None
+
+    async def publish(self, namespace: str) -> None:
         cm = self.configmaps.get(namespace, CONFIGMAP_NAME)
         if cm is None:
             body = {
@@ -140,11 +170,10 @@ class Publisher:
                     exc.not_found or podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE)
                 ):
                     raise
-            return None
+            return
         if needs_update(cm, self.bundle):
             path = kubeclient.resource_path("", "v1", "configmaps", namespace, CONFIGMAP_NAME)
             await self.client.patch(path, repair_patch(cm, self.bundle))
-        return None
 
 
 def flags(p: controller.FlagSet) -> None:
