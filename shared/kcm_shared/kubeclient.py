@@ -84,7 +84,8 @@ class Connection:
 
     `token_file`, when set, is where the bearer token lives (in-cluster: the projected service
     account token; a kubeconfig's `tokenFile`): the kubelet rotates it, so `KubeClient` re-reads
-    it rather than keeping the token it started with.
+    it rather than keeping the token it started with. `ca_file` is the file holding the CA
+    the connection trusts (a kubeconfig's inline data lands in a file too), if it names one.
     """
 
     server: str
@@ -92,6 +93,7 @@ class Connection:
     ssl_context: ssl.SSLContext | bool = True
     namespace: str = "default"
     token_file: str | None = None
+    ca_file: str | None = None
 
 
 def load_connection(
@@ -137,7 +139,7 @@ def load_connection(
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         ssl_ctx = ctx
-    return Connection(cfg.host.rstrip("/"), headers, ssl_ctx, namespace, token_file)
+    return Connection(cfg.host.rstrip("/"), headers, ssl_ctx, namespace, token_file, cfg.ssl_ca_cert or None)
 
 
 def _kubeconfig_token_file(kubeconfig: str, user_name: str | None) -> str | None:

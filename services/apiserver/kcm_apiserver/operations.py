@@ -23,6 +23,7 @@ from kcm_shared import selectors
 
 from kcm_apiserver import (
     apply,
+    bootstrappolicy,
     conversion,
     crds,
     defaults,
@@ -111,6 +112,10 @@ class Api:
         if store.get(storage_key_of(svc_rt), "default", "kubernetes") is None:
             # Upstream's apiserver publishes itself as default/kubernetes on the first service IP.
             self.create(Ctx(svc_rt, "default"), _KUBERNETES_SERVICE)
+        role_rt = self._rt("rbac.authorization.k8s.io", "v1", "clusterroles")
+        for role in bootstrappolicy.cluster_roles():
+            if store.get(storage_key_of(role_rt), "", role["metadata"]["name"]) is None:
+                self.create(Ctx(role_rt, field_manager="kube-apiserver"), role)
 
     def _rt(self, group: str, version: str, resource: str) -> ResourceType:
         rt = self.registry.lookup(group, version, resource)

@@ -20,6 +20,9 @@ REGISTRY = (
     "kcm_controllers.deployment.deployment_controller:SPEC",
     "kcm_controllers.replicaset.replicaset:SPEC",
     "kcm_controllers.garbagecollector.garbagecollector:SPEC",
+    "kcm_controllers.serviceaccount.serviceaccounts:SPEC",
+    "kcm_controllers.rootcacertpublisher.publisher:SPEC",
+    "kcm_controllers.clusterroleaggregation.clusterroleaggregation:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]

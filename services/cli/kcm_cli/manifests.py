@@ -256,6 +256,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"kcm manifests: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.check:
         out = stale(args.root, BUILTIN)
         for path in out:

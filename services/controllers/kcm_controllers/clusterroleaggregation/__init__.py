@@ -1,0 +1,1 @@
+"""The ClusterRole aggregation controller (upstream pkg/controller/clusterroleaggregation)."""

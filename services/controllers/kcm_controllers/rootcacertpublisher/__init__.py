@@ -1,0 +1,1 @@
+"""The root CA certificate publisher (upstream pkg/controller/certificates/rootcacertpublisher)."""

@@ -1,0 +1,1 @@
+"""The ServiceAccount controller (upstream pkg/controller/serviceaccount, serviceaccounts_controller.go)."""
