@@ -12,7 +12,6 @@ from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.store import Store
 
-
 # In process the Api hands back the stored dicts themselves: tests edit copies, as a client would.
 
 
