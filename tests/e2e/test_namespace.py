@@ -19,31 +19,12 @@ from typing import Any
 import kubernetes
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import schemaless_crd, wait_for
 from tests.e2e import devstack
 
 stack = devstack.stack_fixture("--controllers", "namespace,deployment,replicaset", "--nodes", "0")
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "gadgets.ns.example.com"},
-    "spec": {
-        "group": "ns.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+CRD = schemaless_crd("ns.example.com", "gadgets", "Gadget")
 HOLD = "example.com/hold"
 CONTENT_REMAINING = "NamespaceContentRemaining"
 FINALIZERS_REMAINING = "NamespaceFinalizersRemaining"
