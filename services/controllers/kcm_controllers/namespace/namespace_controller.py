@@ -67,9 +67,8 @@ class NamespaceController:
         self.deleter = deleter.Deleter(ctx.client, now=now)
 
     def register(self) -> None:
-        self.namespaces.add_handler(
-            on_add=self._changed, on_update=lambda _old, new: self._changed(new), on_delete=lambda _obj: None
-        )
+        # A namespace that is gone needs nothing (upstream has no delete handler either).
+        self.namespaces.add_handler(on_add=self._changed, on_update=lambda _old, new: self._changed(new))
 
     def _changed(self, ns: NamespaceView) -> None:
         if ns.metadata.deletion_timestamp is not None:
