@@ -50,7 +50,6 @@ from typing import Any
 import aiohttp
 import benchlib
 import msgspec
-import yaml
 
 NAMESPACE = "bench"
 RAW_NAMESPACE = "bench-raw"
@@ -153,26 +152,17 @@ async def dev_stack(
     command: list[str], workdir: Path, nodes: int, qps: int, burst: int
 ) -> AsyncIterator[Stack]:
     """Run `kcm dev` until the block exits; yields once it says it is ready."""
-    state = workdir / "state"
-    log_path = workdir / "dev.log"
-    argv = [*command, "dev", "--state-dir", str(state), "--port", "0", "--nodes", str(nodes)]
-    argv += ["--controllers", ",".join(CONTROLLERS), "--kube-api-qps", str(qps), "--log-level", "warning"]
+    argv = ["--nodes", str(nodes), "--controllers", ",".join(CONTROLLERS), "--kube-api-qps", str(qps)]
+    argv += ["--log-level", "warning"]
     if burst:
         argv += ["--kube-api-burst", str(burst)]
-    proc = await benchlib.start_logged(argv, log_path)
     stack: Stack | None = None
     try:
-        deadline = time.monotonic() + 120
-        while "kcm dev ready" not in log_path.read_text(errors="replace"):
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcm dev did not become ready:\n{benchlib.tail(log_path)}")
-            await asyncio.sleep(0.1)
-        config = yaml.safe_load((state / "kubeconfig").read_text())
-        stack = Stack(str(config["clusters"][0]["cluster"]["server"]), proc)
-        stack.discover()
-        yield stack
+        async with benchlib.kcm_dev(command, workdir, argv) as dev:
+            stack = Stack(dev.url, dev.proc)
+            stack.discover()
+            yield stack
     finally:
-        await benchlib.stop(proc)
         # kcm dev stops its children on SIGTERM; any it could not are ended here, by pid.
         for service in stack.services[1:] if stack else []:
             with contextlib.suppress(ProcessLookupError):

@@ -34,6 +34,30 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
 
 
+def schemaless_crd(group: str, plural: str, kind: str) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition served at v1 that takes any fields."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
 def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
     """kill -9 (what the invariant tests do to any process), then reap it."""
     if proc is not None and proc.poll() is None:

@@ -163,6 +163,36 @@ async def kcm_process(
             print(f"{argv[0]} exited with {proc.returncode}:\n{tail(log_path)}", file=sys.stderr)
 
 
+@dataclass
+class Dev:
+    """A running `kcm dev`: its process, state directory, API server URL and NATS URL."""
+
+    proc: asyncio.subprocess.Process
+    state: Path
+    url: str
+    nats_url: str
+
+
+@contextlib.asynccontextmanager
+async def kcm_dev(command: list[str], workdir: Path, args: list[str]) -> AsyncIterator[Dev]:
+    """Run `kcm dev --state-dir WORKDIR/state --port 0 ARGS` until the block exits; yields once
+    it printed its ready line (its output goes to WORKDIR/dev.log)."""
+    state = workdir / "state"
+    log_path = workdir / "dev.log"
+    proc = await start_logged([*command, "dev", "--state-dir", str(state), "--port", "0", *args], log_path)
+    try:
+        deadline = time.monotonic() + 120
+        while "kcm dev ready" not in (text := log_path.read_text(errors="replace")):
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"kcm dev did not become ready:\n{tail(log_path)}")
+            await asyncio.sleep(0.1)
+        config = yaml.safe_load((state / "kubeconfig").read_text())
+        nats_url = text.split("kcm dev ready", 1)[1].split(", nats ", 1)[1].split(",", 1)[0]
+        yield Dev(proc, state, str(config["clusters"][0]["cluster"]["server"]), nats_url)
+    finally:
+        await stop(proc)
+
+
 # -- API calls -------------------------------------------------------------------------------------
 
 

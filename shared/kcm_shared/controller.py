@@ -147,6 +147,9 @@ class Spec:
     # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
     # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
     flags: Callable[[FlagSet], None] | None = None
+    # Multiplies --kube-api-qps and --kube-api-burst for this controller's client: upstream
+    # gives the chatty namespace controller 20x the qps and 100x the burst.
+    client_rate_scale: tuple[float, float] = (1.0, 1.0)
 
     @property
     def flag(self) -> str:
@@ -478,7 +481,10 @@ class Manager:
         # Before waiting for NATS: a configuration error is reported at once.
         clients = {
             spec.name: flags.kube_client(
-                args, user_agent=user_agent(spec.name, args.instance), write_guard=fencing.check_write
+                args,
+                user_agent=user_agent(spec.name, args.instance),
+                write_guard=fencing.check_write,
+                rate_scale=spec.client_rate_scale,
             )
             for spec in self.specs
         }

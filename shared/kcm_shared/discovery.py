@@ -6,9 +6,11 @@ from `discovery.ServerPreferredResources` filtered by verbs. `discover(client)` 
 `/api/v1` and every version of every group under `/apis` (an owner reference may name any
 served version) and returns a `Mapper`; callers re-discover periodically so that resources
 added later (a new CRD) appear. A group whose documents cannot be read is skipped and
-reported in `failed_groups`, like upstream's partial-discovery error.
+reported in `failed_groups` (with each failing group version's error in `failures`), like
+upstream's partial-discovery error (ErrGroupDiscoveryFailed).
 
-Used by the garbage collector (`kcm_controllers.garbagecollector`) and by the watcher (preferred versions
+Used by the garbage collector (`kcm_controllers.garbagecollector`), the namespace controller
+(`server_preferred`, what it deletes in a namespace) and by the watcher (preferred versions
 only); any controller resolving owner references to resources can use it.
 """
 
@@ -41,6 +43,8 @@ class ApiResource:
 class Mapper:
     resources: tuple[ApiResource, ...]
     failed_groups: frozenset[str] = frozenset()
+    # group version ("apps/v1", "v1") -> why its document could not be read
+    failures: dict[str, str] = field(default_factory=dict, compare=False)
     _by_kind: dict[tuple[str, str, str], ApiResource] = field(default_factory=dict, repr=False, compare=False)
     _by_resource: dict[subjects.Resource, ApiResource] = field(
         default_factory=dict, repr=False, compare=False
@@ -66,6 +70,18 @@ class Mapper:
         """Preferred-version resources that support every verb in `verbs` (no subresources)."""
         need = frozenset(verbs)
         return [r for r in self.resources if r.preferred and need <= r.verbs]
+
+    def server_preferred(self) -> list[ApiResource]:
+        """As client-go's ServerPreferredResources: per group, every resource at its preferred
+        version, and a resource served only at other versions at the first of them listed."""
+        seen: set[tuple[str, str]] = set()
+        out = []
+        # A stable sort: preferred versions first, the others in discovery's order.
+        for r in sorted(self.resources, key=lambda r: not r.preferred):
+            if (r.resource.group, r.resource.resource) not in seen:
+                seen.add((r.resource.group, r.resource.resource))
+                out.append(r)
+        return out
 
 
 def api_version(res: subjects.Resource) -> str:
@@ -124,12 +140,21 @@ async def discover(
     )
     resources: list[ApiResource] = []
     failed: set[str] = set()
+    failures: dict[str, str] = {}
     for (group_name, version, preferred), doc in zip(documents, docs, strict=True):
         if isinstance(doc, BaseException):
             # One broken or unreachable aggregated API must not hide the others.
             if not isinstance(doc, kubeclient.ApiError | aiohttp.ClientError | OSError | TimeoutError):
                 raise doc
             failed.add(group_name)
+            failures[api_version(subjects.Resource(group_name, version, ""))] = error_text(doc)
             continue
         resources.extend(parse_resource_list(group_name, version, doc, preferred=preferred))
-    return Mapper(tuple(resources), frozenset(failed))
+    return Mapper(tuple(resources), frozenset(failed), failures)
+
+
+def error_text(exc: BaseException) -> str:
+    """What Go's `err.Error()` says for this failure: an API error's Status message."""
+    if isinstance(exc, kubeclient.ApiError) and exc.message:
+        return exc.message
+    return str(exc) or type(exc).__name__

@@ -35,11 +35,14 @@ def default_instance() -> str:
 
 
 def kube_client(
-    args: argparse.Namespace, user_agent: str, write_guard: kubeclient.WriteGuard | None = None
+    args: argparse.Namespace,
+    user_agent: str,
+    write_guard: kubeclient.WriteGuard | None = None,
+    rate_scale: tuple[float, float] = (1.0, 1.0),
 ) -> kubeclient.KubeClient:
-    """The API client the flags describe; raises `errors.ConfigError` when the kubeconfig (or
-    the in-cluster configuration) cannot be read. Makes no request: a server that is down
-    is the caller's to wait out."""
+    """The API client the flags describe, its qps and burst multiplied by `rate_scale`; raises
+    `errors.ConfigError` when the kubeconfig (or the in-cluster configuration) cannot be read.
+    Makes no request: a server that is down is the caller's to wait out."""
     try:
         conn = kubeclient.load_connection(args.kubeconfig, args.master)
     except Exception as exc:  # the kubernetes loader raises many kinds; each is a bad config
@@ -48,8 +51,8 @@ def kube_client(
         raise errors.ConfigError(f"cannot load the {where}: {detail}") from exc
     return kubeclient.KubeClient(
         conn,
-        qps=args.kube_api_qps,
-        burst=args.kube_api_burst,
+        qps=args.kube_api_qps * rate_scale[0],
+        burst=max(1, round(args.kube_api_burst * rate_scale[1])),
         user_agent=user_agent,
         write_guard=write_guard,
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import schemaless_crd, wait_for
 from tests.e2e import devstack
 
 # Two replicas: work found while reconciling (fan-out) must reach the owner of its partition.
@@ -28,26 +28,7 @@ stack = devstack.stack_fixture(
     "--controllers", "garbagecollector", "--nodes", "0", "--replicas", "garbagecollector=2"
 )
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.gc.example.com"},
-    "spec": {
-        "group": "gc.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+CRD = schemaless_crd("gc.example.com", "widgets", "Widget")
 
 
 def owner_ref(owner: dict[str, Any], *, block: bool = False) -> dict[str, Any]:

@@ -39,6 +39,8 @@ from kcm_apiserver.registry import Registry, ResourceType, storage_key_of
 from kcm_apiserver.store import Obj, Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Upstream's NamespaceLifecycle admission refuses to delete these (kube-node-lease may go).
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _IGNORED_ON_UPDATE = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 # Upstream's generated names: no vowels (no words by chance), no look-alike characters.
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -220,7 +222,9 @@ class Api:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def _check_namespace(self, ctx: Ctx) -> None:
+    def _check_namespace(self, ctx: Ctx, meta: Obj) -> None:
+        """Upstream's NamespaceLifecycle admission for a create: the namespace must exist and
+        must not be terminating."""
         if not ctx.rt.namespaced:
             return
         if not ctx.namespace:
@@ -230,12 +234,13 @@ class Api:
         ns = self.store.get("/namespaces", "", ctx.namespace)
         if ns is None:
             raise errors.not_found("", "namespaces", ctx.namespace)
-        if ns["metadata"].get("deletionTimestamp"):
-            # The cause lets controllers tell this refusal from others (upstream's lifecycle admission).
+        if (ns.get("status") or {}).get("phase") == "Terminating":
+            # The cause lets controllers tell this refusal from others (upstream's lifecycle
+            # admission); the name is the object's, or its generateName before one is made.
             raise errors.forbidden(
                 ctx.rt.group,
                 ctx.rt.resource,
-                "",
+                meta.get("name") or meta.get("generateName") or "Unknown",
                 f"unable to create new content in namespace {ctx.namespace} because it is being terminated",
                 [
                     {
@@ -322,7 +327,7 @@ class Api:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        self._check_namespace(ctx)
+        self._check_namespace(ctx, meta)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generated_name(rt, ctx.namespace, meta["generateName"])
         if not meta.get("name"):
@@ -531,6 +536,9 @@ class Api:
         """Delete or start deleting; returns the object and whether it is gone already."""
         rt = ctx.rt
         srt = self._stored_rt(rt)
+        is_namespace = (srt.group, srt.kind) == ("", "Namespace")
+        if is_namespace and name in IMMORTAL_NAMESPACES:
+            raise errors.forbidden("", "namespaces", name, "this namespace may not be deleted")
         stored = self.get_stored(ctx, name)
         meta = stored["metadata"]
         pre = options.get("preconditions") or {}
@@ -565,7 +573,6 @@ class Api:
                     }
                 ],
             )
-        is_namespace = (srt.group, srt.kind) == ("", "Namespace")
         if is_namespace and meta.get("deletionTimestamp"):
             raise errors.conflict(
                 "",

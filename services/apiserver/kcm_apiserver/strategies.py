@@ -112,7 +112,8 @@ def release(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> None:
 
 
 def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
-    """The object to store: the main resource keeps the old status, `/status` the old spec."""
+    """The object to store: the main resource keeps the old status, `/status` the old spec;
+    a Namespace's spec.finalizers change only through `/finalize`."""
     if subresource == "status":
         merged = copy.copy(old)
         merged["status"] = new.get("status", {})
@@ -122,6 +123,14 @@ def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -
         new["status"] = old["status"]
     elif rt.has_status:
         new.pop("status", None)
+    if (rt.group, rt.kind) == ("", "Namespace") and subresource != "finalize":
+        # spec.finalizers change only through namespaces/finalize (upstream's namespace strategy).
+        finalizers = (old.get("spec") or {}).get("finalizers")
+        spec = new.setdefault("spec", {})
+        if finalizers is None:
+            spec.pop("finalizers", None)
+        else:
+            spec["finalizers"] = finalizers
     if (rt.group, rt.kind) == ("", "Service"):
         old_spec, new_spec = old.get("spec", {}), new.setdefault("spec", {})
         for field in ("clusterIP", "clusterIPs"):

@@ -220,7 +220,7 @@ def finalize_namespace(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     rv = (body.get("metadata") or {}).get("resourceVersion")
     if rv:
         ns["metadata"]["resourceVersion"] = rv
-    return api.update(ctx, name, ns)
+    return api.update(ctx, name, ns, subresource="finalize")
 
 
 def approve_csr(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:

@@ -23,6 +23,7 @@ REGISTRY = (
     "kcm_controllers.serviceaccount.serviceaccounts:SPEC",
     "kcm_controllers.rootcacertpublisher.publisher:SPEC",
     "kcm_controllers.clusterroleaggregation.clusterroleaggregation:SPEC",
+    "kcm_controllers.namespace.namespace_controller:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
