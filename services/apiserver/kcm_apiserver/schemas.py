@@ -716,6 +716,19 @@ def _crd_definition(group: str, version: str, kind: str) -> str:
     return ".".join([*reversed(group.split(".")), version, kind])
 
 
+def crd_definitions(crds: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Names of the definitions custom resources add: their kinds and list kinds, per served version."""
+    out: set[str] = set()
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        kind = names.get("kind", "")
+        for v in spec.get("versions") or []:
+            for k in (kind, names.get("listKind") or kind + "List"):
+                out.add(_crd_definition(spec.get("group", ""), v.get("name", ""), k))
+    return frozenset(out)
+
+
 def _crd_schema(crd: Mapping[str, Any], version: str) -> JSON:
     v = _crd_version(crd, version) or {}
     schema = (v.get("schema") or {}).get("openAPIV3Schema")

@@ -13,6 +13,7 @@ import logging
 import random
 import secrets
 import time
+import unicodedata
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
@@ -23,7 +24,17 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from kcm_apiserver import audit, discovery, errors, metrics_api, protobuf, schemas, subresources, tables
+from kcm_apiserver import (
+    audit,
+    discovery,
+    errors,
+    metrics_api,
+    openapi_v2,
+    protobuf,
+    schemas,
+    subresources,
+    tables,
+)
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
@@ -70,7 +81,9 @@ class Target:
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
     resp = web.Response(body=_encode(body), status=status, content_type="application/json")
     for w in warnings or ():
-        resp.headers.add("Warning", f'299 - "{w}"')
+        # RFC 9110 quoted-string; upstream drops warnings holding control characters.
+        if not any(unicodedata.category(c) == "Cc" for c in w):
+            resp.headers.add("Warning", '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return resp
 
 
@@ -103,6 +116,7 @@ class Server:
         self._bookmarks: asyncio.Task[None] | None = None
         self._watches: set[asyncio.Task[Any]] = set()
         self.app.on_shutdown.append(self._close_watches)
+        self._openapi_v2 = openapi_v2.V2Cache(VERSION_INFO["gitVersion"])
 
     # -- life cycle -----------------------------------------------------------------------------
 
@@ -182,6 +196,8 @@ class Server:
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         crds = self.api.crds.crds()
+        if parts[1:] == ["v2"]:
+            return self._openapi_v2_response(request)
         if parts[1:] == ["v3"]:
             return _json(schemas.openapi_v3_root(self.api.registry, crds))
         if len(parts) >= 4 and parts[1] == "v3":
@@ -198,8 +214,20 @@ class Server:
             if "hash" in request.query:
                 resp.headers["Cache-Control"] = "public, immutable"
             return resp
-        # /openapi/v2 is protobuf-only for kubectl; it falls back to v3, which we serve.
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _openapi_v2_response(self, request: web.Request) -> web.Response:
+        """JSON or gnostic protobuf by Accept, revalidated by ETag, as kube-openapi's handler serves it."""
+        media = openapi_v2.negotiate(request.headers.get("Accept", ""))
+        if media is None:
+            return web.Response(status=406, headers={"Vary": "Accept"})
+        crds = self.api.crds
+        encoded = self._openapi_v2.get(self.api.registry, crds.crds(), crds.revision)
+        headers = {"Vary": "Accept", "ETag": encoded.etag}
+        if _etag_matches(request.headers.get("If-None-Match", ""), encoded.etag):
+            return web.Response(status=304, headers=headers)
+        body = encoded.json if media == openapi_v2.JSON_TYPE else encoded.protobuf
+        return web.Response(body=body, headers={**headers, "Content-Type": media})
 
     def _parse(self, parts: list[str]) -> tuple[str, str, list[str]]:
         if parts[0] == "api":
@@ -642,6 +670,15 @@ class Server:
             f"etcd_current_resource_version {self.api.store.rv}",
         ]
         return "\n".join(lines) + "\n"
+
+
+def _etag_matches(if_none_match: str, etag: str) -> bool:
+    """If-None-Match's weak comparison (RFC 9110 13.1.2), as Go's http.ServeContent does it."""
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        if candidate == "*" or candidate.removeprefix("W/") == etag:
+            return True
+    return False
 
 
 def _accepted_form(request: web.Request) -> tuple[str, str] | None:
