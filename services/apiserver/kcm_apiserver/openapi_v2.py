@@ -88,7 +88,9 @@ def _schema(schema: Any, *, crd: bool) -> Any:
             out[key] = _schema(value, crd=crd)
         else:
             out[key] = value
-    if crd and (schema.get("nullable") or schema.get(_PRESERVE) or schema.get("x-kubernetes-embedded-resource")):
+    if crd and (
+        schema.get("nullable") or schema.get(_PRESERVE) or schema.get("x-kubernetes-embedded-resource")
+    ):
         # kubectl would call an untyped value with items or properties invalid.
         for key in ("type", "items", "properties"):
             out.pop(key, None)
@@ -154,9 +156,7 @@ def _operation(op: Mapping[str, Any]) -> JSON:
             out["schema"] = _schema(schema, crd=False)
         responses[code] = out
     v2: JSON = {
-        key: value
-        for key, value in op.items()
-        if key not in ("parameters", "requestBody", "responses")
+        key: value for key, value in op.items() if key not in ("parameters", "requestBody", "responses")
     }
     v2.update(consumes=consumes, produces=produces, responses=responses, schemes=["https"])
     if params:
@@ -263,7 +263,14 @@ def _named(number: int, items: Iterable[tuple[str, bytes]]) -> bytes:
     return b"".join(_bytes(number, _string(1, name) + _bytes(2, value)) for name, value in items)
 
 
-_SCHEMA_STRINGS: Final = {"$ref": 1, "format": 2, "title": 3, "description": 4, "pattern": 13, "discriminator": 26}
+_SCHEMA_STRINGS: Final = {
+    "$ref": 1,
+    "format": 2,
+    "title": 3,
+    "description": 4,
+    "pattern": 13,
+    "discriminator": 26,
+}
 _SCHEMA_DOUBLES: Final = {"multipleOf": 6, "maximum": 7, "minimum": 9}
 _SCHEMA_BOOLS: Final = {"exclusiveMaximum": 8, "exclusiveMinimum": 10, "uniqueItems": 16, "readOnly": 27}
 _SCHEMA_INTS: Final = {
@@ -343,14 +350,14 @@ def _parameter_pb(param: Mapping[str, Any]) -> bytes:
     return _bytes(1, parameter)  # ParametersItem.parameter
 
 
+def _response_pb(response: Mapping[str, Any]) -> bytes:
+    """ResponseValue.response: its description and, in a SchemaItem, its schema."""
+    schema = _bytes(2, _bytes(1, _schema_pb(response["schema"]))) if "schema" in response else b""
+    return _bytes(1, _string(1, response.get("description")) + schema)
+
+
 def _operation_pb(op: Mapping[str, Any]) -> bytes:
-    responses = _named(
-        1,
-        (
-            (code, _bytes(1, _string(1, r.get("description")) + (_bytes(2, _bytes(1, _schema_pb(r["schema"]))) if "schema" in r else b"")))
-            for code, r in (op.get("responses") or {}).items()
-        ),
-    )
+    responses = _named(1, ((code, _response_pb(r)) for code, r in (op.get("responses") or {}).items()))
     return (
         _strings(1, op.get("tags"))
         + _string(2, op.get("summary"))
