@@ -7,12 +7,14 @@ field validation cannot take a List), so `kubectl create -f` and `apply -f` of w
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 
 import requests
 
 from tests.conftest import ApiServer
+from tests.unit.test_schemas import CRONTAB_SCHEMA, crontab_crd
 
 LIST = """
 apiVersion: v1
@@ -43,35 +45,10 @@ items:
 
 OBJECTS = ["deployment.apps/web", "configmap/settings", "service/web"]
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "crontabs.stable.example.com"},
-    "spec": {
-        "group": "stable.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "listKind": "CronTabList"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "required": ["cronSpec"],
-                                "properties": {"cronSpec": {"type": "string"}},
-                            }
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+# The unit tests' CronTab, with a required field for kubectl's client-side validation to miss.
+SCHEMA = copy.deepcopy(CRONTAB_SCHEMA)
+SCHEMA["properties"]["spec"]["required"] = ["cronSpec"]
+CRD = crontab_crd(SCHEMA)
 
 
 def namespace(apiserver: ApiServer) -> str:

@@ -6,8 +6,9 @@ import json
 import struct
 from typing import Any
 
+import msgspec
 import pytest
-from kcm_apiserver import openapi_v2
+from kcm_apiserver import openapi_v2, protobuf
 from kcm_apiserver.registry import Registry
 
 from tests.unit.test_schemas import CRONTAB_SCHEMA, crontab_crd, registry_with_crontab
@@ -143,41 +144,27 @@ def test_a_custom_resource_keeping_unknown_fields_is_any_object() -> None:
 def fields(buf: bytes) -> dict[int, list[Any]]:
     """A protobuf message's fields: number -> values (ints, or bytes for length-delimited)."""
     out: dict[int, list[Any]] = {}
-    pos = 0
-
-    def varint() -> int:
-        nonlocal pos
-        result = shift = 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return result
-
-    while pos < len(buf):
-        key = varint()
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = protobuf._varint(buf, pos, end)
         number, wire = key >> 3, key & 7
         value: Any
         if wire == 0:
-            value = varint()
+            value, pos = protobuf._varint(buf, pos, end)
         elif wire == 1:
             value = struct.unpack("<d", buf[pos : pos + 8])[0]
             pos += 8
         else:
-            assert wire == 2, wire
-            size = varint()
-            value = buf[pos : pos + size]
-            pos += size
+            start, pos = protobuf._length(buf, pos, end)
+            value = buf[start:pos]
         out.setdefault(number, []).append(value)
     return out
 
 
-def named(buf: bytes) -> dict[str, bytes]:
-    """gnostic's (name, value) pairs: field 1 of each entry."""
+def named(buf: bytes, number: int = 1) -> dict[str, bytes]:
+    """gnostic's (name, value) pairs, kept in field `number` of their message."""
     out = {}
-    for entry in fields(buf)[1]:
+    for entry in fields(buf)[number]:
         f = fields(entry)
         out[f[1][0].decode()] = f[2][0]
     return out
@@ -232,7 +219,7 @@ def test_protobuf_document_carries_definitions_paths_and_extensions() -> None:
     assert extension[1] == [b"x-kubernetes-group-version-kind"]
     assert json.loads(fields(extension[2][0])[2][0]) == [{"group": "a", "kind": "B", "version": "v1"}]
 
-    path_item = fields(next(iter(_paths(document[8][0]).values())))
+    path_item = fields(named(document[8][0], 2)["/x/{name}"])  # Paths keeps its pairs in field 2
     path_param = fields(fields(fields(path_item[9][0])[1][0])[2][0])[4][0]  # non-body, path
     assert fields(path_param) == {1: [1], 2: [b"path"], 4: [b"name"], 5: [b"string"]}
     patch = fields(path_item[8][0])
@@ -244,15 +231,6 @@ def test_protobuf_document_carries_definitions_paths_and_extensions() -> None:
     gvk = fields(patch[13][0])
     assert gvk[1] == [b"x-kubernetes-group-version-kind"]
     assert json.loads(fields(gvk[2][0])[2][0]) == {"group": "a", "kind": "B", "version": "v1"}
-
-
-def _paths(buf: bytes) -> dict[str, bytes]:
-    """Paths keeps its pairs in field 2 (field 1 is its vendor extensions)."""
-    out = {}
-    for entry in fields(buf)[2]:
-        f = fields(entry)
-        out[f[1][0].decode()] = f[2][0]
-    return out
 
 
 # --- serving -----------------------------------------------------------------------------------
@@ -291,3 +269,13 @@ def test_cache_rebuilds_only_when_the_key_moves() -> None:
     second = cache.get(registry, [crontab_crd(changed)], 2)
     assert second.etag != first.etag and b"changed" in second.json
     assert cache.get(registry, [crontab_crd()], 3).etag == first.etag
+
+
+def test_cache_after_a_crd_change_equals_a_fresh_build() -> None:
+    cache = openapi_v2.V2Cache("v1.32.0")
+    cache.get(Registry(), [], 1)  # built-in parts cached, then reused below
+    registry, crds = registry_with_crontab(), [crontab_crd()]
+    incremental = cache.get(registry, crds, 2)
+    fresh = openapi_v2.document(registry, crds, "v1.32.0")
+    assert incremental.json == msgspec.json.encode(fresh)
+    assert incremental.protobuf == openapi_v2.to_protobuf(fresh)

@@ -174,23 +174,65 @@ def _path_item(item: Mapping[str, Any]) -> JSON:
     return out
 
 
-def document(registry: Registry, crds: list[JSON], version: str) -> JSON:
-    """The Swagger 2.0 document of everything served: read-only for callers, like `schemas`' documents."""
+@dataclass(frozen=True)
+class _Part:
+    """One group-version's share of the document, converted and encoded."""
+
+    source: JSON  # the v3 document it was made from: `is` tells whether that changed
+    paths: dict[str, JSON]
+    definitions: dict[str, JSON]
+    paths_pb: dict[str, bytes]
+    definitions_pb: dict[str, bytes]
+
+
+def _part(v3: JSON, custom: frozenset[str]) -> _Part:
+    paths = {path: _path_item(item) for path, item in v3["paths"].items()}
+    definitions = {
+        name: _crd_root(schema) if name in custom else _schema(schema, crd=False)
+        for name, schema in v3["components"]["schemas"].items()
+    }
+    return _Part(
+        v3,
+        paths,
+        definitions,
+        {path: _path_item_pb(item) for path, item in paths.items()},
+        {name: _schema_pb(schema) for name, schema in definitions.items()},
+    )
+
+
+def _parts(
+    registry: Registry, crds: list[JSON], previous: Mapping[tuple[str, str], _Part]
+) -> dict[tuple[str, str], _Part]:
+    """Every served group-version's part, reusing those whose v3 document is the same object.
+
+    `schemas` caches the documents of built-in group-versions, so after a CRD change only the
+    custom ones are converted again.
+    """
     custom = schemas.crd_definitions(crds)
-    paths: JSON = {}
-    definitions: JSON = {}
+    out = {}
     for group, versions in registry.groups().items():
-        for gv_version in versions:
-            v3 = schemas.group_version_document(registry, group, gv_version, crds)
-            for path, item in v3["paths"].items():
-                paths[path] = _path_item(item)
-            for name, schema in v3["components"]["schemas"].items():
-                if name not in definitions:
-                    definitions[name] = _crd_root(schema) if name in custom else _schema(schema, crd=False)
+        for version in versions:
+            v3 = schemas.group_version_document(registry, group, version, crds)
+            old = previous.get((group, version))
+            out[(group, version)] = old if old is not None and old.source is v3 else _part(v3, custom)
+    return out
+
+
+def _merged(parts: Iterable[_Part], attribute: str) -> dict[str, Any]:
+    """One attribute of the parts as one sorted map; definitions repeat across parts (ObjectMeta)."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for name, value in getattr(part, attribute).items():
+            out.setdefault(name, value)
+    return dict(sorted(out.items()))
+
+
+def _document(parts: Iterable[_Part], version: str) -> JSON:
+    parts = list(parts)
     return {
-        "definitions": dict(sorted(definitions.items())),
+        "definitions": _merged(parts, "definitions"),
         "info": {"title": "Kubernetes", "version": version},
-        "paths": dict(sorted(paths.items())),
+        "paths": _merged(parts, "paths"),
         "security": [{"BearerToken": []}],
         "securityDefinitions": {
             "BearerToken": {
@@ -202,6 +244,11 @@ def document(registry: Registry, crds: list[JSON], version: str) -> JSON:
         },
         "swagger": "2.0",
     }
+
+
+def document(registry: Registry, crds: list[JSON], version: str) -> JSON:
+    """The Swagger 2.0 document of everything served: read-only for callers, like `schemas`' documents."""
+    return _document(_parts(registry, crds, {}).values(), version)
 
 
 # ---------------------------------------------------------------------------
@@ -388,6 +435,15 @@ def _path_item_pb(item: Mapping[str, Any]) -> bytes:
 
 def to_protobuf(doc: Mapping[str, Any]) -> bytes:
     """The document as gnostic's openapi.v2.Document message, what kubectl unmarshals."""
+    paths = {path: _path_item_pb(item) for path, item in doc["paths"].items()}
+    definitions = {name: _schema_pb(schema) for name, schema in doc["definitions"].items()}
+    return _document_pb(doc, paths, definitions)
+
+
+def _document_pb(
+    doc: Mapping[str, Any], paths: Mapping[str, bytes], definitions: Mapping[str, bytes]
+) -> bytes:
+    """The Document message around path items and definitions encoded already."""
     info = doc.get("info") or {}
     security_definitions = _named(
         1,
@@ -412,8 +468,8 @@ def to_protobuf(doc: Mapping[str, Any]) -> bytes:
     return (
         _string(1, doc.get("swagger"))
         + _bytes(2, _string(1, info.get("title")) + _string(2, info.get("version")))
-        + _bytes(8, _named(2, ((path, _path_item_pb(item)) for path, item in doc["paths"].items())))
-        + _bytes(9, _named(1, ((name, _schema_pb(s)) for name, s in doc["definitions"].items())))
+        + _bytes(8, _named(2, paths.items()))
+        + _bytes(9, _named(1, definitions.items()))
         + security
         + _bytes(13, security_definitions)
     )
@@ -438,13 +494,17 @@ class V2Cache:
         self._version = version
         self._key: object = None
         self._encoded: Encoded | None = None
+        self._parts: dict[tuple[str, str], _Part] = {}
 
     def get(self, registry: Registry, crds: list[JSON], key: object) -> Encoded:
         if self._encoded is None or key != self._key:
-            doc = document(registry, crds, self._version)
+            self._parts = _parts(registry, crds, self._parts)
+            parts = list(self._parts.values())
+            doc = _document(parts, self._version)
             raw = msgspec.json.encode(doc)
             etag = '"' + hashlib.sha512(raw).hexdigest().upper() + '"'
-            self._encoded, self._key = Encoded(raw, to_protobuf(doc), etag), key
+            pb = _document_pb(doc, _merged(parts, "paths_pb"), _merged(parts, "definitions_pb"))
+            self._encoded, self._key = Encoded(raw, pb, etag), key
         return self._encoded
 
 
