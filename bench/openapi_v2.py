@@ -12,35 +12,39 @@ Run: `.venv/bin/python bench/openapi_v2.py [--requests 50] [--rebuilds 10]`.
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-import aiohttp
 import benchlib
 
 PROTOBUF = {"Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"}
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "benches.bench.kcm.dev"},
-    "spec": {
-        "group": "bench.kcm.dev",
-        "scope": "Namespaced",
-        "names": {"plural": "benches", "singular": "bench", "kind": "Bench"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "description": "0"}},
-            }
-        ],
-    },
-}
+NAME = "benches.bench.kcm.dev"
+
+
+def crd(description: str) -> dict[str, Any]:
+    """A CRD whose schema differs by `description`: each change makes the server rebuild /openapi/v2."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": NAME},
+        "spec": {
+            "group": "bench.kcm.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "benches", "singular": "bench", "kind": "Bench"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "description": description}},
+                }
+            ],
+        },
+    }
 
 
 async def timed(request: Callable[[], Awaitable[object]], n: int) -> float:
@@ -55,40 +59,40 @@ async def timed(request: Callable[[], Awaitable[object]], n: int) -> float:
 
 async def bench(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        async with benchlib.apiserver(benchlib.kcm_command(args), Path(tmp)) as server:
-            async with benchlib.client_session(4) as session:
-                v2, v3 = f"{server.url}/openapi/v2", f"{server.url}/openapi/v3/apis/apps/v1"
-                crds = f"{server.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        async with (
+            benchlib.apiserver(benchlib.kcm_command(args), Path(tmp)) as server,
+            benchlib.client_session(4) as session,
+        ):
+            v2, v3 = f"{server.url}/openapi/v2", f"{server.url}/openapi/v3/apis/apps/v1"
+            crds = f"{server.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
-                async def get(url: str, headers: dict[str, str] = benchlib.JSON) -> bytes:
-                    return await benchlib.call(session, "GET", url, headers=headers, allowed=(304,))
+            async def get(url: str, headers: dict[str, str] = benchlib.JSON) -> bytes:
+                return await benchlib.call(session, "GET", url, headers=headers, allowed=(304,))
 
+            start = time.perf_counter()
+            await get(v2, PROTOBUF)
+            cold = (time.perf_counter() - start) * 1000
+            async with session.get(v2, headers=PROTOBUF) as resp:
+                etag = resp.headers["ETag"]
+                size = len(await resp.read())
+            baseline = await timed(lambda: get(v3), args.requests)
+            cached = await timed(lambda: get(v2, PROTOBUF), args.requests)
+            revalidated = await timed(lambda: get(v2, {**PROTOBUF, "If-None-Match": etag}), args.requests)
+
+            await benchlib.call(session, "POST", crds, crd("0"))
+            rebuilds = []
+            for i in range(args.rebuilds):
+                await benchlib.call(
+                    session,
+                    "PATCH",
+                    f"{crds}/{NAME}",
+                    crd(str(i + 1)),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
                 start = time.perf_counter()
                 await get(v2, PROTOBUF)
-                cold = (time.perf_counter() - start) * 1000
-                async with session.get(v2, headers=PROTOBUF) as resp:
-                    etag = resp.headers["ETag"]
-                    size = len(await resp.read())
-                baseline = await timed(lambda: get(v3), args.requests)
-                cached = await timed(lambda: get(v2, PROTOBUF), args.requests)
-                revalidated = await timed(lambda: get(v2, {**PROTOBUF, "If-None-Match": etag}), args.requests)
-
-                await benchlib.call(session, "POST", crds, CRD)
-                rebuilds = []
-                for i in range(args.rebuilds):
-                    crd = copy.deepcopy(CRD)
-                    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = str(i + 1)
-                    await benchlib.call(
-                        session,
-                        "PATCH",
-                        f"{crds}/{CRD['metadata']['name']}",
-                        crd,
-                        headers={"Content-Type": "application/merge-patch+json"},
-                    )
-                    start = time.perf_counter()
-                    await get(v2, PROTOBUF)
-                    rebuilds.append((time.perf_counter() - start) * 1000)
-                rebuilt = statistics.median(rebuilds)
+                rebuilds.append((time.perf_counter() - start) * 1000)
+            rebuilt = statistics.median(rebuilds)
     print(f"/openapi/v2 protobuf: {size:,} bytes; first fetch after start {cold:.0f} ms (builds v3 and v2)")
     print(f"{'median ms, sequential':42} {'figure':>8} {'baseline':>9} {'ratio':>6}")
     print("baseline: GET /openapi/v3/apis/apps/v1 (kubectl's fetch for one Deployment)")
