@@ -12,8 +12,10 @@ instead of request bodies, parameter types inline, IntOrString as a string with 
 `ToStructuralOpenAPIV2` and `buildKubeNative`: no oneOf/anyOf/not/allOf, nullable or
 preserve-unknown-fields or embedded-resource nodes lose their type, items and properties).
 
-`V2Cache` (the HTTP layer's) builds both encodings once per CRD change and hands them out with
-upstream's ETag: the quoted upper-case hex SHA-512 of the JSON bytes (kube-openapi's handler).
+`V2Cache` (the HTTP layer's) builds both encodings on the first request after a CRD change,
+converting again only the group-versions whose v3 document changed, and hands them out with
+upstream's ETag: the quoted upper-case hex SHA-512 of the JSON bytes, shared by both encodings
+(k8s.io/kube-openapi pkg/handler). `negotiate` picks the encoding from Accept as that handler does.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The HTTP layer serves `openapi_v3_root` at /openapi/v3 and `group_version_docume
 at /openapi/v3/api/v1 and /openapi/v3/apis/<group>/<version>; kubectl reads them to
 `explain` kinds, to learn that the server validates fields itself (the
 `fieldValidation` parameter on PATCH operations) and to compute strategic merge
-patches (the `x-kubernetes-patch-*` property extensions). The patch and apply
+patches (the `x-kubernetes-patch-*` property extensions); `openapi_v2` rewrites the same
+documents as /openapi/v2, naming CRD definitions through `crd_definitions`. The patch and apply
 engines call `type_info`; create, update and patch handlers call `unknown_fields`
 for fieldValidation=Strict and Warn.
 

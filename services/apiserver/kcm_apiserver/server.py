@@ -195,9 +195,9 @@ class Server:
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
-        crds = self.api.crds.crds()
         if parts[1:] == ["v2"]:
             return self._openapi_v2_response(request)
+        crds = self.api.crds.crds()
         if parts[1:] == ["v3"]:
             return _json(schemas.openapi_v3_root(self.api.registry, crds))
         if len(parts) >= 4 and parts[1] == "v3":
