@@ -99,6 +99,12 @@ def test_unknown_fields_get_upstreams_answers(apiserver: ApiServer) -> None:
     ) in out
     out = apiserver.kubectl("-n", ns, "create", "-f", "-", "--validate=warn", input=one, check=False)
     assert 'Warning: unknown field "spec"' in out and "configmap/typo created" in out
+    # A hostile field name comes back quoted as Go's %q does, in a Warning header kubectl can read.
+    hostile = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hostile"}, 'a"b\nc\x7f': 1}
+    out = apiserver.kubectl(
+        "-n", ns, "create", "-f", "-", "--validate=warn", input=json.dumps(hostile), check=False
+    )
+    assert 'Warning: unknown field "a\\"b\\nc\\x7f"' in out and "configmap/hostile created" in out
 
     item = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "typo2"}, "foo": 1}
     in_list = json.dumps({"apiVersion": "v1", "kind": "List", "items": [item]})

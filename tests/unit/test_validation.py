@@ -13,6 +13,7 @@ import pytest
 from kcm_apiserver.defaults import apply_defaults, generate_job_selector
 from kcm_apiserver.validation import (
     cron_schedule_error,
+    go_quote,
     is_dns1035_label,
     is_dns1123_label,
     is_dns1123_subdomain,
@@ -991,3 +992,20 @@ def test_crd_name_must_be_plural_dot_group() -> None:
             'Invalid value: "gadgets.example.com": must be spec.names.plural+"."+spec.group',
         )
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"),
+    [
+        # Go's strconv.Quote, which %q uses in upstream's messages.
+        ("plain", '"plain"'),
+        ('a"b\\c', '"a\\"b\\\\c"'),
+        ("x\ny\tz\r", '"x\\ny\\tz\\r"'),
+        ("\x00\x07\x7f", '"\\x00\\a\\x7f"'),
+        ("é😀", '"é😀"'),
+        ("\u00a0\u200b\u2028", '"\\u00a0\\u200b\\u2028"'),
+        ("\U000e0001", '"\\U000e0001"'),
+    ],
+)
+def test_go_quote(value: str, quoted: str) -> None:
+    assert go_quote(value) == quoted
