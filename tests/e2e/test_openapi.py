@@ -152,3 +152,24 @@ def test_v2_document_is_negotiated_cached_and_follows_crds(apiserver: ApiServer)
         check=False,
     )
     assert 'missing required field "cronSpec" in com.example.stable.v1.CronTab.spec' in out
+
+
+def test_bad_write_options_are_refused_as_upstream(apiserver: ApiServer) -> None:
+    ns = namespace(apiserver)
+    url = f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "opts"}}
+    r = requests.post(url, params={"fieldValidation": "strict"}, json=body, timeout=30)
+    assert r.status_code == 422, r.text
+    assert r.json()["message"] == (
+        'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "strict": '
+        'supported values: "", "Ignore", "Strict", "Warn"'
+    )
+    r = requests.patch(
+        f"{url}/opts", data="{}", headers={"Content-Type": "application/apply-patch+yaml"}, timeout=30
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["message"] == (
+        'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
+    )
+    # Reads take no write options.
+    assert requests.get(url, params={"fieldValidation": "strict"}, timeout=30).status_code == 200

@@ -507,8 +507,6 @@ class Api:
         self, ctx: Ctx, name: str, stored: Obj | None, body: Any, force: bool
     ) -> tuple[Obj, bool]:
         rt = ctx.rt
-        if not ctx.field_manager:
-            raise errors.bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
         applied = self._decode_body(ctx, body, patch=True)
         applied["metadata"].setdefault("name", name)
         if applied["metadata"]["name"] != name:

@@ -34,6 +34,7 @@ from kcm_apiserver import (
     schemas,
     subresources,
     tables,
+    validation,
 )
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
@@ -62,6 +63,13 @@ _PATCH_TYPES = {
 }
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
+# The metav1 options kind whose validation a request's query gets, by method (upstream's handlers).
+_OPTIONS_KINDS = {
+    "POST": "CreateOptions",
+    "PUT": "UpdateOptions",
+    "PATCH": "PatchOptions",
+    "DELETE": "DeleteOptions",
+}
 # Request keys through which `_api` tells the audit log which object a write was about.
 _TARGET = "kcm.target"
 _CREATED = "kcm.created"
@@ -279,21 +287,29 @@ class Server:
     # -- resources ------------------------------------------------------------------------------
 
     def _ctx(self, request: web.Request, target: Target) -> Ctx:
-        q = request.query
+        q, method = request.query, request.method
         dry = q.getall("dryRun", [])
-        if any(d != "All" for d in dry):
-            raise errors.bad_request(f"unsupported dryRun value(s): {dry}; only All is supported")
-        validation = q.get("fieldValidation", "Ignore" if request.method in ("GET", "DELETE") else "Warn")
-        if validation not in ("Ignore", "Warn", "Strict"):
-            raise errors.bad_request(
-                f'fieldValidation parameter unsupported: "{validation}", must be one of Ignore, Warn or Strict'
-            )
+        manager = q.get("fieldManager", "")
+        field_validation = q.get("fieldValidation", "")
+        options = _OPTIONS_KINDS.get(method)
+        if method == "PATCH":
+            apply = _PATCH_TYPES.get(request.content_type) == "apply"
+            causes = validation.patch_options(dry, manager, field_validation, apply=apply, force="force" in q)
+        elif method == "DELETE":
+            causes = validation.delete_options(dry)
+        elif options is not None:
+            causes = validation.write_options(dry, manager, field_validation)
+        else:
+            causes = []  # reads take no write options: upstream ignores them there
+        if options is not None and causes:
+            raise errors.invalid("meta.k8s.io", options, "", causes)
         return Ctx(
             target.rt,
             target.namespace,
-            dry_run=bool(dry),
-            field_manager=q.get("fieldManager", ""),
-            field_validation=validation,
+            dry_run=bool(dry) and options is not None,
+            field_manager=manager,
+            # Upstream's default is Warn; reads and deletes decode no object.
+            field_validation=(field_validation or "Warn") if method in ("POST", "PUT", "PATCH") else "Ignore",
             user_agent=request.headers.get("User-Agent", ""),
         )
 
