@@ -12,11 +12,16 @@ from typing import Any
 import pytest
 from kcm_apiserver.defaults import apply_defaults, generate_job_selector
 from kcm_apiserver.validation import (
+    Cause,
     cron_schedule_error,
+    delete_options,
+    go_quote,
     is_dns1035_label,
     is_dns1123_label,
     is_dns1123_subdomain,
+    patch_options,
     validate,
+    write_options,
 )
 
 Obj = dict[str, Any]
@@ -991,3 +996,63 @@ def test_crd_name_must_be_plural_dot_group() -> None:
             'Invalid value: "gadgets.example.com": must be spec.names.plural+"."+spec.group',
         )
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"),
+    [
+        # Go's strconv.Quote, which %q uses in upstream's messages.
+        ("plain", '"plain"'),
+        ('a"b\\c', '"a\\"b\\\\c"'),
+        ("x\ny\tz\r", '"x\\ny\\tz\\r"'),
+        ("\x00\x07\x7f", '"\\x00\\a\\x7f"'),
+        ("é😀", '"é😀"'),
+        ("\u00a0\u200b\u2028", '"\\u00a0\\u200b\\u2028"'),
+        ("\U000e0001", '"\\U000e0001"'),
+    ],
+)
+def test_go_quote(value: str, quoted: str) -> None:
+    assert go_quote(value) == quoted
+
+
+ALL = ["All"]
+
+
+@pytest.mark.parametrize(
+    ("causes", "expected"),
+    [
+        # apimachinery's ValidateCreateOptions / ValidateUpdateOptions / ValidatePatchOptions.
+        (write_options(ALL, "kubectl", "Strict"), []),
+        (write_options([], "", ""), []),
+        (
+            write_options([], "", "strict"),
+            [
+                (
+                    "fieldValidation",
+                    'Unsupported value: "strict": supported values: "", "Ignore", "Strict", "Warn"',
+                )
+            ],
+        ),
+        (
+            write_options(["All", "x"], "", ""),
+            [("dryRun", 'Unsupported value: []string{"All", "x"}: supported values: "All"')],
+        ),
+        (write_options([], "m" * 129, ""), [("fieldManager", "Too long: may not be more than 128 bytes")]),
+        (
+            write_options([], "é\tx", ""),
+            [("fieldManager", 'Invalid value: "é\\tx": invalid character U+0009 (at position 2)')],
+        ),
+        (patch_options([], "", "", apply=False, force=False), []),
+        (
+            patch_options([], "", "", apply=True, force=True),
+            [("fieldManager", "Required value: is required for apply patch")],
+        ),
+        (
+            patch_options([], "m", "", apply=False, force=True),
+            [("force", "Forbidden: may not be specified for non-apply patch")],
+        ),
+        (delete_options(["x"]), [("dryRun", 'Unsupported value: []string{"x"}: supported values: "All"')]),
+    ],
+)
+def test_request_options(causes: list[Cause], expected: list[tuple[str, str]]) -> None:
+    assert [(c["field"], c["message"]) for c in causes] == expected

@@ -20,6 +20,9 @@ class CrdRegistrar:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self._crds: dict[str, Obj] = {}
+        # Moves on every register and unregister, the only run-time changes to the registry:
+        # documents built from the registry and the CRDs are cached under it.
+        self.revision = 0
 
     def crds(self) -> list[Obj]:
         return list(self._crds.values())
@@ -54,12 +57,14 @@ class CrdRegistrar:
         self._registry.remove(spec["group"], names["plural"])
         self._registry.add(types)
         self._crds[crd["metadata"]["name"]] = crd
+        self.revision += 1
         return _established(crd, storage)
 
     def unregister(self, crd: Obj) -> None:
         spec = crd["spec"]
         self._registry.remove(spec["group"], spec["names"]["plural"])
         self._crds.pop(crd["metadata"]["name"], None)
+        self.revision += 1
 
 
 def _established(crd: Obj, storage: str) -> Obj:

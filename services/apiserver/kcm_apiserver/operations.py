@@ -251,7 +251,8 @@ class Api:
                 ],
             )
 
-    def _decode_body(self, ctx: Ctx, body: Any) -> Obj:
+    def _decode_body(self, ctx: Ctx, body: Any, *, patch: bool = False) -> Obj:
+        """The body as an object of the target kind; `patch` when it is the result of a patch."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         kind, api_version = body.get("kind"), body.get("apiVersion")
@@ -270,13 +271,13 @@ class Api:
             )
         if not isinstance(body.get("metadata", {}), dict):
             raise errors.bad_request("metadata must be an object")
-        self._check_fields(ctx, body)
+        self._check_fields(ctx, body, patch)
         obj = copy.deepcopy(body)
         obj["apiVersion"], obj["kind"] = rt.group_version, rt.kind
         obj.setdefault("metadata", {})
         return obj
 
-    def _check_fields(self, ctx: Ctx, body: Obj) -> None:
+    def _check_fields(self, ctx: Ctx, body: Obj, patch: bool) -> None:
         if ctx.field_validation == "Ignore":
             return
         unknown = schemas.unknown_fields(
@@ -284,10 +285,17 @@ class Api:
         )
         if not unknown:
             return
-        if ctx.field_validation == "Strict":
-            fields = ", ".join(f'unknown field "{p.lstrip(".")}"' for p in unknown)
-            raise errors.bad_request(f"strict decoding error: {fields}")
-        ctx.warnings.extend(f'unknown field "{p.lstrip(".")}"' for p in unknown)
+        # Go's strict decoder quotes each path with %q.
+        problems = [f"unknown field {validation.go_quote(p.lstrip('.'))}" for p in unknown]
+        if ctx.field_validation == "Warn":
+            ctx.warnings.extend(problems)
+            return
+        message = "strict decoding error: " + ", ".join(problems)
+        if not patch:
+            # Upstream's create and update handlers wrap decoding errors with the kind (transformDecodeError).
+            kind, version = ctx.rt.kind, ctx.rt.version
+            message = f'{kind} in version "{version}" cannot be handled as a {kind}: {message}'
+        raise errors.bad_request(message)
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         causes = validation.validate(rt.group, rt.kind, obj, old)
@@ -502,16 +510,14 @@ class Api:
                 name,
                 "the object has been modified; please apply your changes to the latest version and try again",
             )
-        new = self._decode_body(ctx, patched)
+        new = self._decode_body(ctx, patched, patch=True)
         return self._write_update(ctx, stored, self.to_stored(rt, new), subresource), False
 
     def _server_side_apply(
         self, ctx: Ctx, name: str, stored: Obj | None, body: Any, force: bool
     ) -> tuple[Obj, bool]:
         rt = ctx.rt
-        if not ctx.field_manager:
-            raise errors.bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
-        applied = self._decode_body(ctx, body)
+        applied = self._decode_body(ctx, body, patch=True)
         applied["metadata"].setdefault("name", name)
         if applied["metadata"]["name"] != name:
             raise errors.bad_request("the name of the object does not match the name on the URL")

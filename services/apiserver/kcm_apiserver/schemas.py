@@ -4,7 +4,8 @@ The HTTP layer serves `openapi_v3_root` at /openapi/v3 and `group_version_docume
 at /openapi/v3/api/v1 and /openapi/v3/apis/<group>/<version>; kubectl reads them to
 `explain` kinds, to learn that the server validates fields itself (the
 `fieldValidation` parameter on PATCH operations) and to compute strategic merge
-patches (the `x-kubernetes-patch-*` property extensions). The patch and apply
+patches (the `x-kubernetes-patch-*` property extensions); `openapi_v2` rewrites the same
+documents as /openapi/v2, naming CRD definitions through `crd_definitions`. The patch and apply
 engines call `type_info`; create, update and patch handlers call `unknown_fields`
 for fieldValidation=Strict and Warn.
 
@@ -714,6 +715,19 @@ def _crd_version(crd: Mapping[str, Any], version: str) -> JSON | None:
 def _crd_definition(group: str, version: str, kind: str) -> str:
     """Upstream names CR schemas by the reversed group: stable.example.com -> com.example.stable."""
     return ".".join([*reversed(group.split(".")), version, kind])
+
+
+def crd_definitions(crds: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Names of the definitions custom resources add: their kinds and list kinds, per served version."""
+    out: set[str] = set()
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        kind = names.get("kind", "")
+        for v in spec.get("versions") or []:
+            for k in (kind, names.get("listKind") or kind + "List"):
+                out.add(_crd_definition(spec.get("group", ""), v.get("name", ""), k))
+    return frozenset(out)
 
 
 def _crd_schema(crd: Mapping[str, Any], version: str) -> JSON:

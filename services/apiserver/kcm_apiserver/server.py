@@ -13,6 +13,7 @@ import logging
 import random
 import secrets
 import time
+import unicodedata
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
@@ -23,7 +24,18 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from kcm_apiserver import audit, discovery, errors, metrics_api, protobuf, schemas, subresources, tables
+from kcm_apiserver import (
+    audit,
+    discovery,
+    errors,
+    metrics_api,
+    openapi_v2,
+    protobuf,
+    schemas,
+    subresources,
+    tables,
+    validation,
+)
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
@@ -51,6 +63,13 @@ _PATCH_TYPES = {
 }
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
+# The metav1 options kind whose validation a request's query gets, by method (upstream's handlers).
+_OPTIONS_KINDS = {
+    "POST": "CreateOptions",
+    "PUT": "UpdateOptions",
+    "PATCH": "PatchOptions",
+    "DELETE": "DeleteOptions",
+}
 # Request keys through which `_api` tells the audit log which object a write was about.
 _TARGET = "kcm.target"
 _CREATED = "kcm.created"
@@ -70,7 +89,9 @@ class Target:
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
     resp = web.Response(body=_encode(body), status=status, content_type="application/json")
     for w in warnings or ():
-        resp.headers.add("Warning", f'299 - "{w}"')
+        # RFC 9110 quoted-string; upstream drops warnings holding control characters.
+        if not any(unicodedata.category(c) == "Cc" for c in w):
+            resp.headers.add("Warning", '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return resp
 
 
@@ -103,6 +124,7 @@ class Server:
         self._bookmarks: asyncio.Task[None] | None = None
         self._watches: set[asyncio.Task[Any]] = set()
         self.app.on_shutdown.append(self._close_watches)
+        self._openapi_v2 = openapi_v2.V2Cache(VERSION_INFO["gitVersion"])
 
     # -- life cycle -----------------------------------------------------------------------------
 
@@ -181,6 +203,8 @@ class Server:
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
+        if parts[1:] == ["v2"]:
+            return self._openapi_v2_response(request)
         crds = self.api.crds.crds()
         if parts[1:] == ["v3"]:
             return _json(schemas.openapi_v3_root(self.api.registry, crds))
@@ -198,8 +222,20 @@ class Server:
             if "hash" in request.query:
                 resp.headers["Cache-Control"] = "public, immutable"
             return resp
-        # /openapi/v2 is protobuf-only for kubectl; it falls back to v3, which we serve.
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _openapi_v2_response(self, request: web.Request) -> web.Response:
+        """JSON or gnostic protobuf by Accept, revalidated by ETag, as kube-openapi's handler serves it."""
+        media = openapi_v2.negotiate(request.headers.get("Accept", ""))
+        if media is None:
+            return web.Response(status=406, headers={"Vary": "Accept"})
+        crds = self.api.crds
+        encoded = self._openapi_v2.get(self.api.registry, crds.crds(), crds.revision)
+        headers = {"Vary": "Accept", "ETag": encoded.etag}
+        if _etag_matches(request.headers.get("If-None-Match", ""), encoded.etag):
+            return web.Response(status=304, headers=headers)
+        body = encoded.json if media == openapi_v2.JSON_TYPE else encoded.protobuf
+        return web.Response(body=body, headers={**headers, "Content-Type": media})
 
     def _parse(self, parts: list[str]) -> tuple[str, str, list[str]]:
         if parts[0] == "api":
@@ -251,21 +287,29 @@ class Server:
     # -- resources ------------------------------------------------------------------------------
 
     def _ctx(self, request: web.Request, target: Target) -> Ctx:
-        q = request.query
+        q, method = request.query, request.method
         dry = q.getall("dryRun", [])
-        if any(d != "All" for d in dry):
-            raise errors.bad_request(f"unsupported dryRun value(s): {dry}; only All is supported")
-        validation = q.get("fieldValidation", "Ignore" if request.method in ("GET", "DELETE") else "Warn")
-        if validation not in ("Ignore", "Warn", "Strict"):
-            raise errors.bad_request(
-                f'fieldValidation parameter unsupported: "{validation}", must be one of Ignore, Warn or Strict'
-            )
+        manager = q.get("fieldManager", "")
+        field_validation = q.get("fieldValidation", "")
+        options = _OPTIONS_KINDS.get(method)
+        if method == "PATCH":
+            apply = _PATCH_TYPES.get(request.content_type) == "apply"
+            causes = validation.patch_options(dry, manager, field_validation, apply=apply, force="force" in q)
+        elif method == "DELETE":
+            causes = validation.delete_options(dry)
+        elif options is not None:
+            causes = validation.write_options(dry, manager, field_validation)
+        else:
+            causes = []  # reads take no write options: upstream ignores them there
+        if options is not None and causes:
+            raise errors.invalid("meta.k8s.io", options, "", causes)
         return Ctx(
             target.rt,
             target.namespace,
-            dry_run=bool(dry),
-            field_manager=q.get("fieldManager", ""),
-            field_validation=validation,
+            dry_run=bool(dry) and options is not None,
+            field_manager=manager,
+            # Upstream's default is Warn; reads and deletes decode no object.
+            field_validation=(field_validation or "Warn") if method in ("POST", "PUT", "PATCH") else "Ignore",
             user_agent=request.headers.get("User-Agent", ""),
         )
 
@@ -642,6 +686,15 @@ class Server:
             f"etcd_current_resource_version {self.api.store.rv}",
         ]
         return "\n".join(lines) + "\n"
+
+
+def _etag_matches(if_none_match: str, etag: str) -> bool:
+    """If-None-Match's weak comparison (RFC 9110 13.1.2), as Go's http.ServeContent does it."""
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        if candidate == "*" or candidate.removeprefix("W/") == etag:
+            return True
+    return False
 
 
 def _accepted_form(request: web.Request) -> tuple[str, str] | None:

@@ -61,8 +61,27 @@ class GoText(str):
     """A value already rendered in Go syntax (%#v of a struct); printed as is."""
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
 def go_quote(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """Go's %q (strconv.Quote): printable characters as they are, others escaped."""
+    out = ['"']
+    for c in value:
+        if c in ('"', "\\"):
+            out.append("\\" + c)
+        elif c in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[c])
+        elif c.isprintable():  # unicode.IsPrint's classes: no other spaces, no format or control
+            out.append(c)
+        elif ord(c) < 0x80:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) <= 0xFFFF:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def go_string_map(value: Mapping[str, Any] | None) -> GoText:
@@ -1113,3 +1132,51 @@ def validate(group: str, kind: str, obj: dict[str, Any], old: dict[str, Any] | N
     if validator is not None:
         validator(c, obj, old)
     return list(c)
+
+
+# --- request options (apimachinery pkg/apis/meta/v1/validation) ---------------------------------
+
+FIELD_MANAGER_MAX_LENGTH = 128
+FIELD_VALIDATION_VALUES = ("", "Ignore", "Strict", "Warn")
+
+
+def _dry_run(c: _Causes, dry_run: list[str]) -> None:
+    if any(v != "All" for v in dry_run):
+        c.not_supported("dryRun", GoText("[]string{" + ", ".join(map(go_quote, dry_run)) + "}"), ["All"])
+
+
+def write_options(dry_run: list[str], field_manager: str, field_validation: str) -> list[Cause]:
+    """ValidateCreateOptions and ValidateUpdateOptions: the query of a create or an update."""
+    c = _Causes()
+    if len(field_manager) > FIELD_MANAGER_MAX_LENGTH:
+        c.too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH)
+    position = 0
+    for ch in field_manager:
+        if not ch.isprintable():
+            c.invalid(
+                "fieldManager", field_manager, f"invalid character U+{ord(ch):04X} (at position {position})"
+            )
+        position += len(ch.encode("utf-8", "surrogatepass"))  # Go counts bytes
+    _dry_run(c, dry_run)
+    if field_validation not in FIELD_VALIDATION_VALUES:
+        c.not_supported("fieldValidation", field_validation, FIELD_VALIDATION_VALUES)
+    return c
+
+
+def patch_options(
+    dry_run: list[str], field_manager: str, field_validation: str, *, apply: bool, force: bool
+) -> list[Cause]:
+    """ValidatePatchOptions: `force` belongs to apply patches, which must name their field manager."""
+    c = _Causes()
+    if not apply and force:
+        c.forbidden("force", "may not be specified for non-apply patch")
+    if apply and not field_manager:
+        c.required("fieldManager", "is required for apply patch")
+    return c + write_options(dry_run, field_manager, field_validation)
+
+
+def delete_options(dry_run: list[str]) -> list[Cause]:
+    """The dryRun part of ValidateDeleteOptions (`operations.delete` checks the propagation policy)."""
+    c = _Causes()
+    _dry_run(c, dry_run)
+    return c
