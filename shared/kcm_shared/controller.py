@@ -147,6 +147,10 @@ class Spec:
     # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
     # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
     flags: Callable[[FlagSet], None] | None = None
+    # Why the parsed flags leave it off, or None: upstream starts some controllers only when
+    # configured (the token controller needs --service-account-private-key-file). `run`
+    # logs the reason and runs the others.
+    disabled_by: Callable[[argparse.Namespace], str | None] | None = None
 
     @property
     def flag(self) -> str:
@@ -620,4 +624,13 @@ async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
     chosen = select(specs, args.controllers) + [load_plugin(path) for path in args.plugin]
     if not chosen:
         raise SystemExit("kcm: no controller selected (see --controllers and --plugin)")
+    reasons = {spec.name: spec.disabled_by(args) for spec in chosen if spec.disabled_by is not None}
+    for name, reason in reasons.items():
+        if reason:
+            log.info("controller is disabled", extra={"controller": name, "reason": reason})
+    chosen = [spec for spec in chosen if not reasons.get(spec.name)]
+    if not chosen:
+        raise SystemExit(
+            f"kcm: every selected controller is disabled: {'; '.join(r for r in reasons.values() if r)}"
+        )
     await Manager(chosen, args).run()

@@ -8,18 +8,20 @@ removes nothing it did not create.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import gc
 import ipaddress
 import logging
 import secrets
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
+from kcm_shared import satoken
 
-from kcm_apiserver import audit, kubeconfig, persist, schemas
+from kcm_apiserver import audit, authn, kubeconfig, persist, schemas
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.server import Server
@@ -38,6 +40,34 @@ class Options:
     watch_history: int = 10_000
     bookmark_interval: float = 5.0
     audit_log_path: Path | None = None  # JSON lines, one per write (kube-apiserver's --audit-log-path)
+    # kube-apiserver's service account flags: keys that verify tokens (PEM: public or private
+    # keys, certificates), the key TokenRequest tokens are signed with, issuers, audiences.
+    service_account_key_files: list[Path] = field(default_factory=list)
+    service_account_signing_key_file: Path | None = None
+    service_account_issuers: list[str] = field(default_factory=list)
+    api_audiences: list[str] = field(default_factory=list)
+
+
+def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
+    """The token configuration the flags describe; None when no key is given (no service
+    account tokens: TokenRequest is not served, and only the static token authenticates).
+    Raises ValueError for an unreadable key file."""
+    key_files = opts.service_account_key_files or (
+        [opts.service_account_signing_key_file] if opts.service_account_signing_key_file else []
+    )
+    if not key_files:
+        return None
+    issuers = opts.service_account_issuers or [satoken.DEFAULT_ISSUER]
+    signer = None
+    if opts.service_account_signing_key_file is not None:
+        signer = satoken.Signer(satoken.load_private_key(opts.service_account_signing_key_file), issuers[0])
+    keys = [key for path in key_files for key in satoken.load_public_keys(path)]
+    return authn.ServiceAccountTokens(
+        signer=signer,
+        verifier=satoken.Verifier(keys),
+        issuers=issuers,
+        audiences=opts.api_audiences or issuers,
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -52,9 +82,14 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     if token is None and not _is_loopback(opts.bind):
         # Anyone on the network could otherwise write to the cluster.
         token = secrets.token_urlsafe(32)
+    try:
+        tokens = service_account_tokens(opts)
+    except (OSError, ValueError) as exc:
+        raise OSError(f"service account keys: {exc}") from exc
     db = persist.Database(opts.data_dir) if opts.data_dir else None
     store = Store(db, history=opts.watch_history)
     api = Api(store, Registry())
+    authn.ensure_tracking(api, dt.datetime.now(dt.UTC).date())
     # Building the OpenAPI documents loads every client model (about a second): do it
     # before announcing readiness so kubectl's first call is not the slow one.
     schemas.openapi_v3_root(api.registry, api.crds.crds())
@@ -65,7 +100,9 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     audit_log = audit.AuditLog(opts.audit_log_path) if opts.audit_log_path is not None else None
-    server = Server(api, token=token, bookmark_interval=opts.bookmark_interval, audit_log=audit_log)
+    server = Server(
+        api, token=token, bookmark_interval=opts.bookmark_interval, audit_log=audit_log, tokens=tokens
+    )
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()
     sock = socket.socket(socket.AF_INET6 if ":" in opts.bind else socket.AF_INET)

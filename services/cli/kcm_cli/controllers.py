@@ -20,6 +20,8 @@ REGISTRY = (
     "kcm_controllers.deployment.deployment_controller:SPEC",
     "kcm_controllers.replicaset.replicaset:SPEC",
     "kcm_controllers.garbagecollector.garbagecollector:SPEC",
+    "kcm_controllers.serviceaccounttoken.tokens_controller:SPEC",
+    "kcm_controllers.legacytokencleaner.cleaner:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
