@@ -14,6 +14,7 @@ import ipaddress
 import logging
 import secrets
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,14 @@ class Options:
     service_account_signing_key_file: Path | None = None
     service_account_issuers: list[str] = field(default_factory=list)
     api_audiences: list[str] = field(default_factory=list)
+    # An https port beside the plain one (kube-apiserver's --secure-port, --tls-cert-file,
+    # --tls-private-key-file): kubectl sends bearer tokens only over TLS. With
+    # `secure_kubeconfig_out`, a kubeconfig for it is written, trusting `secure_kubeconfig_ca`.
+    secure_port: int | None = None
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    secure_kubeconfig_out: Path | None = None
+    secure_kubeconfig_ca: Path | None = None
 
 
 def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
@@ -67,6 +76,34 @@ def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
         verifier=satoken.Verifier(keys),
         issuers=issuers,
         audiences=opts.api_audiences or issuers,
+    )
+
+
+def _tls_context(opts: Options) -> ssl.SSLContext:
+    if opts.tls_cert_file is None or opts.tls_private_key_file is None:
+        raise OSError("--secure-port needs --tls-cert-file and --tls-private-key-file")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(opts.tls_cert_file, opts.tls_private_key_file)
+    except ssl.SSLError as exc:
+        raise OSError(f"serving certificate {opts.tls_cert_file}: {exc}") from exc
+    return ctx
+
+
+async def _listen(runner: web.AppRunner, bind: str, port: int, tls: ssl.SSLContext | None) -> str:
+    """Serve the app on another socket; returns the URL clients use for it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((bind, port))
+    site = web.SockSite(runner, sock, backlog=1024, ssl_context=tls)
+    await site.start()
+    host, bound = sock.getsockname()[:2]
+    client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    scheme = "https" if tls is not None else "http"
+    return (
+        f"{scheme}://{client_host}:{bound}"
+        if ":" not in client_host
+        else f"{scheme}://[{client_host}]:{bound}"
     )
 
 
@@ -105,15 +142,16 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     )
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()
-    sock = socket.socket(socket.AF_INET6 if ":" in opts.bind else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((opts.bind, opts.port))
-    site = web.SockSite(runner, sock, backlog=1024)
-    await site.start()
-    host, port = sock.getsockname()[:2]
-    client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    url = f"http://{client_host}:{port}" if ":" not in client_host else f"http://[{client_host}]:{port}"
-    server.address = f"{client_host}:{port}"
+    url = await _listen(runner, opts.bind, opts.port, None)
+    server.address = url.split("://", 1)[1]
+    if opts.secure_port is not None:
+        secure_url = await _listen(runner, opts.bind, opts.secure_port, _tls_context(opts))
+        if opts.secure_kubeconfig_out is not None:
+            ca = opts.secure_kubeconfig_ca.read_bytes() if opts.secure_kubeconfig_ca else b""
+            kubeconfig.write(opts.secure_kubeconfig_out, secure_url, None, ca=ca)
+        log.info(
+            "apiserver serving TLS", extra={"url": secure_url, "kubeconfig": str(opts.secure_kubeconfig_out)}
+        )
     if opts.kubeconfig_out is not None:
         kubeconfig.write(opts.kubeconfig_out, url, token)
     log.info("apiserver serving", extra={"url": url, "kubeconfig": str(opts.kubeconfig_out)})

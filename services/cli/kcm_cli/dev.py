@@ -140,6 +140,11 @@ async def run(opts: DevOptions) -> None:
                 audit_log_path=opts.audit_log_path,
                 service_account_key_files=[identity.sa_pub],
                 service_account_signing_key_file=identity.sa_key,
+                secure_port=0,
+                tls_cert_file=identity.apiserver_cert,
+                tls_private_key_file=identity.apiserver_key,
+                secure_kubeconfig_out=state / "kubeconfig-tls",
+                secure_kubeconfig_ca=identity.ca_cert,
             ),
             api_url.set_result,
         )
@@ -161,7 +166,10 @@ async def run(opts: DevOptions) -> None:
         done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
         if api in done:
             api.result()  # a start-up failure (taken port) surfaces as the apiserver's error
-        say(f"apiserver at {api_url.result()}")
+        say(
+            f"apiserver at {api_url.result()} (and over TLS, where kubectl sends service account "
+            f"tokens: --kubeconfig {state / 'kubeconfig-tls'} --token ...)"
+        )
         async with asyncio.timeout(READY_TIMEOUT):
             await natsd.wait_ready(nats.port)
         consumer_seed = natsauth.seed_file(auth_dir, "consumer")

@@ -62,6 +62,9 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         help=f"issuer of the tokens it signs (the first) and accepts (repeatable; default {satoken.DEFAULT_ISSUER})",
     )
+    p.add_argument("--secure-port", type=int, help="also serve https on this port (0: any free port)")
+    p.add_argument("--tls-cert-file", type=Path, help="PEM serving certificate for --secure-port")
+    p.add_argument("--tls-private-key-file", type=Path, help="PEM private key of --tls-cert-file")
     p.add_argument(
         "--api-audiences",
         default="",
@@ -195,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             service_account_signing_key_file=args.service_account_signing_key_file,
             service_account_issuers=args.service_account_issuer,
             api_audiences=[a for a in args.api_audiences.split(",") if a],
+            secure_port=args.secure_port,
+            tls_cert_file=args.tls_cert_file,
+            tls_private_key_file=args.tls_private_key_file,
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
