@@ -192,6 +192,32 @@ def test_legacy_token_secret_is_filled_and_authenticates(stack: devstack.DevStac
     tracking = _get(stack, "configmap", TRACKING, "kube-system")
     assert tracking is not None and tracking["data"]["since"]
 
+    # A second token of the ServiceAccount, listed in its `secrets`: deleting the Secret voids
+    # its token (the first one still works) and drops it from the list.
+    stack.kubectl(
+        "patch", "serviceaccount", "legacy", "-n", ns, "-p", '{"secrets":[{"name":"spare"},{"name":"other"}]}'
+    )
+    _apply(stack, _token_secret("spare", ns, "legacy"))
+    spare = wait_for(lambda: _filled(stack, "spare", ns), 30, 0.2, "spare filled")
+    spare_token = base64.b64decode(spare["data"]["token"]).decode()
+    # A token its Secret no longer holds is void ("does not match server's copy").
+    replaced = base64.b64encode(b"replaced").decode()
+    stack.kubectl("patch", "secret", "spare", "-n", ns, "-p", json.dumps({"data": {"token": replaced}}))
+    assert _unauthorized(_whoami(stack, spare_token))
+    stack.kubectl(
+        "patch", "secret", "spare", "-n", ns, "-p", json.dumps({"data": {"token": spare["data"]["token"]}})
+    )
+    assert _whoami(stack, spare_token)[0] == 0
+    stack.kubectl("delete", "secret", "spare", "-n", ns)
+    assert _unauthorized(_whoami(stack, spare_token))
+    assert _whoami(stack, token)[0] == 0
+
+    def listed() -> list[str]:
+        sa = _get(stack, "serviceaccount", "legacy", ns) or {}
+        return [ref["name"] for ref in sa.get("secrets") or []]
+
+    wait_for(lambda: listed() == ["other"], 30, 0.2, "deleted token Secret unlisted")
+
     # The Secret goes with its ServiceAccount, and the token with it.
     stack.kubectl("delete", "serviceaccount", "legacy", "-n", ns)
     wait_for(lambda: _get(stack, "secret", "legacy-token", ns) is None, 30, 0.2, "token Secret deleted")
