@@ -121,29 +121,24 @@ def test_create_token_authenticates_as_the_service_account(stack: devstack.DevSt
     assert _unauthorized(_whoami(stack, f"{head}.{forged_body}.{sig}"))
     assert _unauthorized(_whoami(stack, "not-a-token"))
 
-    # Expired: signed with the cluster's real key, an hour past its expiry.
+    # Expired: signed with the cluster's real key, an hour past its expiry. The same claims,
+    # issued now, pass: what failed was the expiry alone.
     signer = satoken.Signer(satoken.load_private_key(stack.state / "pki" / "sa.key"), satoken.DEFAULT_ISSUER)
-    old = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
-    expired = satoken.bound_claims(
-        ns,
-        "builder",
-        sa["metadata"]["uid"],
-        audiences=[satoken.DEFAULT_ISSUER],
-        expiration_seconds=3600,
-        now=old,
-    )
-    assert _unauthorized(_whoami(stack, signer.sign(expired)))
 
-    # The same claims, fresh, pass: what failed above was the expiry alone.
-    fresh = satoken.bound_claims(
-        ns,
-        "builder",
-        sa["metadata"]["uid"],
-        audiences=[satoken.DEFAULT_ISSUER],
-        expiration_seconds=3600,
-        now=dt.datetime.now(dt.UTC),
-    )
-    assert _whoami(stack, signer.sign(fresh))[0] == 0
+    def minted(issued: dt.datetime) -> str:
+        claims = satoken.bound_claims(
+            ns,
+            "builder",
+            sa["metadata"]["uid"],
+            audiences=[satoken.DEFAULT_ISSUER],
+            expiration_seconds=3600,
+            now=issued,
+        )
+        return signer.sign(claims)
+
+    now = dt.datetime.now(dt.UTC)
+    assert _unauthorized(_whoami(stack, minted(now - dt.timedelta(hours=2))))
+    assert _whoami(stack, minted(now))[0] == 0
 
     # Once the ServiceAccount is gone, its tokens are worthless.
     stack.kubectl("delete", "serviceaccount", "builder", "-n", ns)

@@ -138,22 +138,24 @@ class TokensController:
             raise durable.TerminalError(f"not a key of this controller: {key!r}")
         return None
 
+    async def _live(self, path: str) -> dict[str, Any] | None:
+        """The object at `path` as the API server has it now; None when it does not exist."""
+        try:
+            return await self.client.get(path)
+        except kubeclient.ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
     async def service_account(self, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
         """The ServiceAccount (name, uid if given) from the cache, else from the API server, or
         None when it does not exist (upstream getServiceAccount with fetchOnCacheMiss)."""
         cached = self.service_accounts.get(namespace, name)
         if cached is not None and uid in ("", cached.metadata.uid):
             return {"name": cached.metadata.name, "uid": cached.metadata.uid}
-        try:
-            live = await self.client.get(
-                kubeclient.resource_path("", "v1", "serviceaccounts", namespace, name)
-            )
-        except kubeclient.ApiError as exc:
-            if exc.not_found:
-                return None
-            raise
-        meta = live.get("metadata") or {}
-        if uid not in ("", meta.get("uid")):
+        live = await self._live(kubeclient.resource_path("", "v1", "serviceaccounts", namespace, name))
+        meta = (live or {}).get("metadata") or {}
+        if live is None or uid not in ("", meta.get("uid")):
             return None
         return {"name": meta.get("name", name), "uid": meta.get("uid", "")}
 
@@ -188,12 +190,9 @@ class TokensController:
         key = f"{namespace}/{name}"
         if self._complete.get(key) == cached.metadata.resource_version:
             return
-        try:
-            live = await self.client.get(path)
-        except kubeclient.ApiError as exc:
-            if exc.not_found:
-                return
-            raise
+        live = await self._live(path)
+        if live is None:
+            return
         data: dict[str, Any] = dict(live.get("data") or {})
         meta = live.setdefault("metadata", {})
         needs_ca, needs_namespace, needs_token = needs(data, self.root_ca)
@@ -230,13 +229,8 @@ class TokensController:
         path = kubeclient.resource_path("", "v1", "serviceaccounts", namespace, sa_name)
 
         async def attempt() -> None:
-            try:
-                live = await self.client.get(path)
-            except kubeclient.ApiError as exc:
-                if exc.not_found:
-                    return
-                raise
-            if sa_uid not in ("", (live.get("metadata") or {}).get("uid")):
+            live = await self._live(path)
+            if live is None or sa_uid not in ("", (live.get("metadata") or {}).get("uid")):
                 return
             refs = live.get("secrets") or []
             kept = [ref for ref in refs if not (isinstance(ref, dict) and ref.get("name") == secret_name)]
