@@ -624,13 +624,19 @@ async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
     chosen = select(specs, args.controllers) + [load_plugin(path) for path in args.plugin]
     if not chosen:
         raise SystemExit("kcm: no controller selected (see --controllers and --plugin)")
+    await Manager(runnable(chosen, args), args).run()
+
+
+def runnable(chosen: Sequence[Spec], args: argparse.Namespace) -> list[Spec]:
+    """The chosen Specs their `disabled_by` lets run with these flags (the others are logged);
+    SystemExit when none is left."""
     reasons = {spec.name: spec.disabled_by(args) for spec in chosen if spec.disabled_by is not None}
     for name, reason in reasons.items():
         if reason:
             log.info("controller is disabled", extra={"controller": name, "reason": reason})
-    chosen = [spec for spec in chosen if not reasons.get(spec.name)]
-    if not chosen:
+    left = [spec for spec in chosen if not reasons.get(spec.name)]
+    if not left:
         raise SystemExit(
             f"kcm: every selected controller is disabled: {'; '.join(r for r in reasons.values() if r)}"
         )
-    await Manager(chosen, args).run()
+    return left
