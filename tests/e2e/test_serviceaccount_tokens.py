@@ -8,7 +8,8 @@ orphaned token get 401), legacy token Secrets (filled with token, ca.crt and nam
 token authenticates and is stamped with its last use, the Secret goes with its
 ServiceAccount, a Secret without the owner annotation is refused), the cleaner (labels an
 unused auto-generated token, which is then refused, deletes it a period later, and leaves a
-used token and one a pod mounts), and the identity files surviving a restart of the stack.
+used token and one a pod mounts), work done while the controllers were killed (-9), and the
+identity files surviving a restart of the stack.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -313,6 +316,27 @@ def test_cleaner_invalidates_then_deletes_unused_auto_generated_tokens(stack: de
     for name in ("used", "mounted", "manual"):
         assert _get(stack, "secret", name, ns) is not None, name
         assert INVALID_SINCE not in labels(name), name
+
+
+def test_work_done_while_the_controller_was_killed(stack: devstack.DevStack) -> None:
+    # kill -9 mid-work: the token Secrets created meanwhile are filled once the supervisor has
+    # restarted it, and the orphaned one is deleted; nothing is lost with the process.
+    ns = _namespace(stack)
+    stack.kubectl("create", "serviceaccount", "survivor", "-n", ns)
+    pids = stack.controller_pids("serviceaccount-token")
+    assert pids
+    names = [f"t{i}" for i in range(5)]
+    for name in names[:2]:
+        _apply(stack, _token_secret(name, ns, "survivor"))
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for name in names[2:]:
+        _apply(stack, _token_secret(name, ns, "survivor"))
+    _apply(stack, _token_secret("orphan", ns, "ghost"))
+    for name in names:
+        wait_for(lambda: _filled(stack, name, ns), 90, 0.3, f"{name} filled after the restart")  # noqa: B023
+    wait_for(lambda: _get(stack, "secret", "orphan", ns) is None, 30, 0.3, "orphaned token Secret deleted")
+    assert not set(stack.controller_pids("serviceaccount-token")) & set(pids)
 
 
 def test_identity_files_survive_a_restart(stack: devstack.DevStack) -> None:
