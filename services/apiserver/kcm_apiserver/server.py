@@ -166,6 +166,7 @@ class Server:
                     ref=_object_ref(request),
                     code=code,
                     received=received,
+                    user=(user.username, list(user.groups)) if (user := request.get(_USER)) else None,
                 )
 
     async def _route(self, request: web.Request) -> tuple[web.StreamResponse, str]:
