@@ -161,6 +161,44 @@ def test_token_request_validation(stack: devstack.DevStack) -> None:
     assert 'serviceaccounts "missing" not found' in res.stderr
 
 
+def test_bound_token_dies_with_its_object(stack: devstack.DevStack) -> None:
+    ns = _namespace(stack)
+    stack.kubectl("create", "serviceaccount", "bound", "-n", ns)
+    stack.kubectl("create", "secret", "generic", "anchor", "-n", ns, "--from-literal=k=v")
+    token = stack.kubectl(
+        "create", "token", "bound", "-n", ns, "--bound-object-kind=Secret", "--bound-object-name=anchor"
+    ).stdout.strip()
+    claims = satoken.Verifier(satoken.load_public_keys(stack.state / "pki" / "sa.pub")).claims(token)
+    anchor = _get(stack, "secret", "anchor", ns)
+    assert anchor is not None
+    assert claims["kubernetes.io"]["secret"] == {"name": "anchor", "uid": anchor["metadata"]["uid"]}
+    assert _whoami(stack, token) == (0, f"system:serviceaccount:{ns}:bound")
+    stack.kubectl("delete", "secret", "anchor", "-n", ns)
+    assert _unauthorized(_whoami(stack, token))
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "other-pod", "namespace": ns},
+        "spec": {"serviceAccountName": "other", "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    _apply(stack, pod)
+    res = stack.kubectl(
+        "create",
+        "token",
+        "bound",
+        "-n",
+        ns,
+        "--bound-object-kind=Pod",
+        "--bound-object-name=other-pod",
+        check=False,
+    )
+    assert (
+        'cannot bind token for serviceaccount "bound" to pod running with serviceaccount "other"'
+        in res.stderr
+    )
+
+
 def test_legacy_token_secret_is_filled_and_authenticates(stack: devstack.DevStack) -> None:
     ns = _namespace(stack)
     stack.kubectl("create", "serviceaccount", "legacy", "-n", ns)
