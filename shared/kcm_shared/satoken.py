@@ -160,13 +160,17 @@ def bound_claims(
     now: dt.datetime,
     secret: tuple[str, str] | None = None,
     pod: tuple[str, str] | None = None,
+    node: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A TokenRequest token's claims (upstream Claims, with the 1.32 `jti`); `secret` / `pod`
-    are the (name, uid) of the object the token is bound to. The signer adds `iss`."""
+    """A TokenRequest token's claims (upstream Claims, with 1.32's `jti`); `secret` / `pod`
+    are the (name, uid) of the object the token is bound to, `node` that of a bound pod's node
+    (1.32's ServiceAccountTokenPodNodeInfo). The signer adds `iss`."""
     issued = int(now.timestamp())
     k8s: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": sa_name, "uid": sa_uid}}
     if pod is not None:
         k8s["pod"] = {"name": pod[0], "uid": pod[1]}
+        if node is not None:
+            k8s["node"] = {"name": node[0], "uid": node[1]}
     elif secret is not None:
         k8s["secret"] = {"name": secret[0], "uid": secret[1]}
     return {

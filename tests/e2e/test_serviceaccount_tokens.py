@@ -198,6 +198,23 @@ def test_bound_token_dies_with_its_object(stack: devstack.DevStack) -> None:
         in res.stderr
     )
 
+    # Bound to a pod: the pod and its node are in the claims (1.32's pod node info).
+    node_name = f"node-{ns}"
+    _apply(stack, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name}})
+    pod["metadata"]["name"] = "own-pod"
+    pod["spec"] = {**pod["spec"], "serviceAccountName": "bound", "nodeName": node_name}
+    _apply(stack, pod)
+    token = stack.kubectl(
+        "create", "token", "bound", "-n", ns, "--bound-object-kind=Pod", "--bound-object-name=own-pod"
+    ).stdout.strip()
+    claims = satoken.Verifier(satoken.load_public_keys(stack.state / "pki" / "sa.pub")).claims(token)
+    own_pod, node = _get(stack, "pod", "own-pod", ns), _get(stack, "node", node_name, "default")
+    assert own_pod is not None and node is not None
+    assert claims["kubernetes.io"]["pod"] == {"name": "own-pod", "uid": own_pod["metadata"]["uid"]}
+    assert claims["kubernetes.io"]["node"] == {"name": node_name, "uid": node["metadata"]["uid"]}
+    assert _whoami(stack, token)[0] == 0
+    stack.kubectl("delete", "node", node_name)
+
 
 def test_legacy_token_secret_is_filled_and_authenticates(stack: devstack.DevStack) -> None:
     ns = _namespace(stack)

@@ -69,7 +69,14 @@ def test_legacy_claims_are_upstreams(key: rsa.RSAPrivateKey) -> None:
 
 def test_bound_claims_are_upstreams(key: rsa.RSAPrivateKey) -> None:
     claims = satoken.bound_claims(
-        "ns", "sa", "uid-1", audiences=["api"], expiration_seconds=3600, now=NOW, pod=("p", "pod-uid")
+        "ns",
+        "sa",
+        "uid-1",
+        audiences=["api"],
+        expiration_seconds=3600,
+        now=NOW,
+        pod=("p", "pod-uid"),
+        node=("n", "node-uid"),
     )
     token = satoken.Signer(key, ISSUER).sign(claims)
     _, decoded = _segments(token)
@@ -85,6 +92,7 @@ def test_bound_claims_are_upstreams(key: rsa.RSAPrivateKey) -> None:
         "namespace": "ns",
         "serviceaccount": {"name": "sa", "uid": "uid-1"},
         "pod": {"name": "p", "uid": "pod-uid"},
+        "node": {"name": "n", "uid": "node-uid"},
     }
     assert isinstance(decoded["jti"], str) and len(decoded["jti"]) == 36
     info = satoken.check_bound(

@@ -266,10 +266,10 @@ def request_token(api: Api, ctx: Ctx, name: str, body: Any, tokens: authn.Servic
             ],
         )
     audiences = [str(a) for a in spec.get("audiences") or ()] or list(tokens.audiences)
-    pod = secret = None
+    pod = secret = node = None
     ref = spec.get("boundObjectRef")
     if isinstance(ref, dict) and ref:
-        pod, secret = _bound_object(api, ctx, name, ref)
+        pod, secret, node = _bound_object(api, ctx, name, ref)
     now = tokens.now()
     claims = satoken.bound_claims(
         ctx.namespace,
@@ -280,6 +280,7 @@ def request_token(api: Api, ctx: Ctx, name: str, body: Any, tokens: authn.Servic
         now=now,
         secret=secret,
         pod=pod,
+        node=node,
     )
     expires = dt.datetime.fromtimestamp(claims["exp"], dt.UTC)
     return {
@@ -294,10 +295,11 @@ def request_token(api: Api, ctx: Ctx, name: str, body: Any, tokens: authn.Servic
     }
 
 
-def _bound_object(
-    api: Api, ctx: Ctx, sa_name: str, ref: Obj
-) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
-    """(pod, secret) as (name, uid) for a boundObjectRef, checked as upstream's TokenREST."""
+Ref = tuple[str, str]  # (name, uid) of an object a token is bound to
+
+
+def _bound_object(api: Api, ctx: Ctx, sa_name: str, ref: Obj) -> tuple[Ref | None, Ref | None, Ref | None]:
+    """(pod, secret, pod's node) for a boundObjectRef, checked as upstream's TokenREST."""
     api_version, kind, ref_name = (
         str(ref.get("apiVersion", "")),
         str(ref.get("kind", "")),
@@ -325,4 +327,13 @@ def _bound_object(
             f"the UID in the bound object reference ({ref['uid']}) does not match the UID in record ({uid}). "
             "The object might have been deleted and then recreated",
         )
-    return ((ref_name, uid), None) if kind == "Pod" else (None, (ref_name, uid))
+    if kind == "Secret":
+        return None, (ref_name, uid), None
+    node = None
+    node_name = (obj.get("spec") or {}).get("nodeName")
+    nodes_rt = api.registry.lookup("", "v1", "nodes")
+    if node_name and nodes_rt is not None:
+        found = api.store.get(storage_key_of(nodes_rt), "", node_name)
+        if found is not None:
+            node = (node_name, found["metadata"]["uid"])
+    return (ref_name, uid), None, node
