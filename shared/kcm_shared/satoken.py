@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 LEGACY_ISSUER = "kubernetes/serviceaccount"
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 USERNAME_PREFIX = "system:serviceaccount:"
+VERIFIED_CACHE = 4096  # tokens whose verified claims a Verifier keeps
 # go-jose's jwt.DefaultLeeway: clock skew tolerated on exp, nbf and iat.
 LEEWAY = dt.timedelta(minutes=1)
 # Legacy claim names (upstream legacyPrivateClaims).
@@ -207,13 +208,31 @@ class Signer:
 
 
 class Verifier:
-    """Checks a token's signature against the configured public keys and decodes its claims."""
+    """Checks a token's signature against the configured public keys and decodes its claims.
+
+    The claims of the last VERIFIED_CACHE tokens that verified are kept by token: a client
+    sends its token with every request, and the signature check is most of what verifying
+    costs (bench/serviceaccount_tokens.py). A token's signature cannot change, and the keys are
+    fixed, so the cache only saves work; what can change (expiry, the ServiceAccount and Secret
+    still being there) is the caller's to check each time. Callers must not modify the claims.
+    """
 
     def __init__(self, public_keys: Iterable[rsa.RSAPublicKey]) -> None:
         self._keys = {key_id(k): k for k in public_keys}
+        self._verified: dict[str, dict[str, Any]] = {}
 
     def claims(self, token: str) -> dict[str, Any]:
         """The claims of an authentic RS256 token; InvalidToken for anything else."""
+        known = self._verified.get(token)
+        if known is not None:
+            return known
+        payload = self._verify(token)
+        if len(self._verified) >= VERIFIED_CACHE:
+            del self._verified[next(iter(self._verified))]  # the oldest entry
+        self._verified[token] = payload
+        return payload
+
+    def _verify(self, token: str) -> dict[str, Any]:
         parts = token.split(".")
         if len(parts) != 3:
             raise InvalidToken("not a compact JWS")
