@@ -229,3 +229,20 @@ def test_key_files(tmp_path: Path, key: rsa.RSAPrivateKey) -> None:
     garbage.write_text("not a key")
     with pytest.raises(ValueError, match="no RSA key found"):
         satoken.load_public_keys(garbage)
+
+
+def test_verified_tokens_are_remembered_within_a_bound(
+    key: rsa.RSAPrivateKey, other_key: rsa.RSAPrivateKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(satoken, "VERIFIED_CACHE", 2)
+    verifier = satoken.Verifier([key.public_key()])
+    first, second, third = _bound(key), _bound(key, jti="2"), _bound(key, jti="3")
+    assert verifier.claims(first) is verifier.claims(first)  # the second call is the cache's
+    verifier.claims(second)
+    verifier.claims(third)  # evicts `first`, the oldest
+    assert verifier._verified.keys() == {second, third}
+    # A refused token is never remembered: it fails again, every time.
+    for _ in range(2):
+        with pytest.raises(satoken.InvalidToken):
+            verifier.claims(_bound(other_key))
+    assert len(verifier._verified) == 2
