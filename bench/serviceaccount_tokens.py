@@ -7,7 +7,9 @@ order rotating from round to round, since this machine's speed drifts): no token
 baseline: what controllers send under `kcm dev`), a bound token (RS256 verification, then the
 ServiceAccount looked up) and a legacy token (the same, plus the Secret and its data compared;
 its last-used label is already today, so no write). Prints the median requests/s of each and
-its ratio to the baseline. Timings are printed, never enforced.
+its ratio to the baseline. Then, steadier on a shared machine, the same three calls of the
+authenticator alone in this process (`authn.Authenticator.authenticate`, µs per call), beside
+the baseline's whole request time. Timings are printed, never enforced.
 
 Run: `.venv/bin/python bench/serviceaccount_tokens.py [--requests 5000] [--rounds 9]`.
 """
@@ -26,6 +28,11 @@ import aiohttp
 import benchlib
 import msgspec
 import yaml
+from kcm_apiserver import authn
+from kcm_apiserver import main as apiserver_main
+from kcm_apiserver.operations import Api, Ctx
+from kcm_apiserver.registry import Registry
+from kcm_apiserver.store import Store
 from kcm_cli import pki
 from kcm_shared import satoken
 
@@ -95,6 +102,55 @@ async def rate(
     return requests / (time.perf_counter() - began)
 
 
+def in_process(files: pki.Files, calls: int) -> dict[str, float]:
+    """µs per `authenticate` call with no token, a bound token and a legacy token."""
+    config = apiserver_main.service_account_tokens(
+        apiserver_main.Options(
+            service_account_key_files=[files.sa_pub], service_account_signing_key_file=files.sa_key
+        )
+    )
+    assert config is not None and config.signer is not None
+    api = Api(Store(None), Registry())
+    ns_rt = api.registry.lookup("", "v1", "namespaces")
+    assert ns_rt is not None
+    api.create(Ctx(ns_rt), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    sa_rt, secret_rt = (
+        api.registry.lookup("", "v1", "serviceaccounts"),
+        api.registry.lookup("", "v1", "secrets"),
+    )
+    assert sa_rt is not None and secret_rt is not None
+    sa = api.create(
+        Ctx(sa_rt, NAMESPACE), {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "b"}}
+    )
+    uid = sa["metadata"]["uid"]
+    bound = config.signer.sign(
+        satoken.bound_claims(
+            NAMESPACE, "b", uid, audiences=config.audiences, expiration_seconds=3600, now=config.now()
+        )
+    )
+    legacy = satoken.Signer(satoken.load_private_key(files.sa_key), satoken.LEGACY_ISSUER).sign(
+        satoken.legacy_claims(NAMESPACE, "b", uid, "b-token")
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "b-token", "annotations": {"kubernetes.io/service-account.name": "b"}},
+        "type": "kubernetes.io/service-account-token",
+        "data": {"token": base64.b64encode(legacy.encode()).decode()},
+    }
+    api.create(Ctx(secret_rt, NAMESPACE), secret)
+    authenticator = authn.Authenticator(api, None, config)
+    out = {}
+    for name, token in (("no token (baseline)", ""), ("bound token", bound), ("legacy token", legacy)):
+        header = f"Bearer {token}" if token else ""
+        authenticator.authenticate(header, [])  # first use: signature check, last-used label
+        began = time.perf_counter()
+        for _ in range(calls):
+            authenticator.authenticate(header, [])
+        out[name] = (time.perf_counter() - began) / calls * 1e6
+    return out
+
+
 async def bench(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kcm-bench-tokens-") as tmp:
         workdir = Path(tmp)
@@ -115,12 +171,19 @@ async def bench(args: argparse.Namespace) -> int:
                         )
         finally:
             await benchlib.stop(proc)
+        costs = in_process(pki.ensure(workdir / "pki"), args.calls)
     baseline = statistics.median(rates[names[0]])
     print(f"GET of one ConfigMap, {args.concurrency} at a time, median of {args.rounds} rounds")
     print(f"{'client':<22} {'requests/s':>12} {'ratio to baseline':>18}")
     for name in names:
         median = statistics.median(rates[name])
         print(f"{name:<22} {benchlib.fmt(median, 0):>12} {benchlib.ratio(median, baseline):>18}")
+    request_us = 1e6 / baseline
+    print(f"\nauthenticate() in this process, {args.calls:,} calls each, beside a baseline request's time")
+    print(f"{'client':<22} {'µs per call':>12} {'share of a request':>18}")
+    for name in names:
+        print(f"{name:<22} {benchlib.fmt(costs[name], 2):>12} {benchlib.ratio(costs[name], request_us):>18}")
+    print(f"{'(baseline request)':<22} {benchlib.fmt(request_us, 2):>12}")
     return 0
 
 
@@ -129,6 +192,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=5000, help="GETs per client per round")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=20_000, help="authenticate() calls per client")
     benchlib.add_kcm_argument(parser)
     return benchlib.run(bench(parser.parse_args()))
 
