@@ -131,6 +131,14 @@ DELETED = [("DELETE", PATH, {"preconditions": {"resourceVersion": "7"}})]
             [],
         ),
         (
+            "last used on the first day of the period: kept",
+            _secret(labels={cleaner.LAST_USED_LABEL: _date(NOW - dt.timedelta(seconds=PERIOD))}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        (
             "last-used unparseable",
             _secret(labels={cleaner.LAST_USED_LABEL: "2022/12/1"}),
             _sa(),
@@ -159,6 +167,14 @@ DELETED = [("DELETE", PATH, {"preconditions": {"resourceVersion": "7"}})]
         (
             "invalid since within the period: kept",
             _secret(labels={cleaner.INVALID_SINCE_LABEL: _date(NOW - DAY)}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        (
+            "invalid since the first day of the period: kept",
+            _secret(labels={cleaner.INVALID_SINCE_LABEL: _date(NOW - dt.timedelta(seconds=PERIOD))}),
             _sa(),
             None,
             TRACKING,
