@@ -150,6 +150,10 @@ class Spec:
     # Multiplies --kube-api-qps and --kube-api-burst for this controller's client: upstream
     # gives the chatty namespace controller 20x the qps and 100x the burst.
     client_rate_scale: tuple[float, float] = (1.0, 1.0)
+    # Why the parsed flags leave it off, or None: upstream starts some controllers only when
+    # configured (the token controller needs --service-account-private-key-file). `run`
+    # logs the reason and runs the others.
+    disabled_by: Callable[[argparse.Namespace], str | None] | None = None
 
     @property
     def flag(self) -> str:
@@ -626,4 +630,19 @@ async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
     chosen = select(specs, args.controllers) + [load_plugin(path) for path in args.plugin]
     if not chosen:
         raise SystemExit("kcm: no controller selected (see --controllers and --plugin)")
-    await Manager(chosen, args).run()
+    await Manager(runnable(chosen, args), args).run()
+
+
+def runnable(chosen: Sequence[Spec], args: argparse.Namespace) -> list[Spec]:
+    """The chosen Specs their `disabled_by` lets run with these flags (the others are logged);
+    SystemExit when none is left."""
+    reasons = {spec.name: spec.disabled_by(args) for spec in chosen if spec.disabled_by is not None}
+    for name, reason in reasons.items():
+        if reason:
+            log.info("controller is disabled", extra={"controller": name, "reason": reason})
+    left = [spec for spec in chosen if not reasons.get(spec.name)]
+    if not left:
+        raise SystemExit(
+            f"kcm: every selected controller is disabled: {'; '.join(r for r in reasons.values() if r)}"
+        )
+    return left

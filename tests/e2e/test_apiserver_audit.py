@@ -56,4 +56,7 @@ def test_writes_are_recorded_with_who_made_them_and_reads_are_not(tmp_path: Path
         ),
     ]
     assert all(e["kind"] == "Event" and e["apiVersion"] == "audit.k8s.io/v1" for e in events)
+    # No credentials on a loopback server without a token: the local admin.
+    admin = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
+    assert all(e["user"] == admin for e in events)
     assert events[1]["requestURI"] == f"{ns}/audited/pods"

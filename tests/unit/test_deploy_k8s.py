@@ -267,7 +267,11 @@ def test_every_builtin_controller_has_its_own_deployment_and_service_account() -
 
 
 # Controllers that record no Event, so their Roles grant none (upstream's neither).
-RECORDS_NO_EVENTS = {"clusterrole-aggregation-controller", "namespace-controller"}
+RECORDS_NO_EVENTS = {
+    "clusterrole-aggregation-controller",
+    "namespace-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
+}
 
 
 def test_controllers_may_list_what_their_caches_hold() -> None:

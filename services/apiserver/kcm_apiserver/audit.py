@@ -2,7 +2,7 @@
 
 `Server.handle` calls `AuditLog.record` once each mutating request (POST, PUT, PATCH, DELETE)
 has been answered; reads are not recorded. One JSON line per request in the shape of
-`audit.k8s.io/v1` Events at level Metadata (verb, objectRef, userAgent, response code,
+`audit.k8s.io/v1` Events at level Metadata (verb, objectRef, user, userAgent, response code,
 timestamps), so the tools that read kube-apiserver's log read this one. The controllers'
 User-Agent (`kcm/<controller> (<instance>)`) tells apart the replicas of one controller;
 tests use it to check that a replica that lost a partition wrote nothing after its successor.
@@ -53,6 +53,7 @@ class AuditLog:
         ref: ObjectRef | None,
         code: int,
         received: datetime,
+        user: tuple[str, list[str]] | None = None,
     ) -> None:
         verb = MUTATING.get(method)
         if verb is None:
@@ -69,6 +70,7 @@ class AuditLog:
             "verb": verb,
             "sourceIPs": [source_ip] if source_ip else [],
             "userAgent": user_agent,
+            **({"user": {"username": user[0], "groups": user[1]}} if user is not None else {}),
             "responseStatus": {"metadata": {}, "code": code},
             "requestReceivedTimestamp": _timestamp(received),
             "stageTimestamp": _timestamp(datetime.now(UTC)),

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
 import yaml
 
 
-def write(path: Path, server_url: str, token: str | None) -> None:
+def write(path: Path, server_url: str, token: str | None, ca: bytes = b"") -> None:
+    """`ca`: the PEM CA certificate that signed an https server's certificate."""
     user: dict[str, str] = {"token": token} if token else {}
+    cluster: dict[str, str] = {"server": server_url}
+    if ca:
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kcm", "cluster": {"server": server_url}}],
+        "clusters": [{"name": "kcm", "cluster": cluster}],
         "users": [{"name": "kcm-admin", "user": user}],
         "contexts": [
             {"name": "kcm", "context": {"cluster": "kcm", "user": "kcm-admin", "namespace": "default"}}

@@ -8,18 +8,21 @@ removes nothing it did not create.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import gc
 import ipaddress
 import logging
 import secrets
 import socket
+import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
+from kcm_shared import satoken
 
-from kcm_apiserver import audit, kubeconfig, persist, schemas
+from kcm_apiserver import audit, authn, kubeconfig, persist, schemas
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.server import Server
@@ -38,6 +41,70 @@ class Options:
     watch_history: int = 10_000
     bookmark_interval: float = 5.0
     audit_log_path: Path | None = None  # JSON lines, one per write (kube-apiserver's --audit-log-path)
+    # kube-apiserver's service account flags: keys that verify tokens (PEM: public or private
+    # keys, certificates), the key TokenRequest tokens are signed with, issuers, audiences.
+    service_account_key_files: list[Path] = field(default_factory=list)
+    service_account_signing_key_file: Path | None = None
+    service_account_issuers: list[str] = field(default_factory=list)
+    api_audiences: list[str] = field(default_factory=list)
+    # An https port beside the plain one (kube-apiserver's --secure-port, --tls-cert-file,
+    # --tls-private-key-file): kubectl sends bearer tokens only over TLS. With
+    # `secure_kubeconfig_out`, a kubeconfig for it is written, trusting `secure_kubeconfig_ca`.
+    secure_port: int | None = None
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    secure_kubeconfig_out: Path | None = None
+    secure_kubeconfig_ca: Path | None = None
+
+
+def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
+    """The token configuration the flags describe; None when no key is given (no service
+    account tokens: TokenRequest is not served, and only the static token authenticates).
+    Raises ValueError for an unreadable key file."""
+    key_files = opts.service_account_key_files or (
+        [opts.service_account_signing_key_file] if opts.service_account_signing_key_file else []
+    )
+    if not key_files:
+        return None
+    issuers = opts.service_account_issuers or [satoken.DEFAULT_ISSUER]
+    signer = None
+    if opts.service_account_signing_key_file is not None:
+        signer = satoken.Signer(satoken.load_private_key(opts.service_account_signing_key_file), issuers[0])
+    keys = [key for path in key_files for key in satoken.load_public_keys(path)]
+    return authn.ServiceAccountTokens(
+        signer=signer,
+        verifier=satoken.Verifier(keys),
+        issuers=issuers,
+        audiences=opts.api_audiences or issuers,
+    )
+
+
+def _tls_context(opts: Options) -> ssl.SSLContext:
+    if opts.tls_cert_file is None or opts.tls_private_key_file is None:
+        raise OSError("--secure-port needs --tls-cert-file and --tls-private-key-file")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(opts.tls_cert_file, opts.tls_private_key_file)
+    except ssl.SSLError as exc:
+        raise OSError(f"serving certificate {opts.tls_cert_file}: {exc}") from exc
+    return ctx
+
+
+async def _listen(runner: web.AppRunner, bind: str, port: int, tls: ssl.SSLContext | None) -> str:
+    """Serve the app on another socket; returns the URL clients use for it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((bind, port))
+    site = web.SockSite(runner, sock, backlog=1024, ssl_context=tls)
+    await site.start()
+    host, bound = sock.getsockname()[:2]
+    client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    scheme = "https" if tls is not None else "http"
+    return (
+        f"{scheme}://{client_host}:{bound}"
+        if ":" not in client_host
+        else f"{scheme}://[{client_host}]:{bound}"
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -52,9 +119,14 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     if token is None and not _is_loopback(opts.bind):
         # Anyone on the network could otherwise write to the cluster.
         token = secrets.token_urlsafe(32)
+    try:
+        tokens = service_account_tokens(opts)
+    except (OSError, ValueError) as exc:
+        raise OSError(f"service account keys: {exc}") from exc
     db = persist.Database(opts.data_dir) if opts.data_dir else None
     store = Store(db, history=opts.watch_history)
     api = Api(store, Registry())
+    authn.ensure_tracking(api, dt.datetime.now(dt.UTC).date())
     # Building the OpenAPI documents loads every client model (about a second): do it
     # before announcing readiness so kubectl's first call is not the slow one.
     schemas.openapi_v3_root(api.registry, api.crds.crds())
@@ -65,18 +137,21 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     audit_log = audit.AuditLog(opts.audit_log_path) if opts.audit_log_path is not None else None
-    server = Server(api, token=token, bookmark_interval=opts.bookmark_interval, audit_log=audit_log)
+    server = Server(
+        api, token=token, bookmark_interval=opts.bookmark_interval, audit_log=audit_log, tokens=tokens
+    )
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()
-    sock = socket.socket(socket.AF_INET6 if ":" in opts.bind else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((opts.bind, opts.port))
-    site = web.SockSite(runner, sock, backlog=1024)
-    await site.start()
-    host, port = sock.getsockname()[:2]
-    client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    url = f"http://{client_host}:{port}" if ":" not in client_host else f"http://[{client_host}]:{port}"
-    server.address = f"{client_host}:{port}"
+    url = await _listen(runner, opts.bind, opts.port, None)
+    server.address = url.split("://", 1)[1]
+    if opts.secure_port is not None:
+        secure_url = await _listen(runner, opts.bind, opts.secure_port, _tls_context(opts))
+        if opts.secure_kubeconfig_out is not None:
+            ca = opts.secure_kubeconfig_ca.read_bytes() if opts.secure_kubeconfig_ca else b""
+            kubeconfig.write(opts.secure_kubeconfig_out, secure_url, None, ca=ca)
+        log.info(
+            "apiserver serving TLS", extra={"url": secure_url, "kubeconfig": str(opts.secure_kubeconfig_out)}
+        )
     if opts.kubeconfig_out is not None:
         kubeconfig.write(opts.kubeconfig_out, url, token)
     log.info("apiserver serving", extra={"url": url, "kubeconfig": str(opts.kubeconfig_out)})

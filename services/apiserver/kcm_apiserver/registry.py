@@ -138,6 +138,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _r("batch", "v1", "cronjobs", "CronJob", short=("cj",), cats=_ALL, sub=("status",)),
     # coordination.k8s.io/v1
     _r("coordination.k8s.io", "v1", "leases", "Lease"),
+    # authentication.k8s.io/v1: SelfSubjectReview (`kubectl auth whoami`), answered, never stored
+    _r("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=("create",)),
     # discovery.k8s.io/v1
     _r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     # networking.k8s.io/v1

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import secrets
 import time
 import unicodedata
 import urllib.parse
@@ -26,6 +25,7 @@ from aiohttp import web
 
 from kcm_apiserver import (
     audit,
+    authn,
     discovery,
     errors,
     metrics_api,
@@ -73,6 +73,7 @@ _OPTIONS_KINDS = {
 # Request keys through which `_api` tells the audit log which object a write was about.
 _TARGET = "kcm.target"
 _CREATED = "kcm.created"
+_USER = "kcm.user"  # the authenticated `authn.User`
 
 
 @dataclass
@@ -109,10 +110,11 @@ class Server:
         token: str | None = None,
         bookmark_interval: float = 5.0,
         audit_log: audit.AuditLog | None = None,
+        tokens: authn.ServiceAccountTokens | None = None,
     ) -> None:
         self.api = api
         self.audit_log = audit_log
-        self.token = token
+        self.authn = authn.Authenticator(api, token, tokens)
         self.bookmark_interval = bookmark_interval
         self.address = "127.0.0.1:0"
         self.requests: Counter[tuple[str, str, str]] = Counter()
@@ -152,10 +154,13 @@ class Server:
         code = 500
         received = datetime.now(UTC) if self.audit_log is not None else None
         try:
-            if self.token is not None and not self._authorized(request):
-                raise errors.unauthorized()
+            warnings: list[str] = []
+            request[_USER] = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
             resp, resource = await self._route(request)
             code = resp.status
+            if not resp.prepared:  # a watch has sent its headers already
+                for w in warnings:
+                    resp.headers.add("Warning", f'299 - "{w}"')
             return resp
         except errors.ApiError as exc:
             code = exc.code
@@ -174,11 +179,8 @@ class Server:
                     ref=_object_ref(request),
                     code=code,
                     received=received,
+                    user=(user.username, list(user.groups)) if (user := request.get(_USER)) else None,
                 )
-
-    def _authorized(self, request: web.Request) -> bool:
-        header = request.headers.get("Authorization", "")
-        return secrets.compare_digest(header, f"Bearer {self.token}")
 
     async def _route(self, request: web.Request) -> tuple[web.StreamResponse, str]:
         path = request.path.rstrip("/") or "/"
@@ -342,6 +344,12 @@ class Server:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         if t.rt.derived:
             return self._derived(request, t)
+        if (t.rt.group, t.rt.resource) == ("authentication.k8s.io", "selfsubjectreviews"):
+            if method != "POST" or t.name:
+                raise errors.method_not_allowed(
+                    "the server does not allow this method on the requested resource"
+                )
+            return _json(_self_subject_review(request[_USER]), 201)
         if t.subresource and t.subresource != "status":
             return await self._subresource(request, ctx, t)
         if not t.name:
@@ -417,8 +425,10 @@ class Server:
             ("eviction", "POST"): subresources.evict,
             ("finalize", "PUT"): subresources.finalize_namespace,
             ("approval", "PUT"): subresources.approve_csr,
-            ("token", "POST"): subresources.request_token,
         }
+        if (sub, method) == ("token", "POST"):
+            body = await self._body(request)
+            return _json(subresources.request_token(api, ctx, t.name, body, self.authn.tokens), 201)
         handler = handlers.get((sub, method))
         if handler is not None:
             result = handler(api, ctx, t.name, await self._body(request))
@@ -711,6 +721,19 @@ def _accepted_form(request: web.Request) -> tuple[str, str] | None:
         if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
             return "PartialObjectMetadata", f"meta.k8s.io/{version}"
     return None
+
+
+def _self_subject_review(user: authn.User) -> Obj:
+    """What `kubectl auth whoami` shows: the requester as this server authenticated it."""
+    info: Obj = {"username": user.username, "groups": list(user.groups)}
+    if user.uid:
+        info["uid"] = user.uid
+    return {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {"userInfo": info},
+    }
 
 
 def _partial(obj: Obj, gv: str) -> Obj:

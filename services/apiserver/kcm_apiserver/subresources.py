@@ -7,16 +7,13 @@ HTTP layer calls `get` / `write` here for everything else.
 
 from __future__ import annotations
 
-import base64
 import copy
 import datetime as dt
-import json
-import secrets
 from typing import Any
 
-from kcm_shared import selectors
+from kcm_shared import satoken, selectors
 
-from kcm_apiserver import errors, patch
+from kcm_apiserver import authn, errors, patch
 from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import storage_key_of
 from kcm_apiserver.store import Obj
@@ -236,34 +233,107 @@ def approve_csr(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
 
 # -- serviceaccounts/token ----------------------------------------------------------------------
 
+MIN_EXPIRATION_SECONDS = 600  # upstream: "may not specify a duration less than 10 minutes"
+MAX_EXPIRATION_SECONDS = 1 << 32
 
-def request_token(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
-    """Issue a bound token for a service account (unsigned: this server checks no signatures)."""
+
+def request_token(api: Api, ctx: Ctx, name: str, body: Any, tokens: authn.ServiceAccountTokens | None) -> Obj:
+    """Issue a bound token for a service account, signed with --service-account-signing-key-file
+    (upstream pkg/registry/core/serviceaccount/storage/token.go): audiences default to the API
+    audiences, expiry to an hour; bound to a Pod or Secret when the request names one."""
+    if tokens is None or tokens.signer is None:
+        # kube-apiserver installs this subresource only with a signing key and an issuer.
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
     sa = api.get_stored(ctx, name)
-    spec = (body or {}).get("spec") or {} if isinstance(body, dict) else {}
-    seconds = int(spec.get("expirationSeconds") or 3600)
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
-    claims = {
-        "aud": spec.get("audiences") or ["https://kubernetes.default.svc"],
-        "exp": int(expires.timestamp()),
-        "sub": f"system:serviceaccount:{ctx.namespace}:{name}",
-        "kubernetes.io": {
-            "namespace": ctx.namespace,
-            "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]},
-        },
-        "jti": secrets.token_hex(8),
-    }
-
-    def b64(data: bytes) -> str:
-        return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-    token = ".".join(
-        (b64(json.dumps({"alg": "none", "typ": "JWT"}).encode()), b64(json.dumps(claims).encode()), "")
+    spec = dict((body or {}).get("spec") or {}) if isinstance(body, dict) else {}
+    seconds = spec.get("expirationSeconds") or 3600
+    if not isinstance(seconds, int) or seconds < MIN_EXPIRATION_SECONDS or seconds > MAX_EXPIRATION_SECONDS:
+        detail = (
+            "may not specify a duration less than 10 minutes"
+            if not isinstance(seconds, int) or seconds < MIN_EXPIRATION_SECONDS
+            else "may not specify a duration larger than 2^32 seconds"
+        )
+        raise errors.invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            name,
+            [
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "spec.expirationSeconds",
+                    "message": f"Invalid value: {seconds}: {detail}",
+                }
+            ],
+        )
+    audiences = [str(a) for a in spec.get("audiences") or ()] or list(tokens.audiences)
+    pod = secret = node = None
+    ref = spec.get("boundObjectRef")
+    if isinstance(ref, dict) and ref:
+        pod, secret, node = _bound_object(api, ctx, name, ref)
+    now = tokens.now()
+    claims = satoken.bound_claims(
+        ctx.namespace,
+        name,
+        sa["metadata"]["uid"],
+        audiences=audiences,
+        expiration_seconds=seconds,
+        now=now,
+        secret=secret,
+        pod=pod,
+        node=node,
     )
+    expires = dt.datetime.fromtimestamp(claims["exp"], dt.UTC)
     return {
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
         "metadata": {"name": name, "namespace": ctx.namespace, "creationTimestamp": None},
-        "spec": {**spec, "expirationSeconds": seconds, "audiences": claims["aud"]},
-        "status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "spec": {**spec, "expirationSeconds": seconds, "audiences": audiences},
+        "status": {
+            "token": tokens.signer.sign(claims),
+            "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
     }
+
+
+Ref = tuple[str, str]  # (name, uid) of an object a token is bound to
+
+
+def _bound_object(api: Api, ctx: Ctx, sa_name: str, ref: Obj) -> tuple[Ref | None, Ref | None, Ref | None]:
+    """(pod, secret, pod's node) for a boundObjectRef, checked as upstream's TokenREST."""
+    api_version, kind, ref_name = (
+        str(ref.get("apiVersion", "")),
+        str(ref.get("kind", "")),
+        str(ref.get("name", "")),
+    )
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    if group or kind not in ("Pod", "Secret"):
+        version = api_version.rpartition("/")[2]
+        raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
+    rt = api.registry.lookup("", "v1", "pods" if kind == "Pod" else "secrets")
+    assert rt is not None
+    obj = api.get_stored(Ctx(rt, ctx.namespace), ref_name)
+    if kind == "Pod":
+        running_as = (obj.get("spec") or {}).get("serviceAccountName", "")
+        if running_as != sa_name:
+            raise errors.bad_request(
+                f'cannot bind token for serviceaccount "{sa_name}" to pod running with serviceaccount "{running_as}"'
+            )
+    uid = obj["metadata"]["uid"]
+    if ref.get("uid") and ref["uid"] != uid:
+        raise errors.conflict(
+            "",
+            kind,
+            ref_name,
+            f"the UID in the bound object reference ({ref['uid']}) does not match the UID in record ({uid}). "
+            "The object might have been deleted and then recreated",
+        )
+    if kind == "Secret":
+        return None, (ref_name, uid), None
+    node = None
+    node_name = (obj.get("spec") or {}).get("nodeName")
+    nodes_rt = api.registry.lookup("", "v1", "nodes")
+    if node_name and nodes_rt is not None:
+        found = api.store.get(storage_key_of(nodes_rt), "", node_name)
+        if found is not None:
+            node = (node_name, found["metadata"]["uid"])
+    return (ref_name, uid), None, node

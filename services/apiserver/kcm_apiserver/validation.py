@@ -1083,7 +1083,16 @@ def _config_map(c: _Causes, obj: Obj, old: Obj | None) -> None:
     _immutable_data(c, obj, old, ("data", "binaryData"))
 
 
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+SERVICE_ACCOUNT_NAME_KEY = "kubernetes.io/service-account.name"
+
+
 def _secret(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    # Upstream ValidateSecret: a token Secret must say whose token it holds.
+    if obj.get("type") == SERVICE_ACCOUNT_TOKEN and not _dict(
+        _dict(obj.get("metadata")).get("annotations")
+    ).get(SERVICE_ACCOUNT_NAME_KEY):
+        c.required(f"metadata.annotations[{SERVICE_ACCOUNT_NAME_KEY}]")
     _data_keys(c, obj, ("data",))
     _immutable_data(c, obj, old, ("data",))
     if old is not None:

@@ -24,6 +24,8 @@ REGISTRY = (
     "kcm_controllers.rootcacertpublisher.publisher:SPEC",
     "kcm_controllers.clusterroleaggregation.clusterroleaggregation:SPEC",
     "kcm_controllers.namespace.namespace_controller:SPEC",
+    "kcm_controllers.serviceaccounttoken.tokens_controller:SPEC",
+    "kcm_controllers.legacytokencleaner.cleaner:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]

@@ -21,7 +21,7 @@ from kcm_coordinator import status
 from kcm_shared import controller
 from kcm_simulator import main as simulator_main
 
-from kcm_cli import natsauth, natsd, supervisor
+from kcm_cli import natsauth, natsd, pki, supervisor
 from kcm_cli.controllers import BUILTIN
 
 READY_TIMEOUT = 60.0
@@ -129,6 +129,7 @@ async def run(opts: DevOptions) -> None:
     state = opts.state_dir
     logs = state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    identity = pki.ensure(state / "pki")
     api_url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     api = asyncio.ensure_future(
         apiserver_main.serve(
@@ -137,6 +138,13 @@ async def run(opts: DevOptions) -> None:
                 kubeconfig_out=opts.kubeconfig_out,
                 data_dir=state / "apiserver",
                 audit_log_path=opts.audit_log_path,
+                service_account_key_files=[identity.sa_pub],
+                service_account_signing_key_file=identity.sa_key,
+                secure_port=0,
+                tls_cert_file=identity.apiserver_cert,
+                tls_private_key_file=identity.apiserver_key,
+                secure_kubeconfig_out=state / "kubeconfig-tls",
+                secure_kubeconfig_ca=identity.ca_cert,
             ),
             api_url.set_result,
         )
@@ -158,7 +166,10 @@ async def run(opts: DevOptions) -> None:
         done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
         if api in done:
             api.result()  # a start-up failure (taken port) surfaces as the apiserver's error
-        say(f"apiserver at {api_url.result()}")
+        say(
+            f"apiserver at {api_url.result()} (and over TLS, where kubectl sends service account "
+            f"tokens: --kubeconfig {state / 'kubeconfig-tls'} --token ...)"
+        )
         async with asyncio.timeout(READY_TIMEOUT):
             await natsd.wait_ready(nats.port)
         consumer_seed = natsauth.seed_file(auth_dir, "consumer")
@@ -167,19 +178,19 @@ async def run(opts: DevOptions) -> None:
         )
         common = ["--kubeconfig", str(opts.kubeconfig_out), "--nats-url", nats.url, "--ops-bind", "127.0.0.1"]
 
-        def identity(name: str) -> list[str]:
+        def nkey(name: str) -> list[str]:
             return ["--nats-nkey-seed", str(natsauth.seed_file(auth_dir, name))]
 
         coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
         coordinator_url = f"http://127.0.0.1:{coordinator_port}"
         services = [
-            ("watcher", ["watcher", *common, *identity("watcher"), "--ops-port", str(watcher_port)]),
+            ("watcher", ["watcher", *common, *nkey("watcher"), "--ops-port", str(watcher_port)]),
             (
                 "coordinator",
                 [
                     "coordinator",
                     *common,
-                    *identity("coordinator"),
+                    *nkey("coordinator"),
                     "--ops-port",
                     str(coordinator_port),
                     "--ops-url-file",
@@ -188,8 +199,15 @@ async def run(opts: DevOptions) -> None:
                 ],
             ),
         ]
+        # The cluster identity files, before the user's flags: a flag given twice counts last.
+        identity_flags = [
+            f"--root-ca-file={identity.ca_cert.resolve()}",
+            f"--service-account-private-key-file={identity.sa_key.resolve()}",
+            f"--cluster-signing-cert-file={identity.ca_cert.resolve()}",
+            f"--cluster-signing-key-file={identity.ca_key.resolve()}",
+        ]
         services += [
-            (name, [*argv, *common, *identity(name), "--ops-port", "0", *opts.controller_flags])
+            (name, [*argv, *common, *nkey(name), "--ops-port", "0", *identity_flags, *opts.controller_flags])
             for name, argv, _ in groups
         ]
         for name, argv in services:

@@ -20,7 +20,7 @@ import uvloop
 from kcm_apiserver import main as apiserver_main
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
-from kcm_shared import controller, errors, logs
+from kcm_shared import controller, errors, logs, satoken
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
@@ -46,6 +46,30 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="events kept per resource for watches to resume from",
     )
     _audit_argument(p)
+    p.add_argument(
+        "--service-account-key-file",
+        type=Path,
+        action="append",
+        default=[],
+        help="PEM file of keys that verify service account tokens (repeatable; default: the signing key)",
+    )
+    p.add_argument(
+        "--service-account-signing-key-file", type=Path, help="PEM private key that signs TokenRequest tokens"
+    )
+    p.add_argument(
+        "--service-account-issuer",
+        action="append",
+        default=[],
+        help=f"issuer of the tokens it signs (the first) and accepts (repeatable; default {satoken.DEFAULT_ISSUER})",
+    )
+    p.add_argument("--secure-port", type=int, help="also serve https on this port (0: any free port)")
+    p.add_argument("--tls-cert-file", type=Path, help="PEM serving certificate for --secure-port")
+    p.add_argument("--tls-private-key-file", type=Path, help="PEM private key of --tls-cert-file")
+    p.add_argument(
+        "--api-audiences",
+        default="",
+        help="comma-separated audiences a bound token must name (default: the issuers)",
+    )
     p.add_argument("--log-level", default="info")
 
 
@@ -171,6 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             token=args.token_file.read_text().strip() if args.token_file else args.token,
             watch_history=args.watch_history,
             audit_log_path=args.audit_log_path,
+            service_account_key_files=args.service_account_key_file,
+            service_account_signing_key_file=args.service_account_signing_key_file,
+            service_account_issuers=args.service_account_issuer,
+            api_audiences=[a for a in args.api_audiences.split(",") if a],
+            secure_port=args.secure_port,
+            tls_cert_file=args.tls_cert_file,
+            tls_private_key_file=args.tls_private_key_file,
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":

@@ -1,0 +1,214 @@
+"""The legacy token cleaner's pass against a recording client (upstream's
+TestLegacyServiceAccountTokenCleanUp cases in legacy_serviceaccount_token_cleaner_test.go)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any, cast
+
+import msgspec
+import pytest
+from kcm_controllers.legacytokencleaner import cleaner, podsecrets
+from kcm_shared import cache, kubeclient
+from kcm_shared.serviceaccounts import PODS, SECRETS, SERVICEACCOUNTS, SecretView, ServiceAccountView
+
+NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+PERIOD = 365 * 24 * 3600.0
+DAY = dt.timedelta(days=1)
+OLD = NOW - dt.timedelta(days=400)  # created more than a period ago
+TRACKED = (NOW - dt.timedelta(days=500)).date().isoformat()
+
+
+def _date(moment: dt.datetime) -> str:
+    return moment.date().isoformat()
+
+
+class FakeClient:
+    """Answers the tracking ConfigMap and records the writes."""
+
+    def __init__(self, configmap: dict[str, Any] | None) -> None:
+        self.configmap = configmap
+        self.writes: list[tuple[str, str, Any]] = []
+
+    async def get(self, path: str) -> dict[str, Any]:
+        if self.configmap is None:
+            raise kubeclient.ApiError(404, "NotFound", "configmaps not found")
+        return self.configmap
+
+    async def patch(self, path: str, body: Any) -> dict[str, Any]:
+        self.writes.append(("PATCH", path, body))
+        return {}
+
+    async def delete(self, path: str, options: Any = None) -> dict[str, Any]:
+        self.writes.append(("DELETE", path, options))
+        return {}
+
+
+def _decoded(view: type[Any], doc: dict[str, Any]) -> Any:
+    return msgspec.json.decode(msgspec.json.encode(doc), type=view)
+
+
+def _secret(
+    *,
+    created: dt.datetime = OLD,
+    deleting: bool = False,
+    type_: str = "kubernetes.io/service-account-token",
+    labels: dict[str, str] | None = None,
+    sa: str = "default",
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": "token-secret-1",
+        "namespace": "default",
+        "uid": "secret-uid",
+        "resourceVersion": "7",
+        "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "annotations": {
+            "kubernetes.io/service-account.name": sa,
+            "kubernetes.io/service-account.uid": "sa-uid",
+        },
+        "labels": labels or {},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": meta, "type": type_}
+
+
+def _sa(referenced: bool = True) -> dict[str, Any]:
+    secrets = [{"name": "token-secret-1"}] if referenced else []
+    return {"metadata": {"name": "default", "namespace": "default", "uid": "sa-uid"}, "secrets": secrets}
+
+
+def _pod(mounts: bool) -> dict[str, Any]:
+    volumes = [{"name": "t", "secret": {"secretName": "token-secret-1"}}] if mounts else []
+    return {"metadata": {"name": "pod-1", "namespace": "default"}, "spec": {"volumes": volumes}}
+
+
+def _run(
+    secret: dict[str, Any],
+    sa: dict[str, Any] | None,
+    pod: dict[str, Any] | None,
+    configmap: dict[str, Any] | None,
+) -> list[tuple[str, str, Any]]:
+    unfed = cast(Any, None)
+    secrets: cache.Cache[SecretView] = cache.Cache(unfed, unfed, SECRETS, SecretView)
+    sas: cache.Cache[ServiceAccountView] = cache.Cache(unfed, unfed, SERVICEACCOUNTS, ServiceAccountView)
+    pods: cache.Cache[podsecrets.PodSecretsView] = cache.Cache(unfed, unfed, PODS, podsecrets.PodSecretsView)
+    secrets._put("default/token-secret-1", _decoded(SecretView, secret), b"")
+    if sa is not None:
+        sas._put("default/default", _decoded(ServiceAccountView, sa), b"")
+    if pod is not None:
+        pods._put("default/pod-1", _decoded(podsecrets.PodSecretsView, pod), b"")
+    client = FakeClient(configmap)
+    pass_ = cleaner.Cleaner(cast(kubeclient.KubeClient, client), secrets, sas, pods, PERIOD, now=lambda: NOW)
+    asyncio.run(pass_.evaluate())
+    return client.writes
+
+
+TRACKING = {"data": {"since": TRACKED}}
+PATH = "/api/v1/namespaces/default/secrets/token-secret-1"
+LABELLED = [
+    ("PATCH", PATH, {"metadata": {"uid": "secret-uid", "labels": {cleaner.INVALID_SINCE_LABEL: _date(NOW)}}})
+]
+DELETED = [("DELETE", PATH, {"preconditions": {"resourceVersion": "7"}})]
+
+
+@pytest.mark.parametrize(
+    ("case", "secret", "sa", "pod", "configmap", "writes"),
+    [
+        ("tracked for less than a period", _secret(), _sa(), None, {"data": {"since": _date(NOW - DAY)}}, []),
+        ("not a token Secret", _secret(type_="Opaque"), _sa(), None, TRACKING, []),
+        ("not referenced by its ServiceAccount", _secret(), _sa(referenced=False), None, TRACKING, []),
+        ("ServiceAccount gone", _secret(), None, None, TRACKING, []),
+        ("created within the period", _secret(created=NOW - DAY), _sa(), None, TRACKING, []),
+        ("being deleted", _secret(deleting=True), _sa(), None, TRACKING, []),
+        (
+            "used within the period",
+            _secret(labels={cleaner.LAST_USED_LABEL: _date(NOW - DAY)}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        (
+            "last used on the first day of the period: kept",
+            _secret(labels={cleaner.LAST_USED_LABEL: _date(NOW - dt.timedelta(seconds=PERIOD))}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        (
+            "last-used unparseable",
+            _secret(labels={cleaner.LAST_USED_LABEL: "2022/12/1"}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        ("mounted by a pod", _secret(), _sa(), _pod(mounts=True), TRACKING, []),
+        ("unused, not mounted: invalidated", _secret(), _sa(), _pod(mounts=False), TRACKING, LABELLED),
+        (
+            "last used before the period: invalidated",
+            _secret(labels={cleaner.LAST_USED_LABEL: _date(NOW - dt.timedelta(days=400))}),
+            _sa(),
+            None,
+            TRACKING,
+            LABELLED,
+        ),
+        (
+            "invalid-since unparseable: labelled again",
+            _secret(labels={cleaner.INVALID_SINCE_LABEL: "2022/12/1"}),
+            _sa(),
+            None,
+            TRACKING,
+            LABELLED,
+        ),
+        (
+            "invalid since within the period: kept",
+            _secret(labels={cleaner.INVALID_SINCE_LABEL: _date(NOW - DAY)}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        (
+            "invalid since the first day of the period: kept",
+            _secret(labels={cleaner.INVALID_SINCE_LABEL: _date(NOW - dt.timedelta(seconds=PERIOD))}),
+            _sa(),
+            None,
+            TRACKING,
+            [],
+        ),
+        (
+            "invalid for a period: deleted",
+            _secret(labels={cleaner.INVALID_SINCE_LABEL: _date(NOW - dt.timedelta(days=366))}),
+            _sa(),
+            None,
+            TRACKING,
+            DELETED,
+        ),
+    ],
+)
+def test_pass(
+    case: str,
+    secret: dict[str, Any],
+    sa: dict[str, Any] | None,
+    pod: dict[str, Any] | None,
+    configmap: dict[str, Any],
+    writes: list[tuple[str, str, Any]],
+) -> None:
+    assert _run(secret, sa, pod, configmap) == writes, case
+
+
+@pytest.mark.parametrize(
+    ("configmap", "error"),
+    [
+        (None, kubeclient.ApiError),
+        ({"data": {}}, ValueError),
+        ({"data": {"since": "2022/12/1"}}, ValueError),
+    ],
+)
+def test_no_tracking_date_fails_the_pass(configmap: dict[str, Any] | None, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        _run(_secret(), _sa(), None, configmap)
