@@ -271,6 +271,7 @@ RECORDS_NO_EVENTS = {
     "clusterrole-aggregation-controller",
     "namespace-controller",
     "legacy-serviceaccount-token-cleaner-controller",
+    "serviceaccount-token-controller",
 }
 
 
