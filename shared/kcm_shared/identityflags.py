@@ -11,9 +11,14 @@ declaration counts). `kcm dev` passes all four, pointing at STATE_DIR/pki.
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
-from kcm_shared import controller, errors
+from cryptography import x509
+
+from kcm_shared import controller, errors, kubeclient
+
+log = logging.getLogger("kcm.identity")
 
 
 def add_root_ca_file(p: controller.FlagSet) -> None:
@@ -42,18 +47,24 @@ def add_cluster_signing_files(p: controller.FlagSet) -> None:
     p.add_argument("--cluster-signing-key-file", default="", help="PEM RSA or ECDSA private key of that CA")
 
 
-def read_root_ca(args: argparse.Namespace) -> bytes:
-    """The bytes of --root-ca-file, b"" when unset; errors.ConfigError when unreadable (upstream
-    stops the controller manager on a bad root CA file)."""
-    path = getattr(args, "root_ca_file", "")
-    if not path:
-        return b""
+def read_ca(path: str) -> str:
+    """The PEM bundle at `path`; errors.ConfigError unless it holds at least one certificate
+    (upstream stops the controller manager on a bad root CA file)."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise errors.ConfigError(f"error reading root-ca-file at {path}: {exc}") from exc
-    if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise errors.ConfigError(
-            f"error parsing root-ca-file at {path}: data does not contain any valid RSA or ECDSA certificates"
-        )
-    return data
+        raw = Path(path).read_bytes()
+        x509.load_pem_x509_certificates(raw)
+        return raw.decode("ascii")
+    except (OSError, ValueError) as exc:
+        raise errors.ConfigError(f"error parsing root-ca-file at {path}: {exc}") from exc
+
+
+def root_ca(args: argparse.Namespace, conn: kubeclient.Connection) -> str:
+    """`--root-ca-file`'s bundle, else the CA the controller's kubeconfig trusts, else empty:
+    upstream's choice for both the token controller and the root CA publisher."""
+    path = getattr(args, "root_ca_file", "") or ""
+    if path:
+        return read_ca(path)
+    if conn.ca_file:
+        return read_ca(conn.ca_file)
+    log.warning("no --root-ca-file and no CA in the kubeconfig: publishing no CA")
+    return ""

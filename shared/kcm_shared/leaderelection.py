@@ -68,6 +68,14 @@ def parse_duration(text: str) -> float:
     return sign * total
 
 
+def positive_duration(text: str) -> float:
+    """`parse_duration` for a flag that must be above zero (a period, an interval)."""
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"want a positive duration, got {text!r}")
+    return seconds
+
+
 def parse_bool(text: str) -> bool:
     """A Go-style boolean flag value (`--leader-elect=false`)."""
     lowered = text.strip().lower()

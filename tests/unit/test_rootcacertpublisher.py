@@ -13,7 +13,7 @@ import msgspec
 import prometheus_client
 import pytest
 from kcm_controllers.rootcacertpublisher import publisher
-from kcm_shared import cache, errors, kubeclient
+from kcm_shared import cache, errors, identityflags, kubeclient
 
 from tests import certs
 
@@ -59,9 +59,9 @@ def test_root_ca_file_that_is_not_pem_stops_the_start(tmp_path: Path) -> None:
     bad = tmp_path / "ca.crt"
     bad.write_text("not a certificate")
     with pytest.raises(errors.ConfigError, match=f"error parsing root-ca-file at {bad}"):
-        publisher.read_ca(str(bad))
+        identityflags.read_ca(str(bad))
     with pytest.raises(errors.ConfigError, match="error parsing root-ca-file at"):
-        publisher.read_ca(str(tmp_path / "missing"))
+        identityflags.read_ca(str(tmp_path / "missing"))
 
 
 def test_the_bundle_is_the_flag_else_the_kubeconfig_ca_else_empty(tmp_path: Path) -> None:
@@ -70,9 +70,9 @@ def test_the_bundle_is_the_flag_else_the_kubeconfig_ca_else_empty(tmp_path: Path
     flag.write_text(pem_a)
     trusted.write_text(pem_b)
     conn = kubeclient.Connection("http://127.0.0.1:1", ca_file=str(trusted))
-    assert publisher.root_ca(argparse.Namespace(root_ca_file=str(flag)), conn) == pem_a
-    assert publisher.root_ca(argparse.Namespace(root_ca_file=""), conn) == pem_b
-    assert publisher.root_ca(argparse.Namespace(), kubeclient.Connection("http://127.0.0.1:1")) == ""
+    assert identityflags.root_ca(argparse.Namespace(root_ca_file=str(flag)), conn) == pem_a
+    assert identityflags.root_ca(argparse.Namespace(root_ca_file=""), conn) == pem_b
+    assert identityflags.root_ca(argparse.Namespace(), kubeclient.Connection("http://127.0.0.1:1")) == ""
 
 
 class RecordingClient:

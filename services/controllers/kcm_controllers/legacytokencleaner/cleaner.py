@@ -21,13 +21,12 @@ so a short period (a test's) takes effect within that period.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import logging
 from collections.abc import Callable
 
 from kcm_shared import cache, controller, kubeclient, serviceaccounts
-from kcm_shared.leaderelection import parse_duration
+from kcm_shared.leaderelection import positive_duration
 from kcm_shared.serviceaccounts import PODS, SECRETS, SERVICEACCOUNTS, SecretView, ServiceAccountView
 from kcm_shared.workqueue import durable
 
@@ -182,17 +181,10 @@ class Cleaner:
                 raise
 
 
-def _period(text: str) -> float:
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"invalid CleanUpPeriod: {text}")
-    return seconds
-
-
 def flags(p: controller.FlagSet) -> None:
     p.add_argument(
         "--legacy-service-account-token-clean-up-period",
-        type=_period,
+        type=positive_duration,
         default=DEFAULT_CLEAN_UP_PERIOD,
         metavar="DURATION",
         help="how long an auto-generated legacy token may go unused before it is invalidated, and "

@@ -19,7 +19,6 @@ RESYNC (if it falls in them) and the terminating namespaces (`Context.keys`).
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -103,17 +102,10 @@ class NamespaceController:
         return None
 
 
-def _period(text: str) -> float:
-    seconds = leaderelection.parse_duration(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"want a positive duration, got {text!r}")
-    return seconds
-
-
 def _flags(p: controller.FlagSet) -> None:
     p.add_argument(
         "--namespace-sync-period",
-        type=_period,
+        type=leaderelection.positive_duration,
         default=300.0,
         metavar="DURATION",
         help="the period for syncing namespace life-cycle updates (default 5m0s)",

@@ -19,15 +19,13 @@ Each sync counts in upstream's `root_ca_cert_publisher_sync_total` and
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Callable
 
 import msgspec
 import prometheus_client
-from cryptography import x509
-from kcm_shared import cache, codec, controller, errors, kubeclient, podcontrol, subjects
+from kcm_shared import cache, codec, controller, identityflags, kubeclient, podcontrol, subjects
 from kcm_shared.workqueue import durable
 
 log = logging.getLogger("kcm.rootcacertpublisher")
@@ -70,28 +68,6 @@ class NamespaceView(codec.Meta):
 
 class ConfigMapView(codec.Meta):
     data: dict[str, str] | None = None
-
-
-def read_ca(path: str) -> str:
-    """The PEM bundle at `path`; ConfigError unless it holds at least one certificate."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        x509.load_pem_x509_certificates(raw)
-        return raw.decode("ascii")
-    except (OSError, ValueError) as exc:
-        raise errors.ConfigError(f"error parsing root-ca-file at {path}: {exc}") from exc
-
-
-def root_ca(args: argparse.Namespace, conn: kubeclient.Connection) -> str:
-    """`--root-ca-file`'s bundle, else the one the kubeconfig trusts, else empty."""
-    path = getattr(args, "root_ca_file", "") or ""
-    if path:
-        return read_ca(path)
-    if conn.ca_file:
-        return read_ca(conn.ca_file)
-    log.warning("no --root-ca-file and no CA in the kubeconfig: publishing an empty ca.crt")
-    return ""
 
 
 def needs_update(cm: ConfigMapView, bundle: str) -> bool:
@@ -176,17 +152,8 @@ class Publisher:
             await self.client.patch(path, repair_patch(cm, self.bundle))
 
 
-def flags(p: controller.FlagSet) -> None:
-    p.add_argument(
-        "--root-ca-file",
-        default="",
-        help="If set, this root certificate authority will be included in service account's token "
-        "secret and published as kube-root-ca.crt. This must be a valid PEM-encoded CA bundle.",
-    )
-
-
 def build(ctx: controller.Context) -> controller.Reconcile:
-    bundle = root_ca(ctx.args, ctx.client.conn)
+    bundle = identityflags.root_ca(ctx.args, ctx.client.conn)
     publisher = Publisher(ctx.client, ctx.caches[NAMESPACES], ctx.caches[CONFIGMAPS], ctx.enqueue, bundle)
     publisher.register()
     return publisher.sync
@@ -199,5 +166,5 @@ SPEC = controller.Spec(
     views={NAMESPACES: NamespaceView, CONFIGMAPS: ConfigMapView},
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
-    flags=flags,
+    flags=identityflags.add_root_ca_file,
 )

@@ -261,7 +261,7 @@ def build(ctx: controller.Context) -> controller.Reconcile:
         ctx.caches[SERVICEACCOUNTS],
         ctx.enqueue,
         _signer(ctx.args),
-        identityflags.read_root_ca(ctx.args),
+        identityflags.root_ca(ctx.args, ctx.client.conn).encode(),
     )
     tc.register()
     ctx.keys = tc.keys
