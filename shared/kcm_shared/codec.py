@@ -60,6 +60,17 @@ class Meta(View):
     api_version: str = ""
 
 
+class NamespaceStatus(View):
+    phase: str = ""
+
+
+class NamespaceView(Meta):
+    """A namespace as the controllers that act per namespace read it: whether it is Active
+    or Terminating (and since when, in metadata). One view, so they share one cache."""
+
+    status: NamespaceStatus = msgspec.field(default_factory=NamespaceStatus)
+
+
 T = TypeVar("T", bound=Meta)
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}

@@ -29,13 +29,13 @@ def controller(
     client: RecordingClient, phase: str | None, accounts: tuple[str, ...] = ()
 ) -> serviceaccounts.ServiceAccountsController:
     unfed = cast(Any, None)
-    namespaces: cache.Cache[serviceaccounts.NamespaceView] = cache.Cache(
-        unfed, unfed, serviceaccounts.NAMESPACES, serviceaccounts.NamespaceView
+    namespaces: cache.Cache[codec.NamespaceView] = cache.Cache(
+        unfed, unfed, serviceaccounts.NAMESPACES, codec.NamespaceView
     )
     sas: cache.Cache[codec.Meta] = cache.Cache(unfed, unfed, serviceaccounts.SERVICEACCOUNTS, codec.Meta)
     if phase is not None:
         ns = msgspec.convert(
-            {"metadata": {"name": "ns"}, "status": {"phase": phase}}, serviceaccounts.NamespaceView
+            {"metadata": {"name": "ns"}, "status": {"phase": phase}}, codec.NamespaceView
         )
         namespaces._put("ns", ns, b"")
     for name in accounts:

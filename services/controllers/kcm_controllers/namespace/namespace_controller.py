@@ -36,10 +36,6 @@ DELETION_GRACE = 5.0  # upstream namespaceDeletionGracePeriod
 RESYNC = "@resync"
 
 
-class NamespaceView(codec.Meta):
-    """Only whether a namespace is being deleted, and since when."""
-
-
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -54,7 +50,7 @@ class NamespaceController:
     def __init__(
         self,
         ctx: controller.Context,
-        namespaces: cache.Cache[NamespaceView],
+        namespaces: cache.Cache[codec.NamespaceView],
         *,
         sync_period: float,
         now: Callable[[], dt.datetime] = _utcnow,
@@ -69,7 +65,7 @@ class NamespaceController:
         # A namespace that is gone needs nothing (upstream has no delete handler either).
         self.namespaces.add_handler(on_add=self._changed, on_update=lambda _old, new: self._changed(new))
 
-    def _changed(self, ns: NamespaceView) -> None:
+    def _changed(self, ns: codec.NamespaceView) -> None:
         if ns.metadata.deletion_timestamp is not None:
             self.ctx.enqueue(codec.key_of(ns))
 
@@ -124,7 +120,7 @@ SPEC = controller.Spec(
     name="namespace-controller",
     alias="namespace",
     primary=NAMESPACES,
-    views={NAMESPACES: NamespaceView},
+    views={NAMESPACES: codec.NamespaceView},
     build=build,
     workers=10,
     flags=_flags,

@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable
 
-import msgspec
 import prometheus_client
 from kcm_shared import cache, codec, controller, identityflags, kubeclient, podcontrol, subjects
 from kcm_shared.workqueue import durable
@@ -58,14 +57,6 @@ def record(start: float, code: str) -> None:
     SYNC_TOTAL.labels(code).inc()
 
 
-class NamespaceStatus(codec.View):
-    phase: str = ""
-
-
-class NamespaceView(codec.Meta):
-    status: NamespaceStatus = msgspec.field(default_factory=NamespaceStatus)
-
-
 class ConfigMapView(codec.Meta):
     data: dict[str, str] | None = None
 
@@ -94,7 +85,7 @@ class Publisher:
     def __init__(
         self,
         client: kubeclient.KubeClient,
-        namespaces: cache.Cache[NamespaceView],
+        namespaces: cache.Cache[codec.NamespaceView],
         configmaps: cache.Cache[ConfigMapView],
         enqueue: Callable[[str], None],
         bundle: str,
@@ -111,7 +102,7 @@ class Publisher:
         )
         self.configmaps.add_handler(on_update=lambda _, cm: self._cm_changed(cm), on_delete=self._cm_changed)
 
-    def _ns_updated(self, _: NamespaceView, ns: NamespaceView) -> None:
+    def _ns_updated(self, _: codec.NamespaceView, ns: codec.NamespaceView) -> None:
         if ns.status.phase == "Active":
             self.enqueue(ns.metadata.name)
 
@@ -163,7 +154,7 @@ SPEC = controller.Spec(
     name="root-ca-certificate-publisher-controller",
     alias="root-ca-cert-publisher",
     primary=NAMESPACES,
-    views={NAMESPACES: NamespaceView, CONFIGMAPS: ConfigMapView},
+    views={NAMESPACES: codec.NamespaceView, CONFIGMAPS: ConfigMapView},
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
     flags=identityflags.add_root_ca_file,

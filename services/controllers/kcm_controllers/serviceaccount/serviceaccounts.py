@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import msgspec
 from kcm_shared import cache, codec, controller, kubeclient, podcontrol, subjects
 from kcm_shared.workqueue import durable
 
@@ -27,21 +26,13 @@ ENSURE = ("default",)
 ACTIVE = "Active"
 
 
-class NamespaceStatus(codec.View):
-    phase: str = ""
-
-
-class NamespaceView(codec.Meta):
-    status: NamespaceStatus = msgspec.field(default_factory=NamespaceStatus)
-
-
 class ServiceAccountsController:
     """Handlers and sync; the API client and caches are injected."""
 
     def __init__(
         self,
         client: kubeclient.KubeClient,
-        namespaces: cache.Cache[NamespaceView],
+        namespaces: cache.Cache[codec.NamespaceView],
         accounts: cache.Cache[codec.Meta],
         enqueue: Callable[[str], None],
     ) -> None:
@@ -96,7 +87,7 @@ SPEC = controller.Spec(
     name="serviceaccount-controller",
     alias="serviceaccount",
     primary=NAMESPACES,
-    views={NAMESPACES: NamespaceView, SERVICEACCOUNTS: codec.Meta},
+    views={NAMESPACES: codec.NamespaceView, SERVICEACCOUNTS: codec.Meta},
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
 )
