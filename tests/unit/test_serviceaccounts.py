@@ -34,9 +34,7 @@ def controller(
     )
     sas: cache.Cache[codec.Meta] = cache.Cache(unfed, unfed, serviceaccounts.SERVICEACCOUNTS, codec.Meta)
     if phase is not None:
-        ns = msgspec.convert(
-            {"metadata": {"name": "ns"}, "status": {"phase": phase}}, codec.NamespaceView
-        )
+        ns = msgspec.convert({"metadata": {"name": "ns"}, "status": {"phase": phase}}, codec.NamespaceView)
         namespaces._put("ns", ns, b"")
     for name in accounts:
         sas._put(
