@@ -272,6 +272,8 @@ RECORDS_NO_EVENTS = {
     "namespace-controller",
     "legacy-serviceaccount-token-cleaner-controller",
     "serviceaccount-token-controller",
+    "serviceaccount-controller",
+    "root-ca-certificate-publisher-controller",
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,8 @@ class Deploy:
     service_account: str
     replicas: int
     rules: str  # the `rules:` block as written, comments and all
+    args: tuple[str, ...] = ()  # flags beyond the NATS and ops ones, e.g. files in a mount
+    mounts: tuple[tuple[str, str], ...] = ()  # (Secret name, where it is mounted), read-only
 
 
 def load(spec: controller.Spec) -> Deploy:
@@ -53,12 +56,34 @@ def load(spec: controller.Spec) -> Deploy:
     sa, replicas = data.get("serviceAccount"), data.get("replicas")
     if not isinstance(sa, str) or not sa or not isinstance(replicas, int) or replicas < 1:
         raise ValueError(f"{package}/deploy.yaml: want serviceAccount (a name) and replicas (>= 1)")
+    args, mounts = data.get("args") or [], data.get("mounts") or {}
+    if not (isinstance(args, list) and all(isinstance(a, str) and a.startswith("--") for a in args)):
+        raise ValueError(f"{package}/deploy.yaml: `args` wants a list of --flag=value strings")
+    if not (
+        isinstance(mounts, dict) and all(isinstance(v, str) and v.startswith("/") for v in mounts.values())
+    ):
+        raise ValueError(f"{package}/deploy.yaml: `mounts` wants Secret name: absolute path")
     rules = text[text.index("\nrules:") + len("\nrules:") :].strip("\n")
-    return Deploy(spec, sa, replicas, rules)
+    return Deploy(spec, sa, replicas, rules, tuple(args), tuple(mounts.items()))
+
+
+def compose_volume(secret: str) -> str:
+    """The named compose volume that stands for Secret `secret` (its `kcm-` dropped): the
+    compose file declares it and its one-shot `nats-auth` service fills it."""
+    return secret.removeprefix("kcm-")
 
 
 def k8s_manifest(d: Deploy) -> str:
     alias, name, sa = d.spec.alias, d.spec.name, d.service_account
+    args = "".join(f"            - {a}\n" for a in d.args)
+    mounts = "".join(
+        f"            - name: {n}\n              mountPath: {m}\n              readOnly: true\n"
+        for n, m in d.mounts
+    )
+    volumes = "".join(
+        f"        - name: {n}\n          secret:\n            secretName: {n}\n            defaultMode: 0440\n"
+        for n, _ in d.mounts
+    )
     role = f"kcm:controller:{sa}"
     return f"""\
 # Written by `make manifests` from services/controllers/kcm_controllers/*/deploy.yaml: edit that.
@@ -134,7 +159,7 @@ spec:
             - --nats-url=nats://kcm-nats:4222
             - --nats-nkey-seed=/etc/kcm-nats/nkey
             - --ops-port={OPS_PORT}
-          env:
+{args}          env:
             - name: POD_NAME
               valueFrom:
                 fieldRef:
@@ -176,7 +201,7 @@ spec:
             - name: nats-identity
               mountPath: /etc/kcm-nats
               readOnly: true
-      volumes:
+{mounts}      volumes:
         - name: tmp
           emptyDir: {{}}
         # Its own NATS identity, made by `kcm nats-auth` (docs/deploying.md).
@@ -184,7 +209,7 @@ spec:
           secret:
             secretName: {secret_name(alias)}
             defaultMode: 0440
----
+{volumes}---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
@@ -199,13 +224,21 @@ spec:
 
 def compose_service(d: Deploy) -> str:
     alias = d.spec.alias
+    extra = "".join(f",\n              {json.dumps(a)}" for a in d.args)
+    volumes = ""
+    if d.mounts:
+        # A list under `<<: *kcm` replaces the anchor's, so its two mounts are repeated here.
+        mounts = ["kube:/kube:ro", "nats-auth:/auth:ro"] + [
+            f"{compose_volume(n)}:{m}:ro" for n, m in d.mounts
+        ]
+        volumes = "    volumes:\n" + "".join(f"      - {m}\n" for m in mounts)
     return f"""\
   {alias}:
     <<: *kcm
     command: ["controller", "{alias}", "--kubeconfig", "/kube/kubeconfig", "--master", "${{KCM_MASTER}}",
               "--nats-url", "nats://nats:4222", "--nats-nkey-seed", "/auth/{alias}.nk",
-              "--log-level", "${{KCM_LOG_LEVEL}}"]
-    deploy:
+              "--log-level", "${{KCM_LOG_LEVEL}}"{extra}]
+{volumes}    deploy:
       replicas: {d.replicas}
     healthcheck:
       <<: *healthcheck

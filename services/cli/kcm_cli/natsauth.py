@@ -27,6 +27,7 @@ import nkeys  # type: ignore[import-untyped]
 from kcm_coordinator import fleethealth
 from kcm_shared import controller, healthbeat, membership, subjects
 
+from kcm_cli import pki
 from kcm_cli.controllers import BUILTIN
 
 INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a client publish there
@@ -223,6 +224,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also make a bearer token here (compose's apiserver)",
     )
     p.add_argument(
+        "--pki",
+        type=Path,
+        metavar="DIR",
+        help="also make the cluster's identity files here, once (compose's apiserver and token controller)",
+    )
+    p.add_argument(
         "--k8s-secrets",
         metavar="NAMESPACE",
         help="also write OUT/k8s-secrets.yaml: the Secrets k8s/ mounts, in NAMESPACE (kcm-system)",
@@ -232,7 +239,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> list[Path]:
     """`kcm nats-auth`: the controllers chosen and the plugins named get an identity each."""
     specs = controller.select(BUILTIN, args.controllers) + [controller.load_plugin(p) for p in args.plugin]
-    return generate(args.out, specs, args.apiserver_token, args.k8s_secrets)
+    written = generate(args.out, specs, args.apiserver_token, args.k8s_secrets)
+    if args.pki is not None:
+        identity = pki.ensure(args.pki)
+        written += [identity.ca_cert, identity.sa_key, identity.sa_pub]
+    return written
 
 
 def generate(
