@@ -20,6 +20,7 @@ REGISTRY = (
     "kcm_controllers.deployment.deployment_controller:SPEC",
     "kcm_controllers.replicaset.replicaset:SPEC",
     "kcm_controllers.garbagecollector.garbagecollector:SPEC",
+    "kcm_controllers.resourcequota.resourcequota:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]

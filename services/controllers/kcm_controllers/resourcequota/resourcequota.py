@@ -1,0 +1,299 @@
+"""The resource quota controller: `status.hard` and `status.used` of every ResourceQuota.
+
+Upstream pkg/controller/resourcequota (resource_quota_controller.go, resource_quota_monitor.go)
+on our runtime (docs/runtime.md), counting with the evaluators the API server's quota
+admission uses (`kcm_shared.quota`), so the two never disagree.
+
+Keys are quota keys (`namespace/name`) plus one well-known key, RESYNC_KEY, whose reconcile
+hands every quota key to its owner and requeues itself after `--resource-quota-sync-period`:
+the full resync runs in one replica at a time, through the work queue. Event handlers:
+- a quota added, or updated so that its spec changed or its status misses a tracked name:
+  its key (its own status writes change nothing else, so they enqueue nothing);
+- a counted object (pods, services, persistentvolumeclaims, configmaps, secrets,
+  replicationcontrollers, resourcequotas; all from the bus caches) deleted, or updated so
+  that its usage changed: the keys of the quotas of its namespace that track its resource
+  (upstream's quota monitor). Creates are charged by quota admission in the create request
+  itself, as upstream, and need no event.
+
+Sync (`ResourceQuotaController.sync`): read the quota from the cache; wait until the caches
+it counts from have caught up with the quota's resourceVersion (so a create that admission
+charged before that version is counted: upstream has a window here where a stale informer
+can hand back usage admission just charged); sum the usage of the matching objects of its
+namespace (`evaluators.calculate_usage`); resources without a cache (any other
+`count/<resource>.<group>`) are listed from the API server, and one no API serves stays out
+of `status.used`, so admission answers "status unknown" for it. The new status goes out as a
+merge patch of the status subresource carrying the quota's resourceVersion (upstream's
+UpdateStatus), so a charge admission made meanwhile makes it fail and retry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kcm_shared import cache, codec, controller, discovery, kubeclient, leaderelection, subjects
+from kcm_shared.quota import evaluators, resources, views
+from kcm_shared.quota.evaluators import Evaluator
+from kcm_shared.workqueue import durable
+
+log = logging.getLogger("kcm.resourcequota")
+
+QUOTAS = subjects.Resource("", "v1", "resourcequotas")
+PODS = subjects.Resource("", "v1", "pods")
+SERVICES = subjects.Resource("", "v1", "services")
+CLAIMS = subjects.Resource("", "v1", "persistentvolumeclaims")
+CONFIGMAPS = subjects.Resource("", "v1", "configmaps")
+SECRETS = subjects.Resource("", "v1", "secrets")
+RCS = subjects.Resource("", "v1", "replicationcontrollers")
+COUNTED = (PODS, SERVICES, CLAIMS, CONFIGMAPS, SECRETS, RCS)
+RESYNC_KEY = "~resync"  # no quota key looks like this: quota keys are namespace/name
+CATCH_UP_LIMIT = 10.0  # seconds a sync waits for its caches before failing (and retrying)
+UNKNOWN_RETRY = 30.0  # upstream re-discovers resources every 30 s; so do we, per quota
+LIST_PAGE = "500"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class ResourceQuotaController:
+    def __init__(
+        self,
+        client: kubeclient.KubeClient,
+        caches: dict[subjects.Resource, cache.Cache[Any]],
+        enqueue: Callable[[str], None],
+        hand_off: Callable[[str], Any],
+        resync_period: float,
+        *,
+        now: Callable[[], dt.datetime] = _now,
+    ) -> None:
+        self.client = client
+        self.quotas: cache.Cache[views.QuotaView] = caches[QUOTAS]
+        self.caches = caches
+        self.enqueue = enqueue
+        self.hand_off = hand_off
+        self.resync_period = resync_period
+        self.now = now
+        self._mapper: discovery.Mapper | None = None
+        self._mapper_at = 0.0
+        self.quotas.add_handler(on_add=self._quota_added, on_update=self._quota_updated)
+        for res in (*COUNTED, QUOTAS):
+            evaluator = evaluators.REGISTRY.get(res.group, res.resource)
+            self.caches[res].add_handler(
+                on_update=self._usage_updated(evaluator), on_delete=self._replenish(evaluator)
+            )
+
+    # --- event handlers ----------------------------------------------------------------------
+
+    def keys(self) -> Iterable[str]:
+        yield RESYNC_KEY
+        yield from self.quotas.keys()
+
+    def _quota_added(self, quota: views.QuotaView) -> None:
+        self.enqueue(codec.key_of(quota.metadata))
+
+    def _quota_updated(self, old: views.QuotaView, new: views.QuotaView) -> None:
+        if old.spec != new.spec or not _status_complete(new):
+            self.enqueue(codec.key_of(new.metadata))
+
+    def _usage_updated(self, evaluator: Evaluator) -> Callable[[Any, Any], None]:
+        def handler(old: Any, new: Any) -> None:
+            if not self.quotas.list(new.metadata.namespace):
+                return  # most namespaces have no quota: skip the arithmetic
+            now = self.now()
+            changed = not resources.equals(evaluator.usage(old, now), evaluator.usage(new, now))
+            if changed or _scope_facts(evaluator, old) != _scope_facts(evaluator, new):
+                self._enqueue_tracking(evaluator, new.metadata.namespace)
+
+        return handler
+
+    def _replenish(self, evaluator: Evaluator) -> Callable[[Any], None]:
+        return lambda obj: self._enqueue_tracking(evaluator, obj.metadata.namespace)
+
+    def _enqueue_tracking(self, evaluator: Evaluator, namespace: str) -> None:
+        """The quotas of `namespace` that track what `evaluator` charges (upstream replenishQuota)."""
+        for quota in self.quotas.list(namespace):
+            if evaluator.matching_resources((quota.status.hard or {}).keys()):
+                self.enqueue(codec.key_of(quota.metadata))
+
+    # --- sync --------------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> durable.Result | None:
+        if key == RESYNC_KEY:
+            known = self.quotas.keys()  # a copy: the cache moves on while we hand off
+            for quota_key in known:
+                await self.hand_off(quota_key)
+            return durable.Result(requeue_after=self.resync_period)
+        quota = self.quotas.get_key(key)
+        if quota is None:
+            return None
+        return await self.sync(quota)
+
+    async def sync(self, quota: views.QuotaView) -> durable.Result | None:
+        hard = resources.parse_list(quota.spec.hard)
+        scopes = evaluators.quota_scopes(quota.spec)
+        tracked = evaluators.REGISTRY.for_names(hard)
+        namespace = quota.metadata.namespace
+        listed: dict[tuple[str, str], list[Any] | None] = {}
+        async with asyncio.timeout(CATCH_UP_LIMIT):
+            for evaluator in tracked:
+                res = self._cached(evaluator)
+                if res is not None:
+                    await self.caches[res].wait_caught_up(quota.metadata.resource_version)
+                else:
+                    listed[(evaluator.group, evaluator.resource)] = await self._list(evaluator, namespace)
+
+        def objects(evaluator: Evaluator) -> list[Any] | None:
+            res = self._cached(evaluator)
+            if res is not None:
+                return self.caches[res].list(namespace)
+            return listed.get((evaluator.group, evaluator.resource))
+
+        used = resources.parse_list(quota.status.used)
+        used.update(evaluators.calculate_usage(hard, scopes, objects, self.now()))
+        used = resources.mask(used, hard)
+        await self._write_status(quota, hard, used)
+        if len(used) < len(hard):
+            return durable.Result(requeue_after=UNKNOWN_RETRY)
+        return None
+
+    def _cached(self, evaluator: Evaluator) -> subjects.Resource | None:
+        for res in (*COUNTED, QUOTAS):
+            if (res.group, res.resource) == (evaluator.group, evaluator.resource):
+                return res
+        return None
+
+    async def _list(self, evaluator: Evaluator, namespace: str) -> list[Any] | None:
+        """The namespace's objects of a resource no cache holds (metadata only); None when no
+        API serves it."""
+        found = await self._resource(evaluator.group, evaluator.resource)
+        if found is None or not found.namespaced:
+            return None
+        path = kubeclient.resource_path(
+            found.resource.group, found.resource.version, found.resource.resource, namespace
+        )
+        items: list[Any] = []
+        params = {"limit": LIST_PAGE}
+        while True:
+            try:
+                page = await self.client.get(path, params)
+            except kubeclient.ApiError as exc:
+                if exc.code == 404:
+                    return None
+                raise
+            items.extend(page.get("items") or ())
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params = {"limit": LIST_PAGE, "continue": token}
+
+    async def _resource(self, group: str, resource: str) -> discovery.ApiResource | None:
+        """The preferred served version of group/resource, from discovery re-read at most every
+        UNKNOWN_RETRY seconds when the resource is not (yet) known."""
+        loop = asyncio.get_running_loop()
+        for attempt in range(2):
+            if self._mapper is not None:
+                for candidate in self._mapper.resources:
+                    res = candidate.resource
+                    if (
+                        (res.group, res.resource) == (group, resource)
+                        and candidate.preferred
+                        and "list" in candidate.verbs
+                    ):
+                        return candidate
+            if attempt or (self._mapper is not None and loop.time() - self._mapper_at < UNKNOWN_RETRY):
+                return None
+            self._mapper = await discovery.discover(self.client, all_versions=False)
+            self._mapper_at = loop.time()
+        return None
+
+    async def _write_status(
+        self, quota: views.QuotaView, hard: resources.ResourceList, used: resources.ResourceList
+    ) -> None:
+        new_hard, new_used = resources.to_json(hard), resources.to_json(used)
+        old_hard = quota.status.hard or {}
+        old_used = quota.status.used or {}
+        if quota.status.hard is not None and quota.status.used is not None:
+            same_hard = resources.equals(resources.parse_list(old_hard), hard)
+            if same_hard and resources.equals(resources.parse_list(old_used), used):
+                return
+        status: dict[str, Any] = {
+            "hard": {**{name: None for name in old_hard if name not in new_hard}, **new_hard},
+            "used": {**{name: None for name in old_used if name not in new_used}, **new_used},
+        }
+        patch = {"metadata": {"resourceVersion": quota.metadata.resource_version}, "status": status}
+        path = kubeclient.resource_path(
+            QUOTAS.group,
+            QUOTAS.version,
+            QUOTAS.resource,
+            quota.metadata.namespace,
+            quota.metadata.name,
+            "status",
+        )
+        try:
+            await self.client.patch(path, patch)
+        except kubeclient.ApiError as exc:
+            if exc.code == 404:
+                return  # deleted meanwhile: nothing left to account for
+            raise  # a 409 (admission charged meanwhile) retries with the newer quota
+
+
+def _status_complete(quota: views.QuotaView) -> bool:
+    hard, used = quota.status.hard, quota.status.used
+    if hard is None or used is None:
+        return False
+    return all(name in used for name in hard) and set(hard) == set(quota.spec.hard)
+
+
+def _scope_facts(evaluator: Evaluator, obj: Any) -> tuple[bool, ...]:
+    """What scoped quotas see of an object, so a change of it (say, activeDeadlineSeconds
+    set on a pod) moves usage between Terminating and NotTerminating quotas."""
+    return tuple(
+        evaluator.matches_scope(evaluators.Requirement(scope), obj) for scope in evaluators.STANDARD_SCOPES
+    )
+
+
+def flags(p: controller.FlagSet) -> None:
+    p.add_argument(
+        "--resource-quota-sync-period",
+        type=leaderelection.parse_duration,
+        default=300.0,
+        help="the period for syncing quota usage status in the system (default 5m0s)",
+    )
+
+
+def build(ctx: controller.Context) -> controller.Reconcile:
+    args: argparse.Namespace = ctx.args
+    rq = ResourceQuotaController(
+        ctx.client,
+        ctx.caches,
+        ctx.enqueue,
+        ctx.hand_off,
+        float(getattr(args, "resource_quota_sync_period", 300.0)),
+    )
+    ctx.keys = rq.keys
+    return rq.reconcile
+
+
+SPEC = controller.Spec(
+    name="resourcequota-controller",
+    alias="resourcequota",
+    primary=QUOTAS,
+    views={
+        QUOTAS: views.QuotaView,
+        PODS: views.PodView,
+        SERVICES: views.ServiceView,
+        CLAIMS: views.ClaimView,
+        CONFIGMAPS: codec.Meta,
+        SECRETS: codec.Meta,
+        RCS: codec.Meta,
+    },
+    build=build,
+    workers=5,
+    workers_flag="concurrent-resource-quota-syncs",
+    flags=flags,
+)
