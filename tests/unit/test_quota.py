@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from kcm_apiserver import validation
 from kcm_shared.quota import admission, evaluators, quantity, resources, views
 from kcm_shared.quota.quantity import Quantity
 
@@ -399,3 +400,65 @@ def test_admission_charges_only_the_growth_of_an_update() -> None:
             old,
             evaluators.SERVICES_EVALUATOR,
         )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"hard": {"pods": "1", "services": "1"}, "scopes": ["BestEffort"]},
+            "unsupported scope applied to resource",
+        ),
+        ({"hard": {"cpu": "1"}, "scopes": ["BestEffort"]}, "unsupported scope applied to resource"),
+        ({"hard": {"pods": "1"}, "scopes": ["BestEffort", "NotBestEffort"]}, "conflicting scopes"),
+        ({"hard": {"pods": "1"}, "scopes": ["Weekend"]}, "unsupported scope"),
+        ({"hard": {"pods": "1.5"}}, "must be an integer"),
+        ({"hard": {"cpu": "-1"}}, "must be greater than or equal to 0"),
+        (
+            {
+                "hard": {"pods": "1"},
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "BestEffort", "operator": "In", "values": ["x"]}]
+                },
+            },
+            "must be 'Exist' when scope is any of",
+        ),
+        (
+            {
+                "hard": {"pods": "1"},
+                "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In"}]},
+            },
+            "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
+        ),
+    ],
+)
+def test_the_api_server_validates_quota_scopes_as_upstream(spec: dict[str, Any], message: str) -> None:
+    # validation_test.go TestValidateResourceQuota
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "ns"},
+        "spec": spec,
+    }
+    causes = validation.validate("", "ResourceQuota", obj, None)
+    assert any(message in cause["message"] for cause in causes), causes
+
+
+def test_valid_scoped_quotas_pass_validation() -> None:
+    for spec in (
+        {"hard": {"pods": "2", "requests.cpu": "1"}, "scopes": ["NotBestEffort", "Terminating"]},
+        {"hard": {"pods": "2", "count/pods": "3"}, "scopes": ["BestEffort"]},
+        {
+            "hard": {"pods": "1"},
+            "scopeSelector": {
+                "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
+            },
+        },
+    ):
+        obj = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "q", "namespace": "ns"},
+            "spec": spec,
+        }
+        assert validation.validate("", "ResourceQuota", obj, None) == []

@@ -53,6 +53,7 @@ COUNTED = (PODS, SERVICES, CLAIMS, CONFIGMAPS, SECRETS, RCS)
 RESYNC_KEY = "~resync"  # no quota key looks like this: quota keys are namespace/name
 CATCH_UP_LIMIT = 10.0  # seconds a sync waits for its caches before failing (and retrying)
 UNKNOWN_RETRY = 30.0  # upstream re-discovers resources every 30 s; so do we, per quota
+REDISCOVERY = 5.0  # at most one discovery read per this many seconds for unknown resources
 LIST_PAGE = "500"
 
 
@@ -192,8 +193,8 @@ class ResourceQuotaController:
             params = {"limit": LIST_PAGE, "continue": token}
 
     async def _resource(self, group: str, resource: str) -> discovery.ApiResource | None:
-        """The preferred served version of group/resource, from discovery re-read at most every
-        UNKNOWN_RETRY seconds when the resource is not (yet) known."""
+        """The preferred served version of group/resource, from discovery re-read (at most every
+        REDISCOVERY seconds) when the resource is not (yet) known."""
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             if self._mapper is not None:
@@ -205,7 +206,7 @@ class ResourceQuotaController:
                         and "list" in candidate.verbs
                     ):
                         return candidate
-            if attempt or (self._mapper is not None and loop.time() - self._mapper_at < UNKNOWN_RETRY):
+            if attempt or (self._mapper is not None and loop.time() - self._mapper_at < REDISCOVERY):
                 return None
             self._mapper = await discovery.discover(self.client, all_versions=False)
             self._mapper_at = loop.time()
