@@ -133,6 +133,7 @@ def test_describe_shows_usage_that_follows_creates_updates_and_deletes(
     stack.kubectl("delete", "pod", "b", "-n", ns)
     stack.kubectl("delete", "configmap", "cm", "-n", ns)
     stack.kubectl("patch", "service", "np", "-n", ns, "-p", '{"spec":{"type":"ClusterIP"}}')
+    stack.kubectl("delete", "deployment", "web", "-n", ns)
     wait_used(
         stack, ns, "all", pods="0", count__pods="1", requests_cpu="0", configmaps="0", services_nodeports="0"
     )

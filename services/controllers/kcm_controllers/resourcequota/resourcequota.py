@@ -13,22 +13,24 @@ the full resync runs in one replica at a time, through the work queue. Event han
   replicationcontrollers, resourcequotas; all from the bus caches) deleted, or updated so
   that its usage changed: the keys of the quotas of its namespace that track its resource
   (upstream's quota monitor). Creates are charged by quota admission in the create request
-  itself, as upstream, and need no event.
+  itself, as upstream, and need no event. A quota naming `count/<resource>.<group>` of any
+  other resource the watcher publishes opens a metadata-only cache of it at run time
+  (`Context.open_cache`), whose deletes enqueue likewise.
 
 Sync (`ResourceQuotaController.sync`): read the quota from the cache; wait until the caches
 it counts from have caught up with the quota's resourceVersion (so a create that admission
 charged before that version is counted: upstream has a window here where a stale informer
 can hand back usage admission just charged); sum the usage of the matching objects of its
-namespace (`evaluators.calculate_usage`); resources without a cache (any other
-`count/<resource>.<group>`) are listed from the API server, and one no API serves stays out
-of `status.used`, so admission answers "status unknown" for it. The new status goes out as a
-merge patch of the status subresource carrying the quota's resourceVersion (upstream's
-UpdateStatus), so a charge admission made meanwhile makes it fail and retry.
+namespace (`evaluators.calculate_usage`). A resource no cache holds (not published by the
+watcher, or its run-time cache did not catch up) is listed from the API server, and one no
+API serves stays out of `status.used`, so admission answers "status unknown" for it. The
+new status goes out as a merge patch of the status subresource carrying the quota's
+resourceVersion (upstream's UpdateStatus), so a charge admission made meanwhile makes it
+fail and retry.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import logging
@@ -52,6 +54,7 @@ RCS = subjects.Resource("", "v1", "replicationcontrollers")
 COUNTED = (PODS, SERVICES, CLAIMS, CONFIGMAPS, SECRETS, RCS)
 RESYNC_KEY = "~resync"  # no quota key looks like this: quota keys are namespace/name
 CATCH_UP_LIMIT = 10.0  # seconds a sync waits for its caches before failing (and retrying)
+DYNAMIC_CATCH_UP_LIMIT = 5.0  # ... for a cache opened at run time, before listing instead
 UNKNOWN_RETRY = 30.0  # upstream re-discovers resources every 30 s; so do we, per quota
 REDISCOVERY = 5.0  # at most one discovery read per this many seconds for unknown resources
 LIST_PAGE = "500"
@@ -62,28 +65,29 @@ def _now() -> dt.datetime:
 
 
 class ResourceQuotaController:
+    """Handlers and sync of one process; the runtime's Context and the clock are injected."""
+
     def __init__(
-        self,
-        client: kubeclient.KubeClient,
-        caches: dict[subjects.Resource, cache.Cache[Any]],
-        enqueue: Callable[[str], None],
-        hand_off: Callable[[str], Any],
-        resync_period: float,
-        *,
-        now: Callable[[], dt.datetime] = _now,
+        self, ctx: controller.Context, resync_period: float, *, now: Callable[[], dt.datetime] = _now
     ) -> None:
-        self.client = client
-        self.quotas: cache.Cache[views.QuotaView] = caches[QUOTAS]
-        self.caches = caches
-        self.enqueue = enqueue
-        self.hand_off = hand_off
+        self.ctx = ctx
+        self.client = ctx.client
+        self.quotas: cache.Cache[views.QuotaView] = ctx.caches[QUOTAS]
+        self.caches = ctx.caches
+        self.enqueue = ctx.enqueue
         self.resync_period = resync_period
         self.now = now
         self._mapper: discovery.Mapper | None = None
         self._mapper_at = 0.0
+        self._published: set[subjects.Resource] = set()
+        self._published_at = 0.0
+        # (group, resource) -> the cached resource counted from; the fixed views, plus caches
+        # opened at run time for other published resources a quota names (`count/...`).
+        self._sources: dict[tuple[str, str], subjects.Resource] = {}
         self.quotas.add_handler(on_add=self._quota_added, on_update=self._quota_updated)
         for res in (*COUNTED, QUOTAS):
             evaluator = evaluators.REGISTRY.get(res.group, res.resource)
+            self._sources[(res.group, res.resource)] = res
             self.caches[res].add_handler(
                 on_update=self._usage_updated(evaluator), on_delete=self._replenish(evaluator)
             )
@@ -127,7 +131,7 @@ class ResourceQuotaController:
         if key == RESYNC_KEY:
             known = self.quotas.keys()  # a copy: the cache moves on while we hand off
             for quota_key in known:
-                await self.hand_off(quota_key)
+                await self.ctx.hand_off(quota_key)
             return durable.Result(requeue_after=self.resync_period)
         quota = self.quotas.get_key(key)
         if quota is None:
@@ -137,24 +141,21 @@ class ResourceQuotaController:
     async def sync(self, quota: views.QuotaView) -> durable.Result | None:
         hard = resources.parse_list(quota.spec.hard)
         scopes = evaluators.quota_scopes(quota.spec)
-        tracked = evaluators.REGISTRY.for_names(hard)
         namespace = quota.metadata.namespace
-        listed: dict[tuple[str, str], list[Any] | None] = {}
+        items: dict[tuple[str, str], list[Any] | None] = {}
         async with asyncio.timeout(CATCH_UP_LIMIT):
-            for evaluator in tracked:
-                res = self._cached(evaluator)
+            for evaluator in evaluators.REGISTRY.for_names(hard):
+                key = (evaluator.group, evaluator.resource)
+                res = await self._source(evaluator, quota.metadata.resource_version)
                 if res is not None:
-                    await self.caches[res].wait_caught_up(quota.metadata.resource_version)
+                    items[key] = self.caches[res].list(namespace)
                 else:
-                    listed[(evaluator.group, evaluator.resource)] = await self._list(evaluator, namespace)
+                    items[key] = await self._list(evaluator, namespace)
+        used = resources.parse_list(quota.status.used)
 
         def objects(evaluator: Evaluator) -> list[Any] | None:
-            res = self._cached(evaluator)
-            if res is not None:
-                return self.caches[res].list(namespace)
-            return listed.get((evaluator.group, evaluator.resource))
+            return items.get((evaluator.group, evaluator.resource))
 
-        used = resources.parse_list(quota.status.used)
         used.update(evaluators.calculate_usage(hard, scopes, objects, self.now()))
         used = resources.mask(used, hard)
         await self._write_status(quota, hard, used)
@@ -162,11 +163,42 @@ class ResourceQuotaController:
             return durable.Result(requeue_after=UNKNOWN_RETRY)
         return None
 
-    def _cached(self, evaluator: Evaluator) -> subjects.Resource | None:
-        for res in (*COUNTED, QUOTAS):
-            if (res.group, res.resource) == (evaluator.group, evaluator.resource):
-                return res
-        return None
+    async def _source(self, evaluator: Evaluator, resource_version: str) -> subjects.Resource | None:
+        """The cache to count `evaluator`'s objects from, caught up with `resource_version`
+        (so every create admission charged before it is there); None to list them instead.
+        A published resource without one gets a cache now, a metadata-only one whose
+        deletes enqueue the quotas that track it."""
+        key = (evaluator.group, evaluator.resource)
+        res = self._sources.get(key)
+        if res is None:
+            found = await self._resource(*key)
+            if found is None or not found.namespaced or found.resource not in await self._published_now():
+                return None
+            res = found.resource
+            self.ctx.open_cache(res, codec.Meta).add_handler(on_delete=self._replenish(evaluator))
+            self._sources[key] = res
+        if res in COUNTED or res == QUOTAS:
+            await self.caches[res].wait_caught_up(resource_version)
+            return res
+        try:
+            async with asyncio.timeout(DYNAMIC_CATCH_UP_LIMIT):
+                await self.caches[res].wait_caught_up(resource_version)
+        except TimeoutError:
+            # The watcher stopped publishing it (a CRD deleted, say): count it from the API.
+            log.warning(
+                "cache of a counted resource did not catch up; listing it", extra={"resource": str(res)}
+            )
+            self.ctx.close_cache(res)
+            del self._sources[key]
+            return None
+        return res
+
+    async def _published_now(self) -> set[subjects.Resource]:
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._published_at > REDISCOVERY:
+            self._published = await self.ctx.published()
+            self._published_at = loop.time()
+        return self._published
 
     async def _list(self, evaluator: Evaluator, namespace: str) -> list[Any] | None:
         """The namespace's objects of a resource no cache holds (metadata only); None when no
@@ -268,14 +300,8 @@ def flags(p: controller.FlagSet) -> None:
 
 
 def build(ctx: controller.Context) -> controller.Reconcile:
-    args: argparse.Namespace = ctx.args
-    rq = ResourceQuotaController(
-        ctx.client,
-        ctx.caches,
-        ctx.enqueue,
-        ctx.hand_off,
-        float(getattr(args, "resource_quota_sync_period", 300.0)),
-    )
+    period = float(getattr(ctx.args, "resource_quota_sync_period", 300.0))
+    rq = ResourceQuotaController(ctx, period)
     ctx.keys = rq.keys
     return rq.reconcile
 
