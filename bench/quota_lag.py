@@ -33,6 +33,7 @@ import aiohttp
 import benchlib
 import msgspec
 import yaml
+from kcm_shared.quota import quantity
 
 NAMESPACE = "bench-quota"
 QUOTA = "pods"
@@ -90,6 +91,7 @@ class Observer:
         self.deleted: dict[str, float] = {}
         self.used: list[tuple[float, int]] = []  # (seen at, status.used.pods), in arrival order
         self.ready = asyncio.Event()
+        self.closed: list[str] = []  # watches the server ended
 
     async def pods(self, session: aiohttp.ClientSession, url: str) -> None:
         async for now, event in self._watch(session, f"{url}/api/v1/namespaces/{NAMESPACE}/pods"):
@@ -101,7 +103,8 @@ class Observer:
         async for now, event in self._watch(session, f"{url}/api/v1/namespaces/{NAMESPACE}/resourcequotas"):
             raw = (event.object.status.used or {}).get("pods")
             if raw is not None:
-                self.used.append((now, int(raw)))
+                # Canonical quantities: 1000 pods read "1k", as kubectl shows them.
+                self.used.append((now, quantity.parse(raw).nanos // 10**9))
 
     async def _watch(self, session: aiohttp.ClientSession, url: str) -> AsyncIterator[tuple[float, _Event]]:
         async with session.get(url, params={"watch": "1", "allowWatchBookmarks": "false"}) as resp:
@@ -110,10 +113,17 @@ class Observer:
                 now = time.monotonic()
                 for line in batch:
                     yield now, _decode(line)
+        self.closed.append(url.rsplit("/", 1)[-1])
 
-    def first_used(self, predicate: Any, after: float) -> float | None:
+    def state(self) -> str:
+        last = self.used[-1][1] if self.used else None
+        return f"{len(self.added)} added, {len(self.deleted)} deleted seen; used.pods {last}; closed {self.closed}"
+
+    def first_used(self, predicate: Any, since: float) -> float | None:
+        """When the quota's watch first showed a used count satisfying `predicate`, at or
+        after `since` (the start of the phase)."""
         for seen, value in self.used:
-            if seen >= after - 5.0 and predicate(value):
+            if seen >= since and predicate(value):
                 return seen
         return None
 
@@ -143,11 +153,11 @@ async def burst(
     return done
 
 
-async def wait_until(check: Any, what: str) -> None:
+async def wait_until(check: Any, what: str, state: Any = None) -> None:
     deadline = time.monotonic() + SETTLE_LIMIT_S
     while not check():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
+            raise RuntimeError(f"timed out waiting for {what}{f': {state()}' if state else ''}")
         await asyncio.sleep(0.05)
 
 
@@ -194,31 +204,32 @@ async def bench(args: argparse.Namespace) -> int:
                 await wait_until(lambda: any(v == 0 for _, v in obs.used), "the controller's first count")
                 names = [f"p{i}" for i in range(args.pods)]
                 pods = f"{ns_url}/{NAMESPACE}/pods"
-                start = time.monotonic()
+                start = phase = time.monotonic()
                 created = await burst(session, "POST", [pods] * len(names), [pod(n) for n in names])
                 print(f"created {len(names)} pods in {time.monotonic() - start:.2f} s")
                 await wait_until(
-                    lambda: len(obs.added) == len(names) and obs.used[-1][1] >= len(names), "creates seen"
+                    lambda: len(obs.added) == len(names) and obs.used[-1][1] >= len(names),
+                    "creates seen",
+                    obs.state,
                 )
                 order = sorted(range(len(names)), key=lambda i: created[i])
                 create_lag = lags(
-                    [obs.first_used(lambda v, k=k: v >= k + 1, created[i]) for k, i in enumerate(order)],
+                    [obs.first_used(lambda v, k=k: v >= k + 1, phase) for k, i in enumerate(order)],
                     [created[i] for i in order],
                 )
                 create_base = lags([obs.added.get(n) for n in names], created)
-                start = time.monotonic()
+                start = phase = time.monotonic()
                 deleted = await burst(session, "DELETE", [f"{pods}/{n}" for n in names], [None] * len(names))
                 print(f"deleted {len(names)} pods in {time.monotonic() - start:.2f} s")
                 await wait_until(
-                    lambda: len(obs.deleted) == len(names) and obs.used[-1][1] == 0, "deletes counted"
+                    lambda: len(obs.deleted) == len(names) and obs.used[-1][1] == 0,
+                    "deletes counted",
+                    obs.state,
                 )
                 order = sorted(range(len(names)), key=lambda i: deleted[i])
                 total = len(names)
                 delete_lag = lags(
-                    [
-                        obs.first_used(lambda v, k=k: v <= total - k - 1, deleted[i])
-                        for k, i in enumerate(order)
-                    ],
+                    [obs.first_used(lambda v, k=k: v <= total - k - 1, phase) for k, i in enumerate(order)],
                     [deleted[i] for i in order],
                 )
                 delete_base = lags([obs.deleted.get(n) for n in names], deleted)
