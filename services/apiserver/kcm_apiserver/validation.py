@@ -1179,15 +1179,19 @@ def _resource_quota(c: _Causes, obj: Obj, old: Obj | None) -> None:
     if isinstance(selector, dict):
         path = "spec.scopeSelector.matchExpressions"
         chosen: set[str] = set()
-        for req in _list(selector.get("matchExpressions")):
-            req = _dict(req)
-            scope, operator, values = req.get("scopeName"), req.get("operator"), _list(req.get("values"))
-            if scope not in STANDARD_SCOPES:
-                c.invalid(f"{path}.scopeName", scope, "unsupported scope")
+        for raw in _list(selector.get("matchExpressions")):
+            req = _dict(raw)
+            name_of_scope, operator, values = (
+                req.get("scopeName"),
+                req.get("operator"),
+                _list(req.get("values")),
+            )
+            if name_of_scope not in STANDARD_SCOPES:
+                c.invalid(f"{path}.scopeName", name_of_scope, "unsupported scope")
             for name in hard:
-                if name in _STANDARD_QUOTA_RESOURCES and not _quota_scope_fits(str(scope), name):
+                if name in _STANDARD_QUOTA_RESOURCES and not _quota_scope_fits(str(name_of_scope), name):
                     c.invalid(path, selector, "unsupported scope applied to resource")
-            if scope in _EXISTS_ONLY_SCOPES and operator != "Exists":
+            if name_of_scope in _EXISTS_ONLY_SCOPES and operator != "Exists":
                 c.invalid(
                     f"{path}.operator",
                     operator,
@@ -1210,7 +1214,7 @@ def _resource_quota(c: _Causes, obj: Obj, old: Obj | None) -> None:
                     )
             else:
                 c.invalid(f"{path}.operator", operator, "not a valid selector operator")
-            chosen.add(str(scope))
+            chosen.add(str(name_of_scope))
         if any(set(pair) <= chosen for pair in _CONFLICTING_SCOPES):
             c.invalid(path, scopes, "conflicting scopes")
     if old is not None:
