@@ -50,7 +50,6 @@ from typing import Any
 import aiohttp
 import benchlib
 import msgspec
-import yaml
 
 NAMESPACE = "bench"
 RAW_NAMESPACE = "bench-raw"
@@ -162,13 +161,7 @@ async def dev_stack(
     proc = await benchlib.start_logged(argv, log_path)
     stack: Stack | None = None
     try:
-        deadline = time.monotonic() + 120
-        while "kcm dev ready" not in log_path.read_text(errors="replace"):
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcm dev did not become ready:\n{benchlib.tail(log_path)}")
-            await asyncio.sleep(0.1)
-        config = yaml.safe_load((state / "kubeconfig").read_text())
-        stack = Stack(str(config["clusters"][0]["cluster"]["server"]), proc)
+        stack = Stack(await benchlib.dev_ready(proc, log_path, state), proc)
         stack.discover()
         yield stack
     finally:

@@ -32,7 +32,6 @@ from typing import Any
 import aiohttp
 import benchlib
 import msgspec
-import yaml
 from kcm_shared.quota import quantity
 
 NAMESPACE = "bench-quota"
@@ -51,13 +50,7 @@ async def dev_stack(command: list[str], workdir: Path) -> AsyncIterator[str]:
     argv += ["--controllers", "resourcequota", "--log-level", "warning"]
     proc = await benchlib.start_logged(argv, log_path)
     try:
-        deadline = time.monotonic() + 120
-        while "kcm dev ready" not in log_path.read_text(errors="replace"):
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kcm dev did not become ready:\n{benchlib.tail(log_path)}")
-            await asyncio.sleep(0.1)
-        config = yaml.safe_load((state / "kubeconfig").read_text())
-        yield str(config["clusters"][0]["cluster"]["server"])
+        yield await benchlib.dev_ready(proc, log_path, state)
     finally:
         await benchlib.stop(proc)
 

@@ -163,6 +163,25 @@ async def kcm_process(
             print(f"{argv[0]} exited with {proc.returncode}:\n{tail(log_path)}", file=sys.stderr)
 
 
+async def dev_ready(proc: asyncio.subprocess.Process, log_path: Path, state: Path) -> str:
+    """Wait for `kcm dev` (logging to `log_path`) to say it is ready; the API server's URL."""
+    deadline = time.monotonic() + 120
+    while not _says_ready(log_path):
+        if proc.returncode is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"kcm dev did not become ready:\n{tail(log_path)}")
+        await asyncio.sleep(0.1)
+    return _server_url(state / "kubeconfig")
+
+
+def _says_ready(log_path: Path) -> bool:
+    return "kcm dev ready" in log_path.read_text(errors="replace")  # a small local file
+
+
+def _server_url(kubeconfig: Path) -> str:
+    config = yaml.safe_load(kubeconfig.read_text())
+    return str(config["clusters"][0]["cluster"]["server"])
+
+
 # -- API calls -------------------------------------------------------------------------------------
 
 

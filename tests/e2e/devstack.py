@@ -167,3 +167,28 @@ def stack_fixture(*args: str) -> Callable[..., Iterator[DevStack]]:
             yield stack
 
     return fixture
+
+
+def widget_crd(group: str) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition of kind Widget (`widgets.<group>`, v1) that keeps
+    any field: what tests need of a resource no controller knows in advance."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }

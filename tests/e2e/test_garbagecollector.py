@@ -28,26 +28,7 @@ stack = devstack.stack_fixture(
     "--controllers", "garbagecollector", "--nodes", "0", "--replicas", "garbagecollector=2"
 )
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.gc.example.com"},
-    "spec": {
-        "group": "gc.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+CRD = devstack.widget_crd("gc.example.com")
 
 
 def owner_ref(owner: dict[str, Any], *, block: bool = False) -> dict[str, Any]:

@@ -197,26 +197,7 @@ def test_a_best_effort_quota_counts_and_refuses_only_best_effort_pods(
     stack.kubectl("run", "be3", "-n", ns, "--image=nginx", "--restart=Never")
 
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.quota.example.com"},
-    "spec": {
-        "group": "quota.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+CRD = devstack.widget_crd("quota.example.com")
 
 
 def test_status_unknown_until_the_controller_has_counted_the_resource(
