@@ -49,10 +49,15 @@ async def dev_stack(command: list[str], workdir: Path) -> AsyncIterator[str]:
     argv = [*command, "dev", "--state-dir", str(state), "--port", "0", "--nodes", "0"]
     argv += ["--controllers", "resourcequota", "--log-level", "warning"]
     proc = await benchlib.start_logged(argv, log_path)
+    services: list[int] = []
     try:
-        yield await benchlib.dev_ready(proc, log_path, state)
+        url = await benchlib.dev_ready(proc, log_path, state)
+        services = benchlib.descendants(proc.pid)
+        yield url
     finally:
         await benchlib.stop(proc)
+        # kcm dev stops its children on SIGTERM; any it could not are ended here, by pid.
+        benchlib.kill_all(services)
 
 
 class _Meta(msgspec.Struct):

@@ -80,6 +80,35 @@ def tail(path: Path) -> str:
         return ""
 
 
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    pids = [pid]
+    for each in pids:
+        pids.extend(children(each))
+    return pids[1:]
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL what is left of `pids` (what a stopped `kcm dev` could not stop in time)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 async def stop(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is not None:
         return

@@ -20,13 +20,15 @@ the full resync runs in one replica at a time, through the work queue. Event han
 Sync (`ResourceQuotaController.sync`): read the quota from the cache; wait until the caches
 it counts from have caught up with the quota's resourceVersion (so a create that admission
 charged before that version is counted: upstream has a window here where a stale informer
-can hand back usage admission just charged); sum the usage of the matching objects of its
+can hand back usage admission just charged), unless this replica counted that version's
+charges already (it waited for it, or its own status write produced it); sum the usage of the matching objects of its
 namespace (`evaluators.calculate_usage`). A resource no cache holds (not published by the
 watcher, or its run-time cache did not catch up) is listed from the API server, and one no
 API serves stays out of `status.used`, so admission answers "status unknown" for it. The
 new status goes out as a merge patch of the status subresource carrying the quota's
 resourceVersion (upstream's UpdateStatus), so a charge admission made meanwhile makes it
-fail and retry.
+fail and retry; the next sync starts from what that write returned while the cache still
+shows the version it replaced (`kcm_shared.ownwrites`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kcm_shared import cache, codec, controller, discovery, kubeclient, leaderelection, subjects
+from kcm_shared import cache, codec, controller, discovery, kubeclient, leaderelection, ownwrites, subjects
 from kcm_shared.quota import evaluators, resources, views
 from kcm_shared.quota.evaluators import Evaluator
 from kcm_shared.workqueue import durable
@@ -84,6 +86,12 @@ class ResourceQuotaController:
         # (group, resource) -> the cached resource counted from; the fixed views, plus caches
         # opened at run time for other published resources a quota names (`count/...`).
         self._sources: dict[tuple[str, str], subjects.Resource] = {}
+        # Status writes come back through the bus later than the next sync may start.
+        self.own_writes: ownwrites.OwnWrites[views.QuotaView] = ownwrites.OwnWrites()
+        # Per quota key, the resourceVersions of it whose charges are known to be in the
+        # caches: the version a sync waited for, and the version its own write produced
+        # from it (a write that succeeds on version R carries exactly R's charges).
+        self._counted: dict[str, tuple[str, str]] = {}
         self.quotas.add_handler(on_add=self._quota_added, on_update=self._quota_updated)
         for res in (*COUNTED, QUOTAS):
             evaluator = evaluators.REGISTRY.get(res.group, res.resource)
@@ -133,8 +141,9 @@ class ResourceQuotaController:
             for quota_key in known:
                 await self.ctx.hand_off(quota_key)
             return durable.Result(requeue_after=self.resync_period)
-        quota = self.quotas.get_key(key)
+        quota = self.own_writes.latest(key, self.quotas.get_key(key))
         if quota is None:
+            self._counted.pop(key, None)
             return None
         return await self.sync(quota)
 
@@ -143,14 +152,19 @@ class ResourceQuotaController:
         scopes = evaluators.quota_scopes(quota.spec)
         namespace = quota.metadata.namespace
         items: dict[tuple[str, str], list[Any] | None] = {}
+        quota_key = codec.key_of(quota.metadata)
+        rv = quota.metadata.resource_version
+        # Asking the watcher for a marker costs up to its 2 s grace when nothing else of the
+        # resource changes; a version whose charges are counted already needs no wait.
+        counted = rv in self._counted.get(quota_key, ())
         async with asyncio.timeout(CATCH_UP_LIMIT):
             for evaluator in evaluators.REGISTRY.for_names(hard):
-                key = (evaluator.group, evaluator.resource)
-                res = await self._source(evaluator, quota.metadata.resource_version)
+                source = (evaluator.group, evaluator.resource)
+                res = await self._source(evaluator, rv, counted)
                 if res is not None:
-                    items[key] = self.caches[res].list(namespace)
+                    items[source] = self.caches[res].list(namespace)
                 else:
-                    items[key] = await self._list(evaluator, namespace)
+                    items[source] = await self._list(evaluator, namespace)
         used = resources.parse_list(quota.status.used)
 
         def objects(evaluator: Evaluator) -> list[Any] | None:
@@ -158,25 +172,31 @@ class ResourceQuotaController:
 
         used.update(evaluators.calculate_usage(hard, scopes, objects, self.now()))
         used = resources.mask(used, hard)
-        await self._write_status(quota, hard, used)
+        written = await self._write_status(quota, hard, used)
+        self._counted[quota_key] = (rv, written or rv)
         if len(used) < len(hard):
             return durable.Result(requeue_after=UNKNOWN_RETRY)
         return None
 
-    async def _source(self, evaluator: Evaluator, resource_version: str) -> subjects.Resource | None:
+    async def _source(
+        self, evaluator: Evaluator, resource_version: str, counted: bool
+    ) -> subjects.Resource | None:
         """The cache to count `evaluator`'s objects from, caught up with `resource_version`
-        (so every create admission charged before it is there); None to list them instead.
-        A published resource without one gets a cache now, a metadata-only one whose
-        deletes enqueue the quotas that track it."""
+        (so every create admission charged before it is there) unless that version's charges
+        are `counted` in it already; None to list them instead. A published resource without
+        one gets a cache now, a metadata-only one whose deletes enqueue the quotas that track it."""
         key = (evaluator.group, evaluator.resource)
         res = self._sources.get(key)
         if res is None:
+            counted = False  # a new cache has counted nothing yet
             found = await self._resource(*key)
             if found is None or not found.namespaced or found.resource not in await self._published_now():
                 return None
             res = found.resource
             self.ctx.open_cache(res, codec.Meta).add_handler(on_delete=self._replenish(evaluator))
             self._sources[key] = res
+        if counted and self.caches[res].has_synced():
+            return res
         if res in COUNTED or res == QUOTAS:
             await self.caches[res].wait_caught_up(resource_version)
             return res
@@ -246,14 +266,15 @@ class ResourceQuotaController:
 
     async def _write_status(
         self, quota: views.QuotaView, hard: resources.ResourceList, used: resources.ResourceList
-    ) -> None:
+    ) -> str:
+        """Write the status when it changed; the resourceVersion written ("" when nothing was)."""
         new_hard, new_used = resources.to_json(hard), resources.to_json(used)
         old_hard = quota.status.hard or {}
         old_used = quota.status.used or {}
         if quota.status.hard is not None and quota.status.used is not None:
             same_hard = resources.equals(resources.parse_list(old_hard), hard)
             if same_hard and resources.equals(resources.parse_list(old_used), used):
-                return
+                return ""
         status: dict[str, Any] = {
             "hard": {**{name: None for name in old_hard if name not in new_hard}, **new_hard},
             "used": {**{name: None for name in old_used if name not in new_used}, **new_used},
@@ -268,11 +289,16 @@ class ResourceQuotaController:
             "status",
         )
         try:
-            await self.client.patch(path, patch)
+            raw = await self.client.request_bytes(
+                "PATCH", path, body=patch, content_type=kubeclient.PATCH_TYPES["merge"]
+            )
         except kubeclient.ApiError as exc:
             if exc.code == 404:
-                return  # deleted meanwhile: nothing left to account for
+                return ""  # deleted meanwhile: nothing left to account for
             raise  # a 409 (admission charged meanwhile) retries with the newer quota
+        written = codec.decode(raw, views.QuotaView)
+        self.own_writes.record(codec.key_of(quota.metadata), quota.metadata.resource_version, written)
+        return written.metadata.resource_version
 
 
 def _status_complete(quota: views.QuotaView) -> bool:
