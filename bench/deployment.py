@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import math
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -87,20 +86,6 @@ class Service:
     pid: int
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def _service_name(pid: int) -> str:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
@@ -139,7 +124,7 @@ class Stack:
         """The kcm dev process (API server and simulator) and the services it supervises."""
         pids = [self.dev.pid]
         for pid in pids:
-            pids.extend(_children(pid))
+            pids.extend(benchlib.children(pid))
         self.services = [Service("kcm dev (apiserver + sim)", self.dev.pid)]
         self.services += [Service(_service_name(pid), pid) for pid in pids[1:]]
 
@@ -164,9 +149,7 @@ async def dev_stack(
             yield stack
     finally:
         # kcm dev stops its children on SIGTERM; any it could not are ended here, by pid.
-        for service in stack.services[1:] if stack else []:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(service.pid, signal.SIGKILL)
+        benchlib.kill_all([service.pid for service in stack.services[1:]] if stack else [])
 
 
 # -- API objects and calls -------------------------------------------------------------------------

@@ -80,6 +80,35 @@ def tail(path: Path) -> str:
         return ""
 
 
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    pids = [pid]
+    for each in pids:
+        pids.extend(children(each))
+    return pids[1:]
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL what is left of `pids` (what a stopped `kcm dev` could not stop in time)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 async def stop(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is not None:
         return
@@ -180,6 +209,7 @@ async def kcm_dev(command: list[str], workdir: Path, args: list[str]) -> AsyncIt
     state = workdir / "state"
     log_path = workdir / "dev.log"
     proc = await start_logged([*command, "dev", "--state-dir", str(state), "--port", "0", *args], log_path)
+    services: list[int] = []
     try:
         deadline = time.monotonic() + 120
         while "kcm dev ready" not in (text := log_path.read_text(errors="replace")):
@@ -188,9 +218,12 @@ async def kcm_dev(command: list[str], workdir: Path, args: list[str]) -> AsyncIt
             await asyncio.sleep(0.1)
         config = yaml.safe_load((state / "kubeconfig").read_text())
         nats_url = text.split("kcm dev ready", 1)[1].split(", nats ", 1)[1].split(",", 1)[0]
+        services = descendants(proc.pid)
         yield Dev(proc, state, str(config["clusters"][0]["cluster"]["server"]), nats_url)
     finally:
         await stop(proc)
+        # kcm dev stops its children on SIGTERM; any it could not are ended here, by pid.
+        kill_all(services)
 
 
 # -- API calls -------------------------------------------------------------------------------------

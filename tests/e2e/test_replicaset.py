@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import wait_for
 from tests.e2e import devstack
 
-stack = devstack.stack_fixture("--controllers", "replicaset")
+# resourcequota: a quota limits nothing until its controller has written status.hard (upstream).
+stack = devstack.stack_fixture("--controllers", "replicaset,resourcequota")
 _counter = iter(range(1000))
 
 
@@ -238,6 +239,12 @@ def replica_failure(rs: dict[str, Any]) -> dict[str, Any] | None:
 
 def test_refused_creates_set_replica_failure_until_they_succeed(stack: devstack.DevStack, ns: str) -> None:
     stack.kubectl("create", "quota", "two-pods", "-n", ns, "--hard=pods=2")
+    wait_for(
+        lambda: get(stack, ns, "quota", "two-pods").get("status", {}).get("used"),
+        30,
+        0.2,
+        "quota usage known",
+    )
     uid = create_rs(stack, ns, "capped", 4)["metadata"]["uid"]
 
     def failing() -> dict[str, Any] | None:

@@ -23,7 +23,13 @@ RS = "replicaset-controller"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    args = ["--nodes", "1", "--controllers", "deployment,replicaset", f"--max-deliveries={MAX_DELIVERIES}"]
+    args = [
+        "--nodes",
+        "1",
+        "--controllers",
+        "deployment,replicaset,resourcequota",
+        f"--max-deliveries={MAX_DELIVERIES}",
+    ]
     with dev_stack(tmp_path_factory.mktemp("retry"), *args) as s:
         yield s
 
@@ -54,6 +60,13 @@ def test_a_replicaset_blocked_by_a_quota_converges_once_the_quota_is_lifted(stac
         "spec": {"hard": {"pods": "0"}},
     }
     stack.kubectl("apply", "-f", "-", input=json.dumps(quota))
+
+    def usage_known() -> bool:
+        got = json.loads(stack.kubectl("get", "quota", "no-pods", "-n", ns, "-o", "json").stdout)
+        return "used" in got.get("status", {})
+
+    # A quota limits nothing until the resourcequota controller has written its status (upstream).
+    wait_for(usage_known, 30, interval=0.2, what="quota usage known")
     # The API server itself refuses pods under that quota (else the test proves nothing).
     refused = stack.kubectl("run", "probe", "-n", ns, "--image=nginx", "--restart=Never", check=False)
     assert refused.returncode != 0 and "exceeded quota" in refused.stderr, refused.stderr

@@ -360,8 +360,7 @@ class Api:
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
-        if (srt.group, srt.kind) == ("", "Pod"):
-            quota.admit_pod_create(self.store, ctx.namespace, obj)
+        charges = quota.admit(self.store, srt, ctx.namespace, obj)
         if self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]):
             if not ctx.dry_run:
                 strategies.release(srt, obj, self.ips)
@@ -374,6 +373,7 @@ class Api:
             return self.to_served(rt, obj)
         self.store.put(storage_key_of(rt), obj)
         self._after_write(srt, None, obj)
+        self._charge_quotas(charges)
         return self.to_served(rt, obj)
 
     def update(self, ctx: Ctx, name: str, body: Any, subresource: str = "") -> Obj:
@@ -445,6 +445,7 @@ class Api:
                 1 if strategies.spec_changed(old, new) else 0
             )
         self._validate(srt, new, old)
+        charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         self._own_fields(ctx, srt, old, new, managed, subresource)
         if new == old:
@@ -461,7 +462,17 @@ class Api:
             return self.to_served(rt, final)
         self.store.put(storage_key_of(rt), new)
         self._after_write(srt, old, new)
+        self._charge_quotas(charges)
         return self.to_served(rt, new)
+
+    def _charge_quotas(self, charges: list[tuple[Obj, dict[str, str]]]) -> None:
+        """Write the usage quota admission charged, in the request that charged it."""
+        quota_rt = self._rt("", "v1", "resourcequotas")
+        for stored, used in charges:
+            charged = copy.deepcopy(stored)
+            charged.setdefault("status", {})["used"] = used
+            ctx = Ctx(quota_rt, stored["metadata"]["namespace"], field_manager=quota.FIELD_MANAGER)
+            self._write_update(ctx, stored, charged, "status")
 
     def _may_finish(self, rt: ResourceType, obj: Obj) -> bool:
         """Whether a terminating object with no finalizers left can go now."""

@@ -1,55 +1,65 @@
-"""Object-count quota for pods at create time (a slice of upstream's ResourceQuota admission).
+"""The ResourceQuota admission plugin of the embedded API server.
 
-A namespace's ResourceQuota objects that set `spec.hard.pods` (or `count/pods`) refuse a pod
-create that would take the pods counted beyond the limit, with upstream's 403 message
-`exceeded quota: NAME, requested: pods=1, used: pods=N, limited: pods=M`. Counted are the
-namespace's pods that are not in a terminal phase, as upstream's pod evaluator does (it also
-stops counting a terminating pod once its grace period is over; here a terminating pod
-counts until it is gone). Other resources (cpu, memory, other kinds) are not enforced and
-`status.used` is not written: both are the resource quota controller's and the full admission
-plugin's work. This is what lets a test see a workload controller's pod creates refused the
-way a cluster refuses them (the ReplicaSet's ReplicaFailure condition and FailedCreate Events).
+Upstream's plugin (staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota) on the
+shared evaluators of `kcm_shared.quota`, the ones the resourcequota controller counts with:
+`admit` runs on every create of a namespaced object and every update the resource's
+evaluator handles (services, persistentvolumeclaims, pods/resize), after validation and
+before the object is stored. It raises upstream's 403 (`exceeded quota: ...`, `failed quota:
+...`, `status unknown for quota: ...`) or returns the quotas' new `status.used`, which
+`operations` writes through the status subresource in the same request, right after the
+object, so back-to-back creates past a limit are refused as upstream refuses them. The
+server handles one request at a time, so check and charge need none of upstream's
+per-namespace batching and conflict retries. Events are not charged (upstream's ignored
+resources); a dry run is checked but charges nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+from kcm_shared.quota import admission, evaluators, quantity, resources, views
+
 from kcm_apiserver import errors
+from kcm_apiserver.registry import ResourceType
 from kcm_apiserver.store import Obj, Store
 
-_POD_KEYS = ("pods", "count/pods")
-_TERMINAL = ("Succeeded", "Failed")
+QUOTAS_KEY = "/resourcequotas"
+_IGNORED = {("", "events"), ("events.k8s.io", "events")}
+FIELD_MANAGER = "kube-apiserver"  # whose status write the charge is, in managedFields
 
 
-def admit_pod_create(store: Store, namespace: str, pod: Obj) -> None:
-    """Raise 403 if creating `pod` in `namespace` exceeds a pod-count quota there."""
-    limits = [
-        (q["metadata"]["name"], key, hard)
-        for q in store.list("/resourcequotas", namespace)
-        for key in _POD_KEYS
-        if (hard := _limit(q, key)) is not None
-    ]
-    if not limits:
-        return
-    used = store.count_where(
-        "/pods", namespace, lambda p: (p.get("status") or {}).get("phase") not in _TERMINAL
-    )
-    exceeded = [(name, key, hard) for name, key, hard in limits if used + 1 > hard]
-    if not exceeded:
-        return
-    name, key, hard = exceeded[0]
-    raise errors.forbidden(
-        "",
-        "pods",
-        pod["metadata"].get("name", ""),
-        f"exceeded quota: {name}, requested: {key}=1, used: {key}={used}, limited: {key}={hard}",
-    )
-
-
-def _limit(quota: Obj, key: str) -> int | None:
-    value: Any = ((quota.get("spec") or {}).get("hard") or {}).get(key)
+def admit(
+    store: Store, rt: ResourceType, namespace: str, obj: Obj, old: Obj | None = None, subresource: str = ""
+) -> list[tuple[Obj, dict[str, str]]]:
+    """The stored quotas this write charges, each with its new `status.used`; raises 403."""
+    if not rt.namespaced or not namespace or (rt.group, rt.resource) in _IGNORED:
+        return []
+    evaluator = evaluators.REGISTRY.get(rt.group, rt.resource)
+    operation = evaluators.CREATE if old is None else evaluators.UPDATE
+    if not evaluator.handles(operation, subresource):
+        return []
+    stored = store.list(QUOTAS_KEY, namespace)
+    if not stored:
+        return []
+    by_uid = {q["metadata"].get("uid"): q for q in stored}
+    name = obj["metadata"].get("name", "")
     try:
-        return int(str(value)) if value is not None else None
-    except ValueError:
-        return None  # a quantity with a suffix: pod counts are plain integers in practice
+        charges = admission.check_request(
+            [_view(q, views.QuotaView) for q in stored],
+            evaluator,
+            operation,
+            _view(obj, evaluator.view),
+            None if old is None else _view(old, evaluator.view),
+            subresource=subresource,
+        )
+    except admission.Denied as exc:
+        raise errors.forbidden(rt.group, rt.resource, name, str(exc)) from exc
+    except (quantity.QuantityError, msgspec.ValidationError) as exc:
+        raise errors.forbidden(rt.group, rt.resource, name, f"quota evaluation failed: {exc}") from exc
+    return [(by_uid[c.quota.metadata.uid], resources.to_json(c.used)) for c in charges]
+
+
+def _view(obj: Obj, view: type[Any]) -> Any:
+    # Lenient as the cache's decoding: a field of an unexpected type must not fail admission.
+    return msgspec.convert(obj, view, strict=False)

@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
+from kcm_shared.quota import quantity
+from kcm_shared.quota.evaluators import STANDARD_SCOPES
 from kcm_shared.selectors import (
     is_dns1123_label,
     is_dns1123_subdomain,
@@ -1107,6 +1109,148 @@ def _custom_resource_definition(c: _Causes, obj: Obj, old: Obj | None) -> None:
         c.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
 
 
+_STANDARD_QUOTA_RESOURCES = frozenset(
+    {
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.storage",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "persistentvolumeclaims",
+        "configmaps",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+_INTEGER_QUOTA_RESOURCES = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "services.nodeports",
+        "services.loadbalancers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+    }
+)
+_POD_COMPUTE_QUOTA_RESOURCES = frozenset(
+    {"cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"}
+)
+_CONFLICTING_SCOPES = (("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating"))
+_EXISTS_ONLY_SCOPES = (
+    "BestEffort",
+    "NotBestEffort",
+    "Terminating",
+    "NotTerminating",
+    "CrossNamespacePodAffinity",
+)
+
+
+def _quota_scope_fits(scope: str, resource: str) -> bool:
+    """Upstream's IsResourceQuotaScopeValidForResource."""
+    if scope == "BestEffort":
+        return resource == "pods"
+    if scope in (
+        "Terminating",
+        "NotTerminating",
+        "NotBestEffort",
+        "PriorityClass",
+        "CrossNamespacePodAffinity",
+    ):
+        return resource == "pods" or resource in _POD_COMPUTE_QUOTA_RESOURCES
+    return True
+
+
+def _quota_quantities(c: _Causes, values: Any, path: str) -> None:
+    for name, value in _dict(values).items():
+        try:
+            amount = quantity.parse(value)
+        except quantity.QuantityError as exc:
+            c.invalid(f"{path}[{name}]", value, str(exc))
+            continue
+        if amount.sign() < 0:
+            c.invalid(f"{path}[{name}]", str(amount), "must be greater than or equal to 0")
+        if name in _INTEGER_QUOTA_RESOURCES and amount.milli_value() % 1000:
+            c.invalid(f"{path}[{name}]", str(amount), "must be an integer")
+
+
+def _resource_quota(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    """Upstream ValidateResourceQuota(Update): quantities, and which scopes go with which resources."""
+    spec = _dict(obj.get("spec"))
+    _quota_quantities(c, spec.get("hard"), "spec.hard")
+    status = _dict(obj.get("status"))
+    _quota_quantities(c, status.get("hard"), "status.hard")
+    _quota_quantities(c, status.get("used"), "status.used")
+    hard = sorted(_dict(spec.get("hard")))
+    scopes = [s for s in _list(spec.get("scopes")) if isinstance(s, str)]
+    for scope in scopes:
+        if scope not in STANDARD_SCOPES:
+            c.invalid("spec.scopes", scopes, "unsupported scope")
+        for name in hard:
+            if name in _STANDARD_QUOTA_RESOURCES and not _quota_scope_fits(scope, name):
+                c.invalid("spec.scopes", scopes, "unsupported scope applied to resource")
+    if any(set(pair) <= set(scopes) for pair in _CONFLICTING_SCOPES):
+        c.invalid("spec.scopes", scopes, "conflicting scopes")
+    selector = spec.get("scopeSelector")
+    if isinstance(selector, dict):
+        path = "spec.scopeSelector.matchExpressions"
+        chosen: set[str] = set()
+        for raw in _list(selector.get("matchExpressions")):
+            req = _dict(raw)
+            name_of_scope, operator, values = (
+                req.get("scopeName"),
+                req.get("operator"),
+                _list(req.get("values")),
+            )
+            if name_of_scope not in STANDARD_SCOPES:
+                c.invalid(f"{path}.scopeName", name_of_scope, "unsupported scope")
+            for name in hard:
+                if name in _STANDARD_QUOTA_RESOURCES and not _quota_scope_fits(str(name_of_scope), name):
+                    c.invalid(path, selector, "unsupported scope applied to resource")
+            if name_of_scope in _EXISTS_ONLY_SCOPES and operator != "Exists":
+                c.invalid(
+                    f"{path}.operator",
+                    operator,
+                    "must be 'Exist' when scope is any of ResourceQuotaScopeTerminating, "
+                    "ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, "
+                    "ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity",
+                )
+            if operator in ("In", "NotIn"):
+                if not values:
+                    c.required(
+                        f"{path}.values",
+                        "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
+                    )
+            elif operator in ("Exists", "DoesNotExist"):
+                if values:
+                    c.invalid(
+                        f"{path}.values",
+                        values,
+                        "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
+                    )
+            else:
+                c.invalid(f"{path}.operator", operator, "not a valid selector operator")
+            chosen.add(str(name_of_scope))
+        if any(set(pair) <= chosen for pair in _CONFLICTING_SCOPES):
+            c.invalid(path, scopes, "conflicting scopes")
+    if old is not None:
+        old_scopes = set(_list(_dict(old.get("spec")).get("scopes")))
+        if old_scopes != set(scopes):
+            c.invalid("spec.scopes", scopes, IMMUTABLE)
+
+
 _Validator = Callable[[_Causes, Obj, Obj | None], None]
 _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "Pod"): _pod,
@@ -1115,6 +1259,7 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "Service"): _service,
     ("", "ConfigMap"): _config_map,
     ("", "Secret"): _secret,
+    ("", "ResourceQuota"): _resource_quota,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replica_set,
     ("apps", "StatefulSet"): _stateful_set,

@@ -26,6 +26,7 @@ REGISTRY = (
     "kcm_controllers.namespace.namespace_controller:SPEC",
     "kcm_controllers.serviceaccounttoken.tokens_controller:SPEC",
     "kcm_controllers.legacytokencleaner.cleaner:SPEC",
+    "kcm_controllers.resourcequota.resourcequota:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]

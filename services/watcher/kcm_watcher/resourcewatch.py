@@ -7,7 +7,8 @@
 2. LISTs (paginated) and publishes `SYNC` for objects the stream lacks or holds at another
    resourceVersion, and `DELETED` tombstones (the stream's last state as body) for live objects
    the list no longer has; then a progress marker at the list's resourceVersion;
-3. WATCHes from there with bookmarks, publishing every event, and a marker per bookmark;
+3. WATCHes from there with bookmarks, publishing every event, and a marker per bookmark
+   and after events that reach the target of a pending sync request;
 4. goes back to 2 when the watch's resourceVersion has expired (410 Gone) or a sync request
    could not be answered from the watch in time. Other watch failures resume the watch from
    the last resourceVersion seen, with backoff, as the reflector does;
@@ -91,6 +92,9 @@ class ResourceWatch:
         self.seen = ""  # newest resourceVersion the list or watch returned (health: the lag)
         self.relists = 0  # relists completed, markers included
         self._progress = asyncio.Condition()
+        # Targets of sync requests being waited for (`wait_progress`): a watch event at or
+        # past one is marked at once, instead of after the grace period or the next bookmark.
+        self._wanted: list[str] = []
         self._relist_wanted = asyncio.Event()
         self._reset_wanted = asyncio.Event()
         self._failing_since: float | None = None
@@ -113,13 +117,17 @@ class ResourceWatch:
             done = self.relists
             self._relist_wanted.set()
             return await self._until(lambda: self.relists > done)
+        self._wanted.append(target)
         try:
-            async with asyncio.timeout(grace):
-                return await self._until(lambda: objects.reached(self.marker, target))
-        except TimeoutError:
-            pass
-        self._relist_wanted.set()
-        return await self._until(lambda: objects.reached(self.marker, target))
+            try:
+                async with asyncio.timeout(grace):
+                    return await self._until(lambda: objects.reached(self.marker, target))
+            except TimeoutError:
+                pass
+            self._relist_wanted.set()
+            return await self._until(lambda: objects.reached(self.marker, target))
+        finally:
+            self._wanted.remove(target)
 
     async def _until(self, predicate: Callable[[], bool]) -> str:
         async with self._progress:
@@ -414,6 +422,10 @@ class ResourceWatch:
             trace = self._trace_headers()
             for event in events:
                 rv = await self._on_event(event, rv, trace)
+        # Events arrive in resourceVersion order: once these are published, the stream holds
+        # this resource as of `rv`, which is what a marker says.
+        if rv != self.marker and any(objects.reached(rv, target) for target in self._wanted):
+            await self._mark(rv)
         return rv
 
     async def _on_event(self, event: objects.WatchLine, rv: str, trace: dict[str, str]) -> str:
