@@ -263,7 +263,7 @@ def recorded(
             drive_workloads(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{services.logs()}") from exc
+            raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
         yield proxy, services
     finally:
         services.stop()
@@ -378,14 +378,32 @@ def drive_workloads(api: ApiServer) -> None:
 
 
 def drive_namespace_services(api: ApiServer) -> None:
-    """Exercise the per-namespace controllers' API calls: the default ServiceAccount and the
-    root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
+    """Exercise the per-namespace controllers' API calls: a quota's usage, the default
+    ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
     their ServiceAccount, and the namespace emptied and finalized."""
     ns = "rbac-e2e"
 
     def exists(*what: str) -> bool:
         return api.kubectl("-n", ns, "get", *what, "--ignore-not-found", "-o", "name").strip() != ""
 
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "objects", "namespace": ns},
+        "spec": {"hard": {"configmaps": "10", "secrets": "10"}},
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(quota))
+    wait_for(
+        lambda: (
+            "configmaps"
+            in (api.kubectl_json("-n", ns, "get", "resourcequota", "objects").get("status") or {}).get(
+                "used", {}
+            )
+        ),
+        30,
+        interval=0.2,
+        what="quota usage written",
+    )
     wait_for(lambda: exists("serviceaccount", "default"), 30, interval=0.2, what="default ServiceAccount")
     wait_for(lambda: exists("configmap", "kube-root-ca.crt"), 30, interval=0.2, what="kube-root-ca.crt")
     api.kubectl(
@@ -496,6 +514,18 @@ NOT_EXERCISED = {
     ("root-ca-cert-publisher", "", "configmaps", "get"): _TOO_LARGE,
     ("service-account-controller", "", "namespaces", "get"): _TOO_LARGE,
     ("service-account-controller", "", "serviceaccounts", "get"): _TOO_LARGE,
+    **{
+        ("resourcequota-controller", "", resource, "get"): _TOO_LARGE
+        for resource in (
+            "pods",
+            "services",
+            "persistentvolumeclaims",
+            "configmaps",
+            "secrets",
+            "replicationcontrollers",
+            "resourcequotas",
+        )
+    },
 }
 
 

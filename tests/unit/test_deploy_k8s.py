@@ -274,6 +274,7 @@ RECORDS_NO_EVENTS = {
     "serviceaccount-token-controller",
     "serviceaccount-controller",
     "root-ca-certificate-publisher-controller",
+    "resourcequota-controller",
 }
 
 
