@@ -144,6 +144,8 @@ class Spec:
     workers: int = 5
     enabled_by_default: bool = True
     workers_flag: str = ""  # upstream's name where it is not `concurrent-<alias>-syncs`
+    # More names `--controllers` takes, where the one in common use differs from upstream's alias.
+    also_known_as: tuple[str, ...] = ()
     # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
     # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
     flags: Callable[[FlagSet], None] | None = None
@@ -175,11 +177,13 @@ def load_plugin(path: str) -> Spec:
 def select(specs: Sequence[Spec], expression: str) -> list[Spec]:
     """Upstream's `--controllers` grammar: `*` = all enabled by default, `foo` on, `-foo` off.
 
-    Names may be canonical (`replicaset-controller`) or the alias (`replicaset`).
+    Names may be canonical (`replicaset-controller`), the alias (`replicaset`) or another name
+    the Spec is also known as.
     """
     by_name: dict[str, Spec] = {}
     for spec in specs:
-        by_name[spec.name] = by_name[spec.alias] = spec
+        for name in (spec.name, spec.alias, *spec.also_known_as):
+            by_name[name] = spec
     on: set[str] = set()
     off: set[str] = set()
     star = False

@@ -111,3 +111,17 @@ def test_the_token_controller_runs_only_with_a_private_key() -> None:
         "garbage-collector-controller",
         "serviceaccount-token-controller",
     }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "legacy-serviceaccount-token-cleaner-controller",
+        "legacy-service-account-token-cleaner",
+        "legacy-serviceaccount-token-cleaner",
+    ],
+)
+def test_the_token_cleaner_is_selected_by_any_of_its_names(name: str) -> None:
+    (spec,) = controller.select(controllers.BUILTIN, name)
+    assert spec.name == "legacy-serviceaccount-token-cleaner-controller"
+    assert spec not in controller.select(controllers.BUILTIN, f"*,-{name}")

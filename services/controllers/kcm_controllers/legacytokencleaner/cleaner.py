@@ -207,6 +207,7 @@ def build(ctx: controller.Context) -> controller.Reconcile:
 SPEC = controller.Spec(
     name="legacy-serviceaccount-token-cleaner-controller",
     alias="legacy-service-account-token-cleaner",  # upstream's alias (controllermanager descriptor)
+    also_known_as=("legacy-serviceaccount-token-cleaner",),  # the canonical name's spelling
     primary=None,
     views={SECRETS: SecretView, SERVICEACCOUNTS: ServiceAccountView, PODS: podsecrets.PodSecretsView},
     build=build,
