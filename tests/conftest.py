@@ -227,3 +227,16 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
         capture_output=True,
     )
     return cert, key
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test that used a `kcm dev` stack (tests/e2e/devstack.py) reports the end of its
+    services' logs, so a failure seen once in CI can be read, not only re-run."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    for value in getattr(item, "funcargs", {}).values():
+        if hasattr(value, "tail_logs"):
+            report.sections.append(("kcm dev logs", value.tail_logs()))

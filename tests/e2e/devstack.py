@@ -119,6 +119,13 @@ class DevStack:
         path = self.state / "logs" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def tail_logs(self, chars: int = 6000) -> str:
+        """The end of every service's log: what a failing test's report shows (tests/conftest.py)."""
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-chars:]}"
+            for path in sorted((self.state / "logs").glob("*.log"))
+        )
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
