@@ -49,7 +49,7 @@ def test_parse_quantity_reads_decimal_and_binary_suffixes(text: str, value: Frac
     assert metrics_api.parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1Xi", "m", "1.2.3"])
+@pytest.mark.parametrize("text", ["", "abc", "1Xi", "m", "1.2.3", "-1"])
 def test_parse_quantity_rejects_malformed_text(text: str) -> None:
     with pytest.raises(ValueError):
         metrics_api.parse_quantity(text)

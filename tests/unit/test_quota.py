@@ -11,8 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_apiserver import validation
-from kcm_shared.quota import admission, evaluators, quantity, resources, views
-from kcm_shared.quota.quantity import Quantity
+from kcm_shared import quantity
+from kcm_shared.quantity import Quantity
+from kcm_shared.quota import admission, evaluators, resources, views
 
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
-from kcm_simulator import quantity, scheduling
+from kcm_shared import quantity
+from kcm_simulator import scheduling
 
 Obj = dict[str, Any]
 
@@ -38,23 +39,23 @@ def _affinity(*terms: Obj) -> Obj:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("100m", Decimal("0.1")),
-        ("2", Decimal(2)),
-        ("0.5", Decimal("0.5")),
-        ("16Gi", Decimal(16 * 2**30)),
-        ("1G", Decimal(10**9)),
-        ("1e3", Decimal(1000)),
-        (3, Decimal(3)),
+        ("100m", Fraction(1, 10)),
+        ("2", Fraction(2)),
+        ("0.5", Fraction(1, 2)),
+        ("16Gi", Fraction(16 * 2**30)),
+        ("1G", Fraction(10**9)),
+        ("1e3", Fraction(1000)),
+        (3, Fraction(3)),
     ],
 )
-def test_quantities_parse_to_exact_amounts(text: object, value: Decimal) -> None:
-    assert quantity.parse(text) == value
+def test_quantities_parse_to_exact_amounts(text: object, value: Fraction) -> None:
+    assert quantity.exact(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "abc", "1Q", "--1"])
 def test_malformed_quantities_are_rejected(text: str) -> None:
     with pytest.raises(ValueError):
-        quantity.parse(text)
+        quantity.exact(text)
 
 
 SSD = _node("n1", {"disk": "ssd", "gen": "5"})
@@ -171,10 +172,10 @@ def test_prefer_no_schedule_taints_do_not_block() -> None:
         (
             _pod("1", "1Gi"),
             _node("n"),
-            {"cpu": Decimal("3.5"), "memory": Decimal(16 * 2**30)},
+            {"cpu": Fraction("3.5"), "memory": Fraction(16 * 2**30)},
             ["Insufficient cpu", "Insufficient memory"],
         ),
-        (_pod(), _node("n"), {"pods": Decimal(110)}, ["Too many pods"]),
+        (_pod(), _node("n"), {"pods": Fraction(110)}, ["Too many pods"]),
         (
             _pod(),
             _node("n", taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]),
@@ -190,7 +191,7 @@ def test_prefer_no_schedule_taints_do_not_block() -> None:
         ),
     ],
 )
-def test_filter_reasons(pod: Obj, node: Obj, in_use: dict[str, Decimal], reasons: list[str]) -> None:
+def test_filter_reasons(pod: Obj, node: Obj, in_use: dict[str, Fraction], reasons: list[str]) -> None:
     assert scheduling.filter_node(pod, node, in_use) == reasons
 
 
@@ -204,12 +205,12 @@ def test_requests_default_to_limits_and_init_containers_count_as_a_maximum() -> 
             "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}],
         }
     }
-    assert scheduling.pod_requests(pod) == {"cpu": Decimal(2), "memory": Decimal(2**30)}
+    assert scheduling.pod_requests(pod) == {"cpu": Fraction(2), "memory": Fraction(2**30)}
 
 
 def test_pick_node_prefers_the_least_loaded_feasible_node() -> None:
     nodes = [_node("a"), _node("b"), _node("c", {"x": "y"})]
-    in_use = {"a": {"cpu": Decimal(2), "memory": Decimal(0), "pods": Decimal(3)}}
+    in_use = {"a": {"cpu": Fraction(2), "memory": Fraction(0), "pods": Fraction(3)}}
     assert scheduling.pick_node(_pod("1"), nodes, in_use) == ("b", {})
 
 

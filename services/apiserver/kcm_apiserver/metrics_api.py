@@ -7,11 +7,12 @@ test) put in pod annotations. Shapes follow metrics-server; only Running pods ha
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import datetime
 from fractions import Fraction
 from typing import Any
+
+from kcm_shared import quantity
 
 Obj = dict[str, Any]
 
@@ -23,29 +24,16 @@ WINDOW = "10s"
 DEFAULT_CPU = Fraction(1, 1000)
 DEFAULT_MEMORY = Fraction(1024 * 1024)
 
-_SUFFIXES = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-}
-_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|[numkMGT]?)")
+_BINARY_UNITS = (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
 def parse_quantity(text: str) -> Fraction:
-    """A resource quantity ("250m", "64Mi", "1.5", "2G") as an exact number; ValueError otherwise."""
-    m = _QUANTITY.fullmatch(text.strip())
-    if m is None:
-        raise ValueError(f"quantities must match the regular expression: {text!r}")
-    return Fraction(m.group(1)) * _SUFFIXES[m.group(2)]
+    """A usage annotation ("250m", "64Mi", "1.5", "2G") as an exact number; ValueError when it
+    is no quantity or is negative."""
+    amount = quantity.exact(text.strip())
+    if amount < 0:
+        raise ValueError(f"usage must not be negative: {text!r}")
+    return amount
 
 
 def format_cpu(cores: Fraction) -> str:
@@ -59,8 +47,7 @@ def format_cpu(cores: Fraction) -> str:
 def format_memory(size: Fraction) -> str:
     """Bytes in the largest binary unit that divides them ("64Mi"), else plain bytes."""
     whole = int(size)
-    for suffix in ("Gi", "Mi", "Ki"):
-        unit = int(_SUFFIXES[suffix])
+    for suffix, unit in _BINARY_UNITS:
         if whole and whole % unit == 0:
             return f"{whole // unit}{suffix}"
     return str(whole)

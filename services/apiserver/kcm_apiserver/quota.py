@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared.quota import admission, evaluators, quantity, resources, views
+from kcm_shared import quantity
+from kcm_shared.quota import admission, evaluators, resources, views
 
 from kcm_apiserver import errors
 from kcm_apiserver.registry import ResourceType

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
-from kcm_shared.quota import quantity
+from kcm_shared import quantity
 from kcm_shared.quota.evaluators import STANDARD_SCOPES
 from kcm_shared.selectors import (
     is_dns1123_label,

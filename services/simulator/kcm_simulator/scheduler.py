@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from kcm_shared.kubeclient import KubeClient, resource_path
@@ -72,8 +72,8 @@ class Scheduler:
         self._queue: dict[str, None] = {}
         self._unschedulable: set[str] = set()
         # What each bound pod takes from its node, and the sums per node.
-        self._taken: dict[str, tuple[str, dict[str, Decimal]]] = {}
-        self._usage: dict[str, dict[str, Decimal]] = {}
+        self._taken: dict[str, tuple[str, dict[str, Fraction]]] = {}
+        self._usage: dict[str, dict[str, Fraction]] = {}
         # Message last reported per pending pod, so a retry that fails the same way writes nothing.
         self._reported: dict[str, str] = {}
 
@@ -147,8 +147,8 @@ class Scheduler:
             self._add(node, taken, 1)
         return old is not None
 
-    def _add(self, node: str, taken: dict[str, Decimal], sign: int) -> None:
-        total = self._usage.setdefault(node, {"cpu": Decimal(0), "memory": Decimal(0), "pods": Decimal(0)})
+    def _add(self, node: str, taken: dict[str, Fraction], sign: int) -> None:
+        total = self._usage.setdefault(node, {"cpu": Fraction(0), "memory": Fraction(0), "pods": Fraction(0)})
         for name, amount in taken.items():
             total[name] += sign * amount
 

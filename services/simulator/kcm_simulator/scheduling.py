@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
-from kcm_simulator import quantity
+from kcm_shared import quantity
 
 Obj = dict[str, Any]
 
@@ -101,24 +101,24 @@ def untolerated_taint(pod: Obj, node: Obj) -> Obj | None:
     return None
 
 
-def _container_requests(container: Obj) -> dict[str, Decimal]:
+def _container_requests(container: Obj) -> dict[str, Fraction]:
     resources = container.get("resources") or {}
     # Upstream defaults requests to limits when only limits are set.
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    out: dict[str, Decimal] = {}
+    out: dict[str, Fraction] = {}
     for name in ("cpu", "memory"):
         if name in merged:
             try:
-                out[name] = quantity.parse(merged[name])
+                out[name] = quantity.exact(merged[name])
             except ValueError:
                 continue
     return out
 
 
-def pod_requests(pod: Obj) -> dict[str, Decimal]:
+def pod_requests(pod: Obj) -> dict[str, Fraction]:
     """Effective cpu/memory requests: sum of containers, at least the largest init container."""
     spec = pod.get("spec", {})
-    total: dict[str, Decimal] = {"cpu": Decimal(0), "memory": Decimal(0)}
+    total: dict[str, Fraction] = {"cpu": Fraction(0), "memory": Fraction(0)}
     for container in spec.get("containers") or []:
         for name, amount in _container_requests(container).items():
             total[name] += amount
@@ -128,20 +128,20 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     return total
 
 
-def allocatable(node: Obj) -> dict[str, Decimal]:
+def allocatable(node: Obj) -> dict[str, Fraction]:
     alloc = node.get("status", {}).get("allocatable") or {}
-    out: dict[str, Decimal] = {}
+    out: dict[str, Fraction] = {}
     for name in ("cpu", "memory", "pods"):
         try:
-            out[name] = quantity.parse(alloc.get(name, "0"))
+            out[name] = quantity.exact(alloc.get(name, "0"))
         except ValueError:
-            out[name] = Decimal(0)
+            out[name] = Fraction(0)
     return out
 
 
-def used(pods: Iterable[Obj]) -> dict[str, Decimal]:
+def used(pods: Iterable[Obj]) -> dict[str, Fraction]:
     """What the given (bound, non-terminal) pods take from their node."""
-    total = {"cpu": Decimal(0), "memory": Decimal(0), "pods": Decimal(0)}
+    total = {"cpu": Fraction(0), "memory": Fraction(0), "pods": Fraction(0)}
     for pod in pods:
         for name, amount in pod_requests(pod).items():
             total[name] += amount
@@ -149,7 +149,7 @@ def used(pods: Iterable[Obj]) -> dict[str, Decimal]:
     return total
 
 
-def filter_node(pod: Obj, node: Obj, in_use: Mapping[str, Decimal]) -> list[str]:
+def filter_node(pod: Obj, node: Obj, in_use: Mapping[str, Fraction]) -> list[str]:
     """Reasons the pod cannot run on the node; empty when it fits."""
     return _placement_misfits(pod, node) or _misfits(pod_requests(pod), allocatable(node), in_use)
 
@@ -175,30 +175,30 @@ def _placement_misfits(pod: Obj, node: Obj) -> list[str]:
 
 
 def _misfits(
-    requests: Mapping[str, Decimal], alloc: Mapping[str, Decimal], in_use: Mapping[str, Decimal]
+    requests: Mapping[str, Fraction], alloc: Mapping[str, Fraction], in_use: Mapping[str, Fraction]
 ) -> list[str]:
     reasons = []
-    if in_use.get("pods", Decimal(0)) + 1 > alloc["pods"]:
+    if in_use.get("pods", Fraction(0)) + 1 > alloc["pods"]:
         reasons.append(TOO_MANY_PODS)
     for name, amount in requests.items():
-        if amount > 0 and in_use.get(name, Decimal(0)) + amount > alloc[name]:
+        if amount > 0 and in_use.get(name, Fraction(0)) + amount > alloc[name]:
             reasons.append(f"Insufficient {name}")
     return reasons
 
 
-def load_after(pod: Obj, node: Obj, in_use: Mapping[str, Decimal]) -> Decimal:
+def load_after(pod: Obj, node: Obj, in_use: Mapping[str, Fraction]) -> Fraction:
     """Mean fraction of cpu, memory and pod slots taken once the pod is placed: lower is better."""
     return _load(pod_requests(pod), allocatable(node), in_use)
 
 
 def _load(
-    requests: Mapping[str, Decimal], alloc: Mapping[str, Decimal], in_use: Mapping[str, Decimal]
-) -> Decimal:
+    requests: Mapping[str, Fraction], alloc: Mapping[str, Fraction], in_use: Mapping[str, Fraction]
+) -> Fraction:
     fractions = []
     for name in ("cpu", "memory", "pods"):
-        taken = in_use.get(name, Decimal(0)) + (1 if name == "pods" else requests.get(name, Decimal(0)))
-        fractions.append(taken / alloc[name] if alloc[name] > 0 else Decimal(1))
-    return sum(fractions, Decimal(0)) / len(fractions)
+        taken = in_use.get(name, Fraction(0)) + (1 if name == "pods" else requests.get(name, Fraction(0)))
+        fractions.append(taken / alloc[name] if alloc[name] > 0 else Fraction(1))
+    return sum(fractions, Fraction(0)) / len(fractions)
 
 
 def nodes_to_find(total: int) -> int:
@@ -214,7 +214,7 @@ def nodes_to_find(total: int) -> int:
 
 
 def pick_node(
-    pod: Obj, nodes: Sequence[Obj], in_use: Mapping[str, Mapping[str, Decimal]], start: int = 0
+    pod: Obj, nodes: Sequence[Obj], in_use: Mapping[str, Mapping[str, Fraction]], start: int = 0
 ) -> tuple[str | None, dict[str, list[str]]]:
     """The least-loaded node the pod fits on (ties by name), or None with each node's reasons.
 
@@ -223,7 +223,7 @@ def pick_node(
     requests = pod_requests(pod)
     wanted = nodes_to_find(len(nodes))
     failures: dict[str, list[str]] = {}
-    best: tuple[Decimal, str] | None = None
+    best: tuple[Fraction, str] | None = None
     found = 0
     for i in range(len(nodes)):
         node = nodes[(start + i) % len(nodes)]

@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcm_shared import codec
-from kcm_shared.quota import quantity, resources, views
-from kcm_shared.quota.quantity import Quantity
+from kcm_shared import codec, quantity
+from kcm_shared.quantity import Quantity
+from kcm_shared.quota import resources, views
 from kcm_shared.quota.resources import ResourceList
 
 CREATE = "CREATE"

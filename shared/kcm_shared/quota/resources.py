@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from kcm_shared.quota import quantity
-from kcm_shared.quota.quantity import Quantity
+from kcm_shared import quantity
+from kcm_shared.quantity import Quantity
 
 ResourceList = dict[str, Quantity]
 

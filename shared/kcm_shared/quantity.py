@@ -7,8 +7,9 @@ e/E exponents). `str()` is upstream's canonical form, which is what `kubectl des
 shows for `status.used`: "1.5Gi" prints "1536Mi", "1.5" prints "1500m", "2000" prints "2k".
 Arithmetic keeps the format of the left operand unless it is zero, as upstream's Add/Sub.
 
-Used by `kcm_shared.quota.resources` and the evaluators, so the quota controller and the
-API server's quota admission parse and print the same numbers.
+Used by `kcm_shared.quota` (so the quota controller and the API server's quota admission
+parse and print the same numbers), the API server's validation and metrics API, and the
+simulator's scheduler: one parser, so every part accepts and refuses the same text.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 DECIMAL_SI = "DecimalSI"
 BINARY_SI = "BinarySI"
@@ -109,6 +111,12 @@ def parse(value: object) -> Quantity:
     if not isinstance(value, str):
         raise QuantityError(f"quantities must be strings, got {value!r}")
     return _parse_text(value)
+
+
+def exact(value: object) -> Fraction:
+    """The number a quantity stands for, for arithmetic upstream's type does not do (ratios,
+    shares); raises QuantityError as `parse` does."""
+    return Fraction(parse(value).nanos, _NANO)
 
 
 @functools.lru_cache(maxsize=8192)
