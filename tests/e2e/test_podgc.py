@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
@@ -122,21 +120,7 @@ def force_deleted(s: devstack.DevStack, ns: str, name: str) -> dict[str, Any] | 
 
 
 def deletions(s: devstack.DevStack, reason: str) -> float:
-    """`pod_gc_collector_force_delete_pods_total` for `reason`, summed over the replicas."""
-    total = 0.0
-    for member in s.status().get("members", []):
-        if CONTROLLER not in member.get("controllers", []):
-            continue
-        with urllib.request.urlopen(member["ops_url"] + "/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        for family in text_string_to_metric_families(text):
-            total += sum(
-                sample.value
-                for sample in family.samples
-                if sample.name == "pod_gc_collector_force_delete_pods_total"
-                and sample.labels.get("reason") == reason
-            )
-    return total
+    return s.metric(CONTROLLER, "pod_gc_collector_force_delete_pods_total", reason=reason)
 
 
 def test_terminated_pods_over_the_threshold_are_deleted_oldest_first(stack: devstack.DevStack) -> None:

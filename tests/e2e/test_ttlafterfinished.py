@@ -17,13 +17,11 @@ import json
 import os
 import signal
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
@@ -111,23 +109,6 @@ def namespace(s: devstack.DevStack, name: str) -> str:
     return name
 
 
-def metric(s: devstack.DevStack, sample_name: str, **labels: str) -> float:
-    """A sample of the controller's /metrics, summed over its replicas (found through the coordinator)."""
-    total = 0.0
-    for member in s.status().get("members", []):
-        if CONTROLLER not in member.get("controllers", []):
-            continue
-        with urllib.request.urlopen(member["ops_url"] + "/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        for family in text_string_to_metric_families(text):
-            total += sum(
-                sample.value
-                for sample in family.samples
-                if sample.name == sample_name and labels.items() <= sample.labels.items()
-            )
-    return total
-
-
 DELETIONS = "ttl_after_finished_controller_job_deletion_duration_seconds_count"
 RECONCILES = "workqueue_work_duration_seconds_count"
 
@@ -210,7 +191,7 @@ def test_a_job_is_deleted_when_its_ttl_runs_out_and_not_before(
     stack: devstack.DevStack, batch: kubernetes.client.BatchV1Api
 ) -> None:
     ns = namespace(stack, "ttl-expiry")
-    before = metric(stack, DELETIONS)
+    before = stack.metric(CONTROLLER, DELETIONS)
     create_job(stack, ns, "short", ttl=3)
     create_job(stack, ns, "raised", ttl=3)
     finished_at = now_seconds()
@@ -226,7 +207,12 @@ def test_a_job_is_deleted_when_its_ttl_runs_out_and_not_before(
         "deleted before its TTL ran out"
     )
     assert get_job(stack, ns, "raised") is not None, "a Job whose TTL was raised was deleted on the old one"
-    wait_for(lambda: metric(stack, DELETIONS) > before, 10, 0.2, "job_deletion_duration_seconds observed")
+    wait_for(
+        lambda: stack.metric(CONTROLLER, DELETIONS) > before,
+        10,
+        0.2,
+        "job_deletion_duration_seconds observed",
+    )
 
 
 def test_unfinished_jobs_and_jobs_without_ttl_are_kept(
@@ -252,10 +238,15 @@ def test_a_pending_expiry_survives_a_kill_of_the_controller(
 ) -> None:
     ns = namespace(stack, "ttl-kill")
     create_job(stack, ns, "waiting", ttl=4)
-    reconciled = metric(stack, RECONCILES, name=CONTROLLER)
+    reconciled = stack.metric(CONTROLLER, RECONCILES, name=CONTROLLER)
     finish(batch, ns, "waiting", now_seconds())
     # Killed once the reconcile has run: what is left of the Job's TTL is only in the deferred work item.
-    wait_for(lambda: metric(stack, RECONCILES, name=CONTROLLER) > reconciled, 10, 0.1, "the expiry requeued")
+    wait_for(
+        lambda: stack.metric(CONTROLLER, RECONCILES, name=CONTROLLER) > reconciled,
+        10,
+        0.1,
+        "the expiry requeued",
+    )
     for pid in stack.controller_pids(CONTROLLER):
         os.kill(pid, signal.SIGKILL)
     wait_for(lambda: gone(stack, ns, "job", "waiting"), 60, 0.3, "the Job deleted after the restart")

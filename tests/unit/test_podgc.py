@@ -454,3 +454,27 @@ def test_the_pass_requeues_itself_after_the_check_period() -> None:
     h = Harness([], [])
     result = asyncio.run(h.gc.reconcile(gc_controller.GC_KEY))
     assert result is not None and result.requeue_after == gc_controller.GC_CHECK_PERIOD
+
+
+def test_an_error_that_is_not_the_apis_ends_the_pass_with_no_request_left_running() -> None:
+    pods = [pod(f"p{i}", "Succeeded", "node", hour=i) for i in range(5)]
+    h = Harness(pods, [node("node")], threshold=1)
+    started: list[str] = []
+    cancelled: list[str] = []
+
+    async def stall_or_break(path: str, options: Any = None) -> dict[str, Any]:
+        name = path.rsplit("/", 1)[1]
+        started.append(name)
+        if name == "p2":
+            raise OSError("connection reset")
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+        return {}
+
+    h.client.delete = stall_or_break  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="connection reset"):
+        h.run()
+    assert sorted(cancelled) == sorted(n for n in started if n != "p2") and len(started) == 4

@@ -179,7 +179,16 @@ class PodGC:
             async with limit:
                 await self._force_delete(pod, reason)
 
-        await asyncio.gather(*(one(pod) for pod in pods))
+        tasks = [asyncio.ensure_future(one(pod)) for pod in pods]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # An error that is not the API's (this replica lost the key, the connection broke)
+            # ends the pass: none of its requests may go on without it.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _force_delete(self, pod: PodView, reason: str, condition: dict[str, str] | None = None) -> bool:
         """Mark `pod` Failed unless it is terminal already, then delete it with no grace

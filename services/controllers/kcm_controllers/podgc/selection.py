@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from kcm_shared import codec
+from kcm_shared import codec, podranking
 
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 EVICTED_REASON = "Evicted"  # what the kubelet's eviction manager writes in status.reason
@@ -23,24 +23,13 @@ DISRUPTION_TARGET = "DisruptionTarget"
 _EPOCH = dt.datetime.min.replace(tzinfo=dt.UTC)  # a missing creationTimestamp sorts first
 
 
-class PodCondition(codec.View):
-    type: str = ""
-    status: str = ""
-    last_transition_time: dt.datetime | None = None
+class PodStatusView(podranking.PodStatusView):
+    reason: str = ""  # "Evicted" on a pod the kubelet evicted
 
 
-class PodSpecView(codec.View):
-    node_name: str = ""
+class PodView(podranking.PodView):
+    """The shared cached pod (its node, phase and conditions) and its status reason."""
 
-
-class PodStatusView(codec.View):
-    phase: str = ""
-    reason: str = ""
-    conditions: list[PodCondition] = msgspec.field(default_factory=list)
-
-
-class PodView(codec.Meta):
-    spec: PodSpecView = msgspec.field(default_factory=PodSpecView)
     status: PodStatusView = msgspec.field(default_factory=PodStatusView)
 
 
