@@ -7,7 +7,8 @@ simulator's scheduler leaves them alone, and without a Ready condition. Covers: 
 over the threshold deleted oldest first; a pod bound to a node that was deleted marked Failed
 with DisruptionTarget and force-deleted after the quarantine, while a pod whose node exists is
 kept; a terminating pod on a not-ready node with the out-of-service taint force-deleted (and one
-on a not-ready node without the taint kept); a terminating pod bound to no node force-deleted.
+on a not-ready node without the taint kept); a terminating pod bound to no node force-deleted,
+also when it was deleted while the collector was killed (-9).
 Pods the tests want to look at after the collector acted carry a finalizer, removed at the end.
 A namespace per test; the terminated-pod test runs first, as the threshold counts the cluster.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -232,3 +235,19 @@ def test_terminating_pods_bound_to_no_node_are_force_deleted(stack: devstack.Dev
     finally:
         release(stack, ns, "leaving")
     wait_for(lambda: get_pod(stack, ns, "leaving") is None, 30, 0.2, "the pod gone")
+
+
+def test_the_pass_goes_on_after_a_kill_of_the_collector(stack: devstack.DevStack) -> None:
+    ns = namespace(stack, "podgc-kill")
+    create_pod(stack, ns, "leaving", hold=True, scheduler="podgc-nobody")
+    for pid in stack.controller_pids(CONTROLLER):
+        os.kill(pid, signal.SIGKILL)
+    # Deleted while no collector runs: the restarted one's pass must still find it.
+    stack.kubectl("-n", ns, "delete", "pod", "leaving", "--wait=false")
+    try:
+        wait_for(
+            lambda: force_deleted(stack, ns, "leaving"), 60, 0.3, "the pod force-deleted after the restart"
+        )
+    finally:
+        release(stack, ns, "leaving")
+    stack.wait_healthy()
