@@ -117,19 +117,24 @@ class DevStack:
         return pids
 
     def metric(self, controller: str, sample: str, **labels: str) -> float:
-        """A sample of a controller's /metrics (with at least `labels`), summed over the replicas
-        that run it (found through the coordinator)."""
-        total = 0.0
+        """A sample of a controller's /metrics (with at least `labels`), summed over its replicas."""
+        return sum(self.metric_by_replica(controller, sample, **labels).values())
+
+    def metric_by_replica(self, controller: str, sample: str, **labels: str) -> dict[str, float]:
+        """The sample in each replica that runs `controller` (found through the coordinator)."""
+        found = {}
         for member in self.status().get("members", []):
             if controller not in member.get("controllers", []):
                 continue
             with urllib.request.urlopen(member["ops_url"] + "/metrics", timeout=5) as resp:
                 text = resp.read().decode()
-            for family in text_string_to_metric_families(text):
-                total += sum(
-                    s.value for s in family.samples if s.name == sample and labels.items() <= s.labels.items()
-                )
-        return total
+            found[member["ops_url"]] = sum(
+                s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name == sample and labels.items() <= s.labels.items()
+            )
+        return found
 
     def log(self, name: str) -> str:
         path = self.state / "logs" / f"{name}.log"

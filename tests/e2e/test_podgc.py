@@ -1,4 +1,4 @@
-"""The pod garbage collector end to end: `kcm dev` with only it and one simulated node.
+"""The pod garbage collector end to end: `kcm dev` with only it (two replicas) and one simulated node.
 
 Short test-only periods (a pass every second, a 3 s quarantine) and a threshold of 3
 terminated pods. Nodes whose kubelet is gone are Node objects with no kubelet behind them (the
@@ -8,7 +8,8 @@ over the threshold deleted oldest first; a pod bound to a node that was deleted 
 with DisruptionTarget and force-deleted after the quarantine, while a pod whose node exists is
 kept; a terminating pod on a not-ready node with the out-of-service taint force-deleted (and one
 on a not-ready node without the taint kept); a terminating pod bound to no node force-deleted,
-also when it was deleted while the collector was killed (-9).
+also when it was deleted while the collector was killed (-9); and only one of the two replicas
+runs the passes.
 Pods the tests want to look at after the collector acted carry a finalizer, removed at the end.
 A namespace per test; the terminated-pod test runs first, as the threshold counts the cluster.
 """
@@ -31,6 +32,8 @@ from tests.e2e import devstack
 stack = devstack.stack_fixture(
     "--controllers",
     "podgc",
+    "--replicas",
+    "podgc=2",
     "--nodes",
     "1",
     "--terminated-pod-gc-threshold=3",
@@ -235,6 +238,25 @@ def test_terminating_pods_bound_to_no_node_are_force_deleted(stack: devstack.Dev
     finally:
         release(stack, ns, "leaving")
     wait_for(lambda: get_pod(stack, ns, "leaving") is None, 30, 0.2, "the pod gone")
+
+
+def test_one_replica_runs_the_pass(stack: devstack.DevStack) -> None:
+    """Two replicas run the collector; the pass's key, and so every pass, is one replica's."""
+    passes = wait_for(
+        lambda: (
+            (
+                p := stack.metric_by_replica(
+                    CONTROLLER, "workqueue_work_duration_seconds_count", name=CONTROLLER
+                )
+            )
+            and len(p) == 2
+            and p
+        ),
+        10,
+        0.2,
+        "both replicas' metrics",
+    )
+    assert sorted(v > 0 for v in passes.values()) == [False, True], passes
 
 
 def test_the_pass_goes_on_after_a_kill_of_the_collector(stack: devstack.DevStack) -> None:
