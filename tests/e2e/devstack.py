@@ -25,6 +25,7 @@ import kubernetes
 import pytest
 from kcm_cli.controllers import BUILTIN
 from kcm_shared import controller
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import KCM, KUBECTL, wait_for
 
@@ -114,6 +115,26 @@ class DevStack:
                 if spec.name in chosen:
                     pids.append(pid)
         return pids
+
+    def metric(self, controller: str, sample: str, **labels: str) -> float:
+        """A sample of a controller's /metrics (with at least `labels`), summed over its replicas."""
+        return sum(self.metric_by_replica(controller, sample, **labels).values())
+
+    def metric_by_replica(self, controller: str, sample: str, **labels: str) -> dict[str, float]:
+        """The sample in each replica that runs `controller` (found through the coordinator)."""
+        found = {}
+        for member in self.status().get("members", []):
+            if controller not in member.get("controllers", []):
+                continue
+            with urllib.request.urlopen(member["ops_url"] + "/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            found[member["ops_url"]] = sum(
+                s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name == sample and labels.items() <= s.labels.items()
+            )
+        return found
 
     def log(self, name: str) -> str:
         path = self.state / "logs" / f"{name}.log"

@@ -7,7 +7,8 @@
    Deployments, each behind its own recording proxy in front of the apiserver (so each proxy
    sees exactly what one ServiceAccount would send), while kubectl drives a Deployment through
    create, rollout (pruning old ReplicaSets), scale, pod deletion, adoption of a pod and of a
-   ReplicaSet, orphaning and foreground deletion. Every recorded request is then mapped to RBAC
+   ReplicaSet, orphaning and foreground deletion, then a finished Job deleted for its TTL and a
+   pod of a missing node collected. Every recorded request is then mapped to RBAC
    attributes the way the API server does and must be allowed by the Roles bound to that
    Deployment's ServiceAccount. NATS wants credentials as in k8s/: each service connects with
    the seed of the identity its Deployment mounts, under the permissions `kcm nats-auth` gives
@@ -24,6 +25,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
@@ -147,7 +149,9 @@ CLUSTER_IDENTITY = "kcm-cluster-identity"  # the Secret with the cluster CA and 
 # A clean-up period of a second, so the cleaner acts on the scenario's tokens (whose dates it
 # reads in days) instead of a year later.
 TEST_ARGS = {
-    "kcm-legacy-service-account-token-cleaner": ["--legacy-service-account-token-clean-up-period=1s"]
+    "kcm-legacy-service-account-token-cleaner": ["--legacy-service-account-token-clean-up-period=1s"],
+    # A pass a second and a second of quarantine, so an orphan pod goes within the scenario.
+    "kcm-podgc": ["--podgc-test-check-period=1s", "--podgc-test-quarantine-time=1s"],
 }
 
 
@@ -261,6 +265,7 @@ def recorded(
         try:
             wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
+            drive_cleanup_controllers(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
@@ -375,6 +380,57 @@ def drive_workloads(api: ApiServer) -> None:
         interval=0.2,
         what="deployment, replicaset and pods deleted in the foreground",
     )
+
+
+def drive_cleanup_controllers(api: ApiServer) -> None:
+    """Exercise the clean-up controllers' API calls: a finished Job with ttlSecondsAfterFinished
+    0 re-read and deleted by the ttl-after-finished controller; a pod bound to a node that does
+    not exist marked Failed and force-deleted by the pod garbage collector."""
+    ns = "rbac-e2e"
+
+    def gone(*what: str) -> bool:
+        return not api.kubectl("-n", ns, "get", *what, "--ignore-not-found", "-o", "name").strip()
+
+    # Managed by someone else (no job controller acts on it): the scenario finishes it itself.
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "done", "namespace": ns},
+        "spec": {
+            "managedBy": "example.com/rbac-e2e",
+            "ttlSecondsAfterFinished": 0,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}
+            },
+        },
+    }
+    api.kubectl("create", "-f", "-", input=json.dumps(job))
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    finished = [
+        {"type": kind, "status": "True", "reason": "CompletionsReached", "lastTransitionTime": now}
+        for kind in ("SuccessCriteriaMet", "Complete")
+    ]
+    status = {"startTime": now, "completionTime": now, "succeeded": 1, "conditions": finished}
+    api.kubectl(
+        "-n",
+        ns,
+        "patch",
+        "job",
+        "done",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    wait_for(lambda: gone("job", "done"), 30, interval=0.2, what="finished Job deleted after its TTL")
+    orphan = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "orphan", "namespace": ns},
+        "spec": {"nodeName": "rbac-e2e-gone", "containers": [{"name": "c", "image": "busybox:1"}]},
+    }
+    api.kubectl("create", "-f", "-", input=json.dumps(orphan))
+    wait_for(lambda: gone("pod", "orphan"), 30, interval=0.2, what="pod of a missing node collected")
 
 
 def drive_namespace_services(api: ApiServer) -> None:

@@ -275,6 +275,8 @@ RECORDS_NO_EVENTS = {
     "serviceaccount-controller",
     "root-ca-certificate-publisher-controller",
     "resourcequota-controller",
+    "ttl-after-finished-controller",
+    "pod-garbage-collector-controller",
 }
 
 

@@ -1,0 +1,1 @@
+"""The TTL-after-finished controller (upstream pkg/controller/ttlafterfinished)."""
