@@ -49,7 +49,7 @@ class Store:
 
 
 def _terminated_at(status: podview.ContainerStatus) -> dt.datetime | None:
-    terminated = status.state.terminated if status.state is not None else None
+    terminated = status.state.terminated
     return terminated.finished_at if terminated is not None else None
 
 

@@ -94,9 +94,7 @@ def indexes_of(pods: Iterable[podview.JobPodView]) -> set[int]:
     return {ix for ix in (completion_index(p.metadata.annotations) for p in pods) if ix != UNKNOWN}
 
 
-def first_pending_indexes(
-    non_pending: intervals.Intervals, count: int, completions: int
-) -> list[int]:
+def first_pending_indexes(non_pending: intervals.Intervals, count: int, completions: int) -> list[int]:
     """The `count` lowest indexes below `completions` not in `non_pending`."""
     result: list[int] = []
     candidate = 0
@@ -204,9 +202,10 @@ def new_failure_counts(job: jobview.JobView, replaced: podview.JobPodView | None
     if replaced is None:
         return 0, 0
     count, ignored = failure_count(replaced), ignored_failure_count(replaced)
-    if job.spec.pod_failure_policy is not None and not pod_failure_policy.match(
-        job.spec.pod_failure_policy, replaced
-    ).count_failed:
+    if (
+        job.spec.pod_failure_policy is not None
+        and not pod_failure_policy.match(job.spec.pod_failure_policy, replaced).count_failed
+    ):
         ignored += 1
     else:
         count += 1

@@ -192,7 +192,9 @@ class JobController:
 
     def pod_jobs(self, pod: Pod) -> list[JobView]:
         """Jobs whose selector matches an orphan pod (upstream getPodJobs)."""
-        found = controllerref.selecting(self.jobs.list(pod.metadata.namespace), pod.metadata.labels, self.selector)
+        found = controllerref.selecting(
+            self.jobs.list(pod.metadata.namespace), pod.metadata.labels, self.selector
+        )
         if len(found) > 1:
             log.warning(
                 "more than one job is selecting a pod",
@@ -378,7 +380,9 @@ class JobController:
             return None
         external = jobview.managed_by_external(job)
         if external is not None:
-            log.debug("skipping a job managed by another controller", extra={"job": key, "managedBy": external})
+            log.debug(
+                "skipping a job managed by another controller", extra={"job": key, "managedBy": external}
+            )
             return None
         if jobview.is_finished(job):
             self.backoff.remove(key)
@@ -386,7 +390,10 @@ class JobController:
         mode = job.spec.completion_mode
         if mode is not None and mode not in (jobview.NON_INDEXED, jobview.INDEXED):
             self.recorder.event(
-                job, events.WARNING, "UnknownCompletionMode", "Skipped Job sync because completion mode is unknown"
+                job,
+                events.WARNING,
+                "UnknownCompletionMode",
+                "Skipped Job sync because completion mode is unknown",
             )
             return None
         try:
@@ -506,14 +513,20 @@ class JobController:
             if target is not None and target.status == "True":
                 c.finished = jobview.new_condition(jobview.FAILED, "True", target.reason, target.message, now)
             elif (message := self._fail_job_message(job, c.pods)) is not None:
-                c.finished = jobview.new_condition(jobview.FAILURE_TARGET, "True", "PodFailurePolicy", message, now)
+                c.finished = jobview.new_condition(
+                    jobview.FAILURE_TARGET, "True", "PodFailurePolicy", message, now
+                )
         if c.finished is None:
             limit = job.spec.backoff_limit if job.spec.backoff_limit is not None else DEFAULT_BACKOFF_LIMIT
             deadline = job.spec.active_deadline_seconds
             if c.failed > limit or self._past_backoff_limit_on_failure(job, c.pods, limit):
-                c.finished = self._failure("BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
+                c.finished = self._failure(
+                    "BackoffLimitExceeded", "Job has reached the specified backoff limit", now
+                )
             elif self._past_deadline(job, status, now):
-                c.finished = self._failure("DeadlineExceeded", "Job was active longer than specified deadline", now)
+                c.finished = self._failure(
+                    "DeadlineExceeded", "Job was active longer than specified deadline", now
+                )
             elif deadline is not None and not jobview.suspended(job) and status.start_time is not None:
                 c.requeue(deadline - (now - status.start_time).total_seconds())
         if not jobview.is_indexed(job):
@@ -616,7 +629,9 @@ class JobController:
 
     # --- pods -------------------------------------------------------------------------------
 
-    async def manage_job(self, key: str, job: JobView, c: _Sync, now: dt.datetime) -> tuple[int, Exception | None]:
+    async def manage_job(
+        self, key: str, job: JobView, c: _Sync, now: dt.datetime
+    ) -> tuple[int, Exception | None]:
         """Create or delete pods towards the wanted number of active ones (manageJob);
         returns the active count it leaves and the first error."""
         active = len(c.active_pods)
@@ -710,7 +725,8 @@ class JobController:
         async def create() -> None:
             generate_name = None
             pod_template = podcontrol.PodTemplate(
-                metadata=podcontrol.TemplateMeta(meta.labels, meta.annotations, finalizers), spec=template.spec
+                metadata=podcontrol.TemplateMeta(meta.labels, meta.annotations, finalizers),
+                spec=template.spec,
             )
             if indexed_spec is not None:
                 index = next(todo)
@@ -738,7 +754,9 @@ class JobController:
                 if not podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
                     raise
 
-        created, error = await podcontrol.slow_start_batch(count, podcontrol.SLOW_START_INITIAL_BATCH_SIZE, create)
+        created, error = await podcontrol.slow_start_batch(
+            count, podcontrol.SLOW_START_INITIAL_BATCH_SIZE, create
+        )
         # Pods never created never show up: stop waiting for them.
         for _ in range(count - created):
             self.expectations.creation_observed(key)
@@ -752,7 +770,9 @@ class JobController:
 
         async def one(pod: Pod) -> None:
             meta = pod.metadata
-            path = kubeclient.resource_path(PODS.group, PODS.version, PODS.resource, meta.namespace, meta.name)
+            path = kubeclient.resource_path(
+                PODS.group, PODS.version, PODS.resource, meta.namespace, meta.name
+            )
             if tracking.has_tracking_finalizer(pod):
                 try:
                     await self.client.patch(path, tracking.remove_finalizer_patch(), "strategic")
@@ -780,7 +800,9 @@ class JobController:
                 ready += 1
         return ready, deleted, first
 
-    async def delete_active_pods(self, job: JobView, pods: Sequence[Pod]) -> tuple[int, int, Exception | None]:
+    async def delete_active_pods(
+        self, job: JobView, pods: Sequence[Pod]
+    ) -> tuple[int, int, Exception | None]:
         """Delete a finishing Job's active pods, leaving their finalizers for the tracking."""
         results = await asyncio.gather(
             *(self.pod_control.delete_pod(p.metadata.namespace, p.metadata.name, job) for p in pods),
@@ -806,7 +828,9 @@ class JobController:
 
         async def one(pod: Pod) -> None:
             meta = pod.metadata
-            path = kubeclient.resource_path(PODS.group, PODS.version, PODS.resource, meta.namespace, meta.name)
+            path = kubeclient.resource_path(
+                PODS.group, PODS.version, PODS.resource, meta.namespace, meta.name
+            )
             await self.client.patch(path, tracking.remove_finalizer_patch(), "strategic")
 
         results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
@@ -881,7 +905,10 @@ class JobController:
                     if count:
                         uncounted["failed"].append(uid)
                         needs_flush = True
-            if len(new_indexes) + len(uncounted["succeeded"]) + len(uncounted["failed"]) >= MAX_UNCOUNTED_PODS:
+            if (
+                len(new_indexes) + len(uncounted["succeeded"]) + len(uncounted["failed"])
+                >= MAX_UNCOUNTED_PODS
+            ):
                 # Bounded status size, and a big Job does not starve the others: the writes
                 # below bring it back for the rest.
                 reached_max = True
@@ -904,13 +931,17 @@ class JobController:
             # The interim condition records why before finalizers let the pods go.
             status.conditions = [*status.conditions, c.finished]
             needs_flush = True
-            c.finished = jobview.new_condition(jobview.FAILED, "True", c.finished.reason, c.finished.message, now)
+            c.finished = jobview.new_condition(
+                jobview.FAILED, "True", c.finished.reason, c.finished.message, now
+            )
         if c.finished is not None and c.finished.type == jobview.SUCCESS_CRITERIA_MET:
             met = jobview.find_condition(status.conditions, jobview.SUCCESS_CRITERIA_MET)
             if met is None or met.status != "True":
                 status.conditions = [*status.conditions, c.finished]
                 needs_flush = True
-            c.finished = jobview.new_condition(jobview.COMPLETE, "True", c.finished.reason, c.finished.message, now)
+            c.finished = jobview.new_condition(
+                jobview.COMPLETE, "True", c.finished.reason, c.finished.message, now
+            )
 
         # 1. The new uncounted UIDs (and interim conditions) are stored before any finalizer goes.
         if needs_flush:
@@ -937,7 +968,11 @@ class JobController:
 
     @staticmethod
     def _can_remove_finalizer(c: _Sync, pod: Pod, failed: bool) -> bool:
-        if c.job.metadata.deletion_timestamp is not None or c.finished is not None or pod.status.phase == "Succeeded":
+        if (
+            c.job.metadata.deletion_timestamp is not None
+            or c.finished is not None
+            or pod.status.phase == "Succeeded"
+        ):
             return True
         if not failed:
             return False
