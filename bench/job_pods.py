@@ -119,6 +119,10 @@ def raw_pod() -> dict[str, Any]:
     }
 
 
+def _first(seen: dict[str, float], obj: _Object, now: float) -> None:
+    seen.setdefault(obj.metadata.name, now)
+
+
 async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
     return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
 
@@ -175,7 +179,7 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
         for _ in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod())
 
-    async with watching(session, pods_url, lambda o, now: seen.setdefault(o.metadata.name, now)) as task:
+    async with watching(session, pods_url, lambda o, now: _first(seen, o, now)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         deadline = time.monotonic() + limit_s
@@ -202,7 +206,7 @@ async def run_job(
             complete.append(now)
 
     async with (
-        watching(session, pods_url, lambda o, now: created.setdefault(o.metadata.name, now)) as pods,
+        watching(session, pods_url, lambda o, now: _first(created, o, now)) as pods,
         watching(session, jobs_url, on_job) as jobs,
     ):
         start = time.perf_counter()
