@@ -21,7 +21,7 @@ Used by the ReplicaSet controller (pods) and the deployment controller (ReplicaS
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
 import msgspec
@@ -115,9 +115,13 @@ def new_controller_ref(owner: codec.Meta, api_version: str, kind: str) -> codec.
     )
 
 
-def adopt_patch(ref: codec.OwnerReference, uid: str) -> dict[str, object]:
-    """Strategic-merge patch adding the controlling ownerReference, with a uid precondition."""
-    return {"metadata": {"ownerReferences": [msgspec.to_builtins(ref)], "uid": uid}}
+def adopt_patch(ref: codec.OwnerReference, uid: str, finalizers: Sequence[str] = ()) -> dict[str, object]:
+    """Strategic-merge patch adding the controlling ownerReference (and `finalizers`, merged
+    into the object's), with a uid precondition."""
+    meta: dict[str, object] = {"ownerReferences": [msgspec.to_builtins(ref)], "uid": uid}
+    if finalizers:
+        meta["finalizers"] = list(finalizers)
+    return {"metadata": meta}
 
 
 def release_patch(owner_uid: str, uid: str) -> dict[str, object]:
@@ -134,10 +138,13 @@ async def claim(
     candidates: Iterable[T],
     resource: subjects.Resource,
     can_adopt: Callable[[], Awaitable[None]],
+    finalizers: Sequence[str] = (),
 ) -> list[T]:
     """The candidates `owner` controls, after adopting matching orphans and releasing the rest.
 
     The patches are strategic-merge patches, which built-in kinds (pods, ReplicaSets) take.
+    An adopted object also gets `finalizers` (the Job controller's tracking finalizer, as
+    upstream's PodControllerRefManager with finalizers adds).
     """
     om = owner.metadata
     adopt_once = _once(can_adopt)
@@ -178,7 +185,7 @@ async def claim(
             )
             continue
         try:
-            await client.patch(path, adopt_patch(ref, m.uid), "strategic")
+            await client.patch(path, adopt_patch(ref, m.uid, finalizers), "strategic")
         except kubeclient.ApiError as exc:
             if not exc.not_found:
                 errors.append(exc)
