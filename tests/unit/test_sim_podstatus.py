@@ -27,7 +27,7 @@ BY_INDEX = "sim.kcm.dev/exit-code-by-index"
     [
         ({INDEX: "1", BY_INDEX: "1=3"}, 3),
         ({INDEX: "3", BY_INDEX: "0=1,2-4=42"}, 42),
-        ({INDEX: "5", BY_INDEX: "0=1,2-4=42"}, 0),  # unnamed index: succeeds
+        ({INDEX: "5", BY_INDEX: "0=1,2-4=42"}, None),  # unnamed index: runs until stopped
         ({INDEX: "5", BY_INDEX: "0=1", "sim.kcm.dev/exit-code": "7"}, 7),  # ... or the pod-wide code
         ({INDEX: "0", BY_INDEX: "0=1", "sim.kcm.dev/exit-code": "7"}, 1),  # the map wins
         ({INDEX: "2", BY_INDEX: "x=1,2=oops,2=-1073741510"}, -1073741510),  # bad items skipped

@@ -86,9 +86,9 @@ def behaviour(pod: Obj) -> Behaviour:
     by_index = annotations.get(EXIT_CODE_BY_INDEX_ANNOTATION)
     index = completion_index(pod)
     if by_index is not None and index is not None:
-        # An index the map does not name runs as the pod-wide code says, or succeeds.
+        # An index the map does not name runs as the pod-wide code says (without one, until stopped).
         mapped = exit_code_by_index(str(by_index), index)
-        exit_code = mapped if mapped is not None else (0 if exit_code is None else exit_code)
+        exit_code = mapped if mapped is not None else exit_code
     try:
         run_seconds = max(0.0, float(annotations.get(RUN_SECONDS_ANNOTATION, 0)))
     except ValueError:
