@@ -47,7 +47,11 @@ def test_exit_code_by_index(annotations: dict[str, str], code: int | None) -> No
     [
         ({"sim.kcm.dev/fail-attempts": "2"}, [1, 1, 0, 0]),
         ({"sim.kcm.dev/fail-attempts": "1", "sim.kcm.dev/exit-code": "42"}, [42, 0, 0, 0]),
-        ({"sim.kcm.dev/fail-attempts": "1", "sim.kcm.dev/exit-code": "0"}, [1, 0, 0, 0]),
+        ({"sim.kcm.dev/fail-attempts": "1", "sim.kcm.dev/exit-code": "0"}, [0, 0, 0, 0]),
+        (
+            {INDEX: "0", BY_INDEX: "1=5", "sim.kcm.dev/exit-code": "0", "sim.kcm.dev/fail-attempts": "1"},
+            [0, 0, 0, 0],
+        ),
         ({"sim.kcm.dev/fail-attempts": "0", "sim.kcm.dev/exit-code": "3"}, [0, 0, 0, 0]),
         ({INDEX: "1", BY_INDEX: "1=5", "sim.kcm.dev/fail-attempts": "1"}, [5, 0, 0, 0]),
         ({"sim.kcm.dev/fail-attempts": "-1", "sim.kcm.dev/exit-code": "3"}, [3, 3, 3, 3]),  # ignored

@@ -38,8 +38,8 @@ class Behaviour:
     ready: bool = True
     exit_code: int | None = None
     run_seconds: float = 0.0
-    # With fail_attempts N, the first N attempts exit with exit_code (1 if that is unset or 0)
-    # and the later ones with 0, so that retries succeed.
+    # With fail_attempts N, the first N attempts exit with exit_code (1 if unset) and the later
+    # ones with 0, so that retries succeed; a pod (or index) whose code is 0 always succeeds.
     fail_attempts: int | None = None
     # (type, reason) of a condition a failed pod is reported with, e.g. DisruptionTarget.
     fail_condition: tuple[str, str] | None = None
@@ -50,7 +50,7 @@ class Behaviour:
             return self.exit_code
         if attempt >= self.fail_attempts:
             return 0
-        return self.exit_code or 1
+        return 1 if self.exit_code is None else self.exit_code
 
 
 def _int(text: object) -> int | None:
