@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -307,32 +308,72 @@ def test_adopts_matching_orphans_and_releases_pods_that_stop_matching(
     wait_for(lambda: len(get(stack, ns, "pods", "-l", "app=adopt")["items"]) == 2, 20, what="a replacement")
 
 
+class UncountedWatch:
+    """Every pod UID any version of a Job's status listed in uncountedTerminatedPods.succeeded,
+    from a watch (which delivers each version) in a thread."""
+
+    def __init__(self, stack: devstack.DevStack, ns: str, name: str) -> None:
+        self.uids: set[str] = set()
+        self.error: BaseException | None = None
+        self._stopped = False
+        self._watch = kubernetes.watch.Watch()
+        api = kubernetes.client.BatchV1Api(stack.api())
+        self._thread = threading.Thread(target=self._run, args=(api, ns, name), daemon=True)
+
+    def _run(self, api: kubernetes.client.BatchV1Api, ns: str, name: str) -> None:
+        try:
+            for event in self._watch.stream(
+                api.list_namespaced_job, ns, field_selector=f"metadata.name={name}", timeout_seconds=120
+            ):
+                uncounted = event["object"].status.uncounted_terminated_pods
+                if uncounted is not None and uncounted.succeeded:
+                    self.uids.update(uncounted.succeeded)
+        except BaseException as exc:  # reported by the test, unless it is the stop below
+            if not self._stopped:
+                self.error = exc
+
+    def __enter__(self) -> UncountedWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stopped = True
+        self._watch.stop()
+        self._thread.join(10)
+
+
 def test_killed_controller_counts_every_pod_exactly_once(stack: devstack.DevStack, ns: str) -> None:
     completions = 40
-    apply(
-        stack,
-        job_yaml(
-            ns,
-            "many",
-            spec={"completions": completions, "parallelism": 10},
-            annotations={"sim.kcm.dev/exit-code": "0"},
-        ),
-    )
 
     def progress() -> bool:
         status = get(stack, ns, "job", "many").get("status", {})
         return bool(status.get("succeeded") or status.get("uncountedTerminatedPods"))
 
-    wait_for(progress, 30, interval=0.02, what="pods being counted")
-    pids = stack.controller_pids("job")
-    assert pids
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-    job = wait_condition(stack, ns, "many", "complete", timeout=60)
+    # The watch lists first: it sees every version of the Job from its creation on.
+    with UncountedWatch(stack, ns, "many") as watch:
+        apply(
+            stack,
+            job_yaml(
+                ns,
+                "many",
+                spec={"completions": completions, "parallelism": 10},
+                annotations={"sim.kcm.dev/exit-code": "0"},
+            ),
+        )
+        wait_for(progress, 30, interval=0.02, what="pods being counted")
+        pids = stack.controller_pids("job")
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        job = wait_condition(stack, ns, "many", "complete", timeout=60)
     pods = pods_of(stack, ns, "many")
     succeeded = [p for p in pods if p["status"]["phase"] == "Succeeded"]
     # Every pod that ran is counted once: none lost, none twice, and none ran in excess.
     assert job["status"]["succeeded"] == len(succeeded) == completions
     assert job["status"]["uncountedTerminatedPods"] == {}
     assert not any(p["metadata"].get("finalizers") for p in pods)
+    # Each pod was recorded as uncounted before its finalizer went: the step that makes a kill
+    # at any moment safe, checked on every pod rather than left to where the kill landed.
+    assert watch.error is None, watch.error
+    assert {p["metadata"]["uid"] for p in succeeded} <= watch.uids
     stack.wait_healthy(60)
