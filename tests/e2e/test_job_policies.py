@@ -11,7 +11,6 @@ failure backoff, so the Jobs that retry run side by side within one test.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,10 +18,11 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, test_job
 
 stack = devstack.stack_fixture("--controllers", "job")
 _namespaces = iter(range(1000))
+QUICK_KILL = {"terminationGracePeriodSeconds": 0}
 
 
 @pytest.fixture
@@ -35,31 +35,15 @@ def ns(stack: devstack.DevStack) -> Iterator[str]:
 def create_job(
     stack: devstack.DevStack, ns: str, name: str, spec: dict[str, Any], annotations: dict[str, str]
 ) -> None:
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            **spec,
-            "template": {
-                "metadata": {"annotations": annotations},
-                # Pods the controller deletes are killed (exit 137) at once, not after 30 s.
-                "spec": {
-                    "restartPolicy": "Never",
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "busybox"}],
-                },
-            },
-        },
-    }
-    stack.kubectl("create", "-f", "-", input=json.dumps(job))
+    # Pods the controller deletes are killed (exit 137) at once, not after 30 s.
+    test_job.apply(
+        stack, test_job.job_yaml(ns, name, spec=spec, annotations=annotations, pod_spec=QUICK_KILL)
+    )
 
 
 def finished(stack: devstack.DevStack, ns: str, name: str, cond: str) -> dict[str, Any]:
     """The Job once it has condition `cond` (kubectl wait, as a user would)."""
-    stack.kubectl("wait", "-n", ns, f"--for=condition={cond}", f"job/{name}", "--timeout=45s")
-    job: dict[str, Any] = json.loads(stack.kubectl("get", "-n", ns, "job", name, "-o", "json").stdout)
-    return job
+    return test_job.wait_condition(stack, ns, name, cond, timeout=45)
 
 
 def conditions(job: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
@@ -105,7 +89,7 @@ def test_fail_job_on_an_exit_code_and_on_a_pod_condition(stack: devstack.DevStac
     create_job(stack, ns, "by-condition", {"backoffLimit": 6, **rules(on_disruption("FailJob"))}, DISRUPTED)
     by_code = finished(stack, ns, "by-code", "failed")
     (pod,) = pods(stack, ns, "by-code")
-    message = f"Container main for pod {ns}/{pod.metadata.name} failed with exit code 42 matching FailJob rule at index 0"
+    message = f"Container c for pod {ns}/{pod.metadata.name} failed with exit code 42 matching FailJob rule at index 0"
     assert conditions(by_code)["FailureTarget"] == ("True", "PodFailurePolicy", message)
     assert conditions(by_code)["Failed"] == ("True", "PodFailurePolicy", message)
     assert by_code["status"]["failed"] == 1
