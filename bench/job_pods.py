@@ -1,7 +1,9 @@
 """Benchmark of the job controller's pod creation rate (issue 15); run by `make bench`.
 
 Runs `kcm dev --controllers job` with the controllers' client rate limit lifted
-(`--kube-api-qps 0`, as bench/deployment.py's main figure), then:
+(`--kube-api-qps 0`, as bench/deployment.py's main figure) and the simulator starting bound
+pods at once (`--pod-start-delay 0`; with kcm dev's default 0.5 s a Job whose pods must
+finish before the next ones start is capped at parallelism / 0.5 s), then:
 
 1. Baseline: a tight client loop in this process creates N pods on `CONCURRENCY`
    connections, in another namespace: the pods the job controller sends (the template's
@@ -230,6 +232,7 @@ async def bench(args: argparse.Namespace) -> int:
     n = args.pods
     nodes = max(3, math.ceil(PARALLELISM / 100) + 1)
     argv = ["--nodes", str(nodes), "--controllers", "job", "--kube-api-qps", "0", "--log-level", "warning"]
+    argv += ["--pod-start-delay", str(args.pod_start_delay)]
     with tempfile.TemporaryDirectory(prefix="kcm-bench-job-") as tmp:
         async with (
             benchlib.kcm_dev(command, Path(tmp), argv) as dev,
@@ -244,7 +247,8 @@ async def bench(args: argparse.Namespace) -> int:
     raw = statistics.mean([before, after])
     rate = n / created_s
     print(
-        f"job controller pod creation: Job with completions {n}, parallelism {PARALLELISM}, pods succeed at once"
+        f"job controller pod creation: Job with completions {n}, parallelism {PARALLELISM}, pods succeed "
+        f"at once (simulator pod start delay {args.pod_start_delay:g} s)"
     )
     print(
         f"  baseline (tight client, {CONCURRENCY} connections): {before:,.0f} and {after:,.0f} pods/s, mean {raw:,.0f}"
@@ -260,6 +264,13 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pods", type=int, default=2000, help="the Job's completions and the baseline's pods")
     p.add_argument("--timeout", type=float, default=600, help="give up on a phase after this many seconds")
+    p.add_argument(
+        "--pod-start-delay",
+        type=float,
+        default=0.0,
+        help="the simulator's delay before a bound pod runs (kcm dev's default 0.5 s alone caps a "
+        "200-pod-parallel Job at 400 pods/s)",
+    )
     benchlib.add_kcm_argument(p)
     return p.parse_args()
 
