@@ -103,6 +103,11 @@ def selecting(
     return found
 
 
+def _path(resource: subjects.Resource, m: codec.ObjectMeta) -> str:
+    # Built only for the objects a patch is sent for: claim walks every candidate on every sync.
+    return kubeclient.resource_path(resource.group, resource.version, resource.resource, m.namespace, m.name)
+
+
 def new_controller_ref(owner: codec.Meta, api_version: str, kind: str) -> codec.OwnerReference:
     """The controlling ownerReference a workload puts on what it creates or adopts (metav1.NewControllerRef)."""
     return codec.OwnerReference(
@@ -153,21 +158,18 @@ async def claim(
     errors: list[Exception] = []
     for obj in candidates:
         m = obj.metadata
-        path = kubeclient.resource_path(
-            resource.group, resource.version, resource.resource, m.namespace, m.name
-        )
         current = codec.controller_ref(m)
+        if current is not None and current.uid != om.uid:
+            continue  # someone else's: the common case in a busy namespace, decided cheaply
         matches = selector.matches(m.labels)
         if current is not None:
-            if current.uid != om.uid:
-                continue
             if matches:
                 claimed.append(obj)
                 continue
             if om.deletion_timestamp is not None:
                 continue
             try:
-                await client.patch(path, release_patch(om.uid, m.uid), "strategic")
+                await client.patch(_path(resource, m), release_patch(om.uid, m.uid), "strategic")
             except kubeclient.ApiError as exc:
                 # Gone (404), or no longer ours / replaced under the same name (422).
                 if exc.code not in (404, 422):
@@ -185,7 +187,7 @@ async def claim(
             )
             continue
         try:
-            await client.patch(path, adopt_patch(ref, m.uid, finalizers), "strategic")
+            await client.patch(_path(resource, m), adopt_patch(ref, m.uid, finalizers), "strategic")
         except kubeclient.ApiError as exc:
             if not exc.not_found:
                 errors.append(exc)
