@@ -74,6 +74,9 @@ class _Event(msgspec.Struct):
     object: _Object
 
 
+_EVENTS = msgspec.json.Decoder(_Event)
+
+
 class _List(msgspec.Struct):
     items: list[_Object]
     metadata: _Meta = msgspec.field(default_factory=_Meta)
@@ -129,31 +132,10 @@ async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _L
     return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
 
 
-async def watch(
-    session: aiohttp.ClientSession, url: str, rv: str, seen: Callable[[_Object, float], None]
-) -> str:
-    """Follow a watch, calling `seen(obj, now)` per event; returns why it failed, if it does."""
-    decoder = msgspec.json.Decoder(_Event)
-    while True:
-        params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
-        async with session.get(url, params=params) as resp:
-            if resp.status != 200:
-                return f"watch {url}: HTTP {resp.status}"
-            async for lines in benchlib.watch_lines(resp):
-                now = time.perf_counter()
-                for line in lines:
-                    event = decoder.decode(line)
-                    if event.type == "ERROR":
-                        return f"watch {url}: {line[:300].decode(errors='replace')}"
-                    rv = event.object.metadata.resourceVersion or rv
-                    if event.type != "BOOKMARK":
-                        seen(event.object, now)
-
-
 @contextlib.asynccontextmanager
 async def watching(session: aiohttp.ClientSession, url: str, seen: Callable[[_Object, float], None]) -> Any:
     rv = (await list_of(session, url, limit="1")).metadata.resourceVersion
-    task = asyncio.create_task(watch(session, url, rv, seen))
+    task = asyncio.create_task(benchlib.watch(session, url, rv, _EVENTS, seen))
     try:
         yield task
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kcm_shared import podranking
@@ -147,23 +147,26 @@ def active_pods_for_removal(
     return rm
 
 
+def _uncounted_indexes(
+    job: jobview.JobView, pods: Sequence[podview.JobPodView], counts: Callable[[podview.JobPodView], bool]
+) -> list[int]:
+    """The valid indexes, ascending, of pods still holding the finalizer (not counted yet) that `counts` takes."""
+    completions = job.spec.completions or 0
+    found = set()
+    for pod in pods:
+        ix = completion_index(pod.metadata.annotations)
+        if ix != UNKNOWN and ix < completions and tracking.has_tracking_finalizer(pod) and counts(pod):
+            found.add(ix)
+    return sorted(found)
+
+
 def succeeded_indexes(
     job: jobview.JobView, pods: Sequence[podview.JobPodView]
 ) -> tuple[intervals.Intervals, intervals.Intervals]:
     """(indexes in status.completedIndexes, those plus the indexes of succeeded pods not yet counted)."""
-    completions = job.spec.completions or 0
-    previous = intervals.Intervals.parse(job.status.completed_indexes, completions)
-    new = set()
-    for pod in pods:
-        ix = completion_index(pod.metadata.annotations)
-        if (
-            pod.status.phase == "Succeeded"
-            and ix != UNKNOWN
-            and ix < completions
-            and tracking.has_tracking_finalizer(pod)
-        ):
-            new.add(ix)
-    return previous, previous.with_indexes(sorted(new))
+    previous = intervals.Intervals.parse(job.status.completed_indexes, job.spec.completions or 0)
+    new = _uncounted_indexes(job, pods, lambda p: p.status.phase == "Succeeded")
+    return previous, previous.with_indexes(new)
 
 
 def is_index_failed(job: jobview.JobView, pod: podview.JobPodView) -> bool:
@@ -182,19 +185,8 @@ def is_index_failed(job: jobview.JobView, pod: podview.JobPodView) -> bool:
 
 def failed_indexes(job: jobview.JobView, pods: Sequence[podview.JobPodView]) -> intervals.Intervals:
     """status.failedIndexes plus the indexes failed since it was written (calculateFailedIndexes)."""
-    completions = job.spec.completions or 0
-    previous = intervals.Intervals.parse(job.status.failed_indexes, completions)
-    new = set()
-    for pod in pods:
-        ix = completion_index(pod.metadata.annotations)
-        if (
-            ix != UNKNOWN
-            and ix < completions
-            and tracking.has_tracking_finalizer(pod)
-            and is_index_failed(job, pod)
-        ):
-            new.add(ix)
-    return previous.with_indexes(sorted(new))
+    previous = intervals.Intervals.parse(job.status.failed_indexes, job.spec.completions or 0)
+    return previous.with_indexes(_uncounted_indexes(job, pods, lambda p: is_index_failed(job, p)))
 
 
 def new_failure_counts(job: jobview.JobView, replaced: podview.JobPodView | None) -> tuple[int, int]:
