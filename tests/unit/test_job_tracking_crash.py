@@ -144,18 +144,29 @@ def finished_pod(i: int, phase: str, index: int | None) -> dict[str, Any]:
     }
 
 
-def controller(server: FakeServer, events: NoEvents) -> job_controller.JobController:
-    jobs = FakeCache([server.job_view()])
-    pods = FakeCache(server.pod_views())
+def controller(
+    server: FakeServer,
+    events: NoEvents,
+    pod_control: podcontrol.RecordingPodControl | None = None,
+    now: dt.datetime = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC),
+) -> job_controller.JobController:
+    """A controller whose caches hold what `server` holds now."""
     return job_controller.JobController(
         cast(Any, server),
-        cast(Any, jobs),
-        cast(Any, pods),
+        cast(Any, FakeCache([server.job_view()])),
+        cast(Any, FakeCache(server.pod_views())),
         lambda key: None,
-        podcontrol.RecordingPodControl(),
+        pod_control or podcontrol.RecordingPodControl(),
         cast(Any, events),
-        now=lambda: dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC),
+        now=lambda: now,
     )
+
+
+def refresh(jc: job_controller.JobController, server: FakeServer, now: dt.datetime) -> None:
+    """The same controller (its memory kept) with caches caught up with `server`, at `now`."""
+    jc.jobs = cast(Any, FakeCache([server.job_view()]))
+    jc.pods = cast(Any, FakeCache(server.pod_views()))
+    jc.now = lambda: now
 
 
 def run_to_rest(server: FakeServer, events: NoEvents) -> None:
