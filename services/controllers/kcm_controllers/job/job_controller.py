@@ -93,6 +93,11 @@ JOB_FINISHED = prometheus_client.Counter(
     "The number of finished jobs",
     ["completion_mode", "result", "reason"],
 )
+JOBS_BY_EXTERNAL_CONTROLLER = prometheus_client.Counter(
+    "job_controller_jobs_by_external_controllers_total",
+    "The number of Jobs managed by an external controller",
+    ["controller_name"],
+)
 POD_FAILURES_HANDLED = prometheus_client.Counter(
     "job_controller_pod_failures_handled_by_failure_policy_total",
     "The number of failed Pods handled by failure policy",
@@ -216,6 +221,9 @@ class JobController:
 
     def add_job(self, job: JobView) -> None:
         self.enqueue(codec.key_of(job))
+        external = jobview.managed_by_external(job)
+        if external is not None:
+            JOBS_BY_EXTERNAL_CONTROLLER.labels(external).inc()
 
     def update_job(self, old: JobView, cur: JobView) -> None:
         if old.metadata.uid != cur.metadata.uid:
