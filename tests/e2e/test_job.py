@@ -6,8 +6,8 @@ One shared stack, a namespace per test. The simulator runs each pod for
 completions with parallelism (never more pods at once than parallelism), Indexed Jobs
 (index annotation, label, env, hostname, completedIndexes), backoffLimit,
 activeDeadlineSeconds, suspend and resume, a Job managed by another controller, adoption and
-release of pods by selector, and a controller killed with -9 mid-work (no pod lost or
-counted twice).
+release of pods by selector, the finalizers of a deleted Job's pods, and a controller killed
+with -9 mid-work (no pod lost or counted twice).
 """
 
 from __future__ import annotations
@@ -306,6 +306,19 @@ def test_adopts_matching_orphans_and_releases_pods_that_stop_matching(
         what="release",
     )
     wait_for(lambda: len(get(stack, ns, "pods", "-l", "app=adopt")["items"]) == 2, 20, what="a replacement")
+
+
+def test_deleted_job_leaves_no_tracking_finalizer_on_its_pods(stack: devstack.DevStack, ns: str) -> None:
+    apply(stack, job_yaml(ns, "gone", spec={"parallelism": 2, "completions": 2}))
+    wait_for(lambda: len(pods_of(stack, ns, "gone")) == 2, 20, what="2 pods")
+    # No garbage collector runs here: the pods stay, and only the job controller can free them.
+    stack.kubectl("delete", "-n", ns, "job", "gone", "--cascade=background")
+    wait_for(
+        lambda: all(not p["metadata"].get("finalizers") for p in pods_of(stack, ns, "gone")),
+        20,
+        what="the tracking finalizer removed from the pods of the deleted Job",
+    )
+    assert len(pods_of(stack, ns, "gone")) == 2
 
 
 class UncountedWatch:
