@@ -230,12 +230,12 @@ def test_job_pod_view_is_a_ranking_pod_view() -> None:
     pod = msgspec.json.decode(
         b'{"metadata":{"name":"p"},"spec":{"nodeName":"n","restartPolicy":"Never","containers":[{"name":"c"}]},'
         b'"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True","reason":"r"}],'
-        b'"containerStatuses":[{"name":"c","restartCount":2,"lastTerminationState":{"terminated":'
+        b'"containerStatuses":[{"name":"c","restartCount":2,"lastState":{"terminated":'
         b'{"exitCode":1,"finishedAt":"2026-01-01T00:00:00Z"}}}]}}',
         type=JobPodView,
     )
     assert podranking.is_pod_active(pod) and podranking.is_pod_ready(pod)
     assert podranking.max_restarts(pod) == (2, 0)
     assert pod.spec.restart_policy == "Never" and pod.spec.containers[0].name == "c"
-    terminated = pod.status.container_statuses[0].last_termination_state.terminated
+    terminated = pod.status.container_statuses[0].last_state.terminated
     assert terminated is not None and terminated.exit_code == 1 and terminated.finished_at is not None

@@ -34,7 +34,8 @@ class ContainerState(codec.View):
 
 class ContainerStatus(podranking.ContainerStatus):
     state: ContainerState = msgspec.field(default_factory=ContainerState)
-    last_termination_state: ContainerState = msgspec.field(default_factory=ContainerState)
+    # Upstream's LastTerminationState, which JSON calls lastState.
+    last_state: ContainerState = msgspec.field(default_factory=ContainerState)
 
 
 class PodSpecView(podranking.PodSpecView):
