@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,25 +240,11 @@ def _true(obj: _Object, condition: str) -> bool:
     return any(c.type == condition and c.status == "True" for c in obj.status.conditions)
 
 
-async def watch(session: aiohttp.ClientSession, url: str, rv: str, seen: Any) -> str:
-    """Follow a watch (resuming when the server ends it), calling `seen(obj, now)` per event.
+_EVENTS = msgspec.json.Decoder(_Event)
 
-    Returns an error description when the watch fails; runs until cancelled otherwise."""
-    decoder = msgspec.json.Decoder(_Event)
-    while True:
-        params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
-        async with session.get(url, params=params) as resp:
-            if resp.status != 200:
-                return f"watch {url}: HTTP {resp.status}"
-            async for lines in benchlib.watch_lines(resp):
-                now = time.perf_counter()
-                for line in lines:
-                    event = decoder.decode(line)
-                    if event.type == "ERROR":
-                        return f"watch {url}: {line[:300].decode(errors='replace')}"
-                    rv = event.object.metadata.resourceVersion or rv
-                    if event.type != "BOOKMARK":
-                        seen(event.object, now)
+
+def watch(session: aiohttp.ClientSession, url: str, rv: str, seen: Any) -> Coroutine[Any, Any, str]:
+    return benchlib.watch(session, url, rv, _EVENTS, seen)
 
 
 # -- measurements ----------------------------------------------------------------------------------

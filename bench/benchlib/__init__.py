@@ -16,7 +16,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,6 +257,33 @@ async def call(
                 f"{method} {url}: HTTP {resp.status}: {payload[:300].decode(errors='replace')}"
             )
         return payload
+
+
+async def watch(
+    session: aiohttp.ClientSession,
+    url: str,
+    rv: str,
+    decoder: msgspec.json.Decoder[Any],
+    seen: Callable[[Any, float], None],
+) -> str:
+    """Follow a watch from `rv` (resuming when the server ends it), calling `seen(obj, now)`
+    per event; `decoder` decodes one event line into a struct with `type` and `object`
+    (whose `metadata.resourceVersion` the watch resumes from). Returns an error description
+    when the watch fails; runs until cancelled otherwise."""
+    while True:
+        params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+        async with session.get(url, params=params) as resp:
+            if resp.status != 200:
+                return f"watch {url}: HTTP {resp.status}"
+            async for lines in watch_lines(resp):
+                now = time.perf_counter()
+                for line in lines:
+                    event = decoder.decode(line)
+                    if event.type == "ERROR":
+                        return f"watch {url}: {line[:300].decode(errors='replace')}"
+                    rv = event.object.metadata.resourceVersion or rv
+                    if event.type != "BOOKMARK":
+                        seen(event.object, now)
 
 
 async def watch_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[list[bytes]]:

@@ -21,7 +21,7 @@ Used by the ReplicaSet controller (pods) and the deployment controller (ReplicaS
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
 import msgspec
@@ -103,6 +103,11 @@ def selecting(
     return found
 
 
+def _path(resource: subjects.Resource, m: codec.ObjectMeta) -> str:
+    # Built only for the objects a patch is sent for: claim walks every candidate on every sync.
+    return kubeclient.resource_path(resource.group, resource.version, resource.resource, m.namespace, m.name)
+
+
 def new_controller_ref(owner: codec.Meta, api_version: str, kind: str) -> codec.OwnerReference:
     """The controlling ownerReference a workload puts on what it creates or adopts (metav1.NewControllerRef)."""
     return codec.OwnerReference(
@@ -115,9 +120,13 @@ def new_controller_ref(owner: codec.Meta, api_version: str, kind: str) -> codec.
     )
 
 
-def adopt_patch(ref: codec.OwnerReference, uid: str) -> dict[str, object]:
-    """Strategic-merge patch adding the controlling ownerReference, with a uid precondition."""
-    return {"metadata": {"ownerReferences": [msgspec.to_builtins(ref)], "uid": uid}}
+def adopt_patch(ref: codec.OwnerReference, uid: str, finalizers: Sequence[str] = ()) -> dict[str, object]:
+    """Strategic-merge patch adding the controlling ownerReference (and `finalizers`, merged
+    into the object's), with a uid precondition."""
+    meta: dict[str, object] = {"ownerReferences": [msgspec.to_builtins(ref)], "uid": uid}
+    if finalizers:
+        meta["finalizers"] = list(finalizers)
+    return {"metadata": meta}
 
 
 def release_patch(owner_uid: str, uid: str) -> dict[str, object]:
@@ -134,10 +143,13 @@ async def claim(
     candidates: Iterable[T],
     resource: subjects.Resource,
     can_adopt: Callable[[], Awaitable[None]],
+    finalizers: Sequence[str] = (),
 ) -> list[T]:
     """The candidates `owner` controls, after adopting matching orphans and releasing the rest.
 
     The patches are strategic-merge patches, which built-in kinds (pods, ReplicaSets) take.
+    An adopted object also gets `finalizers` (the Job controller's tracking finalizer, as
+    upstream's PodControllerRefManager with finalizers adds).
     """
     om = owner.metadata
     adopt_once = _once(can_adopt)
@@ -146,21 +158,18 @@ async def claim(
     errors: list[Exception] = []
     for obj in candidates:
         m = obj.metadata
-        path = kubeclient.resource_path(
-            resource.group, resource.version, resource.resource, m.namespace, m.name
-        )
         current = codec.controller_ref(m)
+        if current is not None and current.uid != om.uid:
+            continue  # someone else's: the common case in a busy namespace, decided cheaply
         matches = selector.matches(m.labels)
         if current is not None:
-            if current.uid != om.uid:
-                continue
             if matches:
                 claimed.append(obj)
                 continue
             if om.deletion_timestamp is not None:
                 continue
             try:
-                await client.patch(path, release_patch(om.uid, m.uid), "strategic")
+                await client.patch(_path(resource, m), release_patch(om.uid, m.uid), "strategic")
             except kubeclient.ApiError as exc:
                 # Gone (404), or no longer ours / replaced under the same name (422).
                 if exc.code not in (404, 422):
@@ -178,7 +187,7 @@ async def claim(
             )
             continue
         try:
-            await client.patch(path, adopt_patch(ref, m.uid), "strategic")
+            await client.patch(_path(resource, m), adopt_patch(ref, m.uid, finalizers), "strategic")
         except kubeclient.ApiError as exc:
             if not exc.not_found:
                 errors.append(exc)

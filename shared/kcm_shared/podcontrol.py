@@ -66,10 +66,13 @@ def pod_name_prefix(owner_name: str) -> str:
     return prefix
 
 
-def pod_from_template(template: PodTemplate, owner_name: str, ref: codec.OwnerReference) -> dict[str, Any]:
-    """The pod to POST for one replica (upstream GetPodFromTemplate)."""
+def pod_from_template(
+    template: PodTemplate, owner_name: str, ref: codec.OwnerReference, generate_name: str | None = None
+) -> dict[str, Any]:
+    """The pod to POST for one replica (upstream GetPodFromTemplate); `generate_name`
+    replaces the default `<owner>-` (upstream CreatePodsWithGenerateName)."""
     meta: dict[str, Any] = {
-        "generateName": pod_name_prefix(owner_name),
+        "generateName": generate_name or pod_name_prefix(owner_name),
         "ownerReferences": [msgspec.to_builtins(ref)],
     }
     if template.metadata.labels:
@@ -101,7 +104,13 @@ class PodControl(Protocol):
     """What a workload controller does to pods; `RealPodControl` or `RecordingPodControl`."""
 
     async def create_pods(
-        self, namespace: str, template: PodTemplate, owner: codec.Meta, ref: codec.OwnerReference
+        self,
+        namespace: str,
+        template: PodTemplate,
+        owner: codec.Meta,
+        ref: codec.OwnerReference,
+        *,
+        generate_name: str | None = None,
     ) -> None:
         """Create one pod from `template` controlled by `ref`; raises on failure."""
 
@@ -115,11 +124,17 @@ class RealPodControl:
         self._recorder = recorder
 
     async def create_pods(
-        self, namespace: str, template: PodTemplate, owner: codec.Meta, ref: codec.OwnerReference
+        self,
+        namespace: str,
+        template: PodTemplate,
+        owner: codec.Meta,
+        ref: codec.OwnerReference,
+        *,
+        generate_name: str | None = None,
     ) -> None:
         if not template.metadata.labels:
             raise ValueError("unable to create pods, no labels")
-        pod = pod_from_template(template, owner.metadata.name, ref)
+        pod = pod_from_template(template, owner.metadata.name, ref, generate_name)
         try:
             created = await self._client.create(kubeclient.resource_path(*PODS_PATH, namespace), pod)
         except Exception as exc:  # a timeout or a reset connection is a failed create too
@@ -153,12 +168,20 @@ class RecordingPodControl:
     templates: list[PodTemplate] = field(default_factory=list)
     refs: list[codec.OwnerReference] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    generate_names: list[str | None] = field(default_factory=list)
     err: Exception | None = None
 
     async def create_pods(
-        self, namespace: str, template: PodTemplate, owner: codec.Meta, ref: codec.OwnerReference
+        self,
+        namespace: str,
+        template: PodTemplate,
+        owner: codec.Meta,
+        ref: codec.OwnerReference,
+        *,
+        generate_name: str | None = None,
     ) -> None:
         self.templates.append(template)
+        self.generate_names.append(generate_name)
         self.refs.append(ref)
         if self.err is not None:
             raise self.err

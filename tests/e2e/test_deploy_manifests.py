@@ -266,6 +266,7 @@ def recorded(
             wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
             drive_cleanup_controllers(apiserver)
+            drive_job(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
@@ -431,6 +432,59 @@ def drive_cleanup_controllers(api: ApiServer) -> None:
     }
     api.kubectl("create", "-f", "-", input=json.dumps(orphan))
     wait_for(lambda: gone("pod", "orphan"), 30, interval=0.2, what="pod of a missing node collected")
+def drive_job(api: ApiServer) -> None:
+    """Exercise the job controller's API calls: adopt an orphan pod (re-reading the Job first),
+    create pods and take the tracking finalizer off the finished ones while counting them, and
+    delete the running pod of a suspended Job."""
+    ns = "rbac-e2e"
+    labels = {"app": "batch"}
+    stray = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "batch-stray", "namespace": ns, "labels": labels},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(stray))
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "batch", "namespace": ns},
+        "spec": {
+            "parallelism": 2,
+            "completions": 3,
+            "manualSelector": True,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {"sim.kcm.dev/exit-code": "0"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            },
+        },
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(job))
+    wait_for(
+        lambda: (
+            (api.kubectl_json("-n", ns, "get", "job", "batch").get("status") or {}).get("succeeded", 0) >= 2
+        ),
+        30,
+        interval=0.2,
+        what="job pods created, finished and counted",
+    )
+    api.kubectl("-n", ns, "patch", "job", "batch", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_for(
+        lambda: any(
+            c["type"] == "Suspended" and c["status"] == "True"
+            for c in (api.kubectl_json("-n", ns, "get", "job", "batch").get("status") or {}).get(
+                "conditions", []
+            )
+        ),
+        30,
+        interval=0.2,
+        what="the adopted pod deleted by the suspended job",
+    )
 
 
 def drive_namespace_services(api: ApiServer) -> None:
@@ -558,6 +612,8 @@ NOT_EXERCISED = {
     },
     ("replicaset-controller", "apps", "replicasets/finalizers", "update"): _BLOCK_OWNER,
     ("deployment-controller", "apps", "deployments/finalizers", "update"): _BLOCK_OWNER,
+    ("job-controller", "batch", "jobs/finalizers", "update"): _BLOCK_OWNER,
+    ("job-controller", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "apps", "replicasets", "get"): "re-reads a ReplicaSet whose name is taken",
     ("generic-garbage-collector", "", "events", "create"): "its one Event, OwnerRefInvalidNamespace",
     ("replicaset-controller", "", "events", "patch"): _REPEATED,

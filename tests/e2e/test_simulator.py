@@ -77,11 +77,19 @@ def _condition(obj: Any, kind: str) -> dict[str, Any]:
     return {}
 
 
-def _create_pod(sim: Sim, name: str, annotations: dict[str, str] | None = None, **spec: Any) -> None:
+def _create_pod(
+    sim: Sim, name: str, annotations: dict[str, str] | None = None, owner: str = "", **spec: Any
+) -> None:
+    meta: dict[str, Any] = {"name": name, "annotations": annotations or {}}
+    if owner:
+        # No controller runs here, so a made-up owner is never looked up.
+        meta["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": owner, "controller": True}
+        ]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
+        "metadata": meta,
         "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
     }
     sim.api.kubectl("create", "-f", "-", input=json.dumps(pod))
@@ -144,6 +152,60 @@ def test_exit_code_annotation_ends_a_never_restarting_pod(sim: Sim, code: str, p
         what=phase,
     )
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == int(code)
+
+
+def _ended(sim: Sim, name: str) -> Any:
+    return wait_for(
+        lambda: (
+            (_pod(sim, name) or {}).get("status", {}).get("phase") in ("Succeeded", "Failed")
+            and _pod(sim, name)
+        ),
+        what=f"{name} ended",
+    )
+
+
+def _exit_code(pod: Any) -> int:
+    return int(pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"])
+
+
+def test_exit_code_by_index_reads_the_job_completion_index(sim: Sim) -> None:
+    for index in ("0", "1"):
+        annotations = {
+            "batch.kubernetes.io/job-completion-index": index,
+            "sim.kcm.dev/exit-code-by-index": "1=3",
+            "sim.kcm.dev/exit-code": "0",  # for the indexes the map does not name
+        }
+        _create_pod(sim, f"indexed-{index}", annotations, restartPolicy="Never")
+    first, second = _ended(sim, "indexed-0"), _ended(sim, "indexed-1")
+    assert (first["status"]["phase"], _exit_code(first)) == ("Succeeded", 0)
+    assert (second["status"]["phase"], _exit_code(second)) == ("Failed", 3)
+
+
+def test_fail_attempts_fail_only_the_first_attempts(sim: Sim) -> None:
+    attempt = {"sim.kcm.dev/fail-attempts": "1", "sim.kcm.dev/exit-code": "42"}
+    # Two pods of one Job, one after the other: the first attempt fails, the retry succeeds.
+    _create_pod(sim, "attempt-1", attempt, owner="uid-a", restartPolicy="Never")
+    assert _exit_code(_ended(sim, "attempt-1")) == 42
+    _create_pod(sim, "attempt-2", attempt, owner="uid-a", restartPolicy="Never")
+    assert _ended(sim, "attempt-2")["status"]["phase"] == "Succeeded"
+    # A pod of an index that already failed once, as the Job controller's count says.
+    counted = {**attempt, "batch.kubernetes.io/job-index-failure-count": "1"}
+    _create_pod(sim, "attempt-counted", counted, owner="uid-b", restartPolicy="Never")
+    assert _ended(sim, "attempt-counted")["status"]["phase"] == "Succeeded"
+    # Restarts in place are attempts too.
+    _create_pod(sim, "attempt-restarts", {"sim.kcm.dev/fail-attempts": "2"}, restartPolicy="OnFailure")
+    done = _ended(sim, "attempt-restarts")
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["containerStatuses"][0]["restartCount"] == 2
+
+
+def test_fail_condition_ends_a_pod_failed_with_that_condition(sim: Sim) -> None:
+    annotations = {"sim.kcm.dev/exit-code": "137", "sim.kcm.dev/fail-condition": "DisruptionTarget"}
+    _create_pod(sim, "disrupted", annotations, restartPolicy="Never")
+    pod = _ended(sim, "disrupted")
+    assert pod["status"]["phase"] == "Failed"
+    cond = _condition(pod, "DisruptionTarget")
+    assert (cond["status"], cond["reason"]) == ("True", "TerminationByKubelet")
 
 
 def _running(sim: Sim, name: str) -> Any:

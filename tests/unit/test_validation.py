@@ -731,9 +731,9 @@ def test_job_pods_may_not_restart_always() -> None:
     job = make("Job", mutate=lambda o: o["spec"]["template"]["spec"].pop("restartPolicy"))
     assert check("Job", job) == [
         (
-            "FieldValueNotSupported",
+            "FieldValueRequired",
             "spec.template.spec.restartPolicy",
-            'Unsupported value: "Always": supported values: "OnFailure", "Never"',
+            'Required value: valid values: "OnFailure", "Never"',
         )
     ]
 
@@ -863,7 +863,7 @@ def test_cron_job_template_pods_may_not_restart_always() -> None:
         "CronJob", mutate=lambda o: o["spec"]["jobTemplate"]["spec"]["template"]["spec"].pop("restartPolicy")
     )
     assert fields("CronJob", cj) == [
-        ("FieldValueNotSupported", "spec.jobTemplate.spec.template.spec.restartPolicy")
+        ("FieldValueRequired", "spec.jobTemplate.spec.template.spec.restartPolicy")
     ]
 
 

@@ -42,6 +42,17 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Upstream's NamespaceLifecycle admission refuses to delete these (kube-node-lease may go).
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _IGNORED_ON_UPDATE = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+# Upstream's ObjectMeta lists are `omitempty`: an empty one is not stored, so a client that
+# removed the last finalizer (or owner) reads the field as absent, never as [].
+_OMITTED_WHEN_EMPTY = ("finalizers", "ownerReferences")
+
+
+def _drop_empty_lists(meta: Obj) -> None:
+    for key in _OMITTED_WHEN_EMPTY:
+        if meta.get(key) == []:
+            del meta[key]
+
+
 # Upstream's generated names: no vowels (no words by chance), no look-alike characters.
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SUFFIX_LENGTH = 5
@@ -297,8 +308,8 @@ class Api:
             message = f'{kind} in version "{version}" cannot be handled as a {kind}: {message}'
         raise errors.bad_request(message)
 
-    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
-        causes = validation.validate(rt.group, rt.kind, obj, old)
+    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None, subresource: str = "") -> None:
+        causes = validation.validate(rt.group, rt.kind, obj, old, subresource)
         if causes:
             name = obj["metadata"].get("name") or obj["metadata"].get("generateName", "")
             raise errors.invalid(rt.group, rt.kind, name, causes)
@@ -357,6 +368,7 @@ class Api:
         meta["creationTimestamp"] = self.clock()
         srt = self._stored_rt(rt)
         obj = self.to_stored(rt, served)
+        _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
@@ -438,13 +450,14 @@ class Api:
                 meta.pop(key, None)
         new = strategies.prepare_for_update(srt, old, new, subresource)
         meta = new["metadata"]
+        _drop_empty_lists(meta)
         if subresource != "status":
             defaults.apply_defaults(srt.group, srt.kind, new)
         if "generation" in old["metadata"]:
             meta["generation"] = old["metadata"]["generation"] + (
                 1 if strategies.spec_changed(old, new) else 0
             )
-        self._validate(srt, new, old)
+        self._validate(srt, new, old, subresource)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         self._own_fields(ctx, srt, old, new, managed, subresource)

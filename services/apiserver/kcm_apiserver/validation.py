@@ -11,6 +11,8 @@ not change once set. Unknown kinds (custom resources) get the metadata checks on
 from __future__ import annotations
 
 import copy
+import datetime as dt
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -49,6 +51,7 @@ NOT_SUPPORTED = "FieldValueNotSupported"
 DUPLICATE = "FieldValueDuplicate"
 FORBIDDEN = "FieldValueForbidden"
 TOO_LONG = "FieldValueTooLong"
+TOO_MANY = "FieldValueTooMany"
 NOT_FOUND = "FieldValueNotFound"
 
 IMMUTABLE = "field is immutable"
@@ -144,6 +147,18 @@ class _Causes(list[Cause]):
     def not_supported(self, path: str, value: Any, supported: Iterable[str]) -> None:
         listed = ", ".join(go_quote(s) for s in supported)
         self._add(NOT_SUPPORTED, path, f"Unsupported value: {go_value(value)}", f"supported values: {listed}")
+
+    def invalid_omitted(self, path: str, detail: str) -> None:
+        """field.Invalid with field.OmitValueType: the message names no value."""
+        self._add(INVALID, path, "Invalid value", detail)
+
+    def too_many(self, path: str, actual: int, limit: int) -> None:
+        self._add(
+            TOO_MANY,
+            path,
+            f"Too many: {actual}",
+            f"must have at most {limit} item{'' if limit == 1 else 's'}",
+        )
 
     def duplicate(self, path: str, value: Any) -> None:
         self._add(DUPLICATE, path, f"Duplicate value: {go_value(value)}")
@@ -786,27 +801,344 @@ _JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 _JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 # While a Job is suspended and has never started, these template fields may be edited.
 _JOB_SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
+# Upstream's caps (pkg/apis/batch/validation): they bound the length of completedIndexes and
+# failedIndexes, and the work of matching policies.
+_MAX_INDEXED_PARALLELISM = 100_000
+_MAX_FAILED_INDEXES = 100_000
+_COMPLETIONS_SOFT_LIMIT = 100_000
+_PARALLELISM_LIMIT_HIGH_COMPLETIONS = 10_000
+_MAX_FAILED_INDEXES_HIGH_COMPLETIONS = 10_000
+_MAX_POD_FAILURE_POLICY_RULES = 20
+_MAX_ON_EXIT_CODES_VALUES = 255
+_MAX_ON_POD_CONDITIONS_PATTERNS = 20
+_MAX_MANAGED_BY_LENGTH = 63
+_MAX_SUCCEEDED_INDEXES_LENGTH = 64 * 1024
+_MAX_SUCCESS_POLICY_RULES = 20
+_POD_FAILURE_POLICY_ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")
+_ON_EXIT_CODES_OPERATORS = ("In", "NotIn")
+_CONDITION_STATUSES = ("False", "True", "Unknown")
+_POD_REPLACEMENT_POLICIES = ("Failed", "TerminatingOrFailed")
+_HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+_HTTP_PATH_RE = re.compile(_HTTP_PATH_FMT)
+
+
+def _go_list(values: Iterable[str]) -> str:
+    """Go's %q of a []string: ["a" "b"]."""
+    return "[" + " ".join(go_quote(v) for v in values) + "]"
+
+
+def _go_int32s(values: list[Any]) -> GoText:
+    return GoText("[]int32{" + ", ".join(str(v) for v in values) + "}")
+
+
+def _go_success_policy(policy: Obj) -> GoText:
+    # Upstream prints the internal struct with %#v, where the optional fields are pointers
+    # (addresses); their values are shown here instead.
+    rules = []
+    for rule in map(_dict, _list(policy.get("rules"))):
+        indexes = rule.get("succeededIndexes")
+        count = rule.get("succeededCount")
+        rules.append(
+            "batch.SuccessPolicyRule{"
+            f"SucceededIndexes:{'(*string)(nil)' if indexes is None else go_quote(str(indexes))}, "
+            f"SucceededCount:{'(*int32)(nil)' if count is None else count}}}"
+        )
+    return GoText("batch.SuccessPolicy{Rules:[]batch.SuccessPolicyRule{" + ", ".join(rules) + "}}")
+
+
+def is_domain_prefixed_path(c: _Causes, path: str, value: str) -> None:
+    """apimachinery IsDomainPrefixedPath: "acme.io/foo" (a DNS subdomain, '/', an HTTP path)."""
+    if not value:
+        c.required(path, "")
+        return
+    host, sep, rest = value.partition("/")
+    if not sep or not host or not rest:
+        c.invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')
+        return
+    for msg in is_dns1123_subdomain(host):
+        c.invalid(path, host, msg)
+    if not _HTTP_PATH_RE.fullmatch(rest):
+        c.invalid(path, rest, regex_error("Invalid path", _HTTP_PATH_FMT))
 
 
 def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
+    """validateJobSpec: what a Job and a CronJob's job template share."""
     for key in (
         "parallelism",
         "completions",
         "activeDeadlineSeconds",
         "backoffLimit",
         "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
     ):
         _nonnegative(c, spec, key, path)
+    completions = spec.get("completions")
+    per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
+    if max_failed is not None and per_index is None:
+        c.required(f"{path}.backoffLimitPerIndex", "when maxFailedIndexes is specified")
+    managed_by = spec.get("managedBy")
+    if managed_by is not None:
+        is_domain_prefixed_path(c, f"{path}.managedBy", str(managed_by))
+        if len(str(managed_by).encode()) > _MAX_MANAGED_BY_LENGTH:
+            c.too_long(f"{path}.managedBy", _MAX_MANAGED_BY_LENGTH)
     mode = spec.get("completionMode")
+    indexed = mode == "Indexed"
     if mode is not None and mode not in ("NonIndexed", "Indexed"):
         c.not_supported(f"{path}.completionMode", mode, ("NonIndexed", "Indexed"))
-    if mode == "Indexed" and spec.get("completions") is None:
-        c.required(f"{path}.completions", "when completion mode is Indexed")
-    _pod_template(c, spec.get("template"), f"{path}.template", _JOB_RESTART_POLICIES)
+    if indexed:
+        _indexed_limits(c, spec, path)
+    if mode is None or mode == "NonIndexed":
+        if per_index is not None:
+            c.invalid(f"{path}.backoffLimitPerIndex", per_index, "requires indexed completion mode")
+        if max_failed is not None:
+            c.invalid(f"{path}.maxFailedIndexes", max_failed, "requires indexed completion mode")
+    if isinstance(spec.get("podFailurePolicy"), dict):
+        _pod_failure_policy(c, spec, f"{path}.podFailurePolicy")
+    success_policy = spec.get("successPolicy")
+    if isinstance(success_policy, dict):
+        if not indexed:
+            c.invalid(
+                f"{path}.successPolicy",
+                _go_success_policy(success_policy),
+                "requires indexed completion mode",
+            )
+        elif _is_int(completions):
+            _success_policy(c, success_policy, completions, f"{path}.successPolicy")
+    replacement = spec.get("podReplacementPolicy")
+    if replacement is not None:
+        allowed = ("Failed",) if spec.get("podFailurePolicy") is not None else _POD_REPLACEMENT_POLICIES
+        if replacement not in allowed:
+            c.not_supported(f"{path}.podReplacementPolicy", replacement, allowed)
+    # The pod-level rule accepts Always; a Job's pods must end, so it is refused here.
+    _pod_template(c, spec.get("template"), f"{path}.template", _POD_RESTART_POLICIES)
+    restart = _dict(_dict(spec.get("template")).get("spec")).get("restartPolicy")
+    restart_path = f"{path}.template.spec.restartPolicy"
+    if restart in ("Always", "", None):
+        c.required(restart_path, 'valid values: "OnFailure", "Never"')
+    elif restart not in _JOB_RESTART_POLICIES:
+        c.not_supported(restart_path, restart, _JOB_RESTART_POLICIES)
+    elif spec.get("podFailurePolicy") is not None and restart != "Never":
+        c.invalid(restart_path, restart, 'only "Never" is supported when podFailurePolicy is specified')
     if spec.get("manualSelector") is True:
         _selector_matches_template(c, spec, path, "job")
     elif isinstance(spec.get("selector"), dict):
         _label_selector(c, spec["selector"], f"{path}.selector")
+
+
+def _indexed_limits(c: _Causes, spec: Obj, path: str) -> None:
+    completions, parallelism = spec.get("completions"), spec.get("parallelism")
+    per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
+    if completions is None:
+        c.required(f"{path}.completions", "when completion mode is Indexed")
+    if _is_int(parallelism) and parallelism > _MAX_INDEXED_PARALLELISM:
+        c.invalid(
+            f"{path}.parallelism",
+            parallelism,
+            f"must be less than or equal to {_MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
+        )
+    if _is_int(completions) and _is_int(max_failed) and max_failed > completions:
+        c.invalid(f"{path}.maxFailedIndexes", max_failed, "must be less than or equal to completions")
+    if _is_int(max_failed) and max_failed > _MAX_FAILED_INDEXES:
+        c.invalid(
+            f"{path}.maxFailedIndexes", max_failed, f"must be less than or equal to {_MAX_FAILED_INDEXES}"
+        )
+    if _is_int(completions) and completions > _COMPLETIONS_SOFT_LIMIT and per_index is not None:
+        high = f"when completions are above {_COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
+        if max_failed is None:
+            c.required(
+                f"{path}.maxFailedIndexes",
+                f"must be specified when completions is above {_COMPLETIONS_SOFT_LIMIT}",
+            )
+        if _is_int(parallelism) and parallelism > _PARALLELISM_LIMIT_HIGH_COMPLETIONS:
+            c.invalid(
+                f"{path}.parallelism",
+                parallelism,
+                f"must be less than or equal to {_PARALLELISM_LIMIT_HIGH_COMPLETIONS} {high}",
+            )
+        if _is_int(max_failed) and max_failed > _MAX_FAILED_INDEXES_HIGH_COMPLETIONS:
+            c.invalid(
+                f"{path}.maxFailedIndexes",
+                max_failed,
+                f"must be less than or equal to {_MAX_FAILED_INDEXES_HIGH_COMPLETIONS} {high}",
+            )
+
+
+def _pod_failure_policy(c: _Causes, spec: Obj, path: str) -> None:
+    rules = _list(spec["podFailurePolicy"].get("rules"))
+    if len(rules) > _MAX_POD_FAILURE_POLICY_RULES:
+        c.too_many(f"{path}.rules", len(rules), _MAX_POD_FAILURE_POLICY_RULES)
+    pod_spec = _dict(_dict(spec.get("template")).get("spec"))
+    containers = {
+        str(_dict(x).get("name"))
+        for key in ("containers", "initContainers")
+        for x in _list(pod_spec.get(key))
+    }
+    for i, rule in enumerate(map(_dict, rules)):
+        at = f"{path}.rules[{i}]"
+        action = rule.get("action")
+        if not action:
+            c.required(f"{at}.action", f"valid values: {_go_list(_POD_FAILURE_POLICY_ACTIONS)}")
+        elif action == "FailIndex":
+            if spec.get("backoffLimitPerIndex") is None:
+                c.invalid(f"{at}.action", action, "requires the backoffLimitPerIndex to be set")
+        elif action not in _POD_FAILURE_POLICY_ACTIONS:
+            c.not_supported(f"{at}.action", action, _POD_FAILURE_POLICY_ACTIONS)
+        on_exit_codes, on_conditions = rule.get("onExitCodes"), _list(rule.get("onPodConditions"))
+        if on_exit_codes is not None:
+            _on_exit_codes(c, _dict(on_exit_codes), f"{at}.onExitCodes", containers)
+        if on_conditions:
+            _on_pod_conditions(c, on_conditions, f"{at}.onPodConditions")
+        if on_exit_codes is not None and on_conditions:
+            c.invalid_omitted(at, "specifying both OnExitCodes and OnPodConditions is not supported")
+        if on_exit_codes is None and not on_conditions:
+            c.invalid_omitted(at, "specifying one of OnExitCodes and OnPodConditions is required")
+
+
+def _on_pod_conditions(c: _Causes, patterns: list[Any], path: str) -> None:
+    if len(patterns) > _MAX_ON_POD_CONDITIONS_PATTERNS:
+        c.too_many(path, len(patterns), _MAX_ON_POD_CONDITIONS_PATTERNS)
+    for j, pattern in enumerate(map(_dict, patterns)):
+        type_ = str(pattern.get("type") or "")
+        for msg in is_qualified_name(type_):
+            c.invalid(f"{path}[{j}].type", type_, msg)
+        status = pattern.get("status")
+        if not status:
+            c.required(f"{path}[{j}].status", f"valid values: {_go_list(_CONDITION_STATUSES)}")
+        elif status not in _CONDITION_STATUSES:
+            c.not_supported(f"{path}[{j}].status", status, _CONDITION_STATUSES)
+
+
+def _on_exit_codes(c: _Causes, req: Obj, path: str, containers: set[str]) -> None:
+    operator = req.get("operator")
+    if not operator:
+        c.required(f"{path}.operator", f"valid values: {_go_list(_ON_EXIT_CODES_OPERATORS)}")
+    elif operator not in _ON_EXIT_CODES_OPERATORS:
+        c.not_supported(f"{path}.operator", operator, _ON_EXIT_CODES_OPERATORS)
+    name = req.get("containerName")
+    if name is not None and name not in containers:
+        c.invalid(
+            f"{path}.containerName",
+            name,
+            "must be one of the container or initContainer names in the pod template",
+        )
+    values = _list(req.get("values"))
+    if not values:
+        c.invalid(f"{path}.values", _go_int32s(values), "at least one value is required")
+    elif len(values) > _MAX_ON_EXIT_CODES_VALUES:
+        c.too_many(f"{path}.values", len(values), _MAX_ON_EXIT_CODES_VALUES)
+    seen: set[Any] = set()
+    for j, value in enumerate(values):
+        if operator == "In" and value == 0:
+            c.invalid(f"{path}.values[{j}]", value, "must not be 0 for the In operator")
+        if value in seen:
+            c.duplicate(f"{path}.values[{j}]", value)
+        seen.add(value)
+    if any(_is_int(a) and _is_int(b) and a > b for a, b in itertools.pairwise(values)):
+        c.invalid(f"{path}.values", _go_int32s(values), "must be ordered")
+
+
+def _success_policy(c: _Causes, policy: Obj, completions: int, path: str) -> None:
+    rules = _list(policy.get("rules"))
+    if not rules:
+        c.required(
+            f"{path}.rules", "at least one rules must be specified when the successPolicy is specified"
+        )
+    if len(rules) > _MAX_SUCCESS_POLICY_RULES:
+        c.too_many(f"{path}.rules", len(rules), _MAX_SUCCESS_POLICY_RULES)
+    for i, rule in enumerate(map(_dict, rules)):
+        at = f"{path}.rules[{i}]"
+        indexes, count = rule.get("succeededIndexes"), rule.get("succeededCount")
+        if indexes is None and count is None:
+            c.required(at, "at least one of succeededCount or succeededIndexes must be specified")
+        total = 0
+        if indexes is not None:
+            if len(str(indexes).encode()) > _MAX_SUCCEEDED_INDEXES_LENGTH:
+                c.too_long(f"{at}.succeededIndexes", _MAX_SUCCEEDED_INDEXES_LENGTH)
+            parsed, error = indexes_format(str(indexes), completions)
+            if error:
+                c.invalid(f"{at}.succeededIndexes", indexes, f"error parsing succeededIndexes: {error}")
+            total = sum(last - first + 1 for first, last in parsed)
+        if count is not None:
+            _nonnegative(c, rule, "succeededCount", at)
+            if _is_int(count) and count > completions:
+                c.invalid(
+                    f"{at}.succeededCount",
+                    count,
+                    f"must be less than or equal to {completions} (the number of specified completions)",
+                )
+            if _is_int(count) and indexes is not None and count > total:
+                c.invalid(
+                    f"{at}.succeededCount",
+                    count,
+                    f"must be less than or equal to {total} "
+                    "(the number of indexes in the specified succeededIndexes field)",
+                )
+
+
+_ATOI_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def _index_interval(text: str, completions: int) -> tuple[int, int]:
+    """One "x" or "x-y" part of an index list, as upstream's parseIndexInterval reads it."""
+    limits = text.split("-")
+    if len(limits) > 2:
+        raise ValueError(
+            f"the fragment {go_quote(text)} violates the requirement that an index interval can have at most "
+            "two parts separated by '-'"
+        )
+    bounds = []
+    for limit in limits:
+        if not _ATOI_RE.fullmatch(limit):
+            raise ValueError(f"cannot convert string to integer for index: {go_quote(limit)}")
+        if int(limit) >= completions:
+            raise ValueError(f"too large index: {go_quote(limit)}")
+        bounds.append(int(limit))
+    if len(bounds) == 2 and bounds[0] >= bounds[1]:
+        raise ValueError(f"non-increasing order, previous: {bounds[0]}, current: {bounds[1]}")
+    return bounds[0], bounds[-1]
+
+
+def indexes_format(text: str, completions: int) -> tuple[list[tuple[int, int]], str]:
+    """Upstream's validateIndexesFormat: the intervals of "1,3-5,7" and "" or why it is invalid
+    (each part below `completions`, in strictly increasing order)."""
+    spans: list[tuple[int, int]] = []
+    if not text:
+        return spans, ""
+    for part in text.split(","):
+        try:
+            first, last = _index_interval(part, completions)
+        except ValueError as exc:
+            return [], str(exc)
+        if spans and spans[-1][1] >= first:
+            return [], f"non-increasing order, previous: {spans[-1][1]}, current: {first}"
+        spans.append((first, last))
+    return spans, ""
+
+
+def _failed_overlapping_completed(completed: str, failed: str, completions: int) -> str:
+    """Why failedIndexes and completedIndexes share an index, or "" (unparsable parts skipped)."""
+
+    def parts(text: str) -> list[tuple[int, int]]:
+        out = []
+        for part in text.split(",") if text else ():
+            try:
+                out.append(_index_interval(part, completions))
+            except ValueError:
+                continue
+        return out
+
+    done, bad = parts(completed), parts(failed)
+    i = j = 0
+    while i < len(done) and j < len(bad):
+        (cx, cy), (fx, fy) = done[i], bad[j]
+        if cx <= fy and fx <= cy:
+            return f"failedIndexes and completedIndexes overlap at index: {max(cx, fx)}"
+        if cx <= fx:
+            i += 1
+        else:
+            j += 1
+    return ""
 
 
 def _generated_selector(c: _Causes, obj: Obj) -> None:
@@ -837,16 +1169,30 @@ def _generated_selector(c: _Causes, obj: Obj) -> None:
 def _job(c: _Causes, obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj.get("spec"))
     _job_spec(c, spec, "spec")
+    completions = spec.get("completions")
+    if spec.get("completionMode") == "Indexed" and _is_int(completions) and completions > 0:
+        # The controller names each pod's hostname "<job>-<index>": the last must be a DNS label.
+        name = str(_dict(obj.get("metadata")).get("name") or "")
+        hostname = f"{name}-{completions - 1}"
+        if is_dns1123_label(hostname):
+            c.invalid(
+                "metadata.name", name, f"will not able to create pod with invalid DNS label: {hostname}"
+            )
     if old is None:
         _generated_selector(c, obj)
         return
     old_spec = _dict(old.get("spec"))
-    elastic = spec.get("completionMode") == "Indexed" and spec.get("completions") == spec.get("parallelism")
-    if not elastic:
-        c.immutable("spec.completions", spec.get("completions"), old_spec.get("completions"))
+    if spec.get("completionMode") == "Indexed" and completions is not None:
+        # Elastic Indexed Jobs: completions may change, but only together with parallelism.
+        if _semantic(completions) != _semantic(old_spec.get("completions")) and completions != spec.get(
+            "parallelism"
+        ):
+            c.invalid("spec.completions", completions, "can only be modified in tandem with spec.parallelism")
+    elif spec.get("completionMode") != "Indexed":
+        c.immutable("spec.completions", completions, old_spec.get("completions"))
     if _semantic(spec.get("selector")) != _semantic(old_spec.get("selector")):
         c.invalid("spec.selector", go_label_selector(_dict(spec.get("selector"))), IMMUTABLE)
-    for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex"):
+    for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
         c.immutable(f"spec.{key}", spec.get(key), old_spec.get(key))
     template, old_template = _dict(spec.get("template")), copy.deepcopy(_dict(old_spec.get("template")))
     never_started = old_spec.get("suspend") is True and not _dict(old.get("status")).get("startTime")
@@ -856,6 +1202,191 @@ def _job(c: _Causes, obj: Obj, old: Obj | None) -> None:
         for key in _JOB_SCHEDULING_FIELDS:
             old_pod_spec[key] = _dict(template.get("spec")).get(key)
     c.immutable("spec.template", template, old_template)
+
+
+# --- Job status (the /status subresource) ---------------------------------------------------
+
+
+def _condition_true(status: Obj, type_: str) -> bool:
+    return any(
+        _dict(cond).get("type") == type_ and _dict(cond).get("status") == "True"
+        for cond in _list(status.get("conditions"))
+    )
+
+
+def _job_finished(status: Obj) -> bool:
+    return _condition_true(status, "Complete") or _condition_true(status, "Failed")
+
+
+def _time(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _same_time(a: Any, b: Any) -> bool:
+    ta, tb = _time(a), _time(b)
+    return ta == tb if ta is not None and tb is not None else a == b
+
+
+def _go_time(value: Any) -> GoText:
+    """metav1.Time as Go's Time.String prints it."""
+    moment = _time(value)
+    if moment is None:
+        return GoText(go_quote(str(value)))
+    text = moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return GoText(f"{text} +0000 UTC")
+
+
+def _go_uncounted(uncounted: Obj) -> GoText:
+    def uids(key: str) -> str:
+        values = uncounted.get(key)
+        if values is None:
+            return "[]types.UID(nil)"
+        return "[]types.UID{" + ", ".join(go_quote(str(v)) for v in _list(values)) + "}"
+
+    return GoText(f"batch.UncountedTerminatedPods{{Succeeded:{uids('succeeded')}, Failed:{uids('failed')}}}")
+
+
+def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
+    """A /status write: ValidateJobUpdateStatus with the options 1.32's status strategy picks
+    (JobManagedBy on): most rules apply only when the fields they look at changed, so a status
+    that was already wrong does not block unrelated updates."""
+    spec, status, old_status = _dict(obj.get("spec")), _dict(obj.get("status")), _dict(old.get("status"))
+    for key in ("active", "succeeded", "failed", "ready", "terminating"):
+        _nonnegative(c, status, key, "status")
+    uncounted = status.get("uncountedTerminatedPods")
+    seen: set[str] = set()
+    for key in ("succeeded", "failed"):
+        for i, uid in enumerate(_list(_dict(uncounted).get(key))):
+            at = f"status.uncountedTerminatedPods.{key}[{i}]"
+            if not uid:
+                c.invalid(at, uid, "must not be empty")
+            elif uid in seen:
+                c.duplicate(at, uid)
+            else:
+                seen.add(str(uid))
+    indexed = spec.get("completionMode") == "Indexed"
+    complete, failed = _condition_true(status, "Complete"), _condition_true(status, "Failed")
+    failure_target = _condition_true(status, "FailureTarget")
+    criteria_met = _condition_true(status, "SuccessCriteriaMet")
+    finished = complete or failed
+    complete_changed = complete != _condition_true(old_status, "Complete")
+    failed_changed = failed != _condition_true(old_status, "Failed")
+    target_changed = failure_target != _condition_true(old_status, "FailureTarget")
+    finished_changed = finished != _job_finished(old_status)
+    completed_text = str(status.get("completedIndexes") or "")
+    completed_changed = completed_text != str(old_status.get("completedIndexes") or "")
+    failed_indexes = status.get("failedIndexes")
+    failed_indexes_changed = failed_indexes != old_status.get("failedIndexes")
+    active_changed = status.get("active", 0) != old_status.get("active", 0)
+    start, completion = status.get("startTime"), status.get("completionTime")
+    start_changed = not _same_time(start, old_status.get("startTime"))
+    completion_changed = not _same_time(completion, old_status.get("completionTime"))
+    uncounted_changed = _semantic(uncounted) != _semantic(old_status.get("uncountedTerminatedPods"))
+    conditions = "status.conditions"
+
+    if (complete_changed or failed_changed) and complete and failed:
+        c.invalid_omitted(conditions, "cannot set Complete=True and Failed=true conditions")
+    if (complete_changed or target_changed) and complete and failure_target:
+        c.invalid_omitted(conditions, "cannot set Complete=True and FailureTarget=true conditions")
+    if (complete_changed or completion_changed) and completion is not None and not complete:
+        c.invalid(
+            "status.completionTime",
+            _go_time(completion),
+            "cannot set completionTime when there is no Complete=True condition",
+        )
+    if (complete_changed or completion_changed) and completion is None and complete:
+        c.required("status.completionTime", "completionTime is required for Complete jobs")
+    started, ended = _time(start), _time(completion)
+    if (start_changed or completion_changed) and started and ended and ended < started:
+        c.invalid(
+            "status.completionTime", _go_time(completion), "completionTime cannot be set before startTime"
+        )
+    active = status.get("active", 0)
+    if (finished_changed or active_changed) and _is_int(active) and active > 0 and finished:
+        c.invalid("status.active", active, "active>0 is invalid for finished job")
+    if (finished_changed or start_changed) and start is None and finished:
+        c.required("status.startTime", "startTime is required for finished job")
+    pending = _list(_dict(uncounted).get("succeeded")) + _list(_dict(uncounted).get("failed"))
+    if (finished_changed or uncounted_changed) and finished and pending:
+        c.invalid(
+            "status.uncountedTerminatedPods",
+            _go_uncounted(_dict(uncounted)),
+            "uncountedTerminatedPods needs to be empty for finished job",
+        )
+    completions = spec.get("completions")
+    if completed_changed and _is_int(completions):
+        _, error = indexes_format(completed_text, completions)
+        if error:
+            c.invalid("status.completedIndexes", completed_text, f"error parsing completedIndexes: {error}")
+    if (
+        failed_indexes_changed
+        and _is_int(completions)
+        and spec.get("backoffLimitPerIndex") is not None
+        and failed_indexes is not None
+    ):
+        _, error = indexes_format(str(failed_indexes), completions)
+        if error:
+            c.invalid("status.failedIndexes", failed_indexes, f"error parsing failedIndexes: {error}")
+    if completed_changed and completed_text and not indexed:
+        c.invalid(
+            "status.completedIndexes",
+            completed_text,
+            "cannot set non-empty completedIndexes when non-indexed completion mode",
+        )
+    if failed_indexes_changed and spec.get("backoffLimitPerIndex") is None and failed_indexes is not None:
+        c.invalid(
+            "status.failedIndexes",
+            failed_indexes,
+            "cannot set non-null failedIndexes when backoffLimitPerIndex is null",
+        )
+    overlap = (
+        _failed_overlapping_completed(completed_text, str(failed_indexes), completions)
+        if (failed_indexes_changed or completed_changed)
+        and _is_int(completions)
+        and failed_indexes is not None
+        else ""
+    )
+    if overlap:
+        c.invalid("status.failedIndexes", failed_indexes, overlap)
+    if criteria_met and failed:
+        c.invalid_omitted(conditions, "cannot set SuccessCriteriaMet=True and Failed=true conditions")
+    if criteria_met and failure_target:
+        c.invalid_omitted(conditions, "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions")
+    if spec.get("successPolicy") is not None and not criteria_met and complete:
+        c.invalid_omitted(
+            conditions, "cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True"
+        )
+    # The rules about how the status moves from the old one.
+    for type_ in ("Failed", "Complete", "FailureTarget"):
+        if _condition_true(old_status, type_) and not _condition_true(status, type_):
+            c.invalid_omitted(conditions, f"cannot disable the terminal {type_}=True condition")
+    for key in ("failed", "succeeded"):
+        new_count, old_count = status.get(key, 0), old_status.get(key, 0)
+        may_decrease = key == "succeeded" and indexed and completions == spec.get("parallelism")
+        if _is_int(new_count) and _is_int(old_count) and new_count < old_count and not may_decrease:
+            c.invalid(f"status.{key}", new_count, f"cannot decrease the {key} counter")
+    old_completion = old_status.get("completionTime")
+    if completion is not None and old_completion is not None and completion_changed:
+        c.invalid("status.completionTime", _go_time(completion), "completionTime cannot be mutated")
+    if old_status.get("startTime") is not None and start_changed and spec.get("suspend") is not True:
+        c.required("status.startTime", "startTime cannot be removed for unsuspended job")
+    if _condition_true(old_status, "SuccessCriteriaMet") and not criteria_met:
+        c.invalid_omitted(conditions, "cannot disable the SuccessCriteriaMet=True condition")
+    if (
+        _condition_true(old_status, "Complete")
+        and not _condition_true(old_status, "SuccessCriteriaMet")
+        and criteria_met
+    ):
+        c.invalid_omitted(
+            conditions, "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions"
+        )
 
 
 _CRON_DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
@@ -1272,16 +1803,30 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
 }
 
 
-def validate(group: str, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+# Kinds whose /status writes have rules of their own; their spec (copied from the stored
+# object) is then not validated again, as upstream's status strategies do.
+_STATUS_VALIDATORS: dict[tuple[str, str], Callable[[_Causes, Obj, Obj], None]] = {
+    ("batch", "Job"): _job_status,
+}
+
+
+def validate(
+    group: str, kind: str, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str = ""
+) -> list[Cause]:
     """Every reason `obj` (stored version, defaulted) may not be written; [] when it may.
 
-    `old` is the stored object on update and None on create.
+    `old` is the stored object on update and None on create; `subresource` is "status" for a
+    write through /status.
     """
     c = _Causes()
     meta = _dict(obj.get("metadata"))
     _metadata(c, group, kind, meta)
     if old is not None:
         _metadata_update(c, meta, _dict(old.get("metadata")))
+    status_validator = _STATUS_VALIDATORS.get((group, kind)) if subresource == "status" else None
+    if status_validator is not None and old is not None:
+        status_validator(c, obj, old)
+        return list(c)
     validator = _VALIDATORS.get((group, kind))
     if validator is not None:
         validator(c, obj, old)

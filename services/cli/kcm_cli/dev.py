@@ -33,6 +33,7 @@ class DevOptions:
     kubeconfig_out: Path
     port: int = 0
     nodes: int = 3
+    pod_start_delay: float = 0.5  # the simulator's
     controllers: str = "*"
     replicas: dict[str, int] = field(default_factory=dict)
     controller_flags: list[str] = field(default_factory=list)
@@ -213,7 +214,12 @@ async def run(opts: DevOptions) -> None:
         for name, argv in services:
             supervise(name, [*kcm_argv(), *argv])
         if opts.nodes > 0:
-            sim = simulator_main.Options(kubeconfig=opts.kubeconfig_out, nodes=opts.nodes, control_port=None)
+            sim = simulator_main.Options(
+                kubeconfig=opts.kubeconfig_out,
+                nodes=opts.nodes,
+                pod_start_delay=opts.pod_start_delay,
+                control_port=None,
+            )
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
             say(f"simulator with {opts.nodes} nodes")
         async with asyncio.timeout(READY_TIMEOUT):

@@ -87,6 +87,9 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--kubeconfig-out", type=Path, help="kubeconfig path (default: STATE_DIR/kubeconfig)")
     p.add_argument("--port", type=int, default=0, help="API server port (0: any free port)")
     p.add_argument("--nodes", type=int, default=3, help="simulated nodes to run (0: no simulator)")
+    p.add_argument(
+        "--pod-start-delay", type=float, default=0.5, help="seconds before a bound pod runs (the simulator's)"
+    )
     p.add_argument("--controllers", default="*", help="which controllers to run (*,-foo,bar)")
     p.add_argument(
         "--replicas",
@@ -213,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kubeconfig_out=args.kubeconfig_out or state / "kubeconfig",
             port=args.port,
             nodes=args.nodes,
+            pod_start_delay=args.pod_start_delay,
             controllers=args.controllers,
             replicas=_replicas(args.replicas),
             controller_flags=_passthrough(args, extra),

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ from kcm_simulator.calls import Writer
 Obj = dict[str, Any]
 log = logging.getLogger("kcm.sim.kubelet")
 _TERMINAL = ("Succeeded", "Failed")
+# Failed attempts remembered for `sim.kcm.dev/fail-attempts` (per Job and index); the oldest
+# are forgotten past this many, as are all on a restart.
+_MAX_REMEMBERED_ATTEMPTS = 10_000
 
 
 def _now() -> str:
@@ -81,6 +85,7 @@ class Kubelet:
         self.nodes = {nodes.node_name(prefix, i): NodeState(i) for i in range(count)}
         self._runs: dict[str, PodRun] = {}
         self._terminations: dict[str, Termination] = {}
+        self._failed_attempts: OrderedDict[tuple[str, int | None], int] = OrderedDict()
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -250,6 +255,10 @@ class Kubelet:
             state.serial += 1
         start_time = pod.get("status", {}).get("startTime") or _now()
         want = podstatus.behaviour(pod)
+        key = podstatus.attempt_key(pod)
+        before = podstatus.attempts_before(pod)
+        if before is None:
+            before = self._failed_attempts.get(key, 0)
         policy = pod["spec"].get("restartPolicy", "Always")
         restarts = 0
         last: tuple[int, str, str] | None = None
@@ -266,8 +275,10 @@ class Kubelet:
                 last_exit=last,
             )
             await self._patch_status(pod, status)
-            code = await self._wait_exit(run, want)
+            code = await self._wait_exit(run, want.exit_code_for(before + restarts), want.run_seconds)
             if not podstatus.restarts_after(policy, code):
+                if code != 0 and want.fail_attempts is not None:
+                    self._remember_failure(key)
                 final = podstatus.finished(
                     pod,
                     now=_now(),
@@ -277,24 +288,32 @@ class Kubelet:
                     pod_ip=pod_ip,
                     exit_code=code,
                     restarts=restarts,
+                    condition=want.fail_condition,
                 )
                 await self._patch_status(pod, final)
                 return
             restarts += 1
             last = (code, started, _now())
 
-    async def _wait_exit(self, run: PodRun, want: podstatus.Behaviour) -> int:
+    def _remember_failure(self, key: tuple[str, int | None]) -> None:
+        """Count a failed attempt before its status is written, so the replacement pod the
+        controller then creates already sees it."""
+        self._failed_attempts[key] = self._failed_attempts.pop(key, 0) + 1
+        while len(self._failed_attempts) > _MAX_REMEMBERED_ATTEMPTS:
+            self._failed_attempts.popitem(last=False)
+
+    async def _wait_exit(self, run: PodRun, exit_code: int | None, run_seconds: float) -> int:
         """The exit code of the current run: from the annotations' timer, or a crash fault."""
         crashed = asyncio.ensure_future(run.crash.wait())
         try:
-            if want.exit_code is None:
+            if exit_code is None:
                 await crashed
                 run.crash.clear()
                 return 1
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(crashed), want.run_seconds)
+                await asyncio.wait_for(asyncio.shield(crashed), run_seconds)
                 run.crash.clear()
                 return 1
-            return want.exit_code
+            return exit_code
         finally:
             crashed.cancel()

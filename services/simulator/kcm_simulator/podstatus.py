@@ -6,6 +6,7 @@ Pure builders called by `kubelet.py`; the annotations are documented in docs/sim
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,10 +14,21 @@ Obj = dict[str, Any]
 
 READY_ANNOTATION = "sim.kcm.dev/ready"
 EXIT_CODE_ANNOTATION = "sim.kcm.dev/exit-code"
+EXIT_CODE_BY_INDEX_ANNOTATION = "sim.kcm.dev/exit-code-by-index"
+FAIL_ATTEMPTS_ANNOTATION = "sim.kcm.dev/fail-attempts"
+FAIL_CONDITION_ANNOTATION = "sim.kcm.dev/fail-condition"
 RUN_SECONDS_ANNOTATION = "sim.kcm.dev/run-seconds"
 TERMINATE_SECONDS_ANNOTATION = "sim.kcm.dev/terminate-seconds"
+# What the Job controller writes on the pods it creates (upstream batch/v1 constants).
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
 # What a runtime reports for a container it had to SIGKILL when the grace period ran out.
 KILLED_EXIT_CODE = 137
+# The reason a kubelet gives the DisruptionTarget condition of a pod it evicted.
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTED_BY_KUBELET = "TerminationByKubelet"
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -26,20 +38,91 @@ class Behaviour:
     ready: bool = True
     exit_code: int | None = None
     run_seconds: float = 0.0
+    # With fail_attempts N, the first N attempts exit with exit_code (1 if unset) and the later
+    # ones with 0, so that retries succeed; a pod (or index) whose code is 0 always succeeds.
+    fail_attempts: int | None = None
+    # (type, reason) of a condition a failed pod is reported with, e.g. DisruptionTarget.
+    fail_condition: tuple[str, str] | None = None
+
+    def exit_code_for(self, attempt: int) -> int | None:
+        """The code attempt number `attempt` (0 for the first) exits with; None runs until a crash."""
+        if self.fail_attempts is None:
+            return self.exit_code
+        if attempt >= self.fail_attempts:
+            return 0
+        return 1 if self.exit_code is None else self.exit_code
+
+
+def _int(text: object) -> int | None:
+    value = str(text).strip()
+    return int(value) if _DECIMAL.fullmatch(value) else None
+
+
+def completion_index(pod: Obj) -> int | None:
+    """The pod's Job completion index, if it has a valid one."""
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    index = _int(annotations.get(COMPLETION_INDEX_ANNOTATION, ""))
+    return index if index is not None and index >= 0 else None
+
+
+def exit_code_by_index(text: str, index: int) -> int | None:
+    """The code `"0=1,2-4=3"` gives `index`, if any; malformed items are skipped."""
+    for item in text.split(","):
+        indexes, sep, code_text = item.partition("=")
+        code = _int(code_text)
+        if not sep or code is None:
+            continue
+        first_text, dash, last_text = indexes.strip().partition("-")
+        first, last = _int(first_text), _int(last_text) if dash else _int(first_text)
+        if first is not None and last is not None and first <= index <= last:
+            return code
+    return None
 
 
 def behaviour(pod: Obj) -> Behaviour:
     annotations = pod.get("metadata", {}).get("annotations") or {}
     ready = str(annotations.get(READY_ANNOTATION, "true")).lower() != "false"
-    exit_code: int | None = None
-    run_seconds = 0.0
+    exit_code = _int(annotations[EXIT_CODE_ANNOTATION]) if EXIT_CODE_ANNOTATION in annotations else None
+    by_index = annotations.get(EXIT_CODE_BY_INDEX_ANNOTATION)
+    index = completion_index(pod)
+    if by_index is not None and index is not None:
+        # An index the map does not name runs as the pod-wide code says (without one, until stopped).
+        mapped = exit_code_by_index(str(by_index), index)
+        exit_code = mapped if mapped is not None else exit_code
     try:
-        if EXIT_CODE_ANNOTATION in annotations:
-            exit_code = int(annotations[EXIT_CODE_ANNOTATION])
         run_seconds = max(0.0, float(annotations.get(RUN_SECONDS_ANNOTATION, 0)))
     except ValueError:
-        exit_code = None
-    return Behaviour(ready, exit_code, run_seconds)
+        run_seconds = 0.0
+    fail_attempts = _int(annotations.get(FAIL_ATTEMPTS_ANNOTATION, ""))
+    if fail_attempts is not None and fail_attempts < 0:
+        fail_attempts = None
+    fail_condition = None
+    condition_text = str(annotations.get(FAIL_CONDITION_ANNOTATION, "")).strip()
+    if condition_text:
+        kind, _, reason = condition_text.partition(":")
+        default_reason = EVICTED_BY_KUBELET if kind == DISRUPTION_TARGET else ""
+        fail_condition = (kind.strip(), reason.strip() or default_reason)
+    return Behaviour(ready, exit_code, run_seconds, fail_attempts, fail_condition)
+
+
+def attempts_before(pod: Obj) -> int | None:
+    """How many earlier attempts of this pod's Job index failed, from the counts the Job
+    controller writes on pods of Jobs with backoffLimitPerIndex; None when it wrote none."""
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    if INDEX_FAILURE_COUNT_ANNOTATION not in annotations:
+        return None
+    counted = _int(annotations[INDEX_FAILURE_COUNT_ANNOTATION]) or 0
+    ignored = _int(annotations.get(INDEX_IGNORED_FAILURE_COUNT_ANNOTATION, "")) or 0
+    return max(0, counted) + max(0, ignored)
+
+
+def attempt_key(pod: Obj) -> tuple[str, int | None]:
+    """What the pods that are attempts at the same work share: their controller's uid (the
+    pod's own without one) and completion index."""
+    meta = pod.get("metadata", {})
+    owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    uid = str(owner.get("uid", "")) if owner is not None else f"pod:{meta.get('uid', '')}"
+    return uid, completion_index(pod)
 
 
 def deletion_requested(pod: Obj, now: float) -> float:
@@ -188,8 +271,10 @@ def finished(
     pod_ip: str,
     exit_code: int,
     restarts: int,
+    condition: tuple[str, str] | None = None,
 ) -> Obj:
-    """The terminal status once every container exited with `exit_code` and none restarts."""
+    """The terminal status once every container exited with `exit_code` and none restarts;
+    a failed pod also gets `condition` (type, reason), True, when one is given."""
     spec = pod.get("spec", {})
     statuses = [
         {
@@ -205,6 +290,17 @@ def finished(
         }
         for c in spec.get("containers") or []
     ]
+    conditions = [
+        _condition("PodReadyToStartContainers", False, now),
+        _condition("Initialized", True, now, "PodCompleted"),
+        _condition("Ready", False, now, "PodCompleted"),
+        _condition("ContainersReady", False, now, "PodCompleted"),
+        _condition("PodScheduled", True, now),
+    ]
+    if condition is not None and exit_code != 0:
+        extra = _condition(condition[0], True, now, condition[1])
+        extra["message"] = f"Simulated by the {FAIL_CONDITION_ANNOTATION} annotation"
+        conditions.insert(0, extra)
     return {
         "phase": "Succeeded" if exit_code == 0 else "Failed",
         "hostIP": host_ip,
@@ -212,13 +308,7 @@ def finished(
         "podIP": pod_ip,
         "podIPs": [{"ip": pod_ip}],
         "startTime": start_time,
-        "conditions": [
-            _condition("PodReadyToStartContainers", False, now),
-            _condition("Initialized", True, now, "PodCompleted"),
-            _condition("Ready", False, now, "PodCompleted"),
-            _condition("ContainersReady", False, now, "PodCompleted"),
-            _condition("PodScheduled", True, now),
-        ],
+        "conditions": conditions,
         "initContainerStatuses": _init_statuses(pod, start_time),
         "containerStatuses": statuses,
     }

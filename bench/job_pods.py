@@ -1,0 +1,261 @@
+"""Benchmark of the job controller's pod creation rate (issue 15); run by `make bench`.
+
+Runs `kcm dev --controllers job` with the controllers' client rate limit lifted
+(`--kube-api-qps 0`, as bench/deployment.py's main figure) and the simulator starting bound
+pods at once (`--pod-start-delay 0`; with kcm dev's default 0.5 s a Job whose pods must
+finish before the next ones start is capped at parallelism / 0.5 s), then:
+
+1. Baseline: a tight client loop in this process creates N pods on `CONCURRENCY`
+   connections, in another namespace: the pods the job controller sends (the template's
+   labels, the simulator's exit-code 0 so they succeed at once, a generated name, a
+   controlling owner reference to a Job that does not exist). A watch from this process times
+   it to the last pod seen. The pods are then deleted.
+2. A Job with completions N and parallelism `PARALLELISM` whose pods succeed at once: the
+   same watch times from the Job's creation to the last of its N pods appearing, and to its
+   Complete condition. Pods created per second by the controller, divided by the baseline's,
+   is the issue's figure (goal >= 0.8). The controller may have only `PARALLELISM` pods
+   active, so it also waits for pods to finish and be counted: that is part of what a Job
+   costs, and the figure includes it.
+3. The Job's pods are deleted and the baseline runs again; the raw rate is the mean of both
+   runs, which keeps the drift of a shared VM's CPU out of the ratio.
+
+Figures are printed, never enforced: the exit status is non-zero only when the stack does
+not start, requests fail, or the Job does not complete in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import benchlib
+import msgspec
+
+NAMESPACE = "bench"
+RAW_NAMESPACE = "bench-raw"
+JOB = "work"
+PARALLELISM = 200
+CONCURRENCY = 32
+SIM = {"sim.kcm.dev/exit-code": "0"}
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""
+
+
+class _Status(msgspec.Struct):
+    conditions: list[_Condition] = msgspec.field(default_factory=list)
+    succeeded: int = 0
+
+
+class _Object(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: _Object
+
+
+_EVENTS = msgspec.json.Decoder(_Event)
+
+
+class _List(msgspec.Struct):
+    items: list[_Object]
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+def pod_spec() -> dict[str, Any]:
+    return {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}
+
+
+def job(completions: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": JOB},
+        "spec": {
+            "completions": completions,
+            "parallelism": PARALLELISM,
+            "template": {"metadata": {"annotations": SIM}, "spec": pod_spec()},
+        },
+    }
+
+
+RAW_OWNER = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "name": "raw",
+    "uid": "0b1c2d3e-4f50-4a61-8b72-9c8d7e6f5a4b",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def raw_pod() -> dict[str, Any]:
+    labels = {"batch.kubernetes.io/job-name": "raw", "job-name": "raw"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "raw-",
+            "labels": labels,
+            "annotations": SIM,
+            "ownerReferences": [RAW_OWNER],
+        },
+        "spec": pod_spec(),
+    }
+
+
+def _first(seen: dict[str, float], obj: _Object, now: float) -> None:
+    seen.setdefault(obj.metadata.name, now)
+
+
+async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
+    return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
+
+
+@contextlib.asynccontextmanager
+async def watching(session: aiohttp.ClientSession, url: str, seen: Callable[[_Object, float], None]) -> Any:
+    rv = (await list_of(session, url, limit="1")).metadata.resourceVersion
+    task = asyncio.create_task(benchlib.watch(session, url, rv, _EVENTS, seen))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+            await task
+
+
+async def delete_pods(session: aiohttp.ClientSession, pods_url: str, limit_s: float) -> None:
+    await benchlib.call(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
+    deadline = time.monotonic() + limit_s
+    while (await list_of(session, pods_url, limit="1")).items:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the pods of {pods_url} were not deleted in time")
+        await asyncio.sleep(0.5)
+
+
+async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s: float) -> float:
+    """Pods per second of the tight loop, to the last pod its watch saw."""
+    pods_url = f"{url}/api/v1/namespaces/{RAW_NAMESPACE}/pods"
+    seen: dict[str, float] = {}
+    todo = iter(range(count))
+
+    async def worker() -> None:
+        for _ in todo:
+            await benchlib.call(session, "POST", pods_url, raw_pod())
+
+    async with watching(session, pods_url, lambda o, now: _first(seen, o, now)) as task:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        deadline = time.monotonic() + limit_s
+        while len(seen) < count:
+            if task.done() or time.monotonic() > deadline:
+                raise RuntimeError(f"the watch saw {len(seen)} of {count} baseline pods")
+            await asyncio.sleep(0.05)
+    rate = count / (max(seen.values()) - start)
+    await delete_pods(session, pods_url, limit_s)
+    return rate
+
+
+async def run_job(
+    session: aiohttp.ClientSession, url: str, count: int, limit_s: float
+) -> tuple[float, float]:
+    """(seconds to the last of the Job's pods created, seconds to its Complete condition)."""
+    pods_url = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
+    jobs_url = f"{url}/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
+    created: dict[str, float] = {}
+    complete: list[float] = []
+
+    def on_job(obj: _Object, now: float) -> None:
+        if not complete and any(c.type == "Complete" and c.status == "True" for c in obj.status.conditions):
+            complete.append(now)
+
+    async with (
+        watching(session, pods_url, lambda o, now: _first(created, o, now)) as pods,
+        watching(session, jobs_url, on_job) as jobs,
+    ):
+        start = time.perf_counter()
+        await benchlib.call(session, "POST", jobs_url, job(count))
+        deadline = time.monotonic() + limit_s
+        while not complete:
+            if pods.done() or jobs.done():
+                raise RuntimeError("a watch ended during the Job")
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the Job did not complete in {limit_s:.0f}s ({len(created)} pods created)"
+                )
+            await asyncio.sleep(0.1)
+    if len(created) != count:
+        print(f"note: {len(created)} pods were created for {count} completions", file=sys.stderr)
+    return max(created.values()) - start, complete[0] - start
+
+
+async def bench(args: argparse.Namespace) -> int:
+    command = benchlib.kcm_command(args)
+    n = args.pods
+    nodes = max(3, math.ceil(PARALLELISM / 100) + 1)
+    argv = ["--nodes", str(nodes), "--controllers", "job", "--kube-api-qps", "0", "--log-level", "warning"]
+    argv += ["--pod-start-delay", str(args.pod_start_delay)]
+    with tempfile.TemporaryDirectory(prefix="kcm-bench-job-") as tmp:
+        async with (
+            benchlib.kcm_dev(command, Path(tmp), argv) as dev,
+            benchlib.client_session(CONCURRENCY + 4) as s,
+        ):
+            for ns in (NAMESPACE, RAW_NAMESPACE):
+                await benchlib.call(s, "POST", f"{dev.url}/api/v1/namespaces", {"metadata": {"name": ns}})
+            before = await baseline(s, dev.url, n, args.timeout)
+            created_s, complete_s = await run_job(s, dev.url, n, args.timeout)
+            await delete_pods(s, f"{dev.url}/api/v1/namespaces/{NAMESPACE}/pods", args.timeout)
+            after = await baseline(s, dev.url, n, args.timeout)
+    raw = statistics.mean([before, after])
+    rate = n / created_s
+    print(
+        f"job controller pod creation: Job with completions {n}, parallelism {PARALLELISM}, pods succeed "
+        f"at once (simulator pod start delay {args.pod_start_delay:g} s)"
+    )
+    print(
+        f"  baseline (tight client, {CONCURRENCY} connections): {before:,.0f} and {after:,.0f} pods/s, mean {raw:,.0f}"
+    )
+    print(
+        f"  job controller: {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; Complete after {complete_s:.1f} s)"
+    )
+    print(f"  ratio: {benchlib.ratio(rate, raw)} (goal >= 0.8)")
+    return 0
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pods", type=int, default=2000, help="the Job's completions and the baseline's pods")
+    p.add_argument("--timeout", type=float, default=600, help="give up on a phase after this many seconds")
+    p.add_argument(
+        "--pod-start-delay",
+        type=float,
+        default=0.0,
+        help="the simulator's delay before a bound pod runs (kcm dev's default 0.5 s alone caps a "
+        "200-pod-parallel Job at 400 pods/s)",
+    )
+    benchlib.add_kcm_argument(p)
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    sys.exit(benchlib.run(bench(parse_args())))

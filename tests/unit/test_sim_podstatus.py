@@ -1,0 +1,113 @@
+"""The simulator's annotations for Jobs: per-index exit codes, failing only the first attempts,
+and failing with a pod condition (kcm_simulator.podstatus)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kcm_simulator import podstatus
+
+Obj = dict[str, Any]
+
+
+def pod(annotations: dict[str, str], owner: str | None = "job-uid") -> Obj:
+    meta: Obj = {"name": "p", "uid": "pod-uid", "annotations": annotations}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": owner, "controller": True}]
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+BY_INDEX = "sim.kcm.dev/exit-code-by-index"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "code"),
+    [
+        ({INDEX: "1", BY_INDEX: "1=3"}, 3),
+        ({INDEX: "3", BY_INDEX: "0=1,2-4=42"}, 42),
+        ({INDEX: "5", BY_INDEX: "0=1,2-4=42"}, None),  # unnamed index: runs until stopped
+        ({INDEX: "5", BY_INDEX: "0=1", "sim.kcm.dev/exit-code": "7"}, 7),  # ... or the pod-wide code
+        ({INDEX: "0", BY_INDEX: "0=1", "sim.kcm.dev/exit-code": "7"}, 1),  # the map wins
+        ({INDEX: "2", BY_INDEX: "x=1,2=oops,2=-1073741510"}, -1073741510),  # bad items skipped
+        ({INDEX: "2", BY_INDEX: "0-999999999999=9"}, 9),  # a range is never expanded
+        ({BY_INDEX: "0=1"}, None),  # not a Job pod: as before, runs until stopped
+        ({INDEX: "-1", BY_INDEX: "0=1"}, None),
+        ({"sim.kcm.dev/exit-code": "2"}, 2),
+        ({"sim.kcm.dev/exit-code": "two"}, None),
+    ],
+)
+def test_exit_code_by_index(annotations: dict[str, str], code: int | None) -> None:
+    assert podstatus.behaviour(pod(annotations)).exit_code == code
+
+
+@pytest.mark.parametrize(
+    ("annotations", "codes"),
+    [
+        ({"sim.kcm.dev/fail-attempts": "2"}, [1, 1, 0, 0]),
+        ({"sim.kcm.dev/fail-attempts": "1", "sim.kcm.dev/exit-code": "42"}, [42, 0, 0, 0]),
+        ({"sim.kcm.dev/fail-attempts": "1", "sim.kcm.dev/exit-code": "0"}, [0, 0, 0, 0]),
+        (
+            {INDEX: "0", BY_INDEX: "1=5", "sim.kcm.dev/exit-code": "0", "sim.kcm.dev/fail-attempts": "1"},
+            [0, 0, 0, 0],
+        ),
+        ({"sim.kcm.dev/fail-attempts": "0", "sim.kcm.dev/exit-code": "3"}, [0, 0, 0, 0]),
+        ({INDEX: "1", BY_INDEX: "1=5", "sim.kcm.dev/fail-attempts": "1"}, [5, 0, 0, 0]),
+        ({"sim.kcm.dev/fail-attempts": "-1", "sim.kcm.dev/exit-code": "3"}, [3, 3, 3, 3]),  # ignored
+    ],
+)
+def test_fail_attempts(annotations: dict[str, str], codes: list[int]) -> None:
+    want = podstatus.behaviour(pod(annotations))
+    assert [want.exit_code_for(attempt) for attempt in range(4)] == codes
+
+
+@pytest.mark.parametrize(
+    ("annotations", "before"),
+    [
+        ({}, None),
+        ({"batch.kubernetes.io/job-index-failure-count": "2"}, 2),
+        (
+            {
+                "batch.kubernetes.io/job-index-failure-count": "1",
+                "batch.kubernetes.io/job-index-ignored-failure-count": "2",
+            },
+            3,
+        ),
+        ({"batch.kubernetes.io/job-index-failure-count": "bad"}, 0),
+    ],
+)
+def test_attempts_before_come_from_the_job_controllers_counts(
+    annotations: dict[str, str], before: int | None
+) -> None:
+    assert podstatus.attempts_before(pod(annotations)) == before
+
+
+def test_attempt_key_is_the_controller_and_index() -> None:
+    assert podstatus.attempt_key(pod({INDEX: "4"})) == ("job-uid", 4)
+    assert podstatus.attempt_key(pod({})) == ("job-uid", None)
+    assert podstatus.attempt_key(pod({}, owner=None)) == ("pod:pod-uid", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "condition"),
+    [
+        ("DisruptionTarget", ("DisruptionTarget", "TerminationByKubelet")),
+        ("DisruptionTarget:EvictionByEvictionAPI", ("DisruptionTarget", "EvictionByEvictionAPI")),
+        ("ConfigIssue", ("ConfigIssue", "")),
+        ("", None),
+    ],
+)
+def test_fail_condition_goes_on_failed_pods_only(text: str, condition: tuple[str, str] | None) -> None:
+    want = podstatus.behaviour(pod({"sim.kcm.dev/fail-condition": text, "sim.kcm.dev/exit-code": "1"}))
+    assert want.fail_condition == condition
+    common: dict[str, Any] = {"now": "t", "start_time": "t", "started": "t", "host_ip": "h", "pod_ip": "i"}
+    failed = podstatus.finished(pod({}), exit_code=137, restarts=0, condition=want.fail_condition, **common)
+    types = [(c["type"], c["status"], c.get("reason", "")) for c in failed["conditions"]]
+    if condition is None:
+        assert types[0][0] == "PodReadyToStartContainers"
+    else:
+        assert types[0] == (condition[0], "True", condition[1])
+    succeeded = podstatus.finished(pod({}), exit_code=0, restarts=0, condition=want.fail_condition, **common)
+    assert succeeded["phase"] == "Succeeded"
+    assert all(c["type"] != "DisruptionTarget" for c in succeeded["conditions"])
