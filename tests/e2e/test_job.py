@@ -97,7 +97,8 @@ def describe_events(stack: devstack.DevStack, ns: str, name: str) -> str:
 
 
 def test_kubectl_create_job_runs_a_tracked_pod(stack: devstack.DevStack, ns: str) -> None:
-    stack.kubectl("create", "job", "hello", "-n", ns, "--image=busybox", "--", "true")
+    # No command: the simulator runs the pod until it is stopped, so it can be seen running.
+    stack.kubectl("create", "job", "hello", "-n", ns, "--image=busybox")
     job = get(stack, ns, "job", "hello")
     uid = job["metadata"]["uid"]
     (pod,) = wait_for(lambda: pods_of(stack, ns, "hello"), 20, what="the job's pod")
@@ -121,6 +122,17 @@ def test_kubectl_create_job_runs_a_tracked_pod(stack: devstack.DevStack, ns: str
     )
     assert status["active"] == 1 and status["terminating"] == 0 and status["startTime"]
     assert f"Created pod: {meta['name']}" in describe_events(stack, ns, "hello")
+
+
+def test_kubectl_create_job_with_a_command_completes(stack: devstack.DevStack, ns: str) -> None:
+    stack.kubectl("create", "job", "date", "-n", ns, "--image=busybox", "--", "date")
+    job = wait_condition(stack, ns, "date", "complete")
+    status = job["status"]
+    assert status["succeeded"] == 1 and status.get("active", 0) == 0 and status["completionTime"]
+    (pod,) = pods_of(stack, ns, "date")
+    assert pod["status"]["phase"] == "Succeeded"
+    assert TRACKING not in (pod["metadata"].get("finalizers") or [])
+    assert "Job completed" in describe_events(stack, ns, "date")
 
 
 def test_nonindexed_completions_never_exceed_parallelism(stack: devstack.DevStack, ns: str) -> None:

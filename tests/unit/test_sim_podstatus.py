@@ -111,3 +111,22 @@ def test_fail_condition_goes_on_failed_pods_only(text: str, condition: tuple[str
     succeeded = podstatus.finished(pod({}), exit_code=0, restarts=0, condition=want.fail_condition, **common)
     assert succeeded["phase"] == "Succeeded"
     assert all(c["type"] != "DisruptionTarget" for c in succeeded["conditions"])
+
+
+@pytest.mark.parametrize(
+    ("restart_policy", "container", "annotations", "want"),
+    [
+        ("Never", {"command": ["date"]}, {}, (0, podstatus.COMMAND_RUN_SECONDS)),
+        ("OnFailure", {"args": ["-c", "true"]}, {"sim.kcm.dev/run-seconds": "5"}, (0, 5.0)),
+        ("Never", {"command": ["false"]}, {"sim.kcm.dev/exit-code": "1"}, (1, 0.0)),  # the annotation wins
+        ("Never", {}, {}, (None, 0.0)),  # no command: runs until stopped
+        ("Always", {"command": ["nginx"]}, {}, (None, 0.0)),  # restarted pods are servers
+    ],
+)
+def test_a_batch_pod_with_a_command_runs_it_and_succeeds(
+    restart_policy: str, container: Obj, annotations: dict[str, str], want: tuple[int | None, float]
+) -> None:
+    subject = pod(annotations)
+    subject["spec"] = {"restartPolicy": restart_policy, "containers": [{"name": "c", **container}]}
+    got = podstatus.behaviour(subject)
+    assert (got.exit_code, got.run_seconds) == want

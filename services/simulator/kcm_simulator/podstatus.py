@@ -28,6 +28,8 @@ KILLED_EXIT_CODE = 137
 # The reason a kubelet gives the DisruptionTarget condition of a pod it evicted.
 DISRUPTION_TARGET = "DisruptionTarget"
 EVICTED_BY_KUBELET = "TerminationByKubelet"
+# How long the command of a batch pod without `sim.kcm.dev/run-seconds` runs.
+COMMAND_RUN_SECONDS = 1.0
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
@@ -56,6 +58,15 @@ class Behaviour:
 def _int(text: object) -> int | None:
     value = str(text).strip()
     return int(value) if _DECIMAL.fullmatch(value) else None
+
+
+def runs_a_command(pod: Obj) -> bool:
+    """A pod that is not restarted when it exits (restartPolicy Never or OnFailure) and whose
+    containers name a command or args."""
+    spec = pod.get("spec") or {}
+    if spec.get("restartPolicy", "Always") == "Always":
+        return False
+    return any(c.get("command") or c.get("args") for c in spec.get("containers") or [])
 
 
 def completion_index(pod: Obj) -> int | None:
@@ -89,10 +100,15 @@ def behaviour(pod: Obj) -> Behaviour:
         # An index the map does not name runs as the pod-wide code says (without one, until stopped).
         mapped = exit_code_by_index(str(by_index), index)
         exit_code = mapped if mapped is not None else exit_code
+    default_run = 0.0
+    if exit_code is None and runs_a_command(pod):
+        # A batch pod told what to run (`kubectl create job x --image=busybox -- date`) finishes
+        # it, as a real container would; without a command it is a server and runs until stopped.
+        exit_code, default_run = 0, COMMAND_RUN_SECONDS
     try:
-        run_seconds = max(0.0, float(annotations.get(RUN_SECONDS_ANNOTATION, 0)))
+        run_seconds = max(0.0, float(annotations.get(RUN_SECONDS_ANNOTATION, default_run)))
     except ValueError:
-        run_seconds = 0.0
+        run_seconds = default_run
     fail_attempts = _int(annotations.get(FAIL_ATTEMPTS_ANNOTATION, ""))
     if fail_attempts is not None and fail_attempts < 0:
         fail_attempts = None
