@@ -440,10 +440,7 @@ class Api:
         meta = new["metadata"]
         if subresource != "status":
             defaults.apply_defaults(srt.group, srt.kind, new)
-        if "generation" in old["metadata"]:
-            meta["generation"] = old["metadata"]["generation"] + (
-                1 if strategies.spec_changed(old, new) else 0
-            )
+        strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
