@@ -10,7 +10,8 @@ does the same for two JSON-form objects of a named message type, reading each fi
 from `proto_schema.json` (written by tools/gen_proto_schema.py from kubectl's own type data).
 
 The deployment controller calls it to find the ReplicaSet whose pod template is its own
-(upstream EqualIgnoreHash); the table is loaded once, on first use.
+(upstream EqualIgnoreHash), and the API server to tell whether a DaemonSet's template changed
+(its template generation); the table is loaded once, on first use.
 """
 
 from __future__ import annotations

@@ -101,6 +101,7 @@ def test_daemonset_template_generation(api: Api) -> None:
     # The client cannot set it on update; a change elsewhere than the template leaves it.
     ds["metadata"]["annotations"][TEMPLATE_GENERATION] = "9"
     ds["spec"]["minReadySeconds"] = 5
+    ds["spec"]["template"]["spec"]["volumes"] = []  # semantically the same template
     ds = copy.deepcopy(api.update(c, "w", ds))
     assert (ds["metadata"]["annotations"][TEMPLATE_GENERATION], ds["metadata"]["generation"]) == ("1", 2)
     ds["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"

@@ -11,6 +11,8 @@ import copy
 import ipaddress
 from typing import Any
 
+from kcm_shared import apitypes
+
 from kcm_apiserver import defaults, errors
 from kcm_apiserver.registry import ResourceType
 
@@ -232,7 +234,11 @@ def template_generation_on_update(old: Obj, new: Obj, subresource: str) -> None:
         value = int(str(current), 10)
     except ValueError:
         value = 1  # stored before the API server set it
-    changed = (old.get("spec") or {}).get("template") != (new.get("spec") or {}).get("template")
+    changed = not apitypes.semantic_equal(
+        apitypes.POD_TEMPLATE_SPEC,
+        (old.get("spec") or {}).get("template"),
+        (new.get("spec") or {}).get("template"),
+    )
     if not subresource and changed:
         value += 1
     new["metadata"].setdefault("annotations", {})[DAEMONSET_TEMPLATE_GENERATION] = str(value)
