@@ -1,8 +1,8 @@
 """Benchmark of the cluster simulator at scale (issue 3); run by `make bench`.
 
 Starts `kcm apiserver` and `kcm sim --nodes N` against it, waits for every node to be
-Ready and rid of its not-ready taint (schedulable), creates the pods from this process (the load generator) and follows them with a
-watch until all are bound and Running. The baseline, against a fresh API server in the
+Ready and rid of its not-ready taint (schedulable), creates the pods from this process (the
+load generator) and follows them with a watch until all are bound and Running. The baseline, against a fresh API server in the
 same run, is the load generator itself doing the same writes the simulator causes per
 pod (create, binding, status patch) with no simulator, so the ratio shows what the
 simulator costs on top of the API server. CPU % of the API server, the simulator and the
