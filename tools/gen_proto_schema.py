@@ -1,4 +1,7 @@
-"""Generate kcm_apiserver/proto_schema.json, the field table `kcm_apiserver.protobuf` decodes with.
+"""Generate kcm_shared/proto_schema.json, the field table of the built-in API's Go types.
+
+`kcm_apiserver.protobuf` decodes protobuf bodies with it; `kcm_shared.apitypes` compares objects
+as Go's typed semantic equality does (which fields are pointers, which zero values are absent).
 
 How it was produced: `python tools/gen_proto_schema.py /usr/bin/kubectl` against kubectl v1.32.4,
 the client whose protobuf request bodies the embedded API server has to read. That kubectl is
@@ -16,7 +19,8 @@ halves the JSON form needs, for exactly the version that sends the bytes.
   A field's `protobuf:"...,<number>,..."` tag ties it to the proto field, and its `json:"..."`
   tag and kind give what the proto cannot: the JSON name (inline structs such as
   `Volume.volumeSource` have none), whether a zero value is dropped (`omitempty` on a non-pointer),
-  and whether an absent field shows as `null` (a nil pointer, slice or map without `omitempty`).
+  whether an absent field shows as `null` (a nil pointer, slice or map without `omitempty`),
+  and whether the field is a pointer (absent and zero differ).
 
 The Go layout read here is Go 1.23's (kubectl 1.32 and 1.33 are built with it): abi.Type is 48
 bytes, a struct type's field slice is at +56 and its uncommon type at +80, a field is
@@ -44,13 +48,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Must match the FLAG_* constants of kcm_apiserver.protobuf, which reads this output.
+# Must match the FLAG_* constants of kcm_apiserver.protobuf and kcm_shared.apitypes, which read this output.
 FLAG_REPEATED = 1
 FLAG_INLINE = 2
 FLAG_OMIT_ZERO = 4
 FLAG_NULL_IF_ABSENT = 8
+FLAG_POINTER = 16
 
-OUTPUT = Path(__file__).resolve().parent.parent / "services/apiserver/kcm_apiserver/proto_schema.json"
+OUTPUT = Path(__file__).resolve().parent.parent / "shared/kcm_shared/proto_schema.json"
 
 # Proto files whose messages are kept (plus whatever they import), with the API group each serves.
 GROUPS = {
@@ -363,6 +368,8 @@ def _field_entry(pf: ProtoField, go: GoField | None, messages: dict[str, ProtoMe
             flags |= FLAG_OMIT_ZERO
         if not omitempty and not flags & FLAG_INLINE and go.kind in ("ptr", "slice", "map"):
             flags |= FLAG_NULL_IF_ABSENT
+        if go.kind == "ptr":
+            flags |= FLAG_POINTER
     if pf.type == MESSAGE_TYPE:
         target = messages[pf.type_name]
         if target.map_entry:

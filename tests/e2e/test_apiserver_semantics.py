@@ -115,6 +115,69 @@ class TestMetadata:
         d = apps.patch_namespaced_deployment("gen-d", "default", {"spec": {"replicas": 3}})
         assert d.metadata.generation == 2
 
+    def test_deployment_annotation_change_bumps_generation(self, apiserver: ApiServer) -> None:
+        # Upstream's Deployment strategy: annotations are copied to ReplicaSets, so they are desired state.
+        apiserver.kubectl("create", "deployment", "gen-a", "--image=nginx:1")
+        assert apiserver.kubectl_json("get", "deployment", "gen-a")["metadata"]["generation"] == 1
+        apiserver.kubectl("annotate", "deployment", "gen-a", "team=blue")
+        assert apiserver.kubectl_json("get", "deployment", "gen-a")["metadata"]["generation"] == 2
+        apiserver.kubectl("label", "deployment", "gen-a", "tier=web")
+        assert apiserver.kubectl_json("get", "deployment", "gen-a")["metadata"]["generation"] == 2
+
+    def test_daemonset_template_generation_annotation(self, apiserver: ApiServer) -> None:
+        key = "deprecated.daemonset.template.generation"
+        ds = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "tg"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "tg"}},
+                "template": {
+                    "metadata": {"labels": {"app": "tg"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1"}]},
+                },
+            },
+        }
+        apiserver.kubectl("create", "-f", "-", input=json.dumps(ds))
+        assert apiserver.kubectl_json("get", "ds", "tg")["metadata"]["annotations"][key] == "1"
+        apiserver.kubectl("set", "image", "ds/tg", "c=nginx:2")
+        got = apiserver.kubectl_json("get", "ds", "tg")
+        assert (got["metadata"]["annotations"][key], got["metadata"]["generation"]) == ("2", 2)
+        # A client's own value is ignored on update.
+        apiserver.kubectl("annotate", "--overwrite", "ds", "tg", f"{key}=7")
+        assert apiserver.kubectl_json("get", "ds", "tg")["metadata"]["annotations"][key] == "2"
+
+    def test_hpa_behavior_defaults(self, apiserver: ApiServer) -> None:
+        hpa = {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "beh"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"},
+                "maxReplicas": 5,
+                "behavior": {"scaleDown": {"stabilizationWindowSeconds": 30}},
+            },
+        }
+        apiserver.kubectl("create", "-f", "-", input=json.dumps(hpa))
+        behavior = apiserver.kubectl_json("get", "hpa.v2.autoscaling", "beh")["spec"]["behavior"]
+        assert behavior["scaleUp"] == {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Pods", "value": 4, "periodSeconds": 15},
+                {"type": "Percent", "value": 100, "periodSeconds": 15},
+            ],
+        }
+        assert behavior["scaleDown"] == {
+            "stabilizationWindowSeconds": 30,
+            "selectPolicy": "Max",
+            "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+        }
+        # Without a behavior there is nothing to fill in (`kubectl autoscale` sets none).
+        apiserver.kubectl("create", "deployment", "hpa-target", "--image=nginx:1")
+        apiserver.kubectl("autoscale", "deployment", "hpa-target", "--max=3", "--name=nobeh")
+        assert "behavior" not in apiserver.kubectl_json("get", "hpa.v2.autoscaling", "nobeh")["spec"]
+
     def test_defaults_are_applied(self, apps: k8s.AppsV1Api) -> None:
         d = apps.create_namespaced_deployment("default", deployment("defaulted"))
         assert d.spec.strategy.type == "RollingUpdate"
@@ -306,6 +369,26 @@ class TestSubresources:
         assert (d.spec.replicas, d.status.replicas) == (2, 5)
         apps.patch_namespaced_deployment("st", "default", {"status": {"replicas": 1}})
         assert apps.read_namespaced_deployment("st", "default").status.replicas == 5
+
+    def test_status_write_keeps_annotations_but_not_labels_of_a_deployment(self, apps: k8s.AppsV1Api) -> None:
+        # As upstream's status strategy: the deployment controller writes its revision this way.
+        apps.create_namespaced_deployment("default", deployment("st-meta"))
+        body = {
+            "metadata": {"annotations": {"deployment.kubernetes.io/revision": "1"}, "labels": {"x": "y"}},
+            "status": {"observedGeneration": 1},
+        }
+        d = apps.patch_namespaced_deployment_status("st-meta", "default", body)
+        assert d.metadata.annotations == {"deployment.kubernetes.io/revision": "1"}
+        assert not d.metadata.labels
+        assert (d.metadata.generation, d.status.observed_generation) == (1, 1)
+
+    def test_status_write_keeps_pod_labels(self, core: k8s.CoreV1Api) -> None:
+        core.create_namespaced_pod("default", pod("st-pod"))
+        p = core.read_namespaced_pod_status("st-pod", "default")
+        p.metadata.labels = {"seen": "yes"}
+        p.status.message = "hello"
+        p = core.replace_namespaced_pod_status("st-pod", "default", p)
+        assert (p.metadata.labels, p.status.message) == ({"seen": "yes"}, "hello")
 
     def test_scale_reads_and_writes_replicas(self, apps: k8s.AppsV1Api) -> None:
         apps.create_namespaced_deployment("default", deployment("sc", replicas=2))

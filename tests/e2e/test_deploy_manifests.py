@@ -432,6 +432,8 @@ def drive_cleanup_controllers(api: ApiServer) -> None:
     }
     api.kubectl("create", "-f", "-", input=json.dumps(orphan))
     wait_for(lambda: gone("pod", "orphan"), 30, interval=0.2, what="pod of a missing node collected")
+
+
 def drive_job(api: ApiServer) -> None:
     """Exercise the job controller's API calls: adopt an orphan pod (re-reading the Job first),
     create pods and take the tracking finalizer off the finished ones while counting them, and

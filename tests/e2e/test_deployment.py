@@ -196,6 +196,29 @@ def test_create_rolls_out_with_revision_and_hash(stack: devstack.DevStack) -> No
     assert f"Scaled up replica set web-{pod_hash} from 0 to 3" in events
 
 
+def test_kubectl_create_deployment_stays_at_generation_one(stack: devstack.DevStack) -> None:
+    # The revision annotation travels with the status, which bumps no generation (upstream's
+    # UpdateStatus); an annotation written through the main resource does bump it.
+    stack.kubectl("create", "deployment", "gen", "-n", NS, "--image=nginx:1", "--replicas=2")
+    rollout_status(stack, "gen")
+    d = deployment(stack, "gen")
+    assert d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    assert (d["metadata"]["generation"], d["status"]["observedGeneration"]) == (1, 1)
+    stack.kubectl("annotate", "deployment", "gen", "-n", NS, "team=blue")
+    wait_for(lambda: deployment(stack, "gen")["status"]["observedGeneration"] == 2, 30, what="observed 2")
+    rollout_status(stack, "gen")
+    (rs,) = get(stack, "replicasets", selector="app=gen")["items"]
+    wait_for(
+        lambda: (
+            get(stack, "replicaset", rs["metadata"]["name"])["metadata"]["annotations"].get("team") == "blue"
+        ),
+        30,
+        what="annotation copied to the replica set",
+    )
+    history = stack.kubectl("rollout", "history", "deployment/gen", "-n", NS).stdout
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1"], history
+
+
 def test_image_change_stays_within_surge_and_unavailable_bounds(stack: devstack.DevStack) -> None:
     stack.kubectl("apply", "-f", "-", input=manifest("roll", 4, surge=1, unavailable=1))
     rollout_status(stack, "roll")

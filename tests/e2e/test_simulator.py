@@ -120,6 +120,25 @@ def test_nodes_register_ready_with_labels_and_renew_leases(sim: Sim) -> None:
     wait_for(lambda: renew_time() not in ("", first), 10, what="lease renewal")
 
 
+def _taints(sim: Sim, node: str) -> list[Any]:
+    return list(((_get(sim.api, "get", "node", node) or {}).get("spec") or {}).get("taints") or [])
+
+
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+def test_api_taints_new_nodes_not_ready_and_the_sim_lifts_it_once_ready(sim: Sim) -> None:
+    # TaintNodesByCondition admission: any Node created through the API starts NoSchedule.
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "not-a-sim-node"}}
+    sim.api.kubectl("create", "-f", "-", input=json.dumps(node))
+    assert _taints(sim, "not-a-sim-node") == [NOT_READY_TAINT]
+    sim.api.kubectl("delete", "node", "not-a-sim-node")
+    # The sim's own nodes got it too, and lose it once they report Ready, as the node lifecycle
+    # controller would lift it: otherwise no pod could be scheduled on them.
+    for name in ("sim-node-0", "sim-node-1", "sim-node-2"):
+        wait_for(lambda name=name: _taints(sim, name) == [], what=f"{name} untainted")
+
+
 def test_plain_pod_is_bound_and_becomes_ready_with_a_pod_ip(sim: Sim) -> None:
     _create_pod(sim, "plain")
     pod = wait_for(
@@ -336,8 +355,29 @@ def test_not_ready_fault_turns_the_node_ready_condition_false(sim: Sim) -> None:
         what="NotReady",
     )
     assert cond["reason"] == "KubeletNotReady"
+    wait_for(lambda: _taints(sim, "sim-node-1") == [NOT_READY_TAINT], what="not-ready taint")
     sim.control("/nodes/sim-node-1/ready")
     wait_for(
         lambda: _condition(_get(sim.api, "get", "node", "sim-node-1"), "Ready").get("status") == "True",
         what="Ready again",
     )
+    wait_for(lambda: _taints(sim, "sim-node-1") == [], what="not-ready taint lifted")
+
+
+def test_ready_annotation_changed_on_a_running_pod_flips_its_readiness(sim: Sim) -> None:
+    _create_pod(sim, "flip")
+
+    def ready(want: str) -> Any:
+        pod = _pod(sim, "flip")
+        return _condition(pod, "Ready").get("status") == want and pod
+
+    wait_for(lambda: ready("True"), what="ready")
+    sim.api.kubectl("annotate", "pod", "flip", "sim.kcm.dev/ready=false")
+    pod = wait_for(lambda: ready("False"), what="not ready after the annotation")
+    assert _condition(pod, "ContainersReady")["reason"] == "ContainersNotReady"
+    status = pod["status"]["containerStatuses"][0]
+    assert not status["ready"] and status["restartCount"] == 0 and "running" in status["state"]
+    assert pod["status"]["phase"] == "Running"
+    sim.api.kubectl("annotate", "--overwrite", "pod", "flip", "sim.kcm.dev/ready=true")
+    pod = wait_for(lambda: ready("True"), what="ready again")
+    assert pod["status"]["containerStatuses"][0]["ready"]

@@ -530,3 +530,41 @@ def test_generate_job_selector_keeps_user_labels_for_validation_to_judge() -> No
     generate_job_selector(job)
     assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "other"
     assert job["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "pi"
+
+
+def test_hpa_behavior_left_unset_stays_unset() -> None:
+    hpa = _defaulted("autoscaling", "HorizontalPodAutoscaler", {"spec": {"maxReplicas": 3}})
+    assert "behavior" not in hpa["spec"]
+
+
+def test_hpa_behavior_unset_rules_get_upstreams_defaults() -> None:
+    spec = {"maxReplicas": 3, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}
+    hpa = _defaulted("autoscaling", "HorizontalPodAutoscaler", {"spec": spec})
+    assert hpa["spec"]["behavior"] == {
+        "scaleUp": {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Pods", "value": 4, "periodSeconds": 15},
+                {"type": "Percent", "value": 100, "periodSeconds": 15},
+            ],
+        },
+        # Scale-down keeps no window of its own unless given: the controller's flag decides it.
+        "scaleDown": {
+            "stabilizationWindowSeconds": 60,
+            "selectPolicy": "Max",
+            "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+        },
+    }
+
+
+def test_hpa_behavior_given_fields_are_kept() -> None:
+    policies = [{"type": "Pods", "value": 1, "periodSeconds": 60}]
+    spec = {"maxReplicas": 3, "behavior": {"scaleUp": {"selectPolicy": "Disabled", "policies": policies}}}
+    hpa = _defaulted("autoscaling", "HorizontalPodAutoscaler", {"spec": spec})
+    assert hpa["spec"]["behavior"]["scaleUp"] == {
+        "stabilizationWindowSeconds": 0,
+        "selectPolicy": "Disabled",
+        "policies": policies,
+    }
+    assert "stabilizationWindowSeconds" not in hpa["spec"]["behavior"]["scaleDown"]

@@ -500,7 +500,8 @@ def test_max_revision_skips_garbage() -> None:
     assert util.max_revision([]) == 0
 
 
-TEMPLATE = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+CONTAINER = {"name": "c", "image": "nginx"}
+TEMPLATE = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [CONTAINER]}}
 
 
 def test_template_hash_is_stable_safe_and_depends_on_collisions() -> None:
@@ -538,8 +539,28 @@ def test_template_hash_is_stable_safe_and_depends_on_collisions() -> None:
             TEMPLATE,
             {
                 **TEMPLATE,
-                "spec": {**TEMPLATE["spec"], "securityContext": {"allowPrivilegeEscalation": False}},
+                "spec": {
+                    "containers": [{**CONTAINER, "securityContext": {"allowPrivilegeEscalation": False}}]
+                },
             },
+            False,
+        ),
+        # The Go type decides, not the field's name: PodSpec.restartPolicy is a plain string, so
+        # "" is its absence, while Container.restartPolicy is a pointer.
+        (TEMPLATE, {**TEMPLATE, "spec": {**TEMPLATE["spec"], "restartPolicy": ""}}, True),
+        (TEMPLATE, {**TEMPLATE, "spec": {"containers": [{**CONTAINER, "restartPolicy": ""}]}}, False),
+        # A pointer to an empty struct is set; a field Go does not declare is dropped by decoding.
+        (TEMPLATE, {**TEMPLATE, "spec": {**TEMPLATE["spec"], "dnsConfig": {}}}, False),
+        (TEMPLATE, {**TEMPLATE, "spec": {**TEMPLATE["spec"], "notAField": True}}, True),
+        # Quantities compare by value.
+        (
+            {**TEMPLATE, "spec": {"containers": [{**CONTAINER, "resources": {"limits": {"cpu": "1"}}}]}},
+            {**TEMPLATE, "spec": {"containers": [{**CONTAINER, "resources": {"limits": {"cpu": "1000m"}}}]}},
+            True,
+        ),
+        (
+            {**TEMPLATE, "spec": {"containers": [{**CONTAINER, "resources": {"limits": {"cpu": "1"}}}]}},
+            {**TEMPLATE, "spec": {"containers": [{**CONTAINER, "resources": {"limits": {"cpu": "2"}}}]}},
             False,
         ),
     ],

@@ -14,6 +14,7 @@ stateful or create-only and live in `strategies`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -412,6 +413,35 @@ def _horizontal_pod_autoscaler(hpa: Obj) -> None:
     if not spec.get("metrics"):
         target = {"type": "Utilization", "averageUtilization": 80}
         spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
+        # Upstream fills every unset rule field once a behavior is given at all; scale-down keeps
+        # no stabilization window, so the controller's --horizontal-pod-autoscaler-downscale-
+        # stabilization flag still decides it.
+        behavior["scaleUp"] = _scaling_rules(behavior.get("scaleUp"), _HPA_SCALE_UP)
+        behavior["scaleDown"] = _scaling_rules(behavior.get("scaleDown"), _HPA_SCALE_DOWN)
+
+
+# autoscaling/v2's default HPAScalingRules: the scaling speeds the HPA had before behavior existed.
+_HPA_SCALE_UP: Obj = {
+    "stabilizationWindowSeconds": 0,
+    "selectPolicy": "Max",
+    "policies": [
+        {"type": "Pods", "value": 4, "periodSeconds": 15},
+        {"type": "Percent", "value": 100, "periodSeconds": 15},
+    ],
+}
+_HPA_SCALE_DOWN: Obj = {
+    "selectPolicy": "Max",
+    "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+}
+
+
+def _scaling_rules(given: Any, default: Obj) -> Obj:
+    rules = copy.deepcopy(default)
+    if isinstance(given, dict):
+        rules.update({k: v for k, v in given.items() if v is not None})
+    return rules
 
 
 RBAC_GROUP = "rbac.authorization.k8s.io"

@@ -453,10 +453,7 @@ class Api:
         _drop_empty_lists(meta)
         if subresource != "status":
             defaults.apply_defaults(srt.group, srt.kind, new)
-        if "generation" in old["metadata"]:
-            meta["generation"] = old["metadata"]["generation"] + (
-                1 if strategies.spec_changed(old, new) else 0
-            )
+        strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]

@@ -6,7 +6,7 @@ such bodies and from then on sees ordinary JSON-form objects.
 
 A body is the 4-byte magic `k8s\\x00` and a `runtime.Unknown` message whose typeMeta names the
 kind and whose `raw` holds the object's own message. Messages are read with the field table in
-`proto_schema.json` (made by tools/gen_proto_schema.py from kubectl's own descriptors and Go
+`kcm_shared/proto_schema.json` (made by tools/gen_proto_schema.py from kubectl's own descriptors and Go
 types), which also says how Go's JSON encoder would treat each field: its JSON name, whether a
 zero value is left out, whether an absent field shows as null, and which structs are inlined.
 A few apimachinery types have their own JSON form (Time, Quantity, IntOrString, ...) and are
@@ -54,7 +54,7 @@ class _Message(NamedTuple):
 
 
 def _load_schema() -> tuple[dict[str, str], frozenset[str], dict[str, _Message]]:
-    raw = json.loads(resources.files("kcm_apiserver").joinpath("proto_schema.json").read_text())
+    raw = json.loads(resources.files("kcm_shared").joinpath("proto_schema.json").read_text())
     messages = {}
     for name, table in raw["messages"].items():
         fields = {int(number): _Field(*entry) for number, entry in table.items()}

@@ -11,7 +11,9 @@ import copy
 import ipaddress
 from typing import Any
 
-from kcm_apiserver import defaults
+from kcm_shared import apitypes
+
+from kcm_apiserver import defaults, errors
 from kcm_apiserver.registry import ResourceType
 
 Obj = dict[str, Any]
@@ -84,6 +86,10 @@ def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> N
         defaults.generate_job_selector(obj)
     elif ident == ("", "Service"):
         _allocate_cluster_ip(obj, ips)
+    elif ident == ("", "Node"):
+        _taint_not_ready(obj)
+    elif ident == ("apps", "DaemonSet"):
+        template_generation_on_create(obj)
     if rt.has_status or rt.model is None:
         obj["metadata"]["generation"] = 1
 
@@ -117,7 +123,7 @@ def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -
     if subresource == "status":
         merged = copy.copy(old)
         merged["status"] = new.get("status", {})
-        merged["metadata"] = _status_update_metadata(old["metadata"], new.get("metadata", {}))
+        merged["metadata"] = _status_update_metadata(rt, old["metadata"], new.get("metadata", {}))
         return merged
     if rt.has_status and "status" in old:
         new["status"] = old["status"]
@@ -139,19 +145,115 @@ def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -
     return new
 
 
-def _status_update_metadata(old: Obj, sent: Obj) -> Obj:
-    # Upstream status strategies ignore metadata changes except the concurrency token and
-    # ownership bookkeeping carried in the request.
-    meta = dict(old)
-    if "resourceVersion" in sent:
-        meta["resourceVersion"] = sent["resourceVersion"]
+def _status_update_metadata(rt: ResourceType, old: Obj, sent: Obj) -> Obj:
+    """The metadata a status write stores: upstream's generic update takes the request's labels,
+    annotations, finalizers and ownerReferences unless the kind's status strategy puts the old
+    ones back (the deployment controller writes its revision annotation this way)."""
+    if rt.model is None:
+        # A custom resource's status strategy keeps the whole old object but its status.
+        meta = dict(old)
+        if "resourceVersion" in sent:
+            meta["resourceVersion"] = sent["resourceVersion"]
+        return meta
+    meta = dict(sent)
+    ident = (rt.group, rt.kind)
+    kept = _RESET_FOR_STATUS if ident in _STATUS_RESETS_METADATA else _STATUS_KEEPS_OLD.get(ident, ())
+    for key in (*kept, *_NEVER_FROM_STATUS):
+        if key in old:
+            meta[key] = old[key]
+        else:
+            meta.pop(key, None)
     return meta
+
+
+# What each status strategy takes from the stored object rather than the request
+# (pkg/registry/<group>/<kind>/strategy.go, the `*StatusStrategy` PrepareForUpdate methods).
+_STATUS_KEEPS_OLD: dict[tuple[str, str], tuple[str, ...]] = {
+    ("apps", "Deployment"): ("labels",),
+    # Old kubelets corrupted owner references, which broke garbage collection.
+    ("", "Pod"): ("ownerReferences",),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): ("labels", "annotations", "ownerReferences"),
+}
+# metav1.ResetObjectMetaForStatus, for the kinds whose status strategy calls it.
+_RESET_FOR_STATUS = ("labels", "annotations", "finalizers", "ownerReferences")
+_STATUS_RESETS_METADATA = {("storage.k8s.io", "VolumeAttachment")}
+# Server-owned fields no status write sets (generation follows the old one in operations).
+_NEVER_FROM_STATUS = ("generateName", "managedFields")
 
 
 def spec_changed(old: Obj, new: Obj) -> bool:
     """Whether a write changed anything besides metadata and status (bumps generation)."""
     keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
     return any(old.get(k) != new.get(k) for k in keys)
+
+
+def after_defaults_on_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> None:
+    """Generation and template generation of an updated object, once it is defaulted."""
+    if (rt.group, rt.kind) == ("apps", "DaemonSet"):
+        template_generation_on_update(old, new, subresource)
+    if "generation" in old["metadata"]:
+        bump = _generation_changed(rt, old, new, subresource)
+        new["metadata"]["generation"] = old["metadata"]["generation"] + (1 if bump else 0)
+
+
+def _generation_changed(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> bool:
+    """A spec change bumps metadata.generation, and for a Deployment an annotation change through
+    the main resource too, since its annotations are copied to its ReplicaSets."""
+    if spec_changed(old, new):
+        return True
+    if (rt.group, rt.kind) == ("apps", "Deployment") and not subresource:
+        return bool((old["metadata"].get("annotations") or {}) != (new["metadata"].get("annotations") or {}))
+    return False
+
+
+DAEMONSET_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+
+
+def template_generation_on_create(ds: Obj) -> None:
+    """A new DaemonSet's template generation: the one the client sent if at least 1, else 1.
+
+    Upstream keeps it in the internal spec and shows it in apps/v1 as this annotation; a value
+    that is not an integer fails the conversion, so the request is refused.
+    """
+    annotations = ds["metadata"].setdefault("annotations", {})
+    sent = annotations.get(DAEMONSET_TEMPLATE_GENERATION)
+    value = 0
+    if sent is not None:
+        try:
+            value = int(str(sent), 10)
+        except ValueError:
+            raise errors.bad_request(f'strconv.ParseInt: parsing "{sent}": invalid syntax') from None
+    annotations[DAEMONSET_TEMPLATE_GENERATION] = str(max(value, 1))
+
+
+def template_generation_on_update(old: Obj, new: Obj, subresource: str) -> None:
+    """Keep the stored template generation whatever the request says; one more when the pod
+    template changed through the main resource (upstream's daemonset strategy)."""
+    current = (old["metadata"].get("annotations") or {}).get(DAEMONSET_TEMPLATE_GENERATION)
+    try:
+        value = int(str(current), 10)
+    except ValueError:
+        value = 1  # stored before the API server set it
+    changed = not apitypes.semantic_equal(
+        apitypes.POD_TEMPLATE_SPEC,
+        (old.get("spec") or {}).get("template"),
+        (new.get("spec") or {}).get("template"),
+    )
+    if not subresource and changed:
+        value += 1
+    new["metadata"].setdefault("annotations", {})[DAEMONSET_TEMPLATE_GENERATION] = str(value)
+
+
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+def _taint_not_ready(node: Obj) -> None:
+    """TaintNodesByCondition admission: a new Node is NoSchedule until it is found Ready, so no
+    pod lands on it in between; the node lifecycle controller removes the taint."""
+    spec = node.setdefault("spec", {})
+    taints = spec.get("taints") or []
+    if not any(t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoSchedule" for t in taints):
+        spec["taints"] = [*taints, {"key": NOT_READY_TAINT, "effect": "NoSchedule"}]
 
 
 def graceful_seconds(rt: ResourceType, obj: Obj, requested: int | None) -> int:

@@ -1,9 +1,12 @@
 """The kubelet stand-in: registers the simulated nodes, heartbeats them, and runs their pods.
 
 Node heartbeats renew the Lease in kube-node-lease and the Ready condition; pods bound to
-our nodes become Running (or finish, per the annotations in podstatus.py), and graceful
-deletions are completed once their grace period is over. Fed pod events by `main.py`;
-faults come from `control.py`.
+our nodes become Running (or finish, per the annotations in podstatus.py), a running pod's
+readiness follows its `sim.kcm.dev/ready` annotation as it changes, and graceful deletions are
+completed once their grace period is over. Until a node lifecycle controller runs, it also
+plays that controller's part for its own nodes: the `node.kubernetes.io/not-ready:NoSchedule`
+taint the API server puts on a new Node is removed once the node reports Ready (and put back
+while it reports NotReady). Fed pod events by `main.py`; faults come from `control.py`.
 """
 
 from __future__ import annotations
@@ -50,7 +53,10 @@ class NodeState:
 class PodRun:
     key: tuple[str, str]
     task: asyncio.Task[None]
+    # What the pod's ready annotation asks for now; `ready_changed` wakes the run to report it.
+    ready: bool
     crash: asyncio.Event = field(default_factory=asyncio.Event)
+    ready_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -109,17 +115,34 @@ class Kubelet:
         # Upstream may drop status on create, and a node left from an earlier run keeps its old one.
         status_path = resource_path("", "v1", "nodes", name=name, subresource="status")
         patch = {"metadata": {"labels": obj["metadata"]["labels"]}, "status": obj["status"]}
-        await self._writer.call(f"node status {name}", lambda: self._client.patch(status_path, patch))
+        node = await self._writer.call(f"node status {name}", lambda: self._client.patch(status_path, patch))
+        if node is not None:
+            await self._sync_not_ready_taint(node, state.ready)
         log.info("registered node", extra={"node": name})
 
     async def heartbeat(self, name: str) -> None:
         state = self.nodes[name]
         path = resource_path("", "v1", "nodes", name=name, subresource="status")
         patch = {"status": {"conditions": nodes.conditions(_now(), state.ready)}}
-        if await self._writer.call(f"heartbeat {name}", lambda: self._client.patch(path, patch)) is None:
+        node = await self._writer.call(f"heartbeat {name}", lambda: self._client.patch(path, patch))
+        if node is None:
             # Someone deleted the node: a kubelet registers itself again.
             await self._register(name, state)
+        else:
+            await self._sync_not_ready_taint(node, state.ready)
         await self._renew_lease(name)
+
+    async def _sync_not_ready_taint(self, node: Obj, ready: bool) -> None:
+        """The node lifecycle controller's NoSchedule tainting for the Ready condition just
+        reported. A write that loses a race (409) is left to the next heartbeat."""
+        taints = node.get("spec", {}).get("taints") or []
+        wanted = nodes.with_not_ready_taint(taints, not ready)
+        if wanted == taints:
+            return
+        meta = node["metadata"]
+        path = resource_path("", "v1", "nodes", name=meta["name"])
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"taints": wanted}}
+        await self._writer.call(f"taints {meta['name']}", lambda: self._client.patch(path, patch))
 
     async def _renew_lease(self, name: str) -> None:
         lease = nodes.lease(name, _micro_now())
@@ -168,9 +191,17 @@ class Kubelet:
                 run.task.cancel()
             self._terminate(uid, pod)
             return
-        if uid not in self._runs and pod.get("status", {}).get("phase") not in _TERMINAL:
+        run = self._runs.get(uid)
+        if run is not None:
+            ready = podstatus.behaviour(pod).ready
+            if ready != run.ready:
+                run.ready = ready
+                run.ready_changed.set()
+            return
+        if pod.get("status", {}).get("phase") not in _TERMINAL:
             task = asyncio.ensure_future(self._run_pod(pod))
-            self._runs[uid] = PodRun((meta.get("namespace", ""), meta.get("name", "")), task)
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            self._runs[uid] = PodRun(key, task, ready=podstatus.behaviour(pod).ready)
 
     def crash(self, namespace: str, name: str) -> bool:
         for run in self._runs.values():
@@ -264,18 +295,21 @@ class Kubelet:
         last: tuple[int, str, str] | None = None
         while True:
             started = _now()
+            run.ready_changed.clear()  # this status reports the latest wish
             status = podstatus.running(
                 pod,
                 now=started,
                 start_time=start_time,
                 host_ip=host_ip,
                 pod_ip=pod_ip,
-                ready=want.ready,
+                ready=run.ready,
                 restarts=restarts,
                 last_exit=last,
             )
             await self._patch_status(pod, status)
-            code = await self._wait_exit(run, want.exit_code_for(before + restarts), want.run_seconds)
+            code = await self._wait_exit(
+                run, want.exit_code_for(before + restarts), want.run_seconds, pod, status
+            )
             if not podstatus.restarts_after(policy, code):
                 if code != 0 and want.fail_attempts is not None:
                     self._remember_failure(key)
@@ -302,18 +336,28 @@ class Kubelet:
         while len(self._failed_attempts) > _MAX_REMEMBERED_ATTEMPTS:
             self._failed_attempts.popitem(last=False)
 
-    async def _wait_exit(self, run: PodRun, exit_code: int | None, run_seconds: float) -> int:
-        """The exit code of the current run: from the annotations' timer, or a crash fault."""
-        crashed = asyncio.ensure_future(run.crash.wait())
-        try:
-            if exit_code is None:
-                await crashed
+    async def _wait_exit(
+        self, run: PodRun, exit_code: int | None, run_seconds: float, pod: Obj, status: Obj
+    ) -> int:
+        """The exit code of the current run: from the annotations' timer, or a crash fault.
+        Meanwhile a change of the ready annotation is reported as a readiness probe would."""
+        loop = asyncio.get_running_loop()
+        deadline = None if exit_code is None else loop.time() + run_seconds
+        while True:
+            crashed = asyncio.ensure_future(run.crash.wait())
+            changed = asyncio.ensure_future(run.ready_changed.wait())
+            try:
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                await asyncio.wait({crashed, changed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                crashed.cancel()
+                changed.cancel()
+            if run.crash.is_set():
                 run.crash.clear()
                 return 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(crashed), run_seconds)
-                run.crash.clear()
-                return 1
-            return exit_code
-        finally:
-            crashed.cancel()
+            if not run.ready_changed.is_set():
+                assert exit_code is not None  # only a deadline ends the wait otherwise
+                return exit_code
+            run.ready_changed.clear()
+            status = podstatus.with_readiness(status, run.ready, _now())
+            await self._patch_status(pod, status)

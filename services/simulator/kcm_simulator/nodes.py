@@ -93,6 +93,23 @@ def node(prefix: str, index: int, zones: int, now: str) -> Obj:
     }
 
 
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+def with_not_ready_taint(taints: list[Obj], not_ready: bool) -> list[Obj]:
+    """`taints` with the not-ready NoSchedule taint present or absent as the node lifecycle
+    controller keeps it for a node's Ready condition (matched by key and effect, as upstream)."""
+
+    def is_it(t: Obj) -> bool:
+        return t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoSchedule"
+
+    if not_ready:
+        if any(is_it(t) for t in taints):
+            return taints
+        return [*taints, {"key": NOT_READY_TAINT, "effect": "NoSchedule"}]
+    return [t for t in taints if not is_it(t)]
+
+
 def pod_cidr(index: int) -> str:
     return f"10.244.{index}.0/24"
 

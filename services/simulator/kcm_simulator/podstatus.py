@@ -5,6 +5,7 @@ Pure builders called by `kubelet.py`; the annotations are documented in docs/sim
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -256,6 +257,21 @@ def running(
         "initContainerStatuses": _init_statuses(pod, start_time),
         "containerStatuses": statuses,
     }
+
+
+def with_readiness(status: Obj, ready: bool, now: str) -> Obj:
+    """A Running status whose containers became ready or not ready, as a readiness probe's
+    verdict changes it: the containers' `ready`, and Ready and ContainersReady when they flip."""
+    out = copy.deepcopy(status)
+    for container in out.get("containerStatuses") or []:
+        container["ready"] = ready
+    conditions = []
+    for cond in out.get("conditions") or []:
+        if cond.get("type") in ("Ready", "ContainersReady") and (cond.get("status") == "True") != ready:
+            cond = _condition(cond["type"], ready, now, "" if ready else "ContainersNotReady")
+        conditions.append(cond)
+    out["conditions"] = conditions
+    return out
 
 
 def _init_statuses(pod: Obj, start_time: str) -> list[Obj]:

@@ -11,8 +11,10 @@ every API write:
 - Every write names the resourceVersion it was computed from (merge patches with a
   `metadata.resourceVersion` precondition), so a stale cache makes it fail with a conflict
   and retry instead of over-scaling: like upstream, no expectations are needed.
-- The deployment's revision annotation goes through the main resource and the status
-  through `/status`; the progress deadline is re-checked with `durable.Result(requeue_after)`.
+- The deployment's revision annotation goes through `/status` with the status, as upstream's
+  UpdateStatus carries it (the status strategy keeps annotation changes and does not bump
+  `metadata.generation`, so a new deployment stays at generation 1); the progress deadline is
+  re-checked with `durable.Result(requeue_after)`.
 
 Registered by the launcher as `SPEC` (services/cli/kcm_cli/controllers.py).
 """
@@ -209,20 +211,22 @@ class DeploymentSync:
             "PATCH", path, body=body, content_type=kubeclient.PATCH_TYPES["merge"]
         )
 
-    async def _write_status(self, d: views.Deployment, status: views.DeploymentStatus) -> views.Deployment:
+    async def _write_status(
+        self, d: views.Deployment, status: views.DeploymentStatus, revision: str | None = None
+    ) -> views.Deployment:
+        """Write `status`, and `revision` into the revision annotation when given."""
         m = d.metadata
-        body = {"metadata": {"resourceVersion": m.resource_version}, "status": status_patch(status)}
+        meta: dict[str, Any] = {"resourceVersion": m.resource_version}
+        if revision is not None:
+            meta["annotations"] = {util.REVISION: revision}
+        body = {"metadata": meta, "status": status_patch(status)}
         raw = await self._patch(_path(views.DEPLOYMENTS, m.namespace, m.name, "status"), body)
         return self._written(d, raw)
 
-    async def _set_revision(self, d: views.Deployment, rev: str) -> views.Deployment:
-        """Put `rev` into the deployment's revision annotation (upstream SetDeploymentRevision)."""
-        m = d.metadata
-        if m.annotations.get(util.REVISION) == rev:
-            return d
-        body = {"metadata": {"resourceVersion": m.resource_version, "annotations": {util.REVISION: rev}}}
-        raw = await self._patch(_path(views.DEPLOYMENTS, m.namespace, m.name), body)
-        return self._written(d, raw)
+    @staticmethod
+    def _revision_change(d: views.Deployment, rev: str) -> str | None:
+        """`rev` if the deployment's revision annotation differs (upstream SetDeploymentRevision)."""
+        return None if d.metadata.annotations.get(util.REVISION) == rev else rev
 
     def _written(self, before: views.Deployment, raw: bytes) -> views.Deployment:
         result = codec.decode(raw, views.Deployment)
@@ -300,19 +304,18 @@ class DeploymentSync:
                 "spec": {"minReadySeconds": d.spec.min_ready_seconds},
             }
             return d, await self._patch_replica_set(existing, body)
-        d = await self._set_revision(d, existing.metadata.annotations.get(util.REVISION, ""))
+        revision = self._revision_change(d, existing.metadata.annotations.get(util.REVISION, ""))
+        needs_update = revision is not None
         if util.has_progress_deadline(d) and util.get_condition(d.status, util.PROGRESSING) is None:
             # A deadline set on a deployment that never had one: its clock starts now.
             msg = f'Found new replica set "{existing.metadata.name}"'
-            d = await self._progressing(d, util.FOUND_NEW_RS, msg, now)
+            util.set_condition(
+                d.status, util.new_condition(util.PROGRESSING, "True", util.FOUND_NEW_RS, msg, now)
+            )
+            needs_update = True
+        if needs_update:
+            d = await self._write_status(d, d.status, revision)
         return d, existing
-
-    async def _progressing(
-        self, d: views.Deployment, reason: str, msg: str, now: dt.datetime
-    ) -> views.Deployment:
-        """Write Progressing=True with `reason` at once (upstream writes it with the new RS)."""
-        util.set_condition(d.status, util.new_condition(util.PROGRESSING, "True", reason, msg, now))
-        return await self._write_status(d, d.status)
 
     async def _create_replica_set(
         self, d: views.Deployment, old: list[views.ReplicaSet], new_revision: int
@@ -380,9 +383,16 @@ class DeploymentSync:
             self.recorder.event(
                 d, events.NORMAL, "ScalingReplicaSet", f"Scaled up replica set {name} from 0 to {replicas}"
             )
-        d = await self._set_revision(d, str(new_revision))
+        revision = self._revision_change(d, str(new_revision))
+        needs_update = revision is not None
         if not already_exists and util.has_progress_deadline(d):
-            d = await self._progressing(d, util.NEW_RS_CREATED, f'Created new replica set "{name}"', now)
+            msg = f'Created new replica set "{name}"'
+            util.set_condition(
+                d.status, util.new_condition(util.PROGRESSING, "True", util.NEW_RS_CREATED, msg, now)
+            )
+            needs_update = True
+        if needs_update:
+            d = await self._write_status(d, d.status, revision)
         return d, created
 
     async def _existing_is_ours(

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+from kcm_shared import apitypes
 
 from kcm_controllers.deployment import views
 
@@ -256,56 +257,6 @@ def template_hash(template: dict[str, Any], collision_count: int | None) -> str:
     return "".join(_SAFE_ALPHABET[ord(ch) % len(_SAFE_ALPHABET)] for ch in str(_fnv32a(data)))
 
 
-# Fields of a pod template that Go declares as pointers: for these, false, 0 and "" are set
-# values, different from absent (automountServiceAccountToken: false is a change to roll out).
-_POINTER_FIELDS = frozenset(
-    {
-        "activeDeadlineSeconds",
-        "allowPrivilegeEscalation",
-        "automountServiceAccountToken",
-        "defaultMode",
-        "enableServiceLinks",
-        "fsGroup",
-        "fsGroupChangePolicy",
-        "hostUsers",
-        "minDomains",
-        "optional",
-        "preemptionPolicy",
-        "priority",
-        "privileged",
-        "procMount",
-        "readOnlyRootFilesystem",
-        "restartPolicy",
-        "runAsGroup",
-        "runAsNonRoot",
-        "runAsUser",
-        "runtimeClassName",
-        "setHostnameAsFQDN",
-        "shareProcessNamespace",
-        "terminationGracePeriodSeconds",
-        "tolerationSeconds",
-    }
-)
-
-
-def _semantic(value: Any) -> Any:
-    # Go decodes an absent field and the zero value of a plain (non-pointer) field alike, and
-    # an empty map or list like a missing one; compare JSON the same way.
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            v = _semantic(v)
-            if v is None or v == {} or v == []:
-                continue
-            if k not in _POINTER_FIELDS and v in ("", 0, False):
-                continue
-            out[k] = v
-        return out
-    if isinstance(value, list):
-        return [_semantic(v) for v in value]
-    return value
-
-
 def without_hash_label(template: dict[str, Any]) -> dict[str, Any]:
     meta = dict(template.get("metadata") or {})
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != POD_TEMPLATE_HASH}
@@ -314,8 +265,9 @@ def without_hash_label(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def equal_ignore_hash(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Pod templates equal apart from the pod-template-hash label (upstream EqualIgnoreHash)."""
-    return bool(_semantic(without_hash_label(a)) == _semantic(without_hash_label(b)))
+    """Pod templates equal apart from the pod-template-hash label (upstream EqualIgnoreHash):
+    the whole template compared as its Go type would be (`kcm_shared.apitypes`)."""
+    return apitypes.semantic_equal(apitypes.POD_TEMPLATE_SPEC, without_hash_label(a), without_hash_label(b))
 
 
 def find_new_replica_set(d: views.Deployment, rss: Sequence[views.ReplicaSet]) -> views.ReplicaSet | None:
