@@ -27,6 +27,7 @@ REGISTRY = (
     "kcm_controllers.serviceaccounttoken.tokens_controller:SPEC",
     "kcm_controllers.legacytokencleaner.cleaner:SPEC",
     "kcm_controllers.resourcequota.resourcequota:SPEC",
+    "kcm_controllers.cronjob.cronjob_controller:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
