@@ -142,13 +142,14 @@ class CronJobController:
         cj = self.own_writes.latest(key, self.cronjobs.get_key(key))
         if cj is None:
             return None
+        started = self.now()
         jobs = self.jobs_of(cj)
         status = utils.Status.of(cj)
         changed = await self.cleanup_finished_jobs(cj, status, jobs)
         sync_error: Exception | None = None
         delay: float | None = None
         try:
-            cj, delay, synced = await self.sync_cron_job(cj, status, jobs)
+            cj, delay, synced = await self.sync_cron_job(cj, status, jobs, started)
             changed = changed or synced
         except Exception as exc:
             sync_error = exc
@@ -157,17 +158,18 @@ class CronJobController:
         if changed:
             await self.write_status(key, cj, status)
         if delay is not None:
-            return durable.Result(requeue_after=max(delay, 0.0))
+            # The delay counts from the sync's start: the writes since must not push it back.
+            spent = (self.now() - started).total_seconds()
+            return durable.Result(requeue_after=max(delay - spent, 0.0))
         if sync_error is not None:
             raise sync_error
         return None
 
     async def sync_cron_job(
-        self, cj: utils.CronJobView, status: utils.Status, jobs: list[utils.JobView]
+        self, cj: utils.CronJobView, status: utils.Status, jobs: list[utils.JobView], now: dt.datetime
     ) -> tuple[utils.CronJobView, float | None, bool]:
-        """(the CronJob as last read, seconds until the next sync or None, whether `status`
-        changed); raises what the API raised. Upstream syncCronJob."""
-        now = self.now()
+        """(the CronJob as last read, seconds from `now` until the next sync or None, whether
+        `status` changed); raises what the API raised. Upstream syncCronJob."""
         changed = False
         children = set()
         for job in jobs:
