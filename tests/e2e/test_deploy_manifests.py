@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import os
 import subprocess
@@ -261,6 +262,7 @@ def recorded(
         try:
             wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
+            drive_cronjobs(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
@@ -374,6 +376,74 @@ def drive_workloads(api: ApiServer) -> None:
         30,
         interval=0.2,
         what="deployment, replicaset and pods deleted in the foreground",
+    )
+
+
+def drive_cronjobs(api: ApiServer) -> None:
+    """Exercise the cronjob controller's API calls: a Job it did not create (re-read of the
+    CronJob), a start that is due at once (status.lastScheduleTime set an hour back) replacing
+    the running Job (get, delete, create), and its status write."""
+    ns = "rbac-e2e"
+    due = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)).replace(second=0, microsecond=0)
+    api.kubectl(
+        "-n",
+        ns,
+        "create",
+        "cronjob",
+        "nightly",
+        "--image=busybox",
+        f"--schedule={due.minute} {due.hour} * * *",
+    )
+    api.kubectl(
+        "-n",
+        ns,
+        "patch",
+        "cronjob",
+        "nightly",
+        "--type=merge",
+        "-p",
+        '{"spec":{"concurrencyPolicy":"Replace"}}',
+    )
+    api.kubectl("-n", ns, "create", "job", "manual", "--from=cronjob/nightly")
+    # Not in status.active: the controller re-reads the CronJob before calling it unexpected.
+    wait_for(
+        lambda: any(e["reason"] == "UnexpectedJob" for e in _json(api, "events")["items"]),
+        30,
+        interval=0.2,
+        what="UnexpectedJob",
+    )
+    manual = api.kubectl_json("-n", ns, "get", "job", "manual")["metadata"]
+    ref = {"kind": "Job", "apiVersion": "batch/v1", "namespace": ns, "name": "manual", "uid": manual["uid"]}
+    last = (due - datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {"status": {"active": [ref], "lastScheduleTime": last}}
+    api.kubectl(
+        "-n",
+        ns,
+        "patch",
+        "cronjob",
+        "nightly",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+    scheduled = f"nightly-{int(due.timestamp()) // 60}"
+    wait_for(
+        lambda: (
+            {j["metadata"]["name"] for j in _json(api, "jobs")["items"]} >= {scheduled}
+            and "manual" not in {j["metadata"]["name"] for j in _json(api, "jobs")["items"]}
+        ),
+        30,
+        interval=0.2,
+        what="the running job replaced by the scheduled one",
+    )
+    wait_for(
+        lambda: (
+            [a["name"] for a in _json(api, "cronjob", "nightly")["status"].get("active", [])] == [scheduled]
+        ),
+        30,
+        interval=0.2,
+        what="cronjob status written",
     )
 
 
@@ -502,6 +572,8 @@ NOT_EXERCISED = {
     },
     ("replicaset-controller", "apps", "replicasets/finalizers", "update"): _BLOCK_OWNER,
     ("deployment-controller", "apps", "deployments/finalizers", "update"): _BLOCK_OWNER,
+    ("cronjob-controller", "batch", "cronjobs/finalizers", "update"): _BLOCK_OWNER,
+    ("cronjob-controller", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "apps", "replicasets", "get"): "re-reads a ReplicaSet whose name is taken",
     ("generic-garbage-collector", "", "events", "create"): "its one Event, OwnerRefInvalidNamespace",
     ("replicaset-controller", "", "events", "patch"): _REPEATED,
