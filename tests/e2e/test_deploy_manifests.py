@@ -394,16 +394,11 @@ def drive_cronjobs(api: ApiServer) -> None:
         "--image=busybox",
         f"--schedule={due.minute} {due.hour} * * *",
     )
-    api.kubectl(
-        "-n",
-        ns,
-        "patch",
-        "cronjob",
-        "nightly",
-        "--type=merge",
-        "-p",
-        '{"spec":{"concurrencyPolicy":"Replace"}}',
-    )
+
+    def patch(body: dict[str, Any], *where: str) -> None:
+        api.kubectl("-n", ns, "patch", "cronjob", "nightly", *where, "--type=merge", "-p", json.dumps(body))
+
+    patch({"spec": {"concurrencyPolicy": "Replace"}})
     api.kubectl("-n", ns, "create", "job", "manual", "--from=cronjob/nightly")
     # Not in status.active: the controller re-reads the CronJob before calling it unexpected.
     wait_for(
@@ -415,23 +410,12 @@ def drive_cronjobs(api: ApiServer) -> None:
     manual = api.kubectl_json("-n", ns, "get", "job", "manual")["metadata"]
     ref = {"kind": "Job", "apiVersion": "batch/v1", "namespace": ns, "name": "manual", "uid": manual["uid"]}
     last = (due - datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {"status": {"active": [ref], "lastScheduleTime": last}}
-    api.kubectl(
-        "-n",
-        ns,
-        "patch",
-        "cronjob",
-        "nightly",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(status),
-    )
+    patch({"status": {"active": [ref], "lastScheduleTime": last}}, "--subresource=status")
     scheduled = f"nightly-{int(due.timestamp()) // 60}"
     wait_for(
         lambda: (
-            {j["metadata"]["name"] for j in _json(api, "jobs")["items"]} >= {scheduled}
-            and "manual" not in {j["metadata"]["name"] for j in _json(api, "jobs")["items"]}
+            scheduled in (names := {j["metadata"]["name"] for j in _json(api, "jobs")["items"]})
+            and "manual" not in names
         ),
         30,
         interval=0.2,
