@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 import zoneinfo
 from collections.abc import Iterator
 from typing import Any
@@ -394,6 +396,27 @@ def test_a_job_whose_status_write_was_lost_is_taken_back(
     assert get(stack, ns, "cronjob", "lost")["status"]["lastScheduleTime"] == stamp(due)
     assert set(jobs(stack, ns)) == {name}
     assert "SuccessfulCreate" not in reasons(stack, ns, "lost")
+
+
+def test_a_start_that_falls_due_while_the_controller_is_killed_runs_once(
+    stack: devstack.DevStack, ns: str, batch: kubernetes.client.BatchV1Api
+) -> None:
+    schedule, due = daily_due()
+    cronjob(stack, ns, "crash", schedule)
+    pids = stack.controller_pids("cronjob")
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    set_status(batch, ns, "crash", lastScheduleTime=stamp(due - dt.timedelta(days=1)))
+    name = f"crash-{minutes(due)}"
+    wait_for(
+        lambda: [a["name"] for a in get(stack, ns, "cronjob", "crash")["status"].get("active", [])] == [name],
+        90,
+        0.3,
+        what="the due job started after the restart",
+    )
+    assert set(jobs(stack, ns)) == {name}
+    assert not set(stack.controller_pids("cronjob")) & set(pids)
 
 
 def test_a_job_starts_on_the_minute_and_its_end_is_seen(
