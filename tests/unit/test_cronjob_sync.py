@@ -223,3 +223,98 @@ def test_the_requeue_counts_from_the_start_of_the_sync() -> None:
     cjc.local_zone = dt.UTC
     result = asyncio.run(cjc.sync("ns/cj"))
     assert result is not None and result.requeue_after == pytest.approx(37.1)
+
+
+# Upstream's TestControllerV2SyncCronJob, its "never ran" rows: created just before the hour,
+# scheduled on the hour; noDead / shortDead (10 s) / longDead (1,000,000 s) deadlines.
+BEFORE_THE_HOUR = dt.datetime(2016, 5, 19, 9, 59, tzinfo=dt.UTC)
+AFTER_THE_HOUR = dt.datetime(2016, 5, 19, 10, 1, tzinfo=dt.UTC)
+HOUR, MINUTE = 3600.0, 60.0
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "now", "create", "warnings", "requeue"),
+    [
+        (
+            "not valid schedule",
+            {"schedule": "obvious error schedule"},
+            BEFORE_THE_HOUR,
+            False,
+            ["UnparseableSchedule"],
+            None,
+        ),
+        (
+            "not valid time zone",
+            {"timeZone": "bad timezone"},
+            BEFORE_THE_HOUR,
+            False,
+            ["UnknownTimeZone"],
+            None,
+        ),
+        ("not time, A", {}, BEFORE_THE_HOUR, False, [], MINUTE),
+        ("not time, F", {"concurrencyPolicy": "Forbid"}, BEFORE_THE_HOUR, False, [], MINUTE),
+        ("not time, R", {"concurrencyPolicy": "Replace"}, BEFORE_THE_HOUR, False, [], MINUTE),
+        ("not time in zone", {"timeZone": "America/New_York"}, BEFORE_THE_HOUR, False, [], MINUTE),
+        ("is time, A", {}, AFTER_THE_HOUR, True, [], HOUR - MINUTE),
+        ("is time, F", {"concurrencyPolicy": "Forbid"}, AFTER_THE_HOUR, True, [], HOUR - MINUTE),
+        ("is time, R", {"concurrencyPolicy": "Replace"}, AFTER_THE_HOUR, True, [], HOUR - MINUTE),
+        ("is time in zone", {"timeZone": "America/New_York"}, AFTER_THE_HOUR, True, [], HOUR - MINUTE),
+        (
+            "is time in zone, but TZ is also set in schedule",
+            {"timeZone": "America/New_York", "schedule": "TZ=UTC 0 * * * ?"},
+            AFTER_THE_HOUR,
+            True,
+            ["UnsupportedSchedule"],
+            HOUR - MINUTE,
+        ),
+        ("is time, suspended", {"suspend": True}, AFTER_THE_HOUR, False, [], None),
+        (
+            "is time, past deadline",
+            {"startingDeadlineSeconds": 10},
+            AFTER_THE_HOUR + dt.timedelta(minutes=11),
+            False,
+            [],
+            HOUR - 12 * MINUTE,
+        ),
+        (
+            "is time, not past deadline",
+            {"startingDeadlineSeconds": 1_000_000},
+            AFTER_THE_HOUR,
+            True,
+            [],
+            HOUR - MINUTE,
+        ),
+    ],
+)
+def test_never_ran(
+    name: str,
+    spec: dict[str, Any],
+    now: dt.datetime,
+    create: bool,
+    warnings: list[str],
+    requeue: float | None,
+) -> None:
+    doc = msgspec.to_builtins(cronjob(**{"schedule": "0 * * * ?", **spec}))
+    doc["metadata"]["creationTimestamp"] = "2016-05-19T09:59:00Z"
+    doc["status"] = {}
+    cj = msgspec.convert(doc, utils.CronJobView)
+    client, recorder = Client(), Recorder()
+    cjc = cronjob_controller.CronJobController(
+        cast(Any, client),
+        cast(Any, Store([cj])),
+        cast(Any, Store([])),
+        lambda key: None,
+        cast(Any, recorder),
+        now=lambda: now,
+    )
+    cjc.local_zone = dt.UTC
+    result = asyncio.run(cjc.sync("ns/cj"))
+    assert (("POST", "jobs") in client.writes()) is create
+    assert (("PATCH", "status") in client.writes()) is create
+    assert [r for t, r, _ in recorder.events if t == "Warning"] == warnings
+    if requeue is None:
+        assert result is None
+    else:
+        assert result is not None and result.requeue_after == pytest.approx(
+            requeue + utils.NEXT_SCHEDULE_DELTA
+        )
