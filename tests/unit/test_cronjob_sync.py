@@ -318,3 +318,231 @@ def test_never_ran(
         assert result is not None and result.requeue_after == pytest.approx(
             requeue + utils.NEXT_SCHEDULE_DELTA
         )
+
+
+# Its "still active" and "long overdue" rows: created at 08:59, last scheduled 09:01, when
+# it started a Job that is still running (active) or finished (done, not in the list).
+PRIOR = dt.datetime(2016, 5, 19, 9, 1, tzinfo=dt.UTC)
+WEEK_AFTER = dt.datetime(2016, 5, 26, 10, 0, tzinfo=dt.UTC)
+PRIOR_JOB = f"cj-{int(PRIOR.timestamp()) // 60}"
+
+
+@pytest.mark.parametrize(
+    ("name", "active", "spec", "now", "get_error", "create", "delete", "after", "warnings", "requeue"),
+    [
+        ("still active, not time, A", True, {}, BEFORE_THE_HOUR, False, False, False, 1, [], MINUTE),
+        (
+            "still active, not time, F",
+            True,
+            {"concurrencyPolicy": "Forbid"},
+            BEFORE_THE_HOUR,
+            False,
+            False,
+            False,
+            1,
+            [],
+            MINUTE,
+        ),
+        (
+            "still active, not time, R",
+            True,
+            {"concurrencyPolicy": "Replace"},
+            BEFORE_THE_HOUR,
+            False,
+            False,
+            False,
+            1,
+            [],
+            MINUTE,
+        ),
+        ("still active, is time, A", True, {}, AFTER_THE_HOUR, False, True, False, 2, [], HOUR - MINUTE),
+        (
+            "still active, is time, F",
+            True,
+            {"concurrencyPolicy": "Forbid"},
+            AFTER_THE_HOUR,
+            False,
+            False,
+            False,
+            1,
+            [],
+            HOUR - MINUTE,
+        ),
+        (
+            "still active, is time, R",
+            True,
+            {"concurrencyPolicy": "Replace"},
+            AFTER_THE_HOUR,
+            False,
+            True,
+            True,
+            1,
+            [],
+            HOUR - MINUTE,
+        ),
+        (
+            "still active, is time, get job failed, R",
+            True,
+            {"concurrencyPolicy": "Replace"},
+            AFTER_THE_HOUR,
+            True,
+            False,
+            False,
+            1,
+            ["FailedGet"],
+            None,
+        ),
+        (
+            "still active, is time, suspended",
+            True,
+            {"suspend": True},
+            AFTER_THE_HOUR,
+            False,
+            False,
+            False,
+            1,
+            [],
+            None,
+        ),
+        (
+            "still active, is time, past deadline",
+            True,
+            {"startingDeadlineSeconds": 10},
+            AFTER_THE_HOUR,
+            False,
+            False,
+            False,
+            1,
+            [],
+            HOUR - MINUTE,
+        ),
+        (
+            "still active, is time, not past deadline",
+            True,
+            {"startingDeadlineSeconds": 1_000_000},
+            AFTER_THE_HOUR,
+            False,
+            True,
+            False,
+            2,
+            [],
+            HOUR - MINUTE,
+        ),
+        (
+            "long overdue, not past deadline, A",
+            False,
+            {"startingDeadlineSeconds": 1_000_000},
+            WEEK_AFTER,
+            False,
+            True,
+            False,
+            1,
+            ["TooManyMissedTimes"],
+            HOUR,
+        ),
+        (
+            "long overdue, not past deadline, F",
+            False,
+            {"startingDeadlineSeconds": 1_000_000, "concurrencyPolicy": "Forbid"},
+            WEEK_AFTER,
+            False,
+            True,
+            False,
+            1,
+            ["TooManyMissedTimes"],
+            HOUR,
+        ),
+        (
+            "long overdue, no deadline, R",
+            False,
+            {"concurrencyPolicy": "Replace"},
+            WEEK_AFTER,
+            False,
+            True,
+            False,
+            1,
+            ["TooManyMissedTimes"],
+            HOUR,
+        ),
+        (
+            "long overdue, past medium deadline, A",
+            False,
+            {"startingDeadlineSeconds": 7200},
+            WEEK_AFTER,
+            False,
+            True,
+            False,
+            1,
+            [],
+            HOUR,
+        ),
+        (
+            "long overdue, past short deadline, F",
+            False,
+            {"startingDeadlineSeconds": 10, "concurrencyPolicy": "Forbid"},
+            WEEK_AFTER,
+            False,
+            True,
+            False,
+            1,
+            [],
+            HOUR,
+        ),
+    ],
+)
+def test_ran_previously(
+    name: str,
+    active: bool,
+    spec: dict[str, Any],
+    now: dt.datetime,
+    get_error: bool,
+    create: bool,
+    delete: bool,
+    after: int,
+    warnings: list[str],
+    requeue: float | None,
+) -> None:
+    doc = msgspec.to_builtins(cronjob(**{"schedule": "0 * * * ?", **spec}))
+    doc["metadata"]["creationTimestamp"] = "2016-05-19T08:59:00Z"
+    previous = job(PRIOR_JOB, None if active else "Complete", start="2016-05-19T09:01:00Z")
+    ref = {
+        "kind": "Job",
+        "namespace": "ns",
+        "name": PRIOR_JOB,
+        "uid": previous.metadata.uid,
+        "apiVersion": "batch/v1",
+    }
+    doc["status"] = {"lastScheduleTime": "2016-05-19T09:01:00Z", "active": [ref] if active else []}
+    cj = msgspec.convert(doc, utils.CronJobView)
+    client = Client(existing={f"/jobs/{PRIOR_JOB}": msgspec.to_builtins(previous)})
+    if get_error:
+        client.errors[("GET", f"/jobs/{PRIOR_JOB}")] = kubeclient.ApiError(
+            400, "BadRequest", "request is invalid"
+        )
+    recorder = Recorder()
+    cjc = cronjob_controller.CronJobController(
+        cast(Any, client),
+        cast(Any, Store([cj])),
+        cast(Any, Store([previous])),
+        lambda key: None,
+        cast(Any, recorder),
+        now=lambda: now,
+    )
+    cjc.local_zone = dt.UTC
+    try:
+        result = asyncio.run(cjc.sync("ns/cj"))
+    except kubeclient.ApiError:
+        result = None
+        assert get_error
+    assert (("POST", "jobs") in client.writes()) is create
+    assert (("DELETE", PRIOR_JOB) in client.writes()) is delete
+    patches = [body for m, p, body in client.calls if m == "PATCH"]
+    written = patches[-1]["status"]["active"] or [] if patches else doc["status"]["active"]
+    assert len(written) == after
+    assert [r for t, r, _ in recorder.events if t == "Warning"] == warnings
+    if requeue is None:
+        assert result is None
+    else:
+        assert result is not None and result.requeue_after == pytest.approx(
+            requeue + utils.NEXT_SCHEDULE_DELTA
+        )
