@@ -207,8 +207,8 @@ def test_an_unknown_time_zone_is_refused(
 def test_a_missed_start_runs_at_once_in_the_cronjobs_time_zone(
     stack: devstack.DevStack, ns: str, batch: kubernetes.client.BatchV1Api
 ) -> None:
-    # Kolkata is UTC+05:30: read in UTC, this schedule's last time was 18.5 hours ago, before
-    # lastScheduleTime, so a controller ignoring spec.timeZone would start nothing.
+    # Kolkata is UTC+05:30: read in UTC, this schedule's last time was 18.5 hours earlier, so
+    # a controller ignoring spec.timeZone would start a Job of another name and annotation.
     kolkata = zoneinfo.ZoneInfo("Asia/Kolkata")
     schedule, due = daily_due(1.0, kolkata)
     cronjob(stack, ns, "india", schedule, timeZone="Asia/Kolkata")
