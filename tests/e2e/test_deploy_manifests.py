@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import os
 import subprocess
@@ -267,6 +268,7 @@ def recorded(
             drive_workloads(apiserver)
             drive_cleanup_controllers(apiserver)
             drive_job(apiserver)
+            drive_cronjobs(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
@@ -489,6 +491,58 @@ def drive_job(api: ApiServer) -> None:
     )
 
 
+def drive_cronjobs(api: ApiServer) -> None:
+    """Exercise the cronjob controller's API calls: a Job it did not create (re-read of the
+    CronJob), a start that is due at once (status.lastScheduleTime set an hour back) replacing
+    the running Job (get, delete, create), and its status write."""
+    ns = "rbac-e2e"
+    due = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)).replace(second=0, microsecond=0)
+    api.kubectl(
+        "-n",
+        ns,
+        "create",
+        "cronjob",
+        "nightly",
+        "--image=busybox",
+        f"--schedule={due.minute} {due.hour} * * *",
+    )
+
+    def patch(body: dict[str, Any], *where: str) -> None:
+        api.kubectl("-n", ns, "patch", "cronjob", "nightly", *where, "--type=merge", "-p", json.dumps(body))
+
+    patch({"spec": {"concurrencyPolicy": "Replace"}})
+    api.kubectl("-n", ns, "create", "job", "manual", "--from=cronjob/nightly")
+    # Not in status.active: the controller re-reads the CronJob before calling it unexpected.
+    wait_for(
+        lambda: any(e["reason"] == "UnexpectedJob" for e in _json(api, "events")["items"]),
+        30,
+        interval=0.2,
+        what="UnexpectedJob",
+    )
+    manual = api.kubectl_json("-n", ns, "get", "job", "manual")["metadata"]
+    ref = {"kind": "Job", "apiVersion": "batch/v1", "namespace": ns, "name": "manual", "uid": manual["uid"]}
+    last = (due - datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    patch({"status": {"active": [ref], "lastScheduleTime": last}}, "--subresource=status")
+    scheduled = f"nightly-{int(due.timestamp()) // 60}"
+    wait_for(
+        lambda: (
+            scheduled in (names := {j["metadata"]["name"] for j in _json(api, "jobs")["items"]})
+            and "manual" not in names
+        ),
+        30,
+        interval=0.2,
+        what="the running job replaced by the scheduled one",
+    )
+    wait_for(
+        lambda: (
+            [a["name"] for a in _json(api, "cronjob", "nightly")["status"].get("active", [])] == [scheduled]
+        ),
+        30,
+        interval=0.2,
+        what="cronjob status written",
+    )
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -616,6 +670,8 @@ NOT_EXERCISED = {
     ("deployment-controller", "apps", "deployments/finalizers", "update"): _BLOCK_OWNER,
     ("job-controller", "batch", "jobs/finalizers", "update"): _BLOCK_OWNER,
     ("job-controller", "", "events", "patch"): _REPEATED,
+    ("cronjob-controller", "batch", "cronjobs/finalizers", "update"): _BLOCK_OWNER,
+    ("cronjob-controller", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "apps", "replicasets", "get"): "re-reads a ReplicaSet whose name is taken",
     ("generic-garbage-collector", "", "events", "create"): "its one Event, OwnerRefInvalidNamespace",
     ("replicaset-controller", "", "events", "patch"): _REPEATED,

@@ -831,7 +831,13 @@ def test_job_update_rules(
         ("0 0 1 jan,jul sun-sat", None),
         ("@hourly", None),
         ("@every 1h30m", None),
-        ("* * * *", "expected exactly 5 fields, found 4: * * * *"),
+        ("* * * *", "expected exactly 5 fields, found 4: [* * * *]"),
+        ("0 0 * * 7", "end of range (7) above maximum (6): 7"),
+        ("1-2-3 * * * *", "too many hyphens: 1-2-3"),
+        ("*/2/3 * * * *", "too many slashes: */2/3"),
+        ("@every 5", 'failed to parse duration @every 5: time: missing unit in duration "5"'),
+        ("@every 1d", 'failed to parse duration @every 1d: time: unknown unit "d" in duration "1d"'),
+        ("0 0 ? * MON-fri", None),
         ("60 * * * *", "end of range (60) above maximum (59): 60"),
         ("* * 0 * *", "beginning of range (0) below minimum (1): 0"),
         ("5-1 * * * *", "beginning of range (5) beyond end of range (1): 5-1"),
@@ -849,13 +855,36 @@ def test_cron_schedule_parsing(schedule: str, error: str | None) -> None:
     [
         ({"schedule": ""}, [("FieldValueRequired", "spec.schedule")]),
         ({"schedule": "not a cron"}, [("FieldValueInvalid", "spec.schedule")]),
-        ({"schedule": "CRON_TZ=UTC 0 * * * *"}, [("FieldValueInvalid", "spec.schedule")] * 2),
+        # robfig parses the zone prefix; only the TZ rule refuses it.
+        ({"schedule": "CRON_TZ=UTC 0 * * * *"}, [("FieldValueInvalid", "spec.schedule")]),
+        ({"schedule": "TZ=Nowhere/Land 0 * * * *"}, [("FieldValueInvalid", "spec.schedule")] * 2),
         ({"concurrencyPolicy": "Sometimes"}, [("FieldValueNotSupported", "spec.concurrencyPolicy")]),
         ({"startingDeadlineSeconds": -5}, [("FieldValueInvalid", "spec.startingDeadlineSeconds")]),
+        ({"timeZone": "Europe/Rome"}, []),
+        ({"timeZone": "Etc/GMT+5"}, []),
+        ({"timeZone": ""}, [("FieldValueInvalid", "spec.timeZone")]),
+        ({"timeZone": "Local"}, [("FieldValueInvalid", "spec.timeZone")]),
+        ({"timeZone": "../etc/passwd"}, [("FieldValueInvalid", "spec.timeZone")]),
+        ({"timeZone": "Mars/Olympus_Mons"}, [("FieldValueInvalid", "spec.timeZone")]),
     ],
 )
 def test_cron_job_spec_rules(spec: Obj, expected: list[tuple[str, str]]) -> None:
     assert fields("CronJob", make("CronJob", mutate=lambda o: o["spec"].update(spec))) == expected
+
+
+@pytest.mark.parametrize(
+    ("zone", "message"),
+    [
+        ("Mars/Olympus_Mons", "unknown time zone Mars/Olympus_Mons"),
+        ("Europe/Rome/", "unknown time zone Europe/Rome/"),
+        ("", "timeZone must be nil or non-empty string"),
+        ("Local", "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"),
+    ],
+)
+def test_cron_job_time_zone_messages(zone: str, message: str) -> None:
+    cj = make("CronJob", mutate=lambda o: o["spec"].update(timeZone=zone))
+    expected = f'Invalid value: "{zone}": {message}'
+    assert [m for _, f, m in check("CronJob", cj) if f == "spec.timeZone"] == [expected]
 
 
 def test_cron_job_template_pods_may_not_restart_always() -> None:

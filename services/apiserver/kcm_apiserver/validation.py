@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
-from kcm_shared import quantity
+from kcm_shared import cron, quantity
 from kcm_shared.quota.evaluators import STANDARD_SCOPES
 from kcm_shared.selectors import (
     is_dns1123_label,
@@ -1389,70 +1389,41 @@ def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
         )
 
 
-_CRON_DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_CRON_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
-_CRON_NAMES: tuple[dict[str, int], ...] = (
-    {},
-    {},
-    {},
-    {m: i + 1 for i, m in enumerate(_MONTHS)},
-    {d: i for i, d in enumerate(_WEEKDAYS)},
-)
-_GO_DURATION_RE = re.compile(r"([0-9]*\.?[0-9]+(ns|us|µs|ms|s|m|h))+")
-
-
 def cron_schedule_error(schedule: str) -> str | None:
-    """Why a standard 5-field cron schedule (or @descriptor) cannot be parsed, or None."""
-    if schedule.startswith("@"):
-        if schedule.startswith("@every "):
-            return (
-                None
-                if _GO_DURATION_RE.fullmatch(schedule[7:].strip())
-                else f"failed to parse duration {schedule}"
-            )
-        return None if schedule in _CRON_DESCRIPTORS else f"unrecognized descriptor: {schedule}"
-    fields = schedule.split()
-    if len(fields) != 5:
-        return f"expected exactly 5 fields, found {len(fields)}: {schedule}"
-    for text, (low, high), names in zip(fields, _CRON_BOUNDS, _CRON_NAMES, strict=True):
-        for part in text.split(","):
-            if err := _cron_range_error(part, low, high, names):
-                return err
+    """Why robfig/cron's ParseStandard refuses a schedule (its message), or None."""
+    try:
+        cron.parse_standard(schedule)
+    except cron.ParseError as exc:
+        return str(exc)
     return None
 
 
-def _cron_range_error(expr: str, low: int, high: int, names: Mapping[str, int]) -> str | None:
-    range_part, _, step_part = expr.partition("/")
-    numbers: list[int] = []
-    if range_part in ("*", "?"):
-        start, end = low, high
-    else:
-        for bound in range_part.split("-", 1):
-            value = names.get(bound.lower())
-            if value is None:
-                if not bound.isdigit():
-                    return (
-                        f'failed to parse int from {bound}: strconv.Atoi: parsing "{bound}": invalid syntax'
-                    )
-                value = int(bound)
-            numbers.append(value)
-        start, end = numbers[0], numbers[-1]
-    if step_part or "/" in expr:
-        if not step_part.isdigit():
-            return (
-                f'failed to parse int from {step_part}: strconv.Atoi: parsing "{step_part}": invalid syntax'
-            )
-        if int(step_part) == 0:
-            return f"step of range should be a positive number: {expr}"
-    if start < low:
-        return f"beginning of range ({start}) below minimum ({low}): {expr}"
-    if end > high:
-        return f"end of range ({end}) above maximum ({high}): {expr}"
-    if start > end:
-        return f"beginning of range ({start}) beyond end of range ({end}): {expr}"
-    return None
+# One IANA name component (upstream validTimeZoneCharacters); digits and + for legacy names.
+_TIME_ZONE_PART = re.compile(r"[A-Za-z.\-_0-9+]{1,14}")
+
+
+def _time_zone(c: _Causes, zone: object) -> None:
+    """spec.timeZone: an IANA zone the tz database knows (upstream validateTimeZone)."""
+    if zone is None:
+        return
+    text = str(zone)
+    if not text:
+        c.invalid("spec.timeZone", zone, "timeZone must be nil or non-empty string")
+        return
+    for part in text.split("/"):
+        if part in (".", "..") or part.startswith("-") or not _TIME_ZONE_PART.fullmatch(part):
+            c.invalid("spec.timeZone", zone, f"unknown time zone {text}")
+            return
+    if text.lower() == "local":
+        c.invalid(
+            "spec.timeZone",
+            zone,
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        )
+    try:
+        cron.load_location(text)
+    except cron.ParseError as exc:
+        c.invalid("spec.timeZone", zone, str(exc))
 
 
 def _cron_job(c: _Causes, obj: Obj, old: Obj | None) -> None:
@@ -1474,6 +1445,7 @@ def _cron_job(c: _Causes, obj: Obj, old: Obj | None) -> None:
                 else "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
             )
             c.invalid("spec.schedule", schedule, detail)
+    _time_zone(c, spec.get("timeZone"))
     _one_of(c, spec, "concurrencyPolicy", "spec", ("Allow", "Forbid", "Replace"))
     for key in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
         _nonnegative(c, spec, key, "spec")

@@ -1,0 +1,1 @@
+"""The cronjob-controller (upstream pkg/controller/cronjob)."""
