@@ -24,9 +24,10 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, test_cronjob
 
-stack = devstack.stack_fixture("--controllers", "job")
+# The cronjob controller too, for the one test of both together; it leaves plain Jobs alone.
+stack = devstack.stack_fixture("--controllers", "job,cronjob")
 _counter = iter(range(1000))
 TRACKING = "batch.kubernetes.io/job-tracking"
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -133,6 +134,38 @@ def test_kubectl_create_job_with_a_command_completes(stack: devstack.DevStack, n
     assert pod["status"]["phase"] == "Succeeded"
     assert TRACKING not in (pod["metadata"].get("finalizers") or [])
     assert "Job completed" in describe_events(stack, ns, "date")
+
+
+def test_a_cronjobs_jobs_run_to_completion(stack: devstack.DevStack, ns: str) -> None:
+    """`kubectl create cronjob` with a command, a start due at once, and
+    `kubectl create job --from=cronjob/...`: both Jobs complete through the job controller,
+    and the CronJob records the scheduled one's success."""
+    schedule, due = test_cronjob.daily_due()
+    stack.kubectl(
+        "-n", ns, "create", "cronjob", "daily", "--image=busybox", f"--schedule={schedule}", "--", "date"
+    )
+    with stack.api() as api:
+        batch = kubernetes.client.BatchV1Api(api)
+        test_cronjob.set_status(
+            batch, ns, "daily", lastScheduleTime=test_cronjob.stamp(due - dt.timedelta(days=1))
+        )
+    scheduled = f"daily-{test_cronjob.minutes(due)}"
+    stack.kubectl("-n", ns, "create", "job", "by-hand", "--from=cronjob/daily")
+    for name in (scheduled, "by-hand"):
+        wait_for(lambda n=name: n in names(stack, ns), 30, what=f"job {name}")
+        job = wait_condition(stack, ns, name, "complete")
+        assert job["status"]["succeeded"] == 1
+    cronjob = wait_for(
+        lambda: (c := get(stack, ns, "cronjob", "daily"))["status"].get("lastSuccessfulTime") and c,
+        30,
+        what="the CronJob's lastSuccessfulTime",
+    )
+    assert cronjob["status"]["lastScheduleTime"] == test_cronjob.stamp(due)
+    assert not cronjob["status"].get("active")
+
+
+def names(stack: devstack.DevStack, ns: str) -> set[str]:
+    return {j["metadata"]["name"] for j in get(stack, ns, "jobs")["items"]}
 
 
 def test_nonindexed_completions_never_exceed_parallelism(stack: devstack.DevStack, ns: str) -> None:
