@@ -65,7 +65,7 @@ class ServiceAccountsController:
                 await self.client.create(
                     kubeclient.resource_path("", "v1", "serviceaccounts", namespace), body
                 )
-                log.info("created service account", extra={"namespace": namespace, "name": name})
+                log.info("created service account", extra={"namespace": namespace, "serviceAccount": name})
             except kubeclient.ApiError as exc:
                 if exc.conflict or podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
                     continue
