@@ -156,6 +156,9 @@ class Spec:
     # configured (the token controller needs --service-account-private-key-file). `run`
     # logs the reason and runs the others.
     disabled_by: Callable[[argparse.Namespace], str | None] | None = None
+    # The Events' source component where upstream's differs from `name` (the RC controller
+    # records as "replication-controller").
+    event_component: str = ""
 
     @property
     def flag(self) -> str:
@@ -543,7 +546,7 @@ class Manager:
         for spec in self.specs:
             client = clients[spec.name]
             caches = {res: self._cache(res, view, spec.name, client) for res, view in spec.views.items()}
-            recorder = events.EventRecorder(client, spec.name)
+            recorder = events.EventRecorder(client, spec.event_component or spec.name)
             ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self, args=self.args)
             reconcile = spec.build(ctx)
             workers = getattr(self.args, spec.flag.replace("-", "_"), spec.workers)

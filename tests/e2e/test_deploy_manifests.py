@@ -266,6 +266,7 @@ def recorded(
         try:
             wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
+            drive_replicationcontroller(apiserver)
             drive_cleanup_controllers(apiserver)
             drive_job(apiserver)
             drive_cronjobs(apiserver)
@@ -383,6 +384,42 @@ def drive_workloads(api: ApiServer) -> None:
         interval=0.2,
         what="deployment, replicaset and pods deleted in the foreground",
     )
+
+
+def drive_replicationcontroller(api: ApiServer) -> None:
+    """Exercise the RC controller's API calls: create pods, write status, adopt a matching bare
+    pod and delete the surplus; then the collector deletes its pods with it."""
+    template = {
+        "metadata": {"labels": {"app": "legacy"}},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "nginx", "image": "nginx:1"}]},
+    }
+    rc = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "legacy", "namespace": "rbac-e2e"},
+        "spec": {"replicas": 2, "template": template},
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(rc))
+
+    def legacy_pods() -> list[dict[str, Any]]:
+        return [p for p in _pods(api) if p["metadata"].get("labels") == {"app": "legacy"}]
+
+    def settled() -> bool:
+        s = _json(api, "rc", "legacy").get("status", {})
+        return s.get("readyReplicas") == 2 and len(legacy_pods()) == 2
+
+    wait_for(settled, 30, interval=0.2, what="replication controller ready")
+    stray = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy-stray", **template["metadata"]}}
+    stray["spec"] = template["spec"]
+    api.kubectl("apply", "-n", "rbac-e2e", "-f", "-", input=json.dumps(stray))
+    wait_for(
+        lambda: len(p := legacy_pods()) == 2 and all(x["metadata"].get("ownerReferences") for x in p),
+        30,
+        interval=0.2,
+        what="stray pod adopted by the RC and the surplus removed",
+    )
+    api.kubectl("-n", "rbac-e2e", "delete", "rc", "legacy", "--wait=false")
+    wait_for(lambda: not legacy_pods(), 30, interval=0.2, what="the RC's pods deleted with it")
 
 
 def drive_cleanup_controllers(api: ApiServer) -> None:
@@ -667,6 +704,8 @@ NOT_EXERCISED = {
         for res in spec.views
     },
     ("replicaset-controller", "apps", "replicasets/finalizers", "update"): _BLOCK_OWNER,
+    ("replication-controller", "", "replicationcontrollers/finalizers", "update"): _BLOCK_OWNER,
+    ("replication-controller", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "apps", "deployments/finalizers", "update"): _BLOCK_OWNER,
     ("job-controller", "batch", "jobs/finalizers", "update"): _BLOCK_OWNER,
     ("job-controller", "", "events", "patch"): _REPEATED,

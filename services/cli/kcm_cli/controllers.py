@@ -19,6 +19,7 @@ from kcm_shared import controller
 REGISTRY = (
     "kcm_controllers.deployment.deployment_controller:SPEC",
     "kcm_controllers.replicaset.replicaset:SPEC",
+    "kcm_controllers.replicationcontroller.replicationcontroller:SPEC",
     "kcm_controllers.garbagecollector.garbagecollector:SPEC",
     "kcm_controllers.serviceaccount.serviceaccounts:SPEC",
     "kcm_controllers.rootcacertpublisher.publisher:SPEC",

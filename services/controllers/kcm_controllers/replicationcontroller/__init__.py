@@ -1,0 +1,1 @@
+"""The ReplicationController controller (upstream pkg/controller/replication)."""
