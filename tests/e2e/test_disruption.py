@@ -223,6 +223,8 @@ def test_unmanaged_pods_get_an_event(stack: devstack.DevStack, ns: str) -> None:
 
 def test_stale_disruption_target_is_reset(stack: devstack.DevStack, ns: str) -> None:
     pod(stack, ns, "target", {"app": "t"}, None)
+    # Once the simulator has started it: its status writes keep only the conditions it owns.
+    stack.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/target", "--timeout=30s")
     patch = {
         "status": {
             "conditions": [
