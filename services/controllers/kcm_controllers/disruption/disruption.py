@@ -39,6 +39,7 @@ from kcm_shared import (
     events,
     kubeclient,
     leaderelection,
+    ownwrites,
     selectors,
     subjects,
 )
@@ -110,6 +111,7 @@ class DisruptionController:
         self.stale_timeout = stale_timeout
         self.now = now
         self.mapper: discovery.Mapper | None = None
+        self.own_writes: ownwrites.OwnWrites[budget.PDBView] = ownwrites.OwnWrites()
 
     def register(self) -> None:
         self.pdbs.add_handler(
@@ -168,7 +170,8 @@ class DisruptionController:
         return None
 
     async def sync_pdb(self, key: str) -> durable.Result | None:
-        pdb = self.pdbs.get_key(key)
+        # Our last status write, while the cache still shows what it replaced (kcm_shared.ownwrites).
+        pdb = self.own_writes.latest(key, self.pdbs.get_key(key))
         if pdb is None:
             return None
         try:
@@ -239,7 +242,12 @@ class DisruptionController:
             PDBS.group, PDBS.version, PDBS.resource, pdb.metadata.namespace, pdb.metadata.name
         )
         body = budget.status_patch(new, pdb.status, pdb.metadata.resource_version)
-        await self.client.patch(path + "/status", body)
+        raw = await self.client.request_bytes(
+            "PATCH", path + "/status", body=body, content_type=kubeclient.PATCH_TYPES["merge"]
+        )
+        self.own_writes.record(
+            codec.key_of(pdb), pdb.metadata.resource_version, codec.decode(raw, budget.PDBView)
+        )
 
     # --- expected scale (getExpectedScale and its finders) ----------------------------------
 
