@@ -419,7 +419,11 @@ class TestSubresources:
         core.create_namespace({"metadata": {"name": "evict"}})
         running = pod("guarded", app="g")
         core.create_namespaced_pod("evict", running)
-        core.patch_namespaced_pod_status("guarded", "evict", {"status": {"phase": "Running"}})
+        # Ready: a pod that is not may go while the budget is met (IfHealthyBudget), as upstream.
+        ready = {"type": "Ready", "status": "True"}
+        core.patch_namespaced_pod_status(
+            "guarded", "evict", {"status": {"phase": "Running", "conditions": [ready]}}
+        )
         policy.create_namespaced_pod_disruption_budget(
             "evict",
             {
@@ -454,6 +458,9 @@ class TestSubresources:
         assert gone.value.status == 404
         budget = policy.read_namespaced_pod_disruption_budget("pdb", "evict")
         assert budget.status.disruptions_allowed == 0 and "guarded" in budget.status.disrupted_pods
+        # Taking the last disruption flips the condition in the same write (upstream).
+        cond = budget.status.conditions[0]
+        assert (cond.type, cond.status, cond.reason) == ("DisruptionAllowed", "False", "InsufficientPods")
 
 
 class TestDeletion:

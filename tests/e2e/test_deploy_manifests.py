@@ -270,6 +270,7 @@ def recorded(
             drive_cleanup_controllers(apiserver)
             drive_job(apiserver)
             drive_cronjobs(apiserver)
+            drive_disruption(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
@@ -580,6 +581,51 @@ def drive_cronjobs(api: ApiServer) -> None:
     )
 
 
+def drive_disruption(api: ApiServer) -> None:
+    """Exercise the disruption controller's API calls: a budget's status written (with the
+    UnmanagedPods Event: its pod has no controller), and a pod's stale DisruptionTarget
+    condition (no transition time: long past) set back to False."""
+    ns = "rbac-e2e"
+    target = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "pdb-target", "namespace": ns, "labels": {"app": "pdb-e2e"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+    }
+    api.kubectl("create", "-f", "-", input=json.dumps(target))
+    # Once the simulator has started it: its status writes keep only the conditions it owns.
+    api.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/pdb-target", "--timeout=30s")
+    stale = {
+        "status": {
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
+        }
+    }
+    api.kubectl("-n", ns, "patch", "pod", "pdb-target", "--subresource=status", "-p", json.dumps(stale))
+    api.kubectl("-n", ns, "create", "pdb", "pdb-e2e", "--selector=app=pdb-e2e", "--max-unavailable=1")
+    wait_for(
+        lambda: (
+            (api.kubectl_json("-n", ns, "get", "pdb", "pdb-e2e").get("status") or {}).get(
+                "observedGeneration"
+            )
+            == 1
+        ),
+        30,
+        interval=0.2,
+        what="PDB status written",
+    )
+
+    def target_condition() -> str:
+        conds = api.kubectl_json("-n", ns, "get", "pod", "pdb-target")["status"].get("conditions") or []
+        return next((c["status"] for c in conds if c["type"] == "DisruptionTarget"), "")
+
+    wait_for(
+        lambda: target_condition() == "False",
+        30,
+        interval=0.2,
+        what="stale DisruptionTarget reset",
+    )
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -714,6 +760,7 @@ NOT_EXERCISED = {
     ("deployment-controller", "apps", "replicasets", "get"): "re-reads a ReplicaSet whose name is taken",
     ("generic-garbage-collector", "", "events", "create"): "its one Event, OwnerRefInvalidNamespace",
     ("replicaset-controller", "", "events", "patch"): _REPEATED,
+    ("disruption-controller", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "", "events", "patch"): _REPEATED,
     ("generic-garbage-collector", "", "events", "patch"): _REPEATED,
     ("clusterrole-aggregation-controller", "rbac.authorization.k8s.io", "clusterroles", "escalate"): (

@@ -150,6 +150,86 @@ def bind(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
 # -- pods/eviction ------------------------------------------------------------------------------
 
 
+MAX_DISRUPTED_POD_SIZE = 2000  # upstream MaxDisruptedPodSize
+_VIOLATES = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _is_ready(pod: Obj) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _unhealthy_may_go(pod: Obj, pdb: Obj) -> bool:
+    """A pod that is not ready may go without taking a disruption: always with
+    unhealthyPodEvictionPolicy AlwaysAllow, else (IfHealthyBudget, the default) while the
+    budget holds its desired healthy count."""
+    if _is_ready(pod):
+        return False
+    if pdb.get("spec", {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+        return True
+    status = pdb.get("status") or {}
+    desired = status.get("desiredHealthy", 0)
+    return bool(status.get("currentHealthy", 0) >= desired > 0)
+
+
+def _too_many(cause: str, retry_after: int) -> errors.ApiError:
+    return errors.ApiError(
+        429,
+        "TooManyRequests",
+        _VIOLATES,
+        details={"causes": [{"reason": "DisruptionBudget", "message": cause}]},
+        retry_after=retry_after or None,  # upstream sends no Retry-After for 0
+    )
+
+
+def _check_and_decrement(pdb: Obj, pod_name: str, now: str) -> None:
+    """upstream checkAndDecrement: refuse, or take one disruption and record the pod."""
+    name = pdb["metadata"]["name"]
+    status = pdb.setdefault("status", {})
+    if status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 0):
+        raise _too_many(f"The disruption budget {name} is still being processed by the server.", 10)
+    allowed = status.get("disruptionsAllowed", 0)
+    if allowed < 0:
+        raise errors.forbidden("policy", "poddisruptionbudget", name, "pdb disruptions allowed is negative")
+    if len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_POD_SIZE:
+        raise errors.forbidden(
+            "policy",
+            "poddisruptionbudget",
+            name,
+            "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+        )
+    if allowed == 0:
+        raise _too_many(
+            f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
+            f"and has {status.get('currentHealthy', 0)} currently",
+            0,
+        )
+    status["disruptionsAllowed"] = allowed - 1
+    if allowed - 1 == 0:
+        _set_insufficient(status, now)
+    status["disruptedPods"] = {**(status.get("disruptedPods") or {}), pod_name: now}
+
+
+def _set_insufficient(status: Obj, now: str) -> None:
+    """UpdateDisruptionAllowedCondition at zero: DisruptionAllowed False, InsufficientPods."""
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    new = {
+        "type": "DisruptionAllowed",
+        "status": "False",
+        "observedGeneration": status.get("observedGeneration", 0),
+        "reason": "InsufficientPods",
+        "message": "",
+    }
+    for cond in conditions:
+        if cond.get("type") == "DisruptionAllowed":
+            moved = cond.get("status") != "False"
+            cond.update(new, lastTransitionTime=now if moved else cond.get("lastTransitionTime", now))
+            break
+    else:
+        conditions.append({**new, "lastTransitionTime": now})
+    status["conditions"] = conditions
+
+
 def evict(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     """Evict a pod unless a PodDisruptionBudget forbids it (429), as upstream's eviction REST."""
     pod = api.get_stored(ctx, name)
@@ -175,32 +255,12 @@ def evict(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
             "InternalError",
             "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
         )
-    if matching:
+    if matching and not _unhealthy_may_go(pod, matching[0]):
         pdb = copy.deepcopy(matching[0])
-        status = pdb.setdefault("status", {})
-        if (
-            status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 0)
-            or status.get("disruptionsAllowed", 0) <= 0
-        ):
-            raise errors.ApiError(
-                429,
-                "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.",
-                details={
-                    "causes": [
-                        {
-                            "reason": "DisruptionBudget",
-                            "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                            f"{status.get('desiredHealthy', 0)} healthy pods and has "
-                            f"{status.get('currentHealthy', 0)} currently",
-                        }
-                    ]
-                },
-                retry_after=10,
-            )
-        status["disruptionsAllowed"] -= 1
-        status.setdefault("disruptedPods", {})[name] = api.clock()
+        _check_and_decrement(pdb, name, api.clock())
         if not ctx.dry_run:
+            # One write takes the disruption and names the pod, so the disruption controller
+            # does not count it healthy while its deletion is under way (upstream's comment).
             api.store.put(storage_key_of(pdb_rt), pdb)
     api.delete(ctx, name, options)
     return _success()
