@@ -128,3 +128,34 @@ def test_store_scale_event_drops_outdated() -> None:
     assert history.scale_ups == [(ago(5), 1), (NOW, 2)]
     rate.store_scale_event(history, UP, DOWN, 4, 1, NOW)
     assert history.scale_downs == [(NOW, 3)]
+
+
+@pytest.mark.parametrize(
+    ("current", "desired", "want"),
+    [
+        # upstream's scale-up limit without behavior: max(2 x current, 4)
+        (
+            1,
+            10,
+            (4, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"),
+        ),
+        (
+            3,
+            10,
+            (6, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"),
+        ),
+        (6, 9, (8, "TooManyReplicas", "the desired replica count is more than the maximum replica count")),
+        (3, 1, (2, "TooFewReplicas", "the desired replica count is less than the minimum replica count")),
+        (3, 5, (5, "DesiredWithinRange", "the desired count is within the acceptable range")),
+    ],
+)
+def test_limit_by_rules_without_behavior(current: int, desired: int, want: tuple[int, str, str]) -> None:
+    assert rate.limit_by_rules(current, desired, 2, 8) == want
+
+
+def test_stabilize_down_without_behavior() -> None:
+    history = rate.History(recommendations=[(ago(400), 9), (ago(100), 5)])
+    assert rate.stabilize_down(history, 2, 300, NOW) == 5
+    assert sorted(r for _, r in history.recommendations) == [2, 5]
+    # Scaling up is never held back.
+    assert rate.stabilize_down(history, 7, 300, NOW) == 7

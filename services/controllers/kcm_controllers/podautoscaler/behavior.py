@@ -208,3 +208,51 @@ def store_scale_event(
     elif new < previous:
         cutoff = now - dt.timedelta(seconds=down.longest_period)
         history.scale_downs = [e for e in history.scale_downs if e[0] > cutoff] + [(now, previous - new)]
+
+
+# --- an HPA without spec.behavior (upstream normalizeDesiredReplicas) ---------------------
+
+
+def stabilize_down(history: History, desired: int, window: int, now: dt.datetime) -> int:
+    """The highest recommendation within the downscale window; records `desired` (upstream
+    stabilizeRecommendation)."""
+    cutoff = now - dt.timedelta(seconds=window)
+    highest = desired
+    old_index: int | None = None
+    for i, (stamp, rec) in enumerate(history.recommendations):
+        if stamp < cutoff:
+            old_index = i
+        elif rec > highest:
+            highest = rec
+    if old_index is not None:
+        history.recommendations[old_index] = (now, desired)
+    else:
+        history.recommendations.append((now, desired))
+    return highest
+
+
+def limit_by_rules(current: int, desired: int, min_replicas: int, max_replicas: int) -> tuple[int, str, str]:
+    """min/max and a scale-up limit of max(2 x current, 4), with the ScalingLimited
+    reason/message (upstream convertDesiredReplicasWithRules)."""
+    scale_up_limit = max(2 * current, 4)
+    if max_replicas > scale_up_limit:
+        allowed, reason, message = (
+            scale_up_limit,
+            "ScaleUpLimit",
+            "the desired replica count is increasing faster than the maximum scale rate",
+        )
+    else:
+        allowed, reason, message = (
+            max_replicas,
+            "TooManyReplicas",
+            "the desired replica count is more than the maximum replica count",
+        )
+    if desired < min_replicas:
+        return (
+            min_replicas,
+            "TooFewReplicas",
+            "the desired replica count is less than the minimum replica count",
+        )
+    if desired > allowed:
+        return allowed, reason, message
+    return desired, "DesiredWithinRange", "the desired count is within the acceptable range"

@@ -473,7 +473,9 @@ class HorizontalController:
         history = self.histories.setdefault(key, rate.History(recommendations=[(now, current)]))
         min_replicas = int(spec.get("minReplicas") or 1)
         max_replicas = int(spec.get("maxReplicas") or 0)
-        up, down = rate.rules_of(spec.get("behavior"), self.downscale_stabilization)
+        rules = (
+            rate.rules_of(spec["behavior"], self.downscale_stabilization) if spec.get("behavior") else None
+        )
         metric_statuses: list[Obj] = list(status.get("currentMetrics") or [])
         reason = ""
         desired = 0
@@ -514,7 +516,7 @@ class HorizontalController:
             elif desired < current:
                 reason = "All metrics below target"
             desired = self.normalize(
-                status, history, current, desired, min_replicas, max_replicas, up, down, now
+                status, history, current, desired, (min_replicas, max_replicas), rules, now
             )
         rescale = desired != current and not (current == 0 and min_replicas != 0)
         if rescale:
@@ -553,7 +555,8 @@ class HorizontalController:
             self.recorder.event(
                 hpa, events.NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}"
             )
-            rate.store_scale_event(history, up, down, current, desired, now)
+            if rules is not None:
+                rate.store_scale_event(history, *rules, current, desired, now)
             log.info(
                 "successful rescale", extra={"hpa": key, "from": current, "to": desired, "reason": reason}
             )
@@ -568,14 +571,19 @@ class HorizontalController:
         history: rate.History,
         current: int,
         desired: int,
-        min_replicas: int,
-        max_replicas: int,
-        up: rate.Rules,
-        down: rate.Rules,
+        limits: tuple[int, int],
+        rules: tuple[rate.Rules, rate.Rules] | None,
         now: dt.datetime,
     ) -> int:
-        """Upstream normalizeDesiredReplicasWithBehaviors, with its conditions."""
-        stabilized, reason, message = rate.stabilize(history, current, desired, up, down, now)
+        """Upstream normalizeDesiredReplicasWithBehaviors, or normalizeDesiredReplicas for an
+        HPA without behavior (`rules` None), with their conditions."""
+        min_replicas, max_replicas = limits
+        if rules is None:
+            stabilized = rate.stabilize_down(history, desired, self.downscale_stabilization, now)
+            reason = "ScaleDownStabilized"
+            message = "recent recommendations were higher than current one, applying the highest recent recommendation"
+        else:
+            stabilized, reason, message = rate.stabilize(history, current, desired, *rules, now)
         if stabilized != desired:
             set_condition(status, "AbleToScale", "True", reason, message, now)
         else:
@@ -587,9 +595,12 @@ class HorizontalController:
                 "recommended size matches current size",
                 now,
             )
-        limited, reason, message = rate.limit_rate(
-            history, current, stabilized, min_replicas, max_replicas, up, down, now
-        )
+        if rules is None:
+            limited, reason, message = rate.limit_by_rules(current, stabilized, min_replicas, max_replicas)
+        else:
+            limited, reason, message = rate.limit_rate(
+                history, current, stabilized, min_replicas, max_replicas, *rules, now
+            )
         set_condition(
             status, "ScalingLimited", "True" if limited != stabilized else "False", reason, message, now
         )
