@@ -5,7 +5,8 @@ One stack runs the HPA, deployment and replicaset controllers with a 1 s sync pe
 usage their `sim.kcm.dev/cpu-usage` annotation says (metrics.k8s.io, docs/simulator.md):
 `kubectl autoscale` scales a busy Deployment up to its max (ScalingLimited TooManyReplicas,
 SuccessfulRescale Event, TARGETS column), an idle one down to its min, and an HPA whose
-target does not exist reports FailedGetScale.
+target does not exist reports FailedGetScale, and a Pods metric (no custom metrics API is
+served) reports FailedGetPodsMetric.
 """
 
 from __future__ import annotations
@@ -160,4 +161,49 @@ def test_missing_target_reports_failed_get_scale(stack: devstack.DevStack, ns: s
         30,
         interval=0.3,
         what="FailedGetScale Event",
+    )
+
+
+def test_pods_metric_reports_failed_get_pods_metric(stack: devstack.DevStack, ns: str) -> None:
+    # No custom metrics API is served: the metric fails as upstream's does without an adapter.
+    create_deployment(stack, ns, "qps", 1, "10m")
+    stack.kubectl(
+        "-n",
+        ns,
+        "apply",
+        "-f",
+        "-",
+        input=textwrap.dedent(f"""\
+            apiVersion: autoscaling/v2
+            kind: HorizontalPodAutoscaler
+            metadata: {{name: qps, namespace: {ns}}}
+            spec:
+              scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: qps}}
+              maxReplicas: 3
+              metrics:
+              - type: Pods
+                pods:
+                  metric: {{name: requests_per_second}}
+                  target: {{type: AverageValue, averageValue: "10"}}
+            """),
+    )
+
+    def failed() -> dict[str, Any] | None:
+        c = condition(get(stack, ns, "hpa", "qps"), "ScalingActive")
+        return c if c.get("reason") == "FailedGetPodsMetric" else None
+
+    c = wait_for(failed, 60, interval=0.3, what="FailedGetPodsMetric")
+    assert c["status"] == "False"
+    assert c["message"].startswith(
+        "the HPA was unable to compute the replica count: failed to get pods metric value: "
+        "unable to get metric requests_per_second: unable to fetch metrics from custom metrics API: "
+    ), c["message"]
+    wait_for(
+        lambda: (
+            {"FailedGetPodsMetric", "FailedComputeMetricsReplicas"}
+            <= {e["reason"] for e in get(stack, ns, "events")["items"]}
+        ),
+        30,
+        interval=0.3,
+        what="FailedGetPodsMetric and FailedComputeMetricsReplicas Events",
     )
