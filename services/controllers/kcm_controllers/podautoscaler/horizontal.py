@@ -518,7 +518,7 @@ class HorizontalController:
             desired = self.normalize(
                 status, history, current, desired, (min_replicas, max_replicas), rules, now
             )
-        rescale = desired != current and not (current == 0 and min_replicas != 0)
+        rescale = desired != current
         if rescale:
             try:
                 scale.setdefault("spec", {})["replicas"] = desired
