@@ -271,6 +271,7 @@ def recorded(
             drive_job(apiserver)
             drive_cronjobs(apiserver)
             drive_disruption(apiserver)
+            drive_autoscaler(apiserver)
             drive_namespace_services(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
@@ -626,6 +627,63 @@ def drive_disruption(api: ApiServer) -> None:
     )
 
 
+def drive_autoscaler(api: ApiServer) -> None:
+    """Exercise the HPA controller's API calls: read the HPA, the target's scale and the pods'
+    metrics, write the scale and the status, record SuccessfulRescale. A memory AverageValue
+    target: no CPU initialization period to wait out at the default flags."""
+    ns = "rbac-e2e"
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "scaled", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "scaled"}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": "scaled"},
+                    "annotations": {"sim.kcm.dev/memory-usage": "200Mi"},
+                },
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "nginx"}]},
+            },
+        },
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(rs))
+    wait_for(
+        lambda: _json(api, "replicaset", "scaled").get("status", {}).get("readyReplicas") == 1,
+        30,
+        interval=0.2,
+        what="replicaset ready",
+    )
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "scaled", "namespace": ns},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "scaled"},
+            "minReplicas": 1,
+            "maxReplicas": 2,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "memory",
+                        "target": {"type": "AverageValue", "averageValue": "100Mi"},
+                    },
+                }
+            ],
+        },
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(hpa))
+    wait_for(
+        lambda: _json(api, "hpa", "scaled").get("status", {}).get("desiredReplicas") == 2,
+        40,
+        interval=0.2,
+        what="autoscaled to 2",
+    )
+    api.kubectl("-n", ns, "delete", "hpa", "scaled")
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -761,6 +819,7 @@ NOT_EXERCISED = {
     ("generic-garbage-collector", "", "events", "create"): "its one Event, OwnerRefInvalidNamespace",
     ("replicaset-controller", "", "events", "patch"): _REPEATED,
     ("disruption-controller", "", "events", "patch"): _REPEATED,
+    ("horizontal-pod-autoscaler", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "", "events", "patch"): _REPEATED,
     ("generic-garbage-collector", "", "events", "patch"): _REPEATED,
     ("clusterrole-aggregation-controller", "rbac.authorization.k8s.io", "clusterroles", "escalate"): (

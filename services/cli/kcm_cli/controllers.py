@@ -33,6 +33,7 @@ REGISTRY = (
     "kcm_controllers.job.job_controller:SPEC",
     "kcm_controllers.cronjob.cronjob_controller:SPEC",
     "kcm_controllers.disruption.disruption:SPEC",
+    "kcm_controllers.podautoscaler.horizontal:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]

@@ -1,0 +1,1 @@
+"""The horizontal-pod-autoscaler-controller (upstream pkg/controller/podautoscaler)."""

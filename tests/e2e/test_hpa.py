@@ -1,0 +1,209 @@
+"""The horizontal-pod-autoscaler-controller end to end, driven with kubectl.
+
+One stack runs the HPA, deployment and replicaset controllers with a 1 s sync period and a
+2 s downscale stabilization window (test-only values of upstream's flags). Pods report the
+usage their `sim.kcm.dev/cpu-usage` annotation says (metrics.k8s.io, docs/simulator.md):
+`kubectl autoscale` scales a busy Deployment up to its max (ScalingLimited TooManyReplicas,
+SuccessfulRescale Event, TARGETS column), an idle one down to its min, and an HPA whose
+target does not exist reports FailedGetScale, and a Pods metric (no custom metrics API is
+served) reports FailedGetPodsMetric.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.e2e import devstack
+
+stack = devstack.stack_fixture(
+    "--controllers",
+    "horizontal-pod-autoscaler-controller,deployment,replicaset",
+    "--horizontal-pod-autoscaler-sync-period=1s",
+    "--horizontal-pod-autoscaler-downscale-stabilization=2s",
+)
+_counter = iter(range(1000))
+
+
+@pytest.fixture
+def ns(stack: devstack.DevStack) -> Iterator[str]:
+    name = f"hpa-{next(_counter)}"
+    stack.kubectl("create", "namespace", name)
+    yield name
+
+
+def create_deployment(stack: devstack.DevStack, ns: str, name: str, replicas: int, cpu: str) -> None:
+    stack.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=textwrap.dedent(f"""\
+            apiVersion: apps/v1
+            kind: Deployment
+            metadata: {{name: {name}, namespace: {ns}}}
+            spec:
+              replicas: {replicas}
+              selector: {{matchLabels: {{app: {name}}}}}
+              template:
+                metadata:
+                  labels: {{app: {name}}}
+                  annotations: {{sim.kcm.dev/cpu-usage: "{cpu}", sim.kcm.dev/terminate-seconds: "0"}}
+                spec:
+                  containers:
+                  - name: c
+                    image: nginx
+                    resources: {{requests: {{cpu: 100m}}}}
+            """),
+    )
+
+
+def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
+    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
+
+
+def condition(hpa: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in hpa.get("status", {}).get("conditions", []):
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def replicas(stack: devstack.DevStack, ns: str, name: str) -> int:
+    return int(get(stack, ns, "deployment", name)["spec"].get("replicas", 0))
+
+
+def test_busy_deployment_scales_up_to_max(stack: devstack.DevStack, ns: str) -> None:
+    # 90% of the request against a 50% target: 2 pods would want 4; max 3 limits it.
+    create_deployment(stack, ns, "web", 2, "90m")
+    stack.kubectl("-n", ns, "autoscale", "deployment", "web", "--cpu-percent=50", "--min=1", "--max=3")
+    wait_for(lambda: replicas(stack, ns, "web") == 3, 60, interval=0.3, what="scaled up to max")
+
+    def limited() -> dict[str, Any] | None:
+        hpa = get(stack, ns, "hpa", "web")
+        ok = condition(hpa, "ScalingLimited").get("reason") == "TooManyReplicas"
+        return hpa if ok and hpa["status"].get("currentReplicas") == 3 else None
+
+    hpa = wait_for(limited, 60, interval=0.3, what="ScalingLimited TooManyReplicas")
+    assert condition(hpa, "ScalingLimited")["status"] == "True"
+    assert condition(hpa, "AbleToScale")["status"] == "True"
+    active = condition(hpa, "ScalingActive")
+    assert (active["status"], active["reason"]) == ("True", "ValidMetricFound")
+    assert active["message"] == (
+        "the HPA was able to successfully calculate a replica count from cpu resource utilization "
+        "(percentage of request)"
+    )
+    assert hpa["status"]["desiredReplicas"] == 3
+    assert hpa["status"]["lastScaleTime"]
+    metric = hpa["status"]["currentMetrics"][0]["resource"]
+    assert (metric["name"], metric["current"]["averageUtilization"]) == ("cpu", 90)
+    table = stack.kubectl("-n", ns, "get", "hpa", "web").stdout
+    assert "cpu: 90%/50%" in table, table
+    messages = [e["message"] for e in get(stack, ns, "events")["items"] if e["reason"] == "SuccessfulRescale"]
+    assert "New size: 3; reason: cpu resource utilization (percentage of request) above target" in messages
+
+
+def test_idle_deployment_scales_down_to_min(stack: devstack.DevStack, ns: str) -> None:
+    # 10% of the request against 50%: 4 pods want 1; min 2 holds it at 2.
+    create_deployment(stack, ns, "idle", 4, "10m")
+    wait_for(
+        lambda: get(stack, ns, "deployment", "idle").get("status", {}).get("readyReplicas") == 4,
+        60,
+        interval=0.3,
+        what="4 ready pods",
+    )
+    stack.kubectl("-n", ns, "autoscale", "deployment", "idle", "--cpu-percent=50", "--min=2", "--max=5")
+    wait_for(lambda: replicas(stack, ns, "idle") == 2, 60, interval=0.3, what="scaled down to min")
+
+    def limited() -> dict[str, Any] | None:
+        hpa = get(stack, ns, "hpa", "idle")
+        return hpa if condition(hpa, "ScalingLimited").get("reason") == "TooFewReplicas" else None
+
+    hpa = wait_for(limited, 60, interval=0.3, what="ScalingLimited TooFewReplicas")
+    assert (
+        condition(hpa, "ScalingLimited")["message"]
+        == "the desired replica count is less than the minimum replica count"
+    )
+    messages = [e["message"] for e in get(stack, ns, "events")["items"] if e["reason"] == "SuccessfulRescale"]
+    assert "New size: 2; reason: All metrics below target" in messages
+
+
+def test_missing_target_reports_failed_get_scale(stack: devstack.DevStack, ns: str) -> None:
+    stack.kubectl(
+        "-n",
+        ns,
+        "apply",
+        "-f",
+        "-",
+        input=textwrap.dedent(f"""\
+        apiVersion: autoscaling/v2
+        kind: HorizontalPodAutoscaler
+        metadata: {{name: ghost, namespace: {ns}}}
+        spec:
+          scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: nowhere}}
+          maxReplicas: 3
+        """),
+    )
+
+    def failed() -> dict[str, Any] | None:
+        c = condition(get(stack, ns, "hpa", "ghost"), "AbleToScale")
+        return c if c.get("reason") == "FailedGetScale" else None
+
+    c = wait_for(failed, 60, interval=0.3, what="FailedGetScale")
+    assert c["status"] == "False"
+    assert c["message"].startswith("the HPA controller was unable to get the target's current scale: ")
+    wait_for(
+        lambda: any(e["reason"] == "FailedGetScale" for e in get(stack, ns, "events")["items"]),
+        30,
+        interval=0.3,
+        what="FailedGetScale Event",
+    )
+
+
+def test_pods_metric_reports_failed_get_pods_metric(stack: devstack.DevStack, ns: str) -> None:
+    # No custom metrics API is served: the metric fails as upstream's does without an adapter.
+    create_deployment(stack, ns, "qps", 1, "10m")
+    stack.kubectl(
+        "-n",
+        ns,
+        "apply",
+        "-f",
+        "-",
+        input=textwrap.dedent(f"""\
+            apiVersion: autoscaling/v2
+            kind: HorizontalPodAutoscaler
+            metadata: {{name: qps, namespace: {ns}}}
+            spec:
+              scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: qps}}
+              maxReplicas: 3
+              metrics:
+              - type: Pods
+                pods:
+                  metric: {{name: requests_per_second}}
+                  target: {{type: AverageValue, averageValue: "10"}}
+            """),
+    )
+
+    def failed() -> dict[str, Any] | None:
+        c = condition(get(stack, ns, "hpa", "qps"), "ScalingActive")
+        return c if c.get("reason") == "FailedGetPodsMetric" else None
+
+    c = wait_for(failed, 60, interval=0.3, what="FailedGetPodsMetric")
+    assert c["status"] == "False"
+    assert c["message"].startswith(
+        "the HPA was unable to compute the replica count: failed to get pods metric value: "
+        "unable to get metric requests_per_second: unable to fetch metrics from custom metrics API: "
+    ), c["message"]
+    wait_for(
+        lambda: (
+            {"FailedGetPodsMetric", "FailedComputeMetricsReplicas"}
+            <= {e["reason"] for e in get(stack, ns, "events")["items"]}
+        ),
+        30,
+        interval=0.3,
+        what="FailedGetPodsMetric and FailedComputeMetricsReplicas Events",
+    )
