@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kcm_shared import codec, events, kubeclient, selectors
+from kcm_shared import codec, events, expectations, kubeclient, selectors
 
 log = logging.getLogger("kcm.podcontrol")
 
@@ -217,3 +217,32 @@ async def slow_start_batch(
         remaining -= batch
         batch = min(2 * batch, remaining)
     return successes, None
+
+
+async def create_in_batches(
+    count: int,
+    create: Callable[[], Awaitable[None]],
+    expected: expectations.ControllerExpectations,
+    key: str,
+) -> tuple[int, Exception | None]:
+    """Create `count` pods of controller `key` by calling `create` in slow-start batches, as
+    the manage step of upstream's ReplicaSet and Job controllers does.
+
+    The creations are expected before they are made (their add events may beat the replies);
+    a create refused because the namespace is terminating counts as done, quietly; each pod
+    never created is marked observed so the next sync does not wait for it. Returns how many
+    were created and the first error.
+    """
+    expected.expect_creations(key, count)
+
+    async def one() -> None:
+        try:
+            await create()
+        except kubeclient.ApiError as exc:
+            if not has_status_cause(exc, NAMESPACE_TERMINATING_CAUSE):
+                raise
+
+    created, error = await slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, one)
+    for _ in range(count - created):
+        expected.creation_observed(key)
+    return created, error

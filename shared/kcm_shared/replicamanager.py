@@ -327,8 +327,6 @@ class ReplicaManager:
         namespace = rs.metadata.namespace
         if diff < 0:
             count = min(-diff, self.burst_replicas)
-            # Expect the creations before making them: their add events may beat the replies.
-            self.expectations.expect_creations(key, count)
             ref = controllerref.new_controller_ref(rs, self.adapter.api_version, self.adapter.kind)
             self.log.info(
                 "too few replicas",
@@ -336,19 +334,9 @@ class ReplicaManager:
             )
 
             async def create() -> None:
-                try:
-                    await self.pod_control.create_pods(namespace, rs.spec.template, rs, ref)
-                except kubeclient.ApiError as exc:
-                    # A terminating namespace refuses pods; nothing to retry or report.
-                    if not podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
-                        raise
+                await self.pod_control.create_pods(namespace, rs.spec.template, rs, ref)
 
-            created, error = await podcontrol.slow_start_batch(
-                count, podcontrol.SLOW_START_INITIAL_BATCH_SIZE, create
-            )
-            # Pods never created never show up: stop waiting for them.
-            for _ in range(count - created):
-                self.expectations.creation_observed(key)
+            _, error = await podcontrol.create_in_batches(count, create, self.expectations, key)
             if error is not None:
                 raise error
         elif diff > 0:

@@ -719,7 +719,6 @@ class JobController:
     ) -> tuple[int, Exception | None]:
         """Create `count` pods (one per index of `indexes` when Indexed) in slow-start
         batches; returns how many were created and the first error."""
-        self.expectations.expect_creations(key, count)
         template = job.spec.template
         meta = template.metadata
         finalizers = tracking.with_tracking_finalizer(meta.finalizers)
@@ -753,22 +752,9 @@ class JobController:
                     spec=msgspec.Raw(msgspec.json.encode(spec)),
                 )
                 generate_name = indexing.generate_name(job.metadata.name, index)
-            try:
-                await self.pod_control.create_pods(
-                    namespace, pod_template, job, ref, generate_name=generate_name
-                )
-            except kubeclient.ApiError as exc:
-                # A terminating namespace refuses pods; nothing to retry or report.
-                if not podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
-                    raise
+            await self.pod_control.create_pods(namespace, pod_template, job, ref, generate_name=generate_name)
 
-        created, error = await podcontrol.slow_start_batch(
-            count, podcontrol.SLOW_START_INITIAL_BATCH_SIZE, create
-        )
-        # Pods never created never show up: stop waiting for them.
-        for _ in range(count - created):
-            self.expectations.creation_observed(key)
-        return created, error
+        return await podcontrol.create_in_batches(count, create, self.expectations, key)
 
     async def delete_job_pods(
         self, key: str, job: JobView, pods: Sequence[Pod]
