@@ -116,6 +116,15 @@ def _change_in_period(period: int, events: list[tuple[dt.datetime, int]], now: d
     return sum(change for stamp, change in events if stamp > cutoff)
 
 
+def _replicas_period_ago(current: int, period: int, history: History, now: dt.datetime) -> int:
+    """The replica count a policy's period began with: today's, less the scaling done since."""
+    return (
+        current
+        - _change_in_period(period, history.scale_ups, now)
+        + _change_in_period(period, history.scale_downs, now)
+    )
+
+
 def scale_up_limit(current: int, history: History, rules: Rules, now: dt.datetime) -> int:
     """Upstream calculateScaleUpLimitWithScalingRules."""
     if rules.select_policy == "Disabled":
@@ -123,11 +132,7 @@ def scale_up_limit(current: int, history: History, rules: Rules, now: dt.datetim
     pick = min if rules.select_policy == "Min" else max
     result: int | None = None
     for kind, value, period in rules.policies:
-        start = (
-            current
-            - _change_in_period(period, history.scale_ups, now)
-            + _change_in_period(period, history.scale_downs, now)
-        )
+        start = _replicas_period_ago(current, period, history, now)
         proposed = start + value if kind == "Pods" else math.ceil(start * (1 + value / 100))
         result = proposed if result is None else pick(result, proposed)
     return result if result is not None else (2**31 - 1 if pick is min else -(2**31))
@@ -140,11 +145,7 @@ def scale_down_limit(current: int, history: History, rules: Rules, now: dt.datet
     pick = max if rules.select_policy == "Min" else min
     result: int | None = None
     for kind, value, period in rules.policies:
-        start = (
-            current
-            - _change_in_period(period, history.scale_ups, now)
-            + _change_in_period(period, history.scale_downs, now)
-        )
+        start = _replicas_period_ago(current, period, history, now)
         proposed = start - value if kind == "Pods" else int(start * (1 - value / 100))
         result = proposed if result is None else pick(result, proposed)
     return result if result is not None else (-(2**31) if pick is max else 2**31 - 1)
