@@ -12,8 +12,9 @@ import json
 import textwrap
 from typing import Any, cast
 
-from kcm_controllers.replicaset import replicaset, status
+from kcm_controllers.replicaset import replicaset
 from kcm_shared import cache, codec, kubeclient, podcontrol, podranking
+from kcm_shared import replicastatus as status
 
 from tests.conftest import ApiServer
 

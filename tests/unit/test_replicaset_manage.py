@@ -9,8 +9,9 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.replicaset import replicaset, status
+from kcm_controllers.replicaset import replicaset
 from kcm_shared import cache, kubeclient, podcontrol, podranking
+from kcm_shared import replicastatus as status
 
 KEY = "default/rs"
 
