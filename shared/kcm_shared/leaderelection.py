@@ -21,7 +21,6 @@ import datetime as dt
 import logging
 import math
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -30,7 +29,7 @@ from typing import Any
 import aiohttp
 import prometheus_client
 
-from kcm_shared import kubeclient
+from kcm_shared import goduration, kubeclient
 
 log = logging.getLogger("kcm.leaderelection")
 
@@ -45,27 +44,13 @@ MASTER_STATUS = prometheus_client.Gauge(
 _JITTER = 1.2
 _RELEASE_TIMEOUT = 5.0
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def parse_duration(text: str) -> float:
     """Seconds in a Go duration string (`15s`, `1m30s`, `500ms`, `0`), as Kubernetes flags take them."""
-    body = text.strip()
-    sign = -1.0 if body.startswith("-") else 1.0
-    body = body.lstrip("+-")
-    if body == "0":
-        return 0.0
-    if not body:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 15s, 1m, 500ms)")
-    pos, total = 0, 0.0
-    while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
-        if match is None:
-            raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 15s, 1m, 500ms)")
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    return sign * total
+    try:
+        return goduration.parse(text.strip()) / 1e9
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 15s, 1m, 500ms)") from None
 
 
 def positive_duration(text: str) -> float:

@@ -7,7 +7,7 @@ import datetime as dt
 import zoneinfo
 
 import pytest
-from kcm_shared import cron
+from kcm_shared import cron, goduration
 
 NY = zoneinfo.ZoneInfo("America/New_York")
 
@@ -195,8 +195,8 @@ def test_names_and_descriptors(spec: str, equivalent: str) -> None:
 
 
 def test_go_durations() -> None:
-    assert cron.go_duration("1h2m3.5s") == 3_723_500_000_000
-    assert cron.go_duration("-1.5h") == -5_400_000_000_000
-    assert cron.go_duration("0") == 0
-    assert cron.go_duration("300ms") == 300_000_000
-    assert cron.go_duration("2\u00b5s") == cron.go_duration("2us") == 2_000
+    assert goduration.parse("1h2m3.5s") == 3_723_500_000_000
+    assert goduration.parse("-1.5h") == -5_400_000_000_000
+    assert goduration.parse("0") == 0
+    assert goduration.parse("300ms") == 300_000_000
+    assert goduration.parse("2\u00b5s") == goduration.parse("2us") == 2_000
