@@ -1,0 +1,1 @@
+"""The node IPAM controller's range allocator (upstream pkg/controller/nodeipam)."""
