@@ -153,6 +153,8 @@ TEST_ARGS = {
     "kcm-legacy-service-account-token-cleaner": ["--legacy-service-account-token-clean-up-period=1s"],
     # A pass a second and a second of quarantine, so an orphan pod goes within the scenario.
     "kcm-podgc": ["--podgc-test-check-period=1s", "--podgc-test-quarantine-time=1s"],
+    # Four node CIDRs, two of them the simulator's nodes': the scenario fills the rest.
+    "kcm-nodeipam": ["--cluster-cidr=10.244.0.0/22"],
 }
 
 
@@ -273,6 +275,7 @@ def recorded(
             drive_disruption(apiserver)
             drive_autoscaler(apiserver)
             drive_namespace_services(apiserver)
+            drive_node_ipam(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
         yield proxy, services
@@ -763,6 +766,33 @@ def drive_namespace_services(api: ApiServer) -> None:
     )
 
 
+def drive_node_ipam(api: ApiServer) -> None:
+    """Nodes without a podCIDR get the two free CIDRs (patch), the third a CIDRNotAvailable Event."""
+    names = ["ipam-a", "ipam-b", "ipam-c"]
+    for name in names:
+        api.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
+        )
+
+    def cidrs() -> set[str]:
+        return {api.kubectl_json("get", "node", n)["spec"].get("podCIDR", "") for n in names} - {""}
+
+    wait_for(lambda: len(cidrs()) == 2, 30, interval=0.2, what="two nodes given CIDRs")
+    wait_for(
+        lambda: any(
+            e["reason"] == "CIDRNotAvailable"
+            for e in api.kubectl_json("get", "events", "-n", "default")["items"]
+        ),
+        30,
+        interval=0.2,
+        what="CIDRNotAvailable recorded",
+    )
+    api.kubectl("delete", "node", *names)
+
+
 def test_every_api_call_of_every_service_is_allowed_by_its_roles(
     recorded: tuple[RecordingProxy, Services],
 ) -> None:
@@ -822,6 +852,7 @@ NOT_EXERCISED = {
     ("horizontal-pod-autoscaler", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "", "events", "patch"): _REPEATED,
     ("generic-garbage-collector", "", "events", "patch"): _REPEATED,
+    ("node-controller", "", "events", "patch"): _REPEATED,
     ("clusterrole-aggregation-controller", "rbac.authorization.k8s.io", "clusterroles", "escalate"): (
         "asked by the RBAC authorizer when it writes rules its own role lacks (no authorizer here)"
     ),

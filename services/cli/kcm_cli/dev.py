@@ -8,6 +8,7 @@ the state directory. `kcm status` finds the stack through `STATE_DIR/coordinator
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import sys
@@ -25,6 +26,8 @@ from kcm_cli import natsauth, natsd, pki, supervisor
 from kcm_cli.controllers import BUILTIN
 
 READY_TIMEOUT = 60.0
+# With this controller running, the simulator's nodes wait for the pod CIDRs it gives them.
+NODE_IPAM = "node-ipam-controller"
 
 
 @dataclass
@@ -46,10 +49,23 @@ def kcm_argv() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "kcm_cli.main"]
 
 
-def _controller_groups(opts: DevOptions) -> list[tuple[str, list[str], list[str]]]:
+def enabled(selection: str, flags: list[str]) -> list[controller.Spec]:
+    """The selected controllers that these controller flags leave on: upstream starts some only
+    when configured (node IPAM with --allocate-node-cidrs). errors.ConfigError for flags a
+    controller refuses, so `kcm dev` stops at once instead of restarting its process for ever."""
+    p = argparse.ArgumentParser(add_help=False)
+    controller.add_arguments(p, BUILTIN)
+    args, _ = p.parse_known_args(flags)
+    return [
+        s for s in controller.select(BUILTIN, selection) if s.disabled_by is None or not s.disabled_by(args)
+    ]
+
+
+def _controller_groups(
+    opts: DevOptions, chosen: list[controller.Spec]
+) -> list[tuple[str, list[str], list[str]]]:
     """One process for the controllers at one replica, one process per replica of the rest;
     each with the canonical names of the controllers it runs (its NATS identity's scope)."""
-    chosen = controller.select(BUILTIN, opts.controllers)
     replicas = {controller.select(BUILTIN, name)[0].name: n for name, n in opts.replicas.items()}
     shared = [spec.name for spec in chosen if spec.name not in replicas]
     groups = [("controllers", ["controllers", "--controllers", ",".join(shared)], shared)] if shared else []
@@ -131,6 +147,14 @@ async def run(opts: DevOptions) -> None:
     logs = state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     identity = pki.ensure(state / "pki")
+    # The cluster identity files, before the user's flags: a flag given twice counts last.
+    identity_flags = [
+        f"--root-ca-file={identity.ca_cert.resolve()}",
+        f"--service-account-private-key-file={identity.sa_key.resolve()}",
+        f"--cluster-signing-cert-file={identity.ca_cert.resolve()}",
+        f"--cluster-signing-key-file={identity.ca_key.resolve()}",
+    ]
+    chosen = enabled(opts.controllers, [*identity_flags, *opts.controller_flags])
     api_url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     api = asyncio.ensure_future(
         apiserver_main.serve(
@@ -151,7 +175,7 @@ async def run(opts: DevOptions) -> None:
         )
     )
     nats = natsd.plan(state / "nats")
-    groups = _controller_groups(opts)
+    groups = _controller_groups(opts, chosen)
     auth_dir = state / "nats-auth"
     nats.write_config(state / "nats.conf", auth_dir, _identities(groups))
     (state / "nats.url").write_text(nats.url + "\n")
@@ -200,13 +224,6 @@ async def run(opts: DevOptions) -> None:
                 ],
             ),
         ]
-        # The cluster identity files, before the user's flags: a flag given twice counts last.
-        identity_flags = [
-            f"--root-ca-file={identity.ca_cert.resolve()}",
-            f"--service-account-private-key-file={identity.sa_key.resolve()}",
-            f"--cluster-signing-cert-file={identity.ca_cert.resolve()}",
-            f"--cluster-signing-key-file={identity.ca_key.resolve()}",
-        ]
         services += [
             (name, [*argv, *common, *nkey(name), "--ops-port", "0", *identity_flags, *opts.controller_flags])
             for name, argv, _ in groups
@@ -219,6 +236,7 @@ async def run(opts: DevOptions) -> None:
                 nodes=opts.nodes,
                 pod_start_delay=opts.pod_start_delay,
                 control_port=None,
+                node_ipam=any(spec.name == NODE_IPAM for spec in chosen),
             )
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
             say(f"simulator with {opts.nodes} nodes")
@@ -229,7 +247,7 @@ async def run(opts: DevOptions) -> None:
             ):
                 await _wait_answering(url + "/healthz")
                 say(f"{name} up")
-        names = [spec.name for spec in controller.select(BUILTIN, opts.controllers)]
+        names = [spec.name for spec in chosen]
         try:
             async with asyncio.timeout(READY_TIMEOUT):
                 await asyncio.gather(

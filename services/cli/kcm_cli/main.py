@@ -117,6 +117,11 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between node heartbeats")
     p.add_argument("--control-port", type=int, default=0, help="fault-injection port on loopback (0: any)")
     p.add_argument("--control-file", type=Path, help="write the chosen control port here")
+    p.add_argument(
+        "--node-ipam",
+        action="store_true",
+        help="register nodes without a podCIDR and run pods once the node IPAM controller gave one",
+    )
     p.add_argument("--log-level", default="info")
 
 
@@ -235,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             heartbeat_interval=args.heartbeat_interval,
             control_port=args.control_port,
             control_file=args.control_file,
+            node_ipam=args.node_ipam,
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

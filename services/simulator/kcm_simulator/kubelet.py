@@ -47,6 +47,9 @@ class NodeState:
     heartbeat: bool = True
     ready: bool = True
     serial: int = 0
+    pod_cidrs: list[str] = field(default_factory=list)
+    # Set once the node has its pod CIDRs: at once, or when node IPAM wrote them (`on_node`).
+    cidrs_known: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -81,6 +84,7 @@ class Kubelet:
         prefix: str,
         pod_start_delay: float,
         heartbeat_interval: float,
+        node_ipam: bool = False,
     ) -> None:
         self._client = client
         self._writer = writer
@@ -88,7 +92,12 @@ class Kubelet:
         self._prefix = prefix
         self._delay = pod_start_delay
         self._interval = heartbeat_interval
+        self._node_ipam = node_ipam
         self.nodes = {nodes.node_name(prefix, i): NodeState(i) for i in range(count)}
+        if not node_ipam:
+            for state in self.nodes.values():
+                state.pod_cidrs = [nodes.pod_cidr(state.index)]
+                state.cidrs_known.set()
         self._runs: dict[str, PodRun] = {}
         self._terminations: dict[str, Termination] = {}
         self._failed_attempts: OrderedDict[tuple[str, int | None], int] = OrderedDict()
@@ -109,7 +118,7 @@ class Kubelet:
             await asyncio.sleep(self._interval)
 
     async def _register(self, name: str, state: NodeState) -> None:
-        obj = nodes.node(self._prefix, state.index, self._zones, _now())
+        obj = nodes.node(self._prefix, state.index, self._zones, _now(), with_pod_cidr=not self._node_ipam)
         path = resource_path("", "v1", "nodes")
         await self._writer.call(f"register {name}", lambda: self._client.create(path, obj))
         # Upstream may drop status on create, and a node left from an earlier run keeps its old one.
@@ -160,6 +169,28 @@ class Kubelet:
         self.nodes[name].ready = ready
         if self.nodes[name].heartbeat:
             await self.heartbeat(name)
+
+    def reset_nodes(self, items: list[Obj]) -> None:
+        for node in items:
+            self.on_node("ADDED", node)
+
+    def on_node(self, kind: str, node: Obj) -> None:
+        """With node IPAM, learn the pod CIDRs the controller gave our node; a deleted node
+        registers again and waits for new ones."""
+        state = self.nodes.get(node.get("metadata", {}).get("name", ""))
+        if not self._node_ipam or state is None:
+            return
+        spec = node.get("spec") or {}
+        cidrs = (
+            []
+            if kind == "DELETED"
+            else spec.get("podCIDRs") or ([spec["podCIDR"]] if spec.get("podCIDR") else [])
+        )
+        state.pod_cidrs = list(cidrs)
+        if cidrs:
+            state.cidrs_known.set()
+        else:
+            state.cidrs_known.clear()
 
     # -- pods -------------------------------------------------------------------------------
 
@@ -277,13 +308,15 @@ class Kubelet:
         node = pod["spec"]["nodeName"]
         state = self.nodes[node]
         host_ip = f"10.0.{state.index}.1"
+        pod_ips = [ip["ip"] for ip in pod.get("status", {}).get("podIPs") or [] if ip.get("ip")]
         if pod["spec"].get("hostNetwork"):
-            pod_ip = host_ip
-        else:
-            pod_ip = pod.get("status", {}).get("podIP") or nodes.pod_ip(
-                nodes.pod_cidr(state.index), state.serial
-            )
+            pod_ips = [host_ip]
+        elif not pod_ips:
+            # As a kubelet whose network plugin has no range yet: no pod runs before the node's CIDRs.
+            await state.cidrs_known.wait()
+            pod_ips = [nodes.pod_ip(cidr, state.serial) for cidr in state.pod_cidrs]
             state.serial += 1
+        pod_ip = pod_ips[0]
         start_time = pod.get("status", {}).get("startTime") or _now()
         want = podstatus.behaviour(pod)
         key = podstatus.attempt_key(pod)
@@ -305,6 +338,7 @@ class Kubelet:
                 ready=run.ready,
                 restarts=restarts,
                 last_exit=last,
+                pod_ips=pod_ips,
             )
             await self._patch_status(pod, status)
             code = await self._wait_exit(
@@ -323,6 +357,7 @@ class Kubelet:
                     exit_code=code,
                     restarts=restarts,
                     condition=want.fail_condition,
+                    pod_ips=pod_ips,
                 )
                 await self._patch_status(pod, final)
                 return

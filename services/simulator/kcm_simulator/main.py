@@ -30,6 +30,9 @@ class Options:
     heartbeat_interval: float = 10.0
     control_port: int | None = 0
     control_file: Path | None = None
+    # Register nodes without a podCIDR and wait for the node IPAM controller's (`kcm dev` sets it
+    # when that controller runs with --allocate-node-cidrs).
+    node_ipam: bool = False
     # Unlimited: the sim speaks for N kubelets and a scheduler, each with its own budget upstream;
     # one shared 200/s was spent on 1,000 nodes' heartbeats alone. The Writer bounds concurrency.
     qps: float = 0.0
@@ -49,12 +52,21 @@ async def run(opts: Options) -> None:
         prefix=opts.node_prefix,
         pod_start_delay=opts.pod_start_delay,
         heartbeat_interval=opts.heartbeat_interval,
+        node_ipam=opts.node_ipam,
     )
     scheduler = Scheduler(client, writer)
 
     def reset_pods(pods: list[dict[str, object]]) -> None:
         scheduler.reset_pods(pods)
         kubelet.reset_pods(pods)
+
+    def reset_nodes(items: list[dict[str, object]]) -> None:
+        scheduler.reset_nodes(items)
+        kubelet.reset_nodes(items)
+
+    def on_node(kind: str, node: dict[str, object]) -> None:
+        scheduler.on_node(kind, node)
+        kubelet.on_node(kind, node)
 
     def on_pod(kind: str, pod: dict[str, object]) -> None:
         scheduler.on_pod(kind, pod)
@@ -68,11 +80,7 @@ async def run(opts: Options) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(kubelet.run_nodes())
             group.create_task(scheduler.run())
-            group.create_task(
-                informer.run(
-                    client, resource_path("", "v1", "nodes"), scheduler.reset_nodes, scheduler.on_node
-                )
-            )
+            group.create_task(informer.run(client, resource_path("", "v1", "nodes"), reset_nodes, on_node))
             group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
     finally:
         try:

@@ -5,6 +5,7 @@ Pure builders called by `kubelet.py` when registering nodes and renewing heartbe
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 Obj = dict[str, Any]
@@ -47,7 +48,8 @@ def conditions(now: str, ready: bool) -> list[Obj]:
     ]
 
 
-def node(prefix: str, index: int, zones: int, now: str) -> Obj:
+def node(prefix: str, index: int, zones: int, now: str, *, with_pod_cidr: bool = True) -> Obj:
+    """The Node a kubelet registers; without a podCIDR when the node IPAM controller assigns it."""
     name = node_name(prefix, index)
     capacity = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
     return {
@@ -67,7 +69,7 @@ def node(prefix: str, index: int, zones: int, now: str) -> Obj:
                 "sim.kcm.dev/simulated": "true",
             },
         },
-        "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)]},
+        "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)]} if with_pod_cidr else {},
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),
@@ -115,9 +117,13 @@ def pod_cidr(index: int) -> str:
 
 
 def pod_ip(cidr: str, serial: int) -> str:
-    """The serial-th address handed out from a /24, skipping network, gateway and broadcast."""
-    base = cidr.split("/")[0].rsplit(".", 1)[0]
-    return f"{base}.{2 + serial % 253}"
+    """The serial-th address handed out from `cidr` (either family), skipping the network
+    address, the gateway (.1) and the last address; a range too small for that wraps over all."""
+    net = ipaddress.ip_network(cidr, strict=False)
+    usable = net.num_addresses - 3
+    if usable < 1:
+        return str(net[serial % net.num_addresses])
+    return str(net[2 + serial % usable])
 
 
 def lease(name: str, now: str) -> Obj:

@@ -216,6 +216,7 @@ def running(
     ready: bool,
     restarts: int = 0,
     last_exit: tuple[int, str, str] | None = None,
+    pod_ips: list[str] | None = None,
 ) -> Obj:
     """A Running status; `last_exit` is (code, startedAt, finishedAt) of the previous run if restarted."""
     spec = pod.get("spec", {})
@@ -244,7 +245,7 @@ def running(
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
+        "podIPs": [{"ip": ip} for ip in pod_ips or [pod_ip]],
         "startTime": start_time,
         "qosClass": pod.get("status", {}).get("qosClass", "BestEffort"),
         "conditions": [
@@ -304,6 +305,7 @@ def finished(
     exit_code: int,
     restarts: int,
     condition: tuple[str, str] | None = None,
+    pod_ips: list[str] | None = None,
 ) -> Obj:
     """The terminal status once every container exited with `exit_code` and none restarts;
     a failed pod also gets `condition` (type, reason), True, when one is given."""
@@ -338,7 +340,7 @@ def finished(
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
+        "podIPs": [{"ip": ip} for ip in pod_ips or [pod_ip]],
         "startTime": start_time,
         "conditions": conditions,
         "initContainerStatuses": _init_statuses(pod, start_time),
@@ -358,6 +360,7 @@ def stopped(pod: Obj, *, now: str, exit_code: int) -> Obj:
         started=container.get("state", {}).get("running", {}).get("startedAt") or start_time,
         host_ip=status.get("hostIP", ""),
         pod_ip=status.get("podIP", ""),
+        pod_ips=[ip["ip"] for ip in status.get("podIPs") or [] if ip.get("ip")],
         exit_code=exit_code,
         restarts=int(container.get("restartCount") or 0),
     )
