@@ -377,6 +377,15 @@ def _namespace(ns: Obj) -> None:
 
 
 def _node(node: Obj) -> None:
+    # Upstream's v1 conversion: spec.podCIDRs is what is stored (podCIDR alone fills it), and
+    # podCIDR always reads as its first item.
+    spec = node.get("spec")
+    if isinstance(spec, dict):
+        cidrs = spec.get("podCIDRs")
+        if not cidrs and spec.get("podCIDR"):
+            spec["podCIDRs"] = [spec["podCIDR"]]
+        elif isinstance(cidrs, list) and cidrs:
+            spec["podCIDR"] = cidrs[0]
     status = node.get("status")
     if isinstance(status, dict) and status.get("allocatable") is None and status.get("capacity") is not None:
         status["allocatable"] = dict(status["capacity"])

@@ -22,7 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from kcm_shared import satoken
 
-from kcm_apiserver import audit, authn, kubeconfig, persist, schemas
+from kcm_apiserver import audit, authn, kubeconfig, nodeports, persist, schemas
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.server import Server
@@ -41,6 +41,7 @@ class Options:
     watch_history: int = 10_000
     bookmark_interval: float = 5.0
     audit_log_path: Path | None = None  # JSON lines, one per write (kube-apiserver's --audit-log-path)
+    service_node_port_range: nodeports.PortRange | None = None  # kube-apiserver's flag; None: 30000-32767
     # kube-apiserver's service account flags: keys that verify tokens (PEM: public or private
     # keys, certificates), the key TokenRequest tokens are signed with, issuers, audiences.
     service_account_key_files: list[Path] = field(default_factory=list)
@@ -125,7 +126,7 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
         raise OSError(f"service account keys: {exc}") from exc
     db = persist.Database(opts.data_dir) if opts.data_dir else None
     store = Store(db, history=opts.watch_history)
-    api = Api(store, Registry())
+    api = Api(store, Registry(), node_port_range=opts.service_node_port_range)
     authn.ensure_tracking(api, dt.datetime.now(dt.UTC).date())
     # Building the OpenAPI documents loads every client model (about a second): do it
     # before announcing readiness so kubectl's first call is not the slow one.

@@ -29,6 +29,7 @@ from kcm_apiserver import (
     defaults,
     errors,
     fieldsel,
+    nodeports,
     patch,
     quota,
     schemas,
@@ -104,16 +105,24 @@ class ListResult:
 
 
 class Api:
-    def __init__(self, store: Store, registry: Registry, clock: Callable[[], str] = now_rfc3339) -> None:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Callable[[], str] = now_rfc3339,
+        node_port_range: nodeports.PortRange | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.ips = strategies.ClusterIPAllocator()
+        self.node_ports = nodeports.NodePortAllocator(node_port_range)
         self.crds = crds.CrdRegistrar(registry)
         for svc in store.list(storage_key_of(self._rt("", "v1", "services")), None):
             ip = svc.get("spec", {}).get("clusterIP")
             if ip and ip != "None":
                 self.ips.mark_used(ip)
+            self.node_ports.mark_used(svc)
         crd_rt = self._rt("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         for crd in store.list(storage_key_of(crd_rt), None):
             self.crds.register(crd)
@@ -377,9 +386,11 @@ class Api:
             if not ctx.dry_run:
                 strategies.release(srt, obj, self.ips)
             raise errors.already_exists(rt.group, rt.resource, meta["name"])
+        taken = self._assign_node_ports(srt, obj, None)
         self._own_fields(ctx, srt, None, obj, managed)
         if ctx.dry_run:
             strategies.release(srt, obj, self.ips)
+            self.node_ports.release(taken)
             # Never stored, so no version: upstream omits the empty field (`kubectl diff` shows it).
             obj["metadata"].pop("resourceVersion", None)
             return self.to_served(rt, obj)
@@ -457,12 +468,12 @@ class Api:
         self._validate(srt, new, old, subresource)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        taken = self._assign_node_ports(srt, new, old) if subresource != "status" else set()
         self._own_fields(ctx, srt, old, new, managed, subresource)
-        if new == old:
+        if new == old or ctx.dry_run:
+            self.node_ports.release(taken)
             # Upstream skips no-op writes: the resourceVersion does not move and no event fires.
-            return self.to_served(rt, old)
-        if ctx.dry_run:
-            return self.to_served(rt, new)
+            return self.to_served(rt, old if new == old else new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._may_finish(srt, new):
             final = self.store.remove(
                 storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]
@@ -471,6 +482,8 @@ class Api:
             self._after_delete(srt, final)
             return self.to_served(rt, final)
         self.store.put(storage_key_of(rt), new)
+        if (srt.group, srt.kind) == ("", "Service"):
+            self.node_ports.release(nodeports.node_ports(old) - nodeports.node_ports(new))
         self._after_write(srt, old, new)
         self._charge_quotas(charges)
         return self.to_served(rt, new)
@@ -663,8 +676,15 @@ class Api:
             if established is not None and established != new:
                 self.store.put(storage_key_of(rt), established)
 
+    def _assign_node_ports(self, rt: ResourceType, svc: Obj, old: Obj | None) -> set[int]:
+        if (rt.group, rt.kind) != ("", "Service"):
+            return set()
+        return self.node_ports.assign(svc["metadata"]["name"], svc, old)
+
     def _after_delete(self, rt: ResourceType, final: Obj) -> None:
         strategies.release(rt, final, self.ips)
+        if (rt.group, rt.kind) == ("", "Service"):
+            self.node_ports.release(nodeports.node_ports(final))
         if (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
             self.crds.unregister(final)
             group, plural = final["spec"]["group"], final["spec"]["names"]["plural"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from kcm_shared import apitypes
 
-from kcm_apiserver import defaults, errors
+from kcm_apiserver import defaults, errors, nodeports
 from kcm_apiserver.registry import ResourceType
 
 Obj = dict[str, Any]
@@ -145,7 +145,20 @@ def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -
         for field in ("clusterIP", "clusterIPs"):
             if field in old_spec and not new_spec.get(field):
                 new_spec[field] = old_spec[field]
+        _drop_node_ports(old, new)
     return new
+
+
+def _drop_node_ports(old: Obj, new: Obj) -> None:
+    """Upstream's dropTypeDependentFields: a Service moving to a type without nodePorts loses
+    the ones it kept unchanged from before (the allocator then releases them)."""
+    if not nodeports.needs_node_ports(old) or nodeports.needs_node_ports(new):
+        return
+    before = nodeports.node_ports(old)
+    ports = [p for p in new.get("spec", {}).get("ports") or [] if isinstance(p, dict)]
+    if {p.get("nodePort") for p in ports if p.get("nodePort")} <= before:
+        for port in ports:
+            port.pop("nodePort", None)
 
 
 def _status_update_metadata(rt: ResourceType, old: Obj, sent: Obj) -> Obj:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import ipaddress
 import itertools
 import json
 import re
@@ -1505,11 +1506,65 @@ def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
                 c.invalid(f"{at}.targetPort", target, msg)
         elif target is not None:
             _port_number(c, target, f"{at}.targetPort")
+    _node_ports(c, spec, ports)
     _labels(c, spec.get("selector"), "spec.selector")
     if old is not None:
         old_spec = _dict(old.get("spec"))
         if "ExternalName" not in (svc_type, old_spec.get("type")) and old_spec.get("clusterIP"):
             c.immutable("spec.clusterIP", spec.get("clusterIP", ""), old_spec.get("clusterIP"))
+
+
+def _node_ports(c: _Causes, spec: Obj, ports: list[Any]) -> None:
+    """Upstream ValidateService's nodePort rules: none on a ClusterIP Service, each valid, and
+    no two ports with the same nodePort and protocol."""
+    seen: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(map(_dict, ports)):
+        node_port = port.get("nodePort")
+        if not node_port:
+            continue
+        at = f"spec.ports[{i}].nodePort"
+        if spec.get("type") == "ClusterIP":
+            c.forbidden(at, "may not be used when `type` is 'ClusterIP'")
+            continue
+        _port_number(c, node_port, at)
+        key = (node_port, port.get("protocol"))
+        if key in seen:
+            c.duplicate(at, node_port)
+        seen.add(key)
+
+
+def _node(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    """Upstream ValidateNode's and ValidateNodeUpdate's podCIDRs rules: valid CIDRs, at most one
+    per family, no duplicate, and no change once set (the node IPAM controller sets them once)."""
+    cidrs = _list(_dict(obj.get("spec")).get("podCIDRs"))
+    families = []
+    for i, value in enumerate(cidrs):
+        try:
+            families.append(ipaddress.ip_network(str(value), strict=False).version)
+        except ValueError:
+            c.invalid(
+                f"spec.podCIDRs[{i}]",
+                value,
+                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            )
+    if len(cidrs) > 1 and (len(cidrs) > 2 or set(families) != {4, 6}) and len(families) == len(cidrs):
+        c.invalid(
+            "spec.podCIDRs",
+            GoText(_go_string_list(cidrs)),
+            "may specify no more than one CIDR for each IP family",
+        )
+    for i, value in enumerate(cidrs):
+        if value in cidrs[:i]:
+            c.duplicate(f"spec.podCIDRs[{i}]", value)
+    if old is not None:
+        before = _list(_dict(old.get("spec")).get("podCIDRs"))
+        if before and before != cidrs:
+            c.forbidden("spec.podCIDRs", 'node updates may not change podCIDR except from "" to valid')
+
+
+def _go_string_list(values: list[Any]) -> str:
+    """A []string as field.Invalid prints it (%#v): []string{"a", "b"}."""
+    return "[]string{" + ", ".join(go_quote(str(v)) for v in values) + "}"
 
 
 def _pod_disruption_budget(c: _Causes, obj: Obj, old: Obj | None) -> None:
@@ -1760,6 +1815,7 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "PodTemplate"): _pod_template_object,
     ("", "ReplicationController"): _replication_controller,
     ("", "Service"): _service,
+    ("", "Node"): _node,
     ("", "ConfigMap"): _config_map,
     ("", "Secret"): _secret,
     ("", "ResourceQuota"): _resource_quota,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kcm_apiserver import main as apiserver_main
+from kcm_apiserver import nodeports
 from kcm_coordinator import status
 from kcm_shared import controller
 from kcm_simulator import main as simulator_main
@@ -41,6 +42,7 @@ class DevOptions:
     replicas: dict[str, int] = field(default_factory=dict)
     controller_flags: list[str] = field(default_factory=list)
     audit_log_path: Path | None = None
+    service_node_port_range: nodeports.PortRange | None = None  # the API server's
     partitions: int | None = None  # the coordinator's --partitions; its default when None
 
 
@@ -163,6 +165,7 @@ async def run(opts: DevOptions) -> None:
                 kubeconfig_out=opts.kubeconfig_out,
                 data_dir=state / "apiserver",
                 audit_log_path=opts.audit_log_path,
+                service_node_port_range=opts.service_node_port_range,
                 service_account_key_files=[identity.sa_pub],
                 service_account_signing_key_file=identity.sa_key,
                 secure_port=0,

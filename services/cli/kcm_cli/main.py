@@ -18,6 +18,7 @@ from typing import Any
 
 import uvloop
 from kcm_apiserver import main as apiserver_main
+from kcm_apiserver import nodeports
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
 from kcm_shared import controller, errors, logs, satoken
@@ -46,6 +47,7 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="events kept per resource for watches to resume from",
     )
     _audit_argument(p)
+    _node_port_range_argument(p)
     p.add_argument(
         "--service-account-key-file",
         type=Path,
@@ -81,6 +83,16 @@ def _audit_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _node_port_range_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--service-node-port-range",
+        type=nodeports.parse_range,
+        default=nodeports.parse_range(nodeports.DEFAULT_RANGE),
+        metavar="A-B",
+        help=f"the API server's port range for NodePort Services (default {nodeports.DEFAULT_RANGE})",
+    )
+
+
 def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dev", help="run the whole local stack in the foreground")
     p.add_argument("--state-dir", type=Path, default=Path(".kcm"), help="where state and the kubeconfig go")
@@ -104,6 +116,7 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--partitions", type=int, help="work partitions per controller (passed to the coordinator)"
     )
     _audit_argument(p)
+    _node_port_range_argument(p)
     p.add_argument("--log-level", default="info")
 
 
@@ -203,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             token=args.token_file.read_text().strip() if args.token_file else args.token,
             watch_history=args.watch_history,
             audit_log_path=args.audit_log_path,
+            service_node_port_range=args.service_node_port_range,
             service_account_key_files=args.service_account_key_file,
             service_account_signing_key_file=args.service_account_signing_key_file,
             service_account_issuers=args.service_account_issuer,
@@ -226,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             replicas=_replicas(args.replicas),
             controller_flags=_passthrough(args, extra),
             audit_log_path=args.audit_log_path,
+            service_node_port_range=args.service_node_port_range,
             partitions=args.partitions,
         )
         return _run(dev.run(dev_opts))
