@@ -408,11 +408,16 @@ def test_a_node_whose_patch_the_cache_has_not_shown_is_neither_patched_again_nor
     h = Harness([node("a")], cluster_cidr="10.0.0.0/23", node_cidr_mask_size=24)
     assert h.run() == {"a": ["10.0.0.0/24"]}
     h.put(node("b"))
-    assert h.run() == {"b": ["10.0.1.0/24"]}  # "a" still shows no CIDR in the cache
+    h.put(node("c"))
+    # "a" still shows no CIDR in the cache: its block stays taken, so "c" finds the range full.
+    assert h.run() == {"b": ["10.0.1.0/24"]}
+    assert h.reasons() == ["CIDRNotAvailable: Node c status is now: CIDRNotAvailable"]
     h.land("a", ["10.0.0.0/24"])
     h.land("b", ["10.0.1.0/24"])
     assert h.run() == {}
     assert h.allocator.pending == {}
+    h.nodes._remove("a")
+    assert h.run() == {"c": ["10.0.0.0/24"]}
 
 
 def test_a_new_allocator_occupies_what_the_cache_shows() -> None:

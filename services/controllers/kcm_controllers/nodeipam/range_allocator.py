@@ -27,14 +27,13 @@ rebuild counts only real allocations and releases.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 import prometheus_client
-from kcm_shared import cache, codec, events, fencing, kubeclient
+from kcm_shared import cache, codec, events, fanout, fencing, kubeclient
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.nodeipam import config
@@ -140,14 +139,7 @@ class RangeAllocator:
                 self.pending[node.metadata.name] = cidrs
                 assignments.append((node, cidrs))
         self._count(sets)
-        if assignments:
-            limit = asyncio.Semaphore(PATCH_CONCURRENCY)
-
-            async def one(node: NodeView, cidrs: list[Network]) -> None:
-                async with limit:
-                    await self._update_cidrs(node, cidrs)
-
-            await _all(one(node, cidrs) for node, cidrs in assignments)
+        await fanout.each(assignments, PATCH_CONCURRENCY, lambda job: self._update_cidrs(*job))
 
     def rebuild(self, nodes: Iterable[NodeView]) -> list[CIDRSet]:
         """Fresh bitmaps from the service ranges, the cache, and this replica's own writes."""
@@ -266,15 +258,3 @@ class RangeAllocator:
 
 def _overlaps(a: Network, b: Network) -> bool:
     return a.version == b.version and (a.subnet_of(b) or b.subnet_of(a))  # type: ignore[arg-type]
-
-
-async def _all(coros: Iterable[Awaitable[None]]) -> None:
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        # One failure that is not the API's (the key moved, the connection broke) ends the pass.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise

@@ -25,14 +25,13 @@ new owner of the key starts it over, which only delays a deletion.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
 
 import prometheus_client
-from kcm_shared import cache, codec, controller, kubeclient, leaderelection, subjects
+from kcm_shared import cache, codec, controller, fanout, kubeclient, leaderelection, subjects
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.podgc import selection
@@ -173,22 +172,10 @@ class PodGC:
         return True
 
     async def _delete_all(self, pods: Sequence[PodView], reason: str) -> None:
-        limit = asyncio.Semaphore(DELETE_CONCURRENCY)
-
         async def one(pod: PodView) -> None:
-            async with limit:
-                await self._force_delete(pod, reason)
+            await self._force_delete(pod, reason)
 
-        tasks = [asyncio.ensure_future(one(pod)) for pod in pods]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            # An error that is not the API's (this replica lost the key, the connection broke)
-            # ends the pass: none of its requests may go on without it.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        await fanout.each(pods, DELETE_CONCURRENCY, one)
 
     async def _force_delete(self, pod: PodView, reason: str, condition: dict[str, str] | None = None) -> bool:
         """Mark `pod` Failed unless it is terminal already, then delete it with no grace
