@@ -146,8 +146,9 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
 
 async def run_set(
     session: aiohttp.ClientSession, url: str, count: int, limit_s: float
-) -> tuple[float, float]:
-    """(seconds from the scale write to the last pod created, to readyReplicas == count)."""
+) -> tuple[float, float, float]:
+    """Seconds from the scale write to the first pod created, to the last, and to
+    readyReplicas == count."""
     pods_url = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
     sets_url = f"{url}/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets"
     created: dict[str, float] = {}
