@@ -166,7 +166,8 @@ def test_ordered_ready_creates_in_order_and_scales_down_in_reverse(stack: devsta
 
 def test_parallel_with_a_start_ordinal_creates_every_pod_at_once(stack: devstack.DevStack, ns: str) -> None:
     spec: dict[str, Any] = {"podManagementPolicy": "Parallel", "ordinals": {"start": 3}}
-    apply(stack, ns, sts_yaml("par", 3, annotations={"sim.kcm.dev/ready": "false"}, **spec))
+    annotations = {"sim.kcm.dev/ready": "false", "sim.kcm.dev/terminate-seconds": "0"}
+    apply(stack, ns, sts_yaml("par", 3, annotations=annotations, **spec))
     # None is ready, yet all three exist: Parallel does not wait.
     wait_pod_names(stack, ns, "par", {"par-3", "par-4", "par-5"})
     wait_for(lambda: status(stack, ns, "par").get("replicas") == 3, 30, 0.2, "status counts 3")
