@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import statistics
 import sys
@@ -164,6 +165,19 @@ async def run_set(
             ready.append(now)
 
     await benchlib.call(session, "POST", sets_url, statefulset())
+    # Scale only once the controller has synced the new set: its first sync (the first
+    # revision, the status) is not pod creation, and it runs behind whatever the watcher and
+    # the controller's caches still have to carry from the baseline's pods.
+    deadline = time.monotonic() + limit_s
+    while (
+        json.loads(await benchlib.call(session, "GET", f"{sets_url}/{SET}"))
+        .get("status", {})
+        .get("observedGeneration")
+        != 1
+    ):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the controller did not sync the new StatefulSet in time")
+        await asyncio.sleep(0.05)
     async with (
         benchlib.watching(session, pods_url, _EVENTS, on_pod) as pods,
         benchlib.watching(session, sets_url, _EVENTS, on_set) as sets,
