@@ -286,6 +286,49 @@ async def watch(
                         seen(event.object, now)
 
 
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+
+
+class _ListHead(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+async def list_head(session: aiohttp.ClientSession, url: str) -> _ListHead:
+    """A collection's resourceVersion and (at most) its first item, undecoded."""
+    body = await call(session, "GET", url, params={"limit": "1"})
+    return msgspec.json.decode(body, type=_ListHead)
+
+
+@contextlib.asynccontextmanager
+async def watching(
+    session: aiohttp.ClientSession,
+    url: str,
+    decoder: msgspec.json.Decoder[Any],
+    seen: Callable[[Any, float], None],
+) -> AsyncIterator[asyncio.Task[str]]:
+    """`watch` of `url` from now on, in a task (done only if the watch failed), cancelled on exit."""
+    rv = (await list_head(session, url)).metadata.resourceVersion
+    task = asyncio.create_task(watch(session, url, rv, decoder, seen))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+            await task
+
+
+async def delete_collection(session: aiohttp.ClientSession, url: str, limit_s: float) -> None:
+    """Delete everything in a collection at once (grace period 0) and wait until it is empty."""
+    await call(session, "DELETE", url, params={"gracePeriodSeconds": "0"})
+    deadline = time.monotonic() + limit_s
+    while (await list_head(session, url)).items:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} was not emptied in time")
+        await asyncio.sleep(0.5)
+
+
 async def watch_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[list[bytes]]:
     """A watch response's events, one JSON line each, in the batches the network delivers them."""
     pending = b""

@@ -193,9 +193,13 @@ class RecordingPodControl:
 
 
 async def slow_start_batch(
-    count: int, initial_batch_size: int, fn: Callable[[], Awaitable[None]]
+    count: int,
+    initial_batch_size: int,
+    fn: Callable[[], Awaitable[None]],
+    max_batch: int | None = None,
 ) -> tuple[int, Exception | None]:
-    """Call `fn` `count` times in concurrent batches of initial, 2x, 4x, ... size.
+    """Call `fn` `count` times in concurrent batches of initial, 2x, 4x, ... size (at most
+    `max_batch` at once when given: the StatefulSet controller's MaxBatchSize).
 
     Stops after the first batch in which a call failed; returns how many calls succeeded and
     the first error (None when all succeeded).
@@ -216,6 +220,8 @@ async def slow_start_batch(
             return successes, errors[0]
         remaining -= batch
         batch = min(2 * batch, remaining)
+        if max_batch is not None:
+            batch = min(batch, max_batch)
     return successes, None
 
 

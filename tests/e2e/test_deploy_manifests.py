@@ -274,6 +274,7 @@ def recorded(
             drive_cronjobs(apiserver)
             drive_disruption(apiserver)
             drive_autoscaler(apiserver)
+            drive_statefulset(apiserver)
             drive_namespace_services(apiserver)
             drive_node_ipam(apiserver)
         except AssertionError as exc:
@@ -687,6 +688,89 @@ def drive_autoscaler(api: ApiServer) -> None:
     api.kubectl("-n", ns, "delete", "hpa", "scaled")
 
 
+def drive_statefulset(api: ApiServer) -> None:
+    """Exercise the StatefulSet controller's API calls: pods and claims created, status written,
+    a lost identity label patched back, an orphaned revision adopted, a rollout (a new revision,
+    pods deleted, the old revision truncated with revisionHistoryLimit 0), and a scale-down
+    whose claim gets the pod as owner (whenScaled=Delete)."""
+    ns = "rbac-e2e"
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "sts-e2e", "namespace": ns},
+        "spec": {
+            "replicas": 2,
+            "podManagementPolicy": "Parallel",
+            "revisionHistoryLimit": 0,
+            "persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete"},
+            "selector": {"matchLabels": {"app": "sts-e2e"}},
+            "template": {
+                "metadata": {"labels": {"app": "sts-e2e"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "nginx:1"}],
+                },
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ],
+        },
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(sts))
+
+    def st() -> dict[str, Any]:
+        out: dict[str, Any] = api.kubectl_json("-n", ns, "get", "sts", "sts-e2e").get("status") or {}
+        return out
+
+    wait_for(lambda: st().get("readyReplicas") == 2, 30, interval=0.2, what="statefulset ready")
+    label = "statefulset.kubernetes.io/pod-name"
+    api.kubectl("-n", ns, "label", "pod", "sts-e2e-0", f"{label}-")
+    wait_for(
+        lambda: api.kubectl_json("-n", ns, "get", "pod", "sts-e2e-0")["metadata"]["labels"].get(label),
+        30,
+        interval=0.2,
+        what="identity label patched back",
+    )
+    orphan = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {"name": "sts-e2e-orphan", "namespace": ns, "labels": {"app": "sts-e2e"}},
+        "data": {"spec": {"template": {"$patch": "replace"}}},
+        "revision": 0,
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(orphan))
+    api.kubectl("-n", ns, "set", "image", "sts/sts-e2e", "c=nginx:2")
+
+    def rolled() -> bool:
+        s = st()
+        revisions = api.kubectl_json("-n", ns, "get", "controllerrevisions")["items"]
+        return (
+            s.get("currentRevision") == s.get("updateRevision")
+            and s.get("updatedReplicas") == 2
+            and s.get("readyReplicas") == 2
+            and [r["metadata"]["name"] for r in revisions] == [s.get("updateRevision")]
+        )
+
+    wait_for(rolled, 60, interval=0.2, what="rolled out, orphan adopted and old revisions truncated")
+    api.kubectl("-n", ns, "scale", "sts/sts-e2e", "--replicas=1")
+    wait_for(
+        lambda: not any(p["metadata"]["name"] == "sts-e2e-1" for p in _pods(api)),
+        30,
+        interval=0.2,
+        what="scaled down to one pod",
+    )
+    api.kubectl("-n", ns, "delete", "sts", "sts-e2e", "--wait=false")
+    wait_for(
+        lambda: not any(p["metadata"]["name"].startswith("sts-e2e-") for p in _pods(api)),
+        30,
+        interval=0.2,
+        what="the statefulset's pods deleted with it",
+    )
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -839,6 +923,8 @@ NOT_EXERCISED = {
     },
     ("replicaset-controller", "apps", "replicasets/finalizers", "update"): _BLOCK_OWNER,
     ("replication-controller", "", "replicationcontrollers/finalizers", "update"): _BLOCK_OWNER,
+    ("statefulset-controller", "apps", "statefulsets/finalizers", "update"): _BLOCK_OWNER,
+    ("statefulset-controller", "", "events", "patch"): _REPEATED,
     ("replication-controller", "", "events", "patch"): _REPEATED,
     ("deployment-controller", "apps", "deployments/finalizers", "update"): _BLOCK_OWNER,
     ("job-controller", "batch", "jobs/finalizers", "update"): _BLOCK_OWNER,

@@ -35,6 +35,7 @@ REGISTRY = (
     "kcm_controllers.disruption.disruption:SPEC",
     "kcm_controllers.podautoscaler.horizontal:SPEC",
     "kcm_controllers.nodeipam.node_ipam_controller:SPEC",
+    "kcm_controllers.statefulset.statefulset:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
