@@ -5,7 +5,8 @@ One shared stack, a namespace per test. The simulator gives running pods an IP a
 `sim.kcm.dev/ready` (docs/simulator.md) for their Ready condition. Covers `kubectl expose
 deployment` (addresses, nodeName, targetRef, labels, trigger-time annotation, `kubectl get
 endpoints`), readiness moving an address between ready and not ready, a named targetPort
-resolved per pod, publishNotReadyAddresses, a headless Service with hostname/subdomain,
+resolved per pod, publishNotReadyAddresses, a terminating pod (left out unless not-ready
+addresses are published), a headless Service with hostname/subdomain,
 hand-written Endpoints of a selectorless Service left alone, a deleted Service's Endpoints
 removed, bad Endpoints refused by the API server with upstream's message, and the controller
 killed with -9 mid-change (nothing lost).
@@ -177,6 +178,34 @@ def test_publish_not_ready_addresses_lists_unready_pods_as_ready(stack: devstack
     wait_endpoints(stack, ns, "plain", lambda e: len(ips(e, "notReadyAddresses")) == 1, "not ready")
     ep = wait_endpoints(stack, ns, "published", lambda e: len(ips(e)) == 1, "published as ready")
     assert not ips(ep, "notReadyAddresses")
+
+
+def test_terminating_pod_leaves_unless_not_ready_addresses_are_published(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    create(stack, pod(ns, "t", {"app": "t"}, terminationGracePeriodSeconds=600))
+    create(stack, pod(ns, "u", {"app": "t"}))
+    create(stack, service(ns, "plain", selector={"app": "t"}, ports=[{"port": 80}]))
+    create(
+        stack,
+        service(ns, "published", selector={"app": "t"}, ports=[{"port": 80}], publishNotReadyAddresses=True),
+    )
+    wait_endpoints(stack, ns, "plain", lambda e: len(ips(e)) == 2, "both pods")
+    wait_endpoints(stack, ns, "published", lambda e: len(ips(e)) == 2, "both pods")
+    t_ip = get(stack, ns, "pod", "t")["status"]["podIP"]
+    stack.kubectl("-n", ns, "delete", "pod", "t", "--wait=false")
+    # Gone from the addresses (not moved to notReadyAddresses) while the pod still runs out its
+    # grace period.
+    ep = wait_endpoints(stack, ns, "plain", lambda e: t_ip not in ips(e), "the terminating pod left")
+    assert t_ip not in ips(ep, "notReadyAddresses") and len(ips(ep)) == 1
+    assert get(stack, ns, "pod", "t")["metadata"].get("deletionTimestamp")
+    # A Service publishing not-ready addresses keeps it: label the Service so that its Endpoints
+    # are written again after the deletion, then look.
+    stack.kubectl("-n", ns, "label", "service", "published", "after=delete")
+    ep = wait_endpoints(
+        stack, ns, "published", lambda e: e["metadata"].get("labels") == {"after": "delete"}, "relabelled"
+    )
+    assert ips(ep) == {t_ip, get(stack, ns, "pod", "u")["status"]["podIP"]}
 
 
 def test_headless_service_with_hostname_and_subdomain(stack: devstack.DevStack, ns: str) -> None:
