@@ -78,8 +78,7 @@ def _message(exc: Exception) -> str:
 
 
 class EndpointsController:
-    """Handlers and sync; the API client, caches, clock of the batch delay and recorder are
-    injected."""
+    """Handlers and sync; the API client, caches and Event recorder are injected."""
 
     def __init__(
         self,
@@ -178,6 +177,7 @@ class EndpointsController:
         service = self.services.get(namespace, name)
         if service is None:
             self._created.pop(key, None)
+            self.own_writes.latest(key, None)  # an object seen gone is forgotten
             await self._delete_endpoints(namespace, name)
             return None
         if service.spec.type == EXTERNAL_NAME or not endpointutil.has_selector(service):
