@@ -19,9 +19,6 @@ NS = "default"
 CREATED = "2024-01-01T00:00:00Z"
 
 
-# --- RepackSubsets ------------------------------------------------------------------------------
-
-
 def addr(ip: str, uid: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {"ip": ip}
     if uid:
@@ -34,95 +31,6 @@ def port(number: int, name: str = "") -> dict[str, Any]:
     if name:
         out["name"] = name
     return out
-
-
-PACK_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = [
-    ("empty everything", [], []),
-    (
-        "one addr, one port",
-        [{"addresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-        [{"addresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-    ),
-    (
-        "one addr, no ports (a headless Service's)",
-        [{"addresses": [addr("1.2.3.4")]}],
-        [{"addresses": [addr("1.2.3.4")]}],
-    ),
-    (
-        "one not-ready addr, one port",
-        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-    ),
-    (
-        "one subset, dup addrs",
-        [{"addresses": [addr("1.2.3.4"), addr("1.2.3.4")], "ports": [port(111)]}],
-        [{"addresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-    ),
-    (
-        "one subset, dup ip, distinct pods",
-        [{"addresses": [addr("1.2.3.4", "uid-2"), addr("1.2.3.4", "uid-1")], "ports": [port(111)]}],
-        [{"addresses": [addr("1.2.3.4", "uid-1"), addr("1.2.3.4", "uid-2")], "ports": [port(111)]}],
-    ),
-    (
-        "two subsets, same port, merged and sorted by IP",
-        [
-            {"addresses": [addr("5.6.7.8")], "ports": [port(111)]},
-            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
-        ],
-        [{"addresses": [addr("1.2.3.4"), addr("5.6.7.8")], "ports": [port(111)]}],
-    ),
-    (
-        "one addr, two ports from two subsets",
-        [
-            {"addresses": [addr("1.2.3.4")], "ports": [port(111, "p")]},
-            {"addresses": [addr("1.2.3.4")], "ports": [port(222, "q")]},
-        ],
-        [{"addresses": [addr("1.2.3.4")], "ports": [port(111, "p"), port(222, "q")]}],
-    ),
-    (
-        "not ready trumps ready for the same port",
-        [
-            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
-            {"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]},
-        ],
-        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-    ),
-    (
-        "not ready trumps ready, whichever comes first",
-        [
-            {"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]},
-            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
-        ],
-        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
-    ),
-    (
-        "ready and not-ready addresses of one port share a subset",
-        [
-            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
-            {"notReadyAddresses": [addr("5.6.7.8")], "ports": [port(111)]},
-        ],
-        [{"addresses": [addr("1.2.3.4")], "notReadyAddresses": [addr("5.6.7.8")], "ports": [port(111)]}],
-    ),
-]
-
-
-@pytest.mark.parametrize(("name", "given", "expected"), PACK_CASES)
-def test_repack_subsets(name: str, given: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    assert sub.repack_subsets(given) == expected, name
-
-
-def test_repack_keeps_distinct_port_sets_apart() -> None:
-    given = [
-        {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
-        {"addresses": [addr("5.6.7.8")], "ports": [port(222)]},
-    ]
-    packed = sub.repack_subsets(given)
-    assert sorted((s["addresses"][0]["ip"], s["ports"][0]["port"]) for s in packed) == [
-        ("1.2.3.4", 111),
-        ("5.6.7.8", 222),
-    ]
-    # The order is a function of the content only: the same input, shuffled, packs the same.
-    assert sub.repack_subsets(list(reversed(given))) == packed
 
 
 # --- truncation and the capacity annotation -----------------------------------------------------

@@ -18,7 +18,7 @@ The sync (`EndpointsController.sync`):
   targetPort resolved on that pod (a named port the pod lacks skips that port); ready or not
   ready by the pod's Ready condition, all ready with publishNotReadyAddresses; a headless
   Service without ports gets the addresses without ports. Subsets are repacked to the
-  canonical layout (`subsets.repack_subsets`).
+  canonical layout (`endpointutil.repack_subsets`).
 - Nothing is written when subsets, labels (the Service's, plus `service.kubernetes.io/headless`
   for a headless Service) and the over-capacity annotation are already right. Otherwise the
   Endpoints is created or updated with the last-change-trigger-time annotation, truncated to
@@ -186,7 +186,7 @@ class EndpointsController:
         pods = self.pods.list(namespace, selector)
         # Computed even when nothing is written, so the tracker keeps up with every sync.
         trigger_time = self.trigger_times.compute(service, pods)
-        desired = sub.repack_subsets(self._subsets(service, pods))
+        desired = endpointutil.repack_subsets(self._subsets(service, pods))
         cached = self.endpoints.get(namespace, name)
         if cached is None:
             current = self._created.get(key)

@@ -1,11 +1,12 @@
-"""Pure helpers of the endpoints controller: a pod's address for a Service, the canonical
-subset layout, truncation to the Endpoints capacity, and the no-op check before a write.
+"""Pure helpers of the endpoints controller: a pod's address for a Service, truncation to the
+Endpoints capacity, and the no-op check before a write.
 
 Upstream pkg/controller/endpoint/endpoints_controller.go (podToEndpointAddressForService,
 addEndpointSubset, endpointPortFromServicePort, truncateEndpoints, capacityAnnotationSetCorrectly,
-endpointSubsetsEqualIgnoreResourceVersion) and pkg/api/v1/endpoints/util.go (RepackSubsets,
-SortSubsets). Subsets, addresses and ports are their JSON form (plain dicts), the shape the
-controller writes and the Endpoints cache decodes. Called by `endpoints_controller`.
+endpointSubsetsEqualIgnoreResourceVersion); the canonical layout (RepackSubsets) is
+`kcm_shared.endpointutil.repack_subsets`, which the API server applies too. Subsets,
+addresses and ports are their JSON form (plain dicts), the shape the controller writes and the
+Endpoints cache decodes. Called by `endpoints_controller`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
 from kcm_shared import endpointutil
 
 MAX_CAPACITY = 1000
@@ -76,65 +76,6 @@ def one_address_subset(address: Obj, port: Obj | None, ready: bool) -> Obj:
     if port is not None:
         subset["ports"] = [port]
     return subset
-
-
-def _canonical(value: Any) -> bytes:
-    return msgspec.json.encode(value, order="sorted")
-
-
-def _address_key(address: Obj) -> tuple[bytes, str]:
-    ref = address.get("targetRef") or {}
-    return address.get("ip", "").encode(), ref.get("uid", "")
-
-
-def repack_subsets(subsets: list[Obj]) -> list[Obj]:
-    """The canonical layout of `subsets` (upstream RepackSubsets): addresses grouped by the
-    exact set of ports they serve; an address de-duplicated by IP and pod uid; not ready for
-    one port if it is not ready in any subset offering that port; subsets without ports
-    (a headless Service without ports) kept. Addresses sorted by IP then uid; ports and
-    subsets in a fixed order of their content."""
-    addresses: dict[tuple[bytes, str], Obj] = {}
-    # port (canonical JSON, or None for "no ports") -> address key -> ready
-    by_port: dict[bytes | None, dict[tuple[bytes, str], bool]] = {}
-    port_objs: dict[bytes, Obj] = {}
-    for subset in subsets:
-        ports = subset.get("ports") or []
-        port_keys: list[bytes | None] = []
-        for port in ports:
-            canonical = _canonical(port)
-            port_objs[canonical] = port
-            port_keys.append(canonical)
-        if not port_keys:
-            port_keys.append(None)
-        for pk in port_keys:
-            readiness = by_port.setdefault(pk, {})
-            for field, is_ready in (("addresses", True), ("notReadyAddresses", False)):
-                for address in subset.get(field) or []:
-                    key = _address_key(address)
-                    addresses.setdefault(key, address)
-                    # Not ready trumps ready.
-                    if readiness.get(key, True):
-                        readiness[key] = is_ready
-    groups: dict[tuple[tuple[tuple[bytes, str], bool], ...], list[Obj]] = {}
-    for port_key, readiness in by_port.items():
-        members = tuple(sorted(readiness.items()))
-        group = groups.setdefault(members, [])
-        if port_key is not None:
-            group.append(port_objs[port_key])
-    out: list[Obj] = []
-    for members, group_ports in groups.items():
-        packed: Obj = {}
-        ready_addresses = [addresses[k] for k, r in members if r]
-        not_ready_addresses = [addresses[k] for k, r in members if not r]
-        if ready_addresses:
-            packed["addresses"] = ready_addresses
-        if not_ready_addresses:
-            packed["notReadyAddresses"] = not_ready_addresses
-        if group_ports:
-            packed["ports"] = sorted(group_ports, key=_canonical)
-        out.append(packed)
-    out.sort(key=_canonical)
-    return out
 
 
 def count_addresses(subsets: list[Obj]) -> int:
