@@ -75,18 +75,18 @@ def test_not_ready_cut_in_proportion_across_subsets() -> None:
 
 
 @pytest.mark.parametrize(
-    ("annotations", "count", "expected"),
+    ("annotations", "over", "expected"),
     [
-        ({}, 1000, True),  # under capacity, no annotation
-        ({sub.OVER_CAPACITY: sub.TRUNCATED}, 1000, False),  # annotation left behind
-        ({sub.OVER_CAPACITY: "warning"}, 5, False),
-        ({}, 1001, False),  # over capacity: must be truncated
-        ({sub.OVER_CAPACITY: sub.TRUNCATED}, 1001, False),
+        ({}, False, True),  # under capacity, no annotation
+        ({sub.OVER_CAPACITY: sub.TRUNCATED}, False, False),  # annotation left behind
+        ({sub.OVER_CAPACITY: "warning"}, False, False),
+        ({}, True, False),  # truncated without saying so
+        ({sub.OVER_CAPACITY: sub.TRUNCATED}, True, True),
+        ({sub.OVER_CAPACITY: "warning"}, True, False),
     ],
 )
-def test_capacity_annotation_set_correctly(annotations: dict[str, str], count: int, expected: bool) -> None:
-    subsets = [{"addresses": many("0", count), "ports": [port(80)]}]
-    assert sub.capacity_annotation_set_correctly(annotations, subsets) is expected
+def test_capacity_annotation_set_correctly(annotations: dict[str, str], over: bool, expected: bool) -> None:
+    assert sub.capacity_annotation_set_correctly(annotations, over) is expected
 
 
 def test_subsets_equal_ignore_resource_version() -> None:
@@ -463,6 +463,9 @@ def test_over_capacity_truncates_and_annotates_then_clears() -> None:
     assert len(ready_ips(body)) == 1000
     body["metadata"]["resourceVersion"] = "7"
     h.add(h.endpoints, body)
+    h.client.calls.clear()
+    h.sync()
+    assert h.client.calls == []  # unchanged and truncated the same way: nothing to write
     h.pods._remove(f"{NS}/pod0")
     h.pods._remove(f"{NS}/pod1")
     h.sync()

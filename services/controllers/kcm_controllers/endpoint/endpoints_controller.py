@@ -19,10 +19,11 @@ The sync (`EndpointsController.sync`):
   ready by the pod's Ready condition, all ready with publishNotReadyAddresses; a headless
   Service without ports gets the addresses without ports. Subsets are repacked to the
   canonical layout (`endpointutil.repack_subsets`).
-- Nothing is written when subsets, labels (the Service's, plus `service.kubernetes.io/headless`
-  for a headless Service) and the over-capacity annotation are already right. Otherwise the
-  Endpoints is created or updated with the last-change-trigger-time annotation, truncated to
-  1,000 addresses with `endpoints.kubernetes.io/over-capacity: truncated` when over.
+- Subsets over 1,000 addresses are truncated (`endpoints.kubernetes.io/over-capacity:
+  truncated`). Nothing is written when they, the labels (the Service's, plus
+  `service.kubernetes.io/headless` for a headless Service) and that annotation are already
+  right; otherwise the Endpoints is created or updated, with the last-change-trigger-time
+  annotation.
 - A failed write records FailedToCreateEndpoint / FailedToUpdateEndpoint (Warning) and is
   retried with backoff; a create refused because the namespace is terminating is dropped.
 Called by the runtime through `SPEC`.
@@ -187,14 +188,17 @@ class EndpointsController:
         # Computed even when nothing is written, so the tracker keeps up with every sync.
         trigger_time = self.trigger_times.compute(service, pods)
         desired = endpointutil.repack_subsets(self._subsets(service, pods))
+        # Truncated before the comparison (upstream compares the untruncated subsets, so it
+        # re-sends an over-capacity Endpoints on every sync): unchanged means no write.
+        over_capacity = sub.truncate(desired)
         cached = self.endpoints.get(namespace, name)
         if cached is None:
             current = self._created.get(key)
         else:
             current = self.own_writes.latest(key, cached)
-        if current is not None and self._up_to_date(current, service, desired):
+        if current is not None and self._up_to_date(current, service, desired, over_capacity):
             return None
-        await self._write(service, current, desired, trigger_time)
+        await self._write(service, current, desired, over_capacity, trigger_time)
         return None
 
     def _subsets(
@@ -224,13 +228,13 @@ class EndpointsController:
 
     @staticmethod
     def _up_to_date(
-        current: EndpointsView, service: endpointutil.ServiceView, desired: list[sub.Obj]
+        current: EndpointsView, service: endpointutil.ServiceView, desired: list[sub.Obj], over_capacity: bool
     ) -> bool:
         labels = {k: v for k, v in current.metadata.labels.items() if k != endpointutil.IS_HEADLESS_SERVICE}
         return (
             sub.subsets_equal_ignore_resource_version(current.subsets, desired)
             and labels == service.metadata.labels
-            and sub.capacity_annotation_set_correctly(current.metadata.annotations, current.subsets)
+            and sub.capacity_annotation_set_correctly(current.metadata.annotations, over_capacity)
         )
 
     async def _write(
@@ -238,6 +242,7 @@ class EndpointsController:
         service: endpointutil.ServiceView,
         current: EndpointsView | None,
         desired: list[sub.Obj],
+        over_capacity: bool,
         trigger_time: dt.datetime | None,
     ) -> None:
         namespace, name = service.metadata.namespace, service.metadata.name
@@ -253,7 +258,7 @@ class EndpointsController:
             )
         else:
             annotations.pop(endpointutil.LAST_CHANGE_TRIGGER_TIME, None)
-        if sub.truncate(desired):
+        if over_capacity:
             annotations[sub.OVER_CAPACITY] = sub.TRUNCATED
         else:
             annotations.pop(sub.OVER_CAPACITY, None)
