@@ -275,6 +275,7 @@ def recorded(
             drive_disruption(apiserver)
             drive_autoscaler(apiserver)
             drive_statefulset(apiserver)
+            drive_endpoints(apiserver)
             drive_namespace_services(apiserver)
             drive_node_ipam(apiserver)
         except AssertionError as exc:
@@ -771,6 +772,42 @@ def drive_statefulset(api: ApiServer) -> None:
     )
 
 
+def drive_endpoints(api: ApiServer) -> None:
+    """Exercise the endpoints controller's API calls: a Service's Endpoints created, updated when
+    its pod turns not ready, and deleted with the Service."""
+    ns = "rbac-e2e"
+    target = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "ep-target", "namespace": ns, "labels": {"app": "ep-e2e"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1"}]},
+    }
+    api.kubectl("create", "-f", "-", input=json.dumps(target))
+    api.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/ep-target", "--timeout=30s")
+    # kubectl gives the Service the selector app=ep-e2e.
+    api.kubectl("-n", ns, "create", "service", "clusterip", "ep-e2e", "--tcp=80:8080")
+
+    def listed(field: str) -> bool:
+        ep = api.kubectl("-n", ns, "get", "endpoints", "ep-e2e", "--ignore-not-found", "-o", "json").strip()
+        subsets = json.loads(ep).get("subsets") or [] if ep else []
+        return any(s.get(field) for s in subsets)
+
+    wait_for(lambda: listed("addresses"), 30, interval=0.2, what="Endpoints created")
+    api.kubectl("-n", ns, "annotate", "--overwrite", "pod", "ep-target", "sim.kcm.dev/ready=false")
+    wait_for(lambda: listed("notReadyAddresses"), 30, interval=0.2, what="Endpoints updated")
+    api.kubectl("-n", ns, "delete", "service", "ep-e2e")
+    wait_for(
+        lambda: (
+            not api.kubectl(
+                "-n", ns, "get", "endpoints", "ep-e2e", "--ignore-not-found", "-o", "name"
+            ).strip()
+        ),
+        30,
+        interval=0.2,
+        what="Endpoints deleted",
+    )
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -936,6 +973,11 @@ NOT_EXERCISED = {
     ("replicaset-controller", "", "events", "patch"): _REPEATED,
     ("disruption-controller", "", "events", "patch"): _REPEATED,
     ("horizontal-pod-autoscaler", "", "events", "patch"): _REPEATED,
+    ("endpoint-controller", "", "events", "create"): "only when a write of Endpoints fails",
+    ("endpoint-controller", "", "events", "patch"): _REPEATED,
+    ("endpoint-controller", "", "endpoints/restricted", "create"): (
+        "asked only by admission that restricts which addresses Endpoints may hold (none here)"
+    ),
     ("deployment-controller", "", "events", "patch"): _REPEATED,
     ("generic-garbage-collector", "", "events", "patch"): _REPEATED,
     ("node-controller", "", "events", "patch"): _REPEATED,
