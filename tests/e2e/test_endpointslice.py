@@ -138,6 +138,7 @@ def test_expose_gives_slices_with_the_pods_addresses(stack: devstack.DevStack) -
             "uid": pod["metadata"]["uid"],
         }
     assert "endpoints.kubernetes.io/last-change-trigger-time" in item["metadata"]["annotations"]
+    assert item["metadata"]["generation"] >= 1  # what the controller's stale-cache check compares
     out = stack.kubectl("-n", ns, "get", "endpointslices").stdout
     assert all(ip in out for ip in ips.values()), out
 
@@ -196,6 +197,40 @@ def test_more_pods_than_max_pack_into_few_slices_and_go_with_the_service(stack: 
     assert sizes == [1, 3, 3]
     stack.kubectl("-n", ns, "delete", "service", "web")
     wait_for(lambda: not slices(stack, ns), 30, interval=0.2, what="slices deleted with their Service")
+
+
+def test_a_pod_on_a_missing_node_is_left_out_with_an_event(stack: devstack.DevStack) -> None:
+    ns = namespace(stack, "eps-ghost")
+    run_pod(stack, ns, "web-0")
+    wait_pods_running(stack, ns, 1)
+    ghost = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "ghost", "namespace": ns, "labels": {"app": "web"}},
+        "spec": {"nodeName": "no-such-node", "containers": [{"name": "c", "image": "nginx"}]},
+    }
+    stack.kubectl("create", "-f", "-", input=json.dumps(ghost))
+    status = {"status": {"phase": "Running", "podIP": "10.250.0.9", "podIPs": [{"ip": "10.250.0.9"}]}}
+    stack.kubectl(
+        "-n", ns, "patch", "pod", "ghost", "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
+    expose(stack, ns)
+    wait_for(
+        lambda: set(endpoints_by_pod(stack, ns)) == {"web-0"}, 30, interval=0.2, what="the other pod's slice"
+    )
+
+    def event() -> str:
+        items = get_json(
+            stack, "-n", ns, "get", "events", "--field-selector", "reason=FailedToUpdateEndpointSlices"
+        )
+        return str(items["items"][0]["message"]) if items["items"] else ""
+
+    wait_for(event, 30, interval=0.2, what="FailedToUpdateEndpointSlices Event")
+    assert event() == (
+        f"Error updating Endpoint Slices for Service {ns}/web: "
+        f'skipping Pod ghost for Service {ns}/web: node "no-such-node" not found'
+    )
+    assert "ghost" not in endpoints_by_pod(stack, ns)
 
 
 @pytest.mark.parametrize(
