@@ -199,6 +199,31 @@ def test_more_pods_than_max_pack_into_few_slices_and_go_with_the_service(stack: 
     wait_for(lambda: not slices(stack, ns), 30, interval=0.2, what="slices deleted with their Service")
 
 
+def test_topology_mode_auto_hints_endpoints_by_zone(stack: devstack.DevStack) -> None:
+    ns = namespace(stack, "eps-hints")
+    for i in range(4):
+        run_pod(stack, ns, f"web-{i}")
+    wait_pods_running(stack, ns, 4)
+    expose(stack, ns)
+    stack.kubectl("-n", ns, "annotate", "service", "web", "service.kubernetes.io/topology-mode=Auto")
+
+    def hinted() -> dict[str, int]:
+        eps = endpoints_by_pod(stack, ns).values()
+        zones = [ep.get("hints", {}).get("forZones", [{}])[0].get("name", "") for ep in eps]
+        return {z: zones.count(z) for z in zones}
+
+    # Two nodes of equal CPU in zone-a and zone-b: two endpoints hinted at each, wherever the pods run.
+    wait_for(lambda: hinted() == {"zone-a": 2, "zone-b": 2}, 30, interval=0.2, what="hints by zone")
+    events = get_json(
+        stack, "-n", ns, "get", "events", "--field-selector", "reason=TopologyAwareHintsEnabled"
+    )
+    assert [e["message"] for e in events["items"]] == [
+        "Topology Aware Hints has been enabled, addressType: IPv4"
+    ]
+    stack.kubectl("-n", ns, "annotate", "service", "web", "service.kubernetes.io/topology-mode-")
+    wait_for(lambda: hinted() == {"": 4}, 30, interval=0.2, what="hints removed")
+
+
 def test_a_pod_on_a_missing_node_is_left_out_with_an_event(stack: devstack.DevStack) -> None:
     ns = namespace(stack, "eps-ghost")
     run_pod(stack, ns, "web-0")

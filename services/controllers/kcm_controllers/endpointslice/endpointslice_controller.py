@@ -28,7 +28,7 @@ from kcm_shared import cache, codec, controller, endpointutil, events, leaderele
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
-from kcm_controllers.endpointslice import reconciler, views
+from kcm_controllers.endpointslice import reconciler, topologycache, views
 
 log = logging.getLogger("kcm.endpointslice")
 
@@ -71,14 +71,17 @@ class EndpointSliceController:
         self.services: cache.Cache[views.ServiceView] = ctx.caches[SERVICES]
         self.pods: cache.Cache[endpointutil.EndpointPodView] = ctx.caches[PODS]
         self.slices: cache.Cache[views.EndpointSlice] = ctx.caches[SLICES]
-        self.nodes: cache.Cache[codec.Meta] = ctx.caches[NODES]
+        self.nodes: cache.Cache[views.NodeView] = ctx.caches[NODES]
         self.enqueue = ctx.enqueue
         self.recorder = ctx.recorder
         self.batch_period = batch_period
         self.tracker = EndpointSliceTracker()
         self.triggers = endpointutil.TriggerTimeTracker()
         self.selectors = endpointutil.SelectorCache()
-        self.reconciler = reconciler.Reconciler(ctx.client, self.tracker, max_per_slice)
+        self.topology = topologycache.TopologyCache()
+        self.reconciler = reconciler.Reconciler(
+            ctx.client, self.tracker, max_per_slice, topology=self.topology, record=self._record
+        )
         self._delayed: set[str] = set()
 
     def register(self) -> None:
@@ -91,6 +94,11 @@ class EndpointSliceController:
         self.pods.add_handler(on_add=self.on_pod, on_update=self.on_pod_update, on_delete=self.on_pod)
         self.slices.add_handler(
             on_add=self.on_slice_add, on_update=self.on_slice_update, on_delete=self.on_slice_delete
+        )
+        self.nodes.add_handler(
+            on_add=lambda _node: self.on_nodes(),
+            on_update=self.on_node_update,
+            on_delete=lambda _node: self.on_nodes(),
         )
 
     # --- event handlers ---------------------------------------------------------------------
@@ -156,6 +164,25 @@ class EndpointSliceController:
         if _service_of(slice_) and not self.tracker.handle_deletion(self._owner(slice_), _ref(slice_)):
             self._queue_for_slice(slice_)
 
+    def on_node_update(self, old: views.NodeView, cur: views.NodeView) -> None:
+        # A zone label set late (by a cloud provider), readiness or CPU changed: the shares move.
+        if (
+            old.ready() != cur.ready()
+            or old.metadata.labels.get(views.LABEL_ZONE) != cur.metadata.labels.get(views.LABEL_ZONE)
+            or old.status.allocatable.get("cpu") != cur.status.allocatable.get("cpu")
+        ):
+            self.on_nodes()
+
+    def on_nodes(self) -> None:
+        """upstream checkNodeTopologyDistribution: new CPU shares per zone, and a sync of every
+        Service whose slices carry hints (upstream picks only those now overloaded)."""
+        self.topology.set_nodes(self.nodes.list())
+        for key in {service for service, _ in self.topology.populated}:
+            self.enqueue(key)
+
+    def _record(self, svc: views.ServiceView, event: topologycache.Event) -> None:
+        self.recorder.event(svc, event.type, event.reason, event.message)
+
     @staticmethod
     def _owner(slice_: views.EndpointSlice) -> tuple[str, str]:
         return slice_.metadata.namespace, slice_.metadata.labels.get(views.LABEL_SERVICE_NAME, "")
@@ -198,7 +225,7 @@ class EndpointSliceController:
             )
             raise
 
-    def _node(self, name: str) -> codec.Meta | None:
+    def _node(self, name: str) -> views.NodeView | None:
         return self.nodes.get("", name)
 
 
@@ -257,7 +284,7 @@ SPEC = controller.Spec(
         SERVICES: views.ServiceView,
         PODS: endpointutil.EndpointPodView,
         SLICES: views.EndpointSlice,
-        NODES: codec.Meta,
+        NODES: views.NodeView,
     },
     build=build,
     workers=5,

@@ -14,8 +14,9 @@ upstream's churn-minimising algorithm (`plan_port_map`):
 
 A Service without endpoints keeps one placeholder slice (no ports, no endpoints). Before the
 writes, a create paired with a delete becomes an update of the deleted slice (`finalize`).
-Hints follow spec.trafficDistribution `PreferClose` (each endpoint hinted at its own zone) and
-are removed otherwise; the topology-mode annotation's hints are not computed (docs/controllers.md).
+Hints come from `topologycache` when the topology-mode annotation says Auto, else from
+spec.trafficDistribution `PreferClose` (each endpoint hinted at its own zone), and are removed
+otherwise.
 
 `plan` is pure (the unit tests drive it); `Reconciler.reconcile` plans and writes, recording
 every slice it wrote in the `EndpointSliceTracker`.
@@ -33,7 +34,7 @@ import prometheus_client
 from kcm_shared import codec, endpointutil, kubeclient, podcontrol
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 
-from kcm_controllers.endpointslice import utils, views
+from kcm_controllers.endpointslice import topologycache, utils, views
 
 log = logging.getLogger("kcm.endpointslice")
 
@@ -64,6 +65,7 @@ class Plan:
     delete: list[views.EndpointSlice] = field(default_factory=list)
     added: int = 0
     removed: int = 0
+    events: list[topologycache.Event] = field(default_factory=list)  # recorded on the Service
 
     def extend(self, other: Plan) -> None:
         self.create += other.create
@@ -71,6 +73,7 @@ class Plan:
         self.delete += other.delete
         self.added += other.added
         self.removed += other.removed
+        self.events += other.events
 
 
 # Per port set: the resolved ports and the endpoints that serve them, by endpoint identity.
@@ -78,9 +81,12 @@ Desired = dict[utils.PortMapKey, tuple[list[views.EndpointPort], dict[utils.Endp
 
 
 def hints_enabled(annotations: dict[str, str]) -> bool:
-    """Whether the (deprecated) topology annotations ask for hints (upstream hintsEnabled)."""
-    value = annotations.get(TOPOLOGY_MODE) or annotations.get(TOPOLOGY_AWARE_HINTS, "")
-    return value not in ("", "disabled", "Disabled")
+    """Whether the topology-mode annotation (or its deprecated predecessor) asks for hints
+    (upstream hintsEnabled)."""
+    value = (
+        annotations[TOPOLOGY_MODE] if TOPOLOGY_MODE in annotations else annotations.get(TOPOLOGY_AWARE_HINTS)
+    )
+    return value in ("Auto", "auto")
 
 
 def desired_endpoints(
@@ -206,6 +212,7 @@ def plan_address_type(
     address_type: str,
     max_per_slice: int,
     controller_name: str,
+    topology: topologycache.TopologyCache | None = None,
 ) -> Plan:
     """upstream reconcileByAddressType, after the desired endpoints are known."""
     plan = Plan()
@@ -230,39 +237,55 @@ def plan_address_type(
             plan.delete = []  # the placeholder is already there
         else:
             plan.create.append(placeholder)
-    _traffic_distribution(svc, plan, existing)
+    _hints(svc, plan, existing, address_type, topology)
     return plan
 
 
-def _traffic_distribution(
-    svc: views.ServiceView, plan: Plan, existing: Sequence[views.EndpointSlice]
+def _hints(
+    svc: views.ServiceView,
+    plan: Plan,
+    existing: Sequence[views.EndpointSlice],
+    address_type: str,
+    topology: topologycache.TopologyCache | None,
 ) -> None:
-    """Hints from spec.trafficDistribution (upstream trafficdist.ReconcileHints), or none.
-
-    With the topology annotation set upstream computes hints from node CPU per zone; we do not
-    (docs/controllers.md), and leave hints off as upstream does when it cannot compute them.
-    """
-    prefer_close = svc.spec.traffic_distribution == PREFER_CLOSE and not hints_enabled(
-        svc.metadata.annotations
-    )
+    """Hints as upstream's reconcileByAddressType sets them: from the topology cache when the
+    topology-mode annotation says Auto, else from spec.trafficDistribution (trafficdist:
+    PreferClose hints each endpoint at its own zone, anything else removes hints)."""
+    key = codec.key_of(svc)
     touched = {s.metadata.name for s in plan.update} | {s.metadata.name for s in plan.delete}
-    if prefer_close:
-        for slice_ in existing:
-            if slice_.metadata.name not in touched and _needs_hints_update(slice_, prefer_close):
-                plan.update.append(_with(slice_, list(slice_.endpoints or ()), dict(slice_.metadata.labels)))
+    unchanged = [s for s in existing if s.metadata.name not in touched]
+    if hints_enabled(svc.metadata.annotations):
+        if topology is not None:
+            extra, events = topology.add_hints(key, address_type, plan.create, plan.update, unchanged)
+            plan.update += extra
+            plan.events += events
+        else:
+            topologycache.remove_hints(plan.create + plan.update)
+        return
+    if topology is not None:
+        if topology.has_populated_hints(key):
+            message = topologycache.with_address_type(
+                topologycache.TOPOLOGY_AWARE_HINTS_DISABLED, address_type
+            )
+            plan.events.append(topologycache.Event("Warning", topologycache.DISABLED, message))
+        topology.forget(key, address_type)
+    prefer_close = svc.spec.traffic_distribution == PREFER_CLOSE
+    for slice_ in unchanged:
+        if _needs_hints_update(slice_, prefer_close):
+            plan.update.append(_with(slice_, list(slice_.endpoints or ()), dict(slice_.metadata.labels)))
     for slice_ in plan.create + plan.update:
         slice_.endpoints = [
-            msgspec.structs.replace(ep, hints=_hints(ep) if prefer_close else None)
+            msgspec.structs.replace(ep, hints=_zone_hint(ep) if prefer_close else None)
             for ep in slice_.endpoints or ()
         ]
 
 
-def _hints(ep: views.Endpoint) -> views.EndpointHints | None:
+def _zone_hint(ep: views.Endpoint) -> views.EndpointHints | None:
     return views.EndpointHints(for_zones=[views.ForZone(name=ep.zone)]) if ep.zone else None
 
 
 def _needs_hints_update(slice_: views.EndpointSlice, prefer_close: bool) -> bool:
-    return any(ep.hints != (_hints(ep) if prefer_close else None) for ep in slice_.endpoints or ())
+    return any(ep.hints != (_zone_hint(ep) if prefer_close else None) for ep in slice_.endpoints or ())
 
 
 def plan(
@@ -272,18 +295,24 @@ def plan(
     nodes: Callable[[str], codec.Meta | None],
     max_per_slice: int,
     controller_name: str = views.CONTROLLER_NAME,
+    topology: topologycache.TopologyCache | None = None,
 ) -> tuple[list[Plan], list[views.EndpointSlice], list[tuple[str, str]]]:
     """upstream Reconcile without the writes: one plan per address type of the Service, the
     slices of address types it no longer has (to delete), and pods skipped for a missing node."""
     types = utils.address_types_for_service(svc)
     gone = [s for s in existing if s.address_type not in types]
+    if topology is not None:
+        for slice_ in gone:
+            topology.forget(codec.key_of(svc), slice_.address_type)
     plans: list[Plan] = []
     missing: list[tuple[str, str]] = []
     for address_type in types:
         desired, skipped = desired_endpoints(svc, pods, nodes, address_type)
         missing += [p for p in skipped if p not in missing]
         mine = [s for s in existing if s.address_type == address_type]
-        plans.append(plan_address_type(svc, mine, desired, address_type, max_per_slice, controller_name))
+        plans.append(
+            plan_address_type(svc, mine, desired, address_type, max_per_slice, controller_name, topology)
+        )
     return plans, gone, missing
 
 
@@ -300,7 +329,9 @@ def pair_creates_with_deletes(svc: views.ServiceView, p: Plan) -> Plan:
             update.append(msgspec.structs.replace(new, metadata=meta))
         else:
             delete.append(old)
-    return Plan(create=create, update=update, delete=delete, added=p.added, removed=p.removed)
+    return Plan(
+        create=create, update=update, delete=delete, added=p.added, removed=p.removed, events=p.events
+    )
 
 
 class SyncError(Exception):
@@ -323,11 +354,16 @@ class Reconciler:
         tracker: EndpointSliceTracker,
         max_per_slice: int,
         controller_name: str = views.CONTROLLER_NAME,
+        *,
+        topology: topologycache.TopologyCache | None = None,
+        record: Callable[[views.ServiceView, topologycache.Event], None] | None = None,
     ) -> None:
         self.client = client
         self.tracker = tracker
         self.max_per_slice = max_per_slice
         self.controller_name = controller_name
+        self.topology = topology
+        self.record = record
 
     async def reconcile(
         self,
@@ -340,7 +376,9 @@ class Reconciler:
         """Write what the plan says; raise SyncError with every failure (and every pod left out
         for a missing node) after writing what could be written, so the sync is retried."""
         ns, name = svc.metadata.namespace, svc.metadata.name
-        plans, gone, missing = plan(svc, pods, existing, nodes, self.max_per_slice, self.controller_name)
+        plans, gone, missing = plan(
+            svc, pods, existing, nodes, self.max_per_slice, self.controller_name, self.topology
+        )
         errors = [
             f'skipping Pod {pod} for Service {ns}/{name}: node "{node}" not found' for pod, node in missing
         ]
@@ -351,6 +389,9 @@ class Reconciler:
                 await self.finalize(svc, pair_creates_with_deletes(svc, p), trigger)
             except SyncError as exc:
                 errors.append(str(exc))
+            if self.record is not None:
+                for event in p.events:
+                    self.record(svc, event)
         for slice_ in gone:
             try:
                 await self._delete(svc, slice_)

@@ -21,7 +21,7 @@ from kcm_controllers.endpointslice import views
 
 log = logging.getLogger("kcm.endpointslice")
 
-LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_ZONE = views.LABEL_ZONE
 _RESERVED = (views.LABEL_SERVICE_NAME, views.LABEL_MANAGED_BY, views.LABEL_HEADLESS)
 
 EndpointHash = tuple[tuple[str, ...], str, str, str]

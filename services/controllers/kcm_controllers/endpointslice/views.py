@@ -22,6 +22,7 @@ LABEL_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 LABEL_HEADLESS = "service.kubernetes.io/headless"
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
 LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
+LABEL_ZONE = "topology.kubernetes.io/zone"
 
 
 class EndpointConditions(codec.View):
@@ -77,3 +78,23 @@ class ServiceView(endpointutil.ServiceView):
     """The shared Service view plus spec.trafficDistribution, which only slices carry (hints)."""
 
     spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
+
+
+class NodeCondition(codec.View):
+    type: str = ""
+    status: str = ""
+
+
+class NodeStatus(codec.View):
+    allocatable: dict[str, str] = msgspec.field(default_factory=dict)
+    conditions: list[NodeCondition] = msgspec.field(default_factory=list)
+
+
+class NodeView(codec.Meta):
+    """What the controller reads of a Node: its zone label, and for topology hints whether it
+    is Ready and its allocatable CPU."""
+
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
