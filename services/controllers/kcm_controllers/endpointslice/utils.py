@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 import msgspec
-from kcm_shared import codec, endpointutil
+from kcm_shared import codec, controllerref, endpointutil
 
 from kcm_controllers.endpointslice import views
 
@@ -152,14 +152,7 @@ def new_endpoint_slice(
     controller_name: str,
 ) -> views.EndpointSlice:
     """An empty slice for `svc` (generateName `<service>-`, owned by the Service)."""
-    owner = codec.OwnerReference(
-        api_version="v1",
-        kind="Service",
-        name=svc.metadata.name,
-        uid=svc.metadata.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
+    owner = controllerref.new_controller_ref(svc, "v1", "Service")
     slice_ = views.EndpointSlice(
         metadata=codec.ObjectMeta(
             namespace=svc.metadata.namespace,
