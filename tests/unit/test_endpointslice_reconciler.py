@@ -412,3 +412,25 @@ def test_reconcile_reports_a_pod_on_a_missing_node_after_writing_the_rest() -> N
     ):
         asyncio.run(r.reconcile(service(), [pod(1), pod(2, node="gone")], [], nodes, None))
     assert len(client.calls) == 1
+
+
+# --- flags ---------------------------------------------------------------------------------------
+
+
+def test_flags_have_upstreams_names_defaults_and_limits() -> None:
+    import argparse
+
+    from kcm_controllers.endpointslice import endpointslice_controller as esc
+
+    p = argparse.ArgumentParser()
+    assert esc.SPEC.flags is not None
+    esc.SPEC.flags(p)
+    args = p.parse_args([])
+    assert (args.max_endpoints_per_slice, args.endpointslice_updates_batch_period) == (100, 0.0)
+    assert esc.SPEC.flag == "concurrent-service-endpoint-syncs" and esc.SPEC.workers == 5
+    assert (
+        p.parse_args(["--endpointslice-updates-batch-period=1.5s"]).endpointslice_updates_batch_period == 1.5
+    )
+    for bad in ("0", "1001", "x"):
+        with pytest.raises(SystemExit):
+            p.parse_args([f"--max-endpoints-per-slice={bad}"])
