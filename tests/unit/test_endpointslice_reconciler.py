@@ -4,12 +4,14 @@ created, updated and deleted for a change, so that the churn-minimising placemen
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import datetime as dt
 from typing import Any
 
 import msgspec
 import pytest
+from kcm_controllers.endpointslice import endpointslice_controller as esc
 from kcm_controllers.endpointslice import reconciler, utils, views
 from kcm_shared import codec, endpointutil
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
@@ -418,10 +420,6 @@ def test_reconcile_reports_a_pod_on_a_missing_node_after_writing_the_rest() -> N
 
 
 def test_flags_have_upstreams_names_defaults_and_limits() -> None:
-    import argparse
-
-    from kcm_controllers.endpointslice import endpointslice_controller as esc
-
     p = argparse.ArgumentParser()
     assert esc.SPEC.flags is not None
     esc.SPEC.flags(p)
