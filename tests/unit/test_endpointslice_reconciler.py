@@ -237,7 +237,7 @@ def test_named_ports_group_slices_by_resolved_port() -> None:
         current.append(pod(i, ready=i % 3 != 0, spec=spec))
     p = writes(svc, current, [])
     assert lengths(p.create) == [60] * 5
-    assert sorted(s.ports[0].port for s in p.create if s.ports) == [8080, 8081, 8082, 8083, 8084]
+    assert sorted(s.ports[0].port or 0 for s in p.create if s.ports) == [8080, 8081, 8082, 8083, 8084]
 
 
 def test_max_endpoints_per_slice_is_respected() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_controllers.endpointslice import reconciler, topologycache, views
-from kcm_shared import codec
+from kcm_shared import codec, endpointutil
 
 TC = topologycache
 
@@ -164,10 +164,10 @@ def test_reconciler_records_disabled_when_the_annotation_goes() -> None:
             "spec": {"nodeName": f"n{i % 2 + 1}"},
             "status": {"podIP": f"10.1.0.{i}", "conditions": [{"type": "Ready", "status": "True"}]},
         }
-        pods.append(codec.decode(msgspec.json.encode(pod), reconciler.endpointutil.EndpointPodView))
+        pods.append(codec.decode(msgspec.json.encode(pod), endpointutil.EndpointPodView))
     plans, _, _ = reconciler.plan(svc, pods, [], zone_node.get, 100, topology=t)
     assert [e.reason for e in plans[0].events] == [TC.ENABLED]
-    assert sorted(hints(plans[0].create[0])) == ["zone-a", "zone-a", "zone-b", "zone-b"]
+    assert sorted(h or "" for h in hints(plans[0].create[0])) == ["zone-a", "zone-a", "zone-b", "zone-b"]
     plain = msgspec.structs.replace(svc, metadata=msgspec.structs.replace(svc.metadata, annotations={}))
     plans, _, _ = reconciler.plan(plain, pods, [], zone_node.get, 100, topology=t)
     assert [(e.reason, e.message) for e in plans[0].events] == [
