@@ -204,6 +204,7 @@ class EndpointSliceController:
         if svc is None:
             self.triggers.delete_service(namespace, name)
             self.tracker.delete_service((namespace, name))
+            self.topology.forget_service(key)
             return  # its slices go with it: the garbage collector follows their owner reference
         if svc.spec.type == "ExternalName" or not endpointutil.has_selector(svc):
             return  # no slices from this controller: ExternalName has none, selectorless are hand-made

@@ -106,6 +106,10 @@ class TopologyCache:
     def forget(self, service: str, address_type: str) -> None:
         self.populated.discard((service, address_type))
 
+    def forget_service(self, service: str) -> None:
+        """A deleted Service's hints (upstream Reconciler.DeleteService)."""
+        self.populated = {entry for entry in self.populated if entry[0] != service}
+
     def allocations(self, endpoints: int) -> tuple[dict[str, Allocation] | None, str]:
         """upstream getAllocations: each zone's minimum and maximum, or why there are none."""
         ratios = self.cpu_ratios
