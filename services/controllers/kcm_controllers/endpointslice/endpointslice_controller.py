@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 
 import prometheus_client
 from kcm_shared import cache, codec, controller, endpointutil, events, leaderelection, subjects
@@ -29,8 +28,6 @@ from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpointslice import reconciler, topologycache, views
-
-log = logging.getLogger("kcm.endpointslice")
 
 SERVICES = subjects.Resource("", "v1", "services")
 PODS = subjects.Resource("", "v1", "pods")

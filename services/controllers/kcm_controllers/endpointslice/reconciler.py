@@ -385,8 +385,19 @@ class Reconciler:
         for p in plans:
             ADDED_PER_SYNC.observe(p.added)
             REMOVED_PER_SYNC.observe(p.removed)
+            writes = pair_creates_with_deletes(svc, p)
+            if writes.create or writes.update or writes.delete:
+                log.debug(
+                    "writing EndpointSlices",
+                    extra={
+                        "service": f"{ns}/{name}",
+                        "create": len(writes.create),
+                        "update": len(writes.update),
+                        "delete": len(writes.delete),
+                    },
+                )
             try:
-                await self.finalize(svc, pair_creates_with_deletes(svc, p), trigger)
+                await self.finalize(svc, writes, trigger)
             except SyncError as exc:
                 errors.append(str(exc))
             if self.record is not None:
