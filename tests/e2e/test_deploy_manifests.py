@@ -276,6 +276,7 @@ def recorded(
             drive_autoscaler(apiserver)
             drive_statefulset(apiserver)
             drive_endpoints(apiserver)
+            drive_endpointslice(apiserver)
             drive_namespace_services(apiserver)
             drive_node_ipam(apiserver)
         except AssertionError as exc:
@@ -808,6 +809,50 @@ def drive_endpoints(api: ApiServer) -> None:
     )
 
 
+def drive_endpointslice(api: ApiServer) -> None:
+    """Exercise the endpointslice controller's API calls: a Service's placeholder slice created,
+    then updated into the slice of one pod's port; a second pod whose named port resolves to
+    another number gets a slice of its own (create), deleted when that pod goes."""
+    ns = "rbac-e2e"
+
+    def pod(name: str, port: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": "sliced"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {"name": "c", "image": "nginx", "ports": [{"name": "http", "containerPort": port}]}
+                ],
+            },
+        }
+
+    def slice_ports() -> list[int]:
+        items = json.loads(
+            api.kubectl(
+                "get", "endpointslices", "-n", ns, "-l", "kubernetes.io/service-name=sliced", "-o", "json"
+            )
+        )["items"]
+        return sorted(p["port"] for s in items for p in s.get("ports") or () if s.get("endpoints"))
+
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "sliced", "namespace": ns},
+        "spec": {"selector": {"app": "sliced"}, "ports": [{"port": 80, "targetPort": "http"}]},
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(svc))
+    api.kubectl("apply", "-f", "-", input=json.dumps(pod("sliced-a", 8080)))
+    wait_for(lambda: slice_ports() == [8080], 30, interval=0.2, what="the first pod's slice")
+    api.kubectl("apply", "-f", "-", input=json.dumps(pod("sliced-b", 8081)))
+    wait_for(lambda: slice_ports() == [8080, 8081], 30, interval=0.2, what="a slice per resolved port")
+    api.kubectl("-n", ns, "delete", "pod", "sliced-b")
+    wait_for(lambda: slice_ports() == [8080], 30, interval=0.2, what="the second slice deleted")
+    api.kubectl("-n", ns, "delete", "service", "sliced")
+    api.kubectl("-n", ns, "delete", "pod", "sliced-a")
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -981,6 +1026,14 @@ NOT_EXERCISED = {
     ("deployment-controller", "", "events", "patch"): _REPEATED,
     ("generic-garbage-collector", "", "events", "patch"): _REPEATED,
     ("node-controller", "", "events", "patch"): _REPEATED,
+    ("endpointslice-controller", "", "services/finalizers", "update"): _BLOCK_OWNER,
+    (
+        "endpointslice-controller",
+        "",
+        "events",
+        "create",
+    ): "FailedToUpdateEndpointSlices: only when a write fails",
+    ("endpointslice-controller", "", "events", "patch"): _REPEATED,
     ("clusterrole-aggregation-controller", "rbac.authorization.k8s.io", "clusterroles", "escalate"): (
         "asked by the RBAC authorizer when it writes rules its own role lacks (no authorizer here)"
     ),

@@ -37,6 +37,7 @@ REGISTRY = (
     "kcm_controllers.nodeipam.node_ipam_controller:SPEC",
     "kcm_controllers.statefulset.statefulset:SPEC",
     "kcm_controllers.endpoint.endpoints_controller:SPEC",
+    "kcm_controllers.endpointslice.endpointslice_controller:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
