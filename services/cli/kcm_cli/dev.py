@@ -25,6 +25,7 @@ from kcm_cli import natsauth, natsd, pki, supervisor
 from kcm_cli.controllers import BUILTIN
 
 READY_TIMEOUT = 60.0
+SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
 
 
 @dataclass
@@ -218,7 +219,9 @@ async def run(opts: DevOptions) -> None:
                 kubeconfig=opts.kubeconfig_out,
                 nodes=opts.nodes,
                 pod_start_delay=opts.pod_start_delay,
-                control_port=None,
+                # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
+                control_port=0,
+                control_file=state / SIM_CONTROL_FILE,
             )
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))
             say(f"simulator with {opts.nodes} nodes")
