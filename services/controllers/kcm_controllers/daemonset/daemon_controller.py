@@ -655,9 +655,10 @@ class DaemonSetsController:
             "currentNumberScheduled": new.current_number_scheduled,
             "numberMisscheduled": new.number_misscheduled,
             "numberReady": new.number_ready,
-            "updatedNumberScheduled": new.updated_number_scheduled,
-            "numberAvailable": new.number_available,
-            "numberUnavailable": new.number_unavailable,
+            # omitempty upstream: a zero is no field at all (null removes it in a merge patch).
+            "updatedNumberScheduled": new.updated_number_scheduled or None,
+            "numberAvailable": new.number_available or None,
+            "numberUnavailable": new.number_unavailable or None,
         }
         if update_observed_generation:
             status["observedGeneration"] = ds.metadata.generation
