@@ -32,6 +32,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -105,6 +106,21 @@ class Backoff:
 
 
 NodeToPods = dict[str, list[views.DaemonPodView]]
+
+
+@dataclass
+class SyncState:
+    """What one sync of a DaemonSet works from: its cached object, parsed selector, the nodes,
+    the decoded template, the current revision's hash (once the history is constructed), and
+    the delays after which it wants to be looked at again."""
+
+    key: str
+    ds: views.DaemonSetView
+    selector: selectors.LabelSelector
+    nodes: list[views.NodeView]
+    template: util.Template
+    hash: str = ""
+    delays: list[float] = field(default_factory=list)
 
 
 class DaemonSetsController:
@@ -335,72 +351,67 @@ class DaemonSetsController:
         if ds.metadata.deletion_timestamp is not None:
             # Its revisions may be gone or orphaned already: no status can be trusted.
             return None
-        template = self.template(ds)
+        state = SyncState(key, ds, selector, nodes, self.template(ds))
 
         async def relabel(hash_: str) -> None:
-            await self.relabel_pods(ds, selector, hash_)
+            await self.relabel_pods(state, hash_)
 
         try:
-            hash_, old = await self.history.construct(ds, selector, template.template, relabel)
+            state.hash, old = await self.history.construct(ds, selector, state.template.template, relabel)
         except Exception as exc:
             raise RuntimeError(f"failed to construct revisions of DaemonSet: {exc}") from exc
-        delays: list[float] = []
         if not self.expectations.satisfied_expectations(key):
             # Only the status; observedGeneration stays, that generation was not acted on.
-            await self.update_status(key, ds, selector, nodes, template, hash_, False, delays)
-            return _result(delays)
+            await self.update_status(state, update_observed_generation=False)
+            return _result(state.delays)
         error: Exception | None = None
         try:
-            await self.update_daemon_set(key, ds, selector, nodes, template, hash_, old, delays)
+            await self.update_daemon_set(state, old)
         except Exception as exc:
             error = exc
         try:
-            await self.update_status(key, ds, selector, nodes, template, hash_, True, delays)
+            await self.update_status(state, update_observed_generation=True)
         except Exception as exc:
             if error is None:
                 raise
             log.error("Failed to update status", extra={"daemonset": key, "error": str(exc)})
         if error is not None:
             raise error
-        return _result(delays)
+        return _result(state.delays)
 
-    async def update_daemon_set(
-        self,
-        key: str,
-        ds: views.DaemonSetView,
-        selector: selectors.LabelSelector,
-        nodes: list[views.NodeView],
-        template: util.Template,
-        hash_: str,
-        old: list[history.ControllerRevisionView],
-        delays: list[float],
-    ) -> None:
-        await self.manage(key, ds, selector, nodes, template, hash_, delays)
-        if self.expectations.satisfied_expectations(key) and (
-            ds.spec.update_strategy.type == util.ROLLING_UPDATE
+    async def update_daemon_set(self, state: SyncState, old: list[history.ControllerRevisionView]) -> None:
+        await self.manage(state)
+        if self.expectations.satisfied_expectations(state.key) and (
+            state.ds.spec.update_strategy.type == util.ROLLING_UPDATE
         ):
-            await self.rolling_update(key, ds, selector, nodes, template, hash_)
+            await self.rolling_update(state)
         try:
-            await self.history.cleanup(ds, old, await self.node_to_pods(ds, selector, True))
+            await self.history.cleanup(
+                state.ds, old, await self.node_to_pods(state, include_deleted_terminal=True)
+            )
         except Exception as exc:
             raise RuntimeError(f"failed to clean up revisions of DaemonSet: {exc}") from exc
 
-    async def node_to_pods(
-        self, ds: views.DaemonSetView, selector: selectors.LabelSelector, include_deleted_terminal: bool
-    ) -> NodeToPods:
+    async def node_to_pods(self, state: SyncState, include_deleted_terminal: bool = False) -> NodeToPods:
         """The DaemonSet's pods (orphans adopted, strays released) by target node
         (getNodesToDaemonPods); terminal pods being deleted left out unless asked for."""
+        ds = state.ds
         path = kubeclient.resource_path(*update.DAEMONSETS_PATH, ds.metadata.namespace, ds.metadata.name)
-        claimed = await controllerref.claim(
-            self.client,
-            ds,
-            update.API_VERSION,
-            update.KIND,
-            selector,
-            self.pods.list(ds.metadata.namespace),
-            PODS,
-            controllerref.recheck(self.client, path, ds.metadata.uid),
-        )
+        try:
+            claimed = await controllerref.claim(
+                self.client,
+                ds,
+                update.API_VERSION,
+                update.KIND,
+                state.selector,
+                self.pods.list(ds.metadata.namespace),
+                PODS,
+                controllerref.recheck(self.client, path, ds.metadata.uid),
+            )
+        except Exception as exc:
+            raise RuntimeError(
+                f"couldn't get node to daemon pod mapping for daemon set {ds.metadata.name!r}: {exc}"
+            ) from exc
         out: NodeToPods = {}
         for pod in claimed:
             if (
@@ -416,43 +427,25 @@ class DaemonSetsController:
             out.setdefault(node, []).append(pod)
         return out
 
-    async def manage(
-        self,
-        key: str,
-        ds: views.DaemonSetView,
-        selector: selectors.LabelSelector,
-        nodes: list[views.NodeView],
-        template: util.Template,
-        hash_: str,
-        delays: list[float],
-    ) -> None:
-        try:
-            node_to_pods = await self.node_to_pods(ds, selector, False)
-        except Exception as exc:
-            raise RuntimeError(
-                f"couldn't get node to daemon pod mapping for daemon set {ds.metadata.name!r}: {exc}"
-            ) from exc
+    async def manage(self, state: SyncState) -> None:
+        """Create the missing daemon pods and delete the ones that should go (manage)."""
+        node_to_pods = await self.node_to_pods(state)
         to_create: list[str] = []
         to_delete: list[str] = []
-        for node in nodes:
-            create, delete = self.pods_should_be_on_node(ds, node, node_to_pods, template, hash_, delays)
+        for node in state.nodes:
+            create, delete = self.pods_should_be_on_node(state, node, node_to_pods)
             to_create += create
             to_delete += delete
-        to_delete += util.unscheduled_pods_without_node({n.metadata.name for n in nodes}, node_to_pods)
-        await self.sync_nodes(key, ds, template, to_delete, to_create, hash_)
+        to_delete += util.unscheduled_pods_without_node({n.metadata.name for n in state.nodes}, node_to_pods)
+        await self.sync_nodes(state, to_delete, to_create)
 
     def pods_should_be_on_node(
-        self,
-        ds: views.DaemonSetView,
-        node: views.NodeView,
-        node_to_pods: NodeToPods,
-        template: util.Template,
-        hash_: str,
-        delays: list[float],
+        self, state: SyncState, node: views.NodeView, node_to_pods: NodeToPods
     ) -> tuple[list[str], list[str]]:
         """(nodes needing a pod, pods to delete) for one node (podsShouldBeOnNode)."""
+        ds = state.ds
         name = node.metadata.name
-        should_run, should_continue = util.node_should_run(node, template.pod_spec)
+        should_run, should_continue = util.node_should_run(node, state.template.pod_spec)
         pods = node_to_pods.get(name)
         if should_run and pods is None:
             return [name], []
@@ -470,7 +463,7 @@ class DaemonSetsController:
                 backoff_key = f"{ds.metadata.uid}/{ds.status.observed_generation}/{name}"
                 now = self.monotonic()
                 if self.failed_pods_backoff.in_backoff_since_update(backoff_key, now):
-                    delays.append(self.failed_pods_backoff.get(backoff_key))
+                    state.delays.append(self.failed_pods_backoff.get(backoff_key))
                     continue
                 self.failed_pods_backoff.next(backoff_key, now)
                 self.recorder.event(
@@ -501,7 +494,7 @@ class DaemonSetsController:
         newest: views.DaemonPodView | None = None
         oldest: views.DaemonPodView | None = None
         for pod in util.by_creation(running):
-            if util.is_pod_updated(pod.metadata.labels, hash_):
+            if util.is_pod_updated(pod.metadata.labels, state.hash):
                 if newest is None:
                     newest = pod
                     continue
@@ -520,17 +513,10 @@ class DaemonSetsController:
             to_delete.append(oldest.metadata.name)
         return [], to_delete
 
-    async def sync_nodes(
-        self,
-        key: str,
-        ds: views.DaemonSetView,
-        template: util.Template,
-        to_delete: list[str],
-        nodes_needing: list[str],
-        hash_: str,
-    ) -> None:
+    async def sync_nodes(self, state: SyncState, to_delete: list[str], nodes_needing: list[str]) -> None:
         """Delete `to_delete` and create a pod for each node of `nodes_needing`, at most
         BURST_REPLICAS of each, creations in slow-start batches (syncNodes)."""
+        key, ds = state.key, state.ds
         create_diff = min(len(nodes_needing), self.burst_replicas)
         delete_diff = min(len(to_delete), self.burst_replicas)
         # Expected before the requests: their events may beat the replies.
@@ -538,7 +524,7 @@ class DaemonSetsController:
         errors: list[Exception] = []
         if create_diff:
             base = util.pod_template(
-                template.template, util.template_generation(ds.metadata.annotations), hash_
+                state.template.template, util.template_generation(ds.metadata.annotations), state.hash
             )
             meta = msgspec.convert(base.get("metadata") or {}, podcontrol.TemplateMeta)
             spec = base.get("spec") or {}
@@ -579,68 +565,45 @@ class DaemonSetsController:
         if errors:
             raise errors[0]
 
-    async def rolling_update(
-        self,
-        key: str,
-        ds: views.DaemonSetView,
-        selector: selectors.LabelSelector,
-        nodes: list[views.NodeView],
-        template: util.Template,
-        hash_: str,
-    ) -> None:
-        node_to_pods = await self.node_to_pods(ds, selector, False)
+    async def rolling_update(self, state: SyncState) -> None:
+        """One step of the rolling update (rollingUpdate)."""
+        node_to_pods = await self.node_to_pods(state)
+        pod_spec = state.template.pod_spec
         try:
-            counts = update.desired_counts(ds, nodes, template.pod_spec, node_to_pods)
+            counts = update.desired_counts(state.ds, state.nodes, pod_spec, node_to_pods)
         except ValueError as exc:
             raise ValueError(f"couldn't get unavailable numbers: {exc}") from exc
-        by_name = {n.metadata.name: n for n in nodes}
+        by_name = {n.metadata.name: n for n in state.nodes}
 
         def should_run(name: str) -> bool:
             node = by_name.get(name)
-            return node is not None and util.node_should_run(node, template.pod_spec)[0]
+            return node is not None and util.node_should_run(node, pod_spec)[0]
 
         to_delete, to_create = update.rolling_update_plan(
-            ds, node_to_pods, counts, hash_, should_run, self.now()
+            state.ds, node_to_pods, counts, state.hash, should_run, self.now()
         )
-        await self.sync_nodes(key, ds, template, to_delete, to_create, hash_)
+        await self.sync_nodes(state, to_delete, to_create)
 
-    async def relabel_pods(
-        self, ds: views.DaemonSetView, selector: selectors.LabelSelector, hash_: str
-    ) -> None:
+    async def relabel_pods(self, state: SyncState, hash_: str) -> None:
         """Put `hash_` on every pod of the set that has another (dedupCurHistories)."""
-        for pods in (await self.node_to_pods(ds, selector, True)).values():
+        for pods in (await self.node_to_pods(state, include_deleted_terminal=True)).values():
             for pod in pods:
                 if pod.metadata.labels.get(util.REVISION_HASH_LABEL) != hash_:
-                    path = kubeclient.resource_path(
-                        "", "v1", "pods", pod.metadata.namespace, pod.metadata.name
-                    )
+                    m = pod.metadata
+                    path = kubeclient.resource_path("", "v1", "pods", m.namespace, m.name)
                     await self.client.patch(path, {"metadata": {"labels": {util.REVISION_HASH_LABEL: hash_}}})
 
     # --- status -----------------------------------------------------------------------------
 
-    async def update_status(
-        self,
-        key: str,
-        ds: views.DaemonSetView,
-        selector: selectors.LabelSelector,
-        nodes: list[views.NodeView],
-        template: util.Template,
-        hash_: str,
-        update_observed_generation: bool,
-        delays: list[float],
-    ) -> None:
+    async def update_status(self, state: SyncState, update_observed_generation: bool) -> None:
         """Count the set's pods into its status and write it when it changed (updateDaemonSetStatus)."""
-        try:
-            node_to_pods = await self.node_to_pods(ds, selector, False)
-        except Exception as exc:
-            raise RuntimeError(
-                f"couldn't get node to daemon pod mapping for daemon set {ds.metadata.name!r}: {exc}"
-            ) from exc
-        new = count_status(ds, nodes, node_to_pods, template.pod_spec, hash_, self.now())
-        await self.store_status(key, ds, new, update_observed_generation)
+        ds = state.ds
+        node_to_pods = await self.node_to_pods(state)
+        new = count_status(ds, state.nodes, node_to_pods, state.template.pod_spec, state.hash, self.now())
+        await self.store_status(state.key, ds, new, update_observed_generation)
         if ds.spec.min_ready_seconds > 0 and new.number_ready != new.number_available:
             # A last line of defence against clock skew, as upstream.
-            delays.append(float(ds.spec.min_ready_seconds))
+            state.delays.append(float(ds.spec.min_ready_seconds))
 
     async def store_status(
         self, key: str, ds: views.DaemonSetView, new: views.DaemonSetStatus, update_observed_generation: bool
