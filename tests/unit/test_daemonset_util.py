@@ -4,13 +4,14 @@ update_test.go), plus kcm_shared.nodeaffinity and kcm_shared.intstr."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
 from kcm_controllers.daemonset import daemon_controller, update, util, views
-from kcm_shared import intstr, nodeaffinity
+from kcm_shared import cache, history, intstr, nodeaffinity, podcontrol, selectors
 
 Obj = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -458,3 +459,110 @@ def test_failed_pod_backoff_doubles_up_to_the_cap() -> None:
 def test_node_selector_terms(term: Obj, fits: bool) -> None:
     the_node = {"metadata": {"name": "n1", "labels": {"cpus": "4"}}}
     assert nodeaffinity.term_matches(term, the_node) is fits
+
+
+# --- the manage step, against a recording PodControl ----------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+
+def manager(fake: podcontrol.RecordingPodControl, recorder: Recorder, clock: list[float]) -> Any:
+    unfed = cast(Any, None)
+    return daemon_controller.DaemonSetsController(
+        unfed,
+        cache.Cache(unfed, unfed, daemon_controller.DAEMONSETS, views.DaemonSetView),
+        cache.Cache(unfed, unfed, daemon_controller.PODS, views.DaemonPodView),
+        cache.Cache(unfed, unfed, daemon_controller.NODES, views.NodeView),
+        cache.Cache(unfed, unfed, daemon_controller.REVISIONS, history.ControllerRevisionView),
+        lambda key: None,
+        fake,
+        cast(Any, recorder),
+        now=lambda: NOW,
+        monotonic=lambda: clock[0],
+    )
+
+
+def state(d: views.DaemonSetView, nodes: list[views.NodeView]) -> daemon_controller.SyncState:
+    template = util.Template.of(d.spec.template)
+    return daemon_controller.SyncState(
+        "default/ds", d, selectors.selector_from_set({"app": "a"}), nodes, template, "new"
+    )
+
+
+def failed(name: str, node_name: str) -> views.DaemonPodView:
+    return msgspec.structs.replace(
+        pod(name, "new", node_name),
+        status=msgspec.convert({"status": {"phase": "Failed"}}, views.DaemonPodView).status,
+    )
+
+
+def test_failed_pods_are_deleted_with_a_backoff_and_an_event() -> None:
+    clock = [100.0]
+    recorder = Recorder()
+    dsc = manager(podcontrol.RecordingPodControl(), recorder, clock)
+    s = state(ds(), [node("n1")])
+    mapping = {"n1": [failed("f1", "n1")]}
+    assert dsc.pods_should_be_on_node(s, node("n1"), mapping) == ([], ["f1"])
+    assert recorder.events == [
+        ("Warning", "FailedDaemonPod", "Found failed daemon pod /f1 on node n1, will try to kill it")
+    ]
+    # Within the backoff: left alone, and the set asks to be synced once it is over.
+    clock[0] += 0.5
+    assert dsc.pods_should_be_on_node(s, node("n1"), mapping) == ([], [])
+    assert s.delays == [1.0] and len(recorder.events) == 1
+    clock[0] += 1.0
+    assert dsc.pods_should_be_on_node(s, node("n1"), mapping) == ([], ["f1"])
+
+
+def test_extra_pods_beyond_the_oldest_are_deleted_without_surge() -> None:
+    dsc = manager(podcontrol.RecordingPodControl(), Recorder(), [0.0])
+    mapping = {"n1": [pod("young", "new", "n1", created=9), pod("old", "old", "n1", created=1)]}
+    assert dsc.pods_should_be_on_node(state(ds(), [node("n1")]), node("n1"), mapping) == ([], ["young"])
+
+
+def test_surge_keeps_old_and_new_until_the_new_one_is_available() -> None:
+    dsc = manager(podcontrol.RecordingPodControl(), Recorder(), [0.0])
+    s = state(ds(SURGE), [node("n1")])
+    waiting = {"n1": [pod("old", "old", "n1", created=1), pod("new", "new", "n1", created=9, ready=False)]}
+    assert dsc.pods_should_be_on_node(s, node("n1"), waiting) == ([], [])
+    ready = {"n1": [pod("old", "old", "n1", created=1), pod("new", "new", "n1", created=9)]}
+    assert dsc.pods_should_be_on_node(s, node("n1"), ready) == ([], ["old"])
+
+
+def test_a_node_that_should_not_run_the_pod_loses_it() -> None:
+    dsc = manager(podcontrol.RecordingPodControl(), Recorder(), [0.0])
+    tainted = node("n1", taints=[taint("k", "NoExecute")])
+    mapping = {"n1": [pod("p", "new", "n1"), pod("gone", "new", "n1", deleting=True)]}
+    assert dsc.pods_should_be_on_node(state(ds(), [tainted]), tainted, mapping) == ([], ["p"])
+
+
+def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batch() -> None:
+    fake = podcontrol.RecordingPodControl()
+    dsc = manager(fake, Recorder(), [0.0])
+    s = state(ds(), [node(f"n{i}") for i in range(3)])
+    asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))
+    pinned = [
+        msgspec.json.decode(t.spec)["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        for t in fake.templates
+    ]
+    assert sorted(p["nodeSelectorTerms"][0]["matchFields"][0]["values"][0] for p in pinned) == [
+        "n0",
+        "n1",
+        "n2",
+    ]
+    assert all(t.metadata.labels == {"app": "a", util.REVISION_HASH_LABEL: "new"} for t in fake.templates)
+    assert dsc.expectations.get_expectations("default/ds").add == 3  # none observed yet
+    failing = podcontrol.RecordingPodControl(err=RuntimeError("quota"))
+    dsc = manager(failing, Recorder(), [0.0])
+    with pytest.raises(RuntimeError, match="quota"):
+        asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))
+    assert len(failing.templates) == 1  # slow start: the first batch of one failed
+    assert dsc.expectations.satisfied_expectations("default/ds")
