@@ -313,8 +313,10 @@ def test_on_delete_replaces_only_deleted_pods(stack: devstack.DevStack, ns: str)
 
 
 def test_kill_9_mid_rollout_loses_nothing(stack: devstack.DevStack, ns: str) -> None:
-    apply(stack, ds_yaml(ns, "agent"))
-    wait_status(stack, ns, "agent", numberAvailable=3)
+    # minReadySeconds paces the rollout (a node at a time, each new pod available 2 s after it
+    # is ready), so the kill lands while it is under way; it also needs the delayed re-syncs.
+    apply(stack, ds_yaml(ns, "agent", spec="minReadySeconds: 2"))
+    wait_status(stack, ns, "agent", numberAvailable=3, timeout=60)
     stack.kubectl("set", "image", "-n", ns, "ds/agent", "c=agent:2")
     wait_for(lambda: status(stack, ns, "agent").get("observedGeneration") == 2, 30, what="rollout started")
     pids = stack.controller_pids("daemonset")
