@@ -150,7 +150,10 @@ def _sim_nodes(args: argparse.Namespace) -> int:
         for name in args.remove_node:
             simulator_control.call(port_file, "DELETE", simulator_control.node_path(name))
             print(f"node/{name} removed")
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        print(f"kcm: no simulator answers through {port_file}: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
         print(f"kcm: {exc}", file=sys.stderr)
         return 1
     return 0
