@@ -1,12 +1,11 @@
 """IntOrString counts: upstream apimachinery intstr.GetScaledValueFromIntOrPercent.
 
 `maxSurge: 25%` and `maxUnavailable: 1` as a number of pods out of a total. Used by the
-DaemonSet controller's rolling update; pure.
+DaemonSet controller's rolling update and the disruption controller's minAvailable /
+maxUnavailable; pure.
 """
 
 from __future__ import annotations
-
-import math
 
 
 def scaled_value(value: int | str | None, total: int, round_up: bool) -> int:
@@ -25,5 +24,5 @@ def scaled_value(value: int | str | None, total: int, round_up: bool) -> int:
             f'invalid value for IntOrString: invalid value "{value}": strconv.Atoi: parsing '
             f'"{digits}": invalid syntax'
         ) from None
-    scaled = percent * total / 100
-    return math.ceil(scaled) if round_up else math.floor(scaled)
+    # Integer arithmetic: Go's float64 product of two int32s and /100 is exact for these values.
+    return -(-percent * total // 100) if round_up else percent * total // 100
