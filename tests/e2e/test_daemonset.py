@@ -7,7 +7,8 @@ and labels; nodeSelector and taints choosing nodes; a node added and removed at 
 (`kcm sim --add-nodes/--remove-node`; the pod garbage collector removes the pod of the node
 that went); rolling updates bounded by maxUnavailable and by maxSurge, waited for with
 `kubectl rollout status ds`; `kubectl rollout history/undo` over the ControllerRevisions and
-revisionHistoryLimit; OnDelete; and a kill -9 of the controller mid-rollout.
+revisionHistoryLimit; OnDelete; a failed pod replaced (`FailedDaemonPod`); and a kill -9 of
+the controller mid-rollout.
 Tests that change nodes (labels, taints, the node count) undo it before they end.
 """
 
@@ -232,6 +233,26 @@ def test_nodes_added_and_removed_at_run_time(stack: devstack.DevStack, ns: str) 
         timeout=60,
     )
     assert res.returncode == 1 and "no simulated node no-such-node" in res.stderr
+
+
+def test_failed_daemon_pod_is_replaced_with_an_event(stack: devstack.DevStack, ns: str) -> None:
+    apply(stack, ds_yaml(ns, "agent"))
+    wait_status(stack, ns, "agent", numberAvailable=3)
+    victim = by_node(stack, ns)["sim-node-1"][0]["metadata"]["name"]
+    # What a kubelet reports for a pod it rejected or whose containers may not restart.
+    failed = json.dumps({"status": {"phase": "Failed"}})
+    stack.kubectl("patch", "pod", "-n", ns, victim, "--subresource=status", "-p", failed)
+    wait_for(
+        lambda: (
+            [p["metadata"]["name"] for p in by_node(stack, ns).get("sim-node-1", [])] not in ([], [victim])
+        ),
+        30,
+        what="the failed pod replaced",
+    )
+    described = stack.kubectl("describe", "-n", ns, "ds", "agent").stdout
+    assert f"Found failed daemon pod {ns}/{victim} on node sim-node-1, will try to kill it" in described
+    assert "FailedDaemonPod" in described
+    wait_status(stack, ns, "agent", numberAvailable=3)
 
 
 def hashes_by_node(stack: devstack.DevStack, ns: str) -> dict[str, list[str]]:
