@@ -519,8 +519,6 @@ class DaemonSetsController:
         key, ds = state.key, state.ds
         create_diff = min(len(nodes_needing), self.burst_replicas)
         delete_diff = min(len(to_delete), self.burst_replicas)
-        # Expected before the requests: their events may beat the replies.
-        self.expectations.set_expectations(key, create_diff, delete_diff)
         errors: list[Exception] = []
         if create_diff:
             base = util.pod_template(
@@ -532,23 +530,19 @@ class DaemonSetsController:
             queue = iter(nodes_needing[:create_diff])
 
             async def create() -> None:
-                node = next(queue)
-                pinned = {**spec, "affinity": util.with_node_affinity(spec.get("affinity"), node)}
+                pinned = {**spec, "affinity": util.with_node_affinity(spec.get("affinity"), next(queue))}
                 pod = podcontrol.PodTemplate(metadata=meta, spec=msgspec.Raw(msgspec.json.encode(pinned)))
-                try:
-                    await self.pod_control.create_pods(ds.metadata.namespace, pod, ds, ref)
-                except kubeclient.ApiError as exc:
-                    # A namespace being torn down refuses every create: quietly done.
-                    if not podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
-                        raise
+                await self.pod_control.create_pods(ds.metadata.namespace, pod, ds, ref)
 
-            created, error = await podcontrol.slow_start_batch(
-                create_diff, podcontrol.SLOW_START_INITIAL_BATCH_SIZE, create
-            )
-            # Every create that failed or never ran will not be observed.
-            self.expectations.lower_expectations(key, create_diff - created, 0)
+            # Expects the creations first (their events may beat the replies), in slow-start
+            # batches, a terminating namespace's refusal taken quietly, unmade pods unexpected.
+            _, error = await podcontrol.create_in_batches(create_diff, create, self.expectations, key)
             if error is not None:
                 errors.append(error)
+            self.expectations.raise_expectations(key, 0, delete_diff)
+        else:
+            # A fresh record even with nothing to do, as upstream's SetExpectations.
+            self.expectations.set_expectations(key, 0, delete_diff)
         if delete_diff:
             doomed = to_delete[:delete_diff]
             results = await asyncio.gather(
