@@ -66,6 +66,11 @@ def pod(
     return msgspec.convert(doc, views.DaemonPodView)
 
 
+def placement(**spec: Any) -> update.Placement:
+    pod_spec = daemon_spec(**spec)
+    return lambda n: util.node_should_run(n, pod_spec)
+
+
 def taint(key: str, effect: str, value: str = "") -> Obj:
     return {"key": key, "effect": effect, **({"value": value} if value else {})}
 
@@ -317,7 +322,7 @@ def plan(
     d: views.DaemonSetView, node_to_pods: dict[str, list[views.DaemonPodView]]
 ) -> tuple[list[str], list[str]]:
     nodes = [node(n) for n in sorted(node_to_pods)]
-    counts = update.desired_counts(d, nodes, daemon_spec(), node_to_pods)
+    counts = update.desired_counts(d, nodes, placement(), node_to_pods)
     return update.rolling_update_plan(d, node_to_pods, counts, "new", lambda n: True, NOW)
 
 
@@ -416,7 +421,7 @@ def test_status_counts_by_the_oldest_pod_of_each_node() -> None:
         "n1": [pod("c", "old", "n1", ready=False)],
         "n2": [pod("d", "new", "n2")],
     }
-    s = daemon_controller.count_status(ds(min_ready=0), nodes, mapping, daemon_spec(), "new", NOW)
+    s = daemon_controller.count_status(ds(min_ready=0), nodes, mapping, placement(), "new", NOW)
     assert (s.desired_number_scheduled, s.current_number_scheduled, s.number_misscheduled) == (3, 2, 1)
     assert (s.number_ready, s.number_available, s.number_unavailable, s.updated_number_scheduled) == (
         1,
@@ -424,7 +429,7 @@ def test_status_counts_by_the_oldest_pod_of_each_node() -> None:
         2,
         1,
     )
-    late = daemon_controller.count_status(ds(min_ready=120), nodes, mapping, daemon_spec(), "new", NOW)
+    late = daemon_controller.count_status(ds(min_ready=120), nodes, mapping, placement(), "new", NOW)
     assert (late.number_ready, late.number_available) == (1, 0)
 
 

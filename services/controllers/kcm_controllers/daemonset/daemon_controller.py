@@ -121,6 +121,15 @@ class SyncState:
     template: util.Template
     hash: str = ""
     delays: list[float] = field(default_factory=list)
+    _placements: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+
+    def placement(self, node: views.NodeView) -> tuple[bool, bool]:
+        """(shouldRun, shouldContinueRunning) for the node, computed once per sync: the manage
+        step, the rolling update and the status all ask, for every node."""
+        found = self._placements.get(node.metadata.name)
+        if found is None:
+            found = self._placements[node.metadata.name] = util.node_should_run(node, self.template.pod_spec)
+        return found
 
 
 class DaemonSetsController:
@@ -445,7 +454,7 @@ class DaemonSetsController:
         """(nodes needing a pod, pods to delete) for one node (podsShouldBeOnNode)."""
         ds = state.ds
         name = node.metadata.name
-        should_run, should_continue = util.node_should_run(node, state.template.pod_spec)
+        should_run, should_continue = state.placement(node)
         pods = node_to_pods.get(name)
         if should_run and pods is None:
             return [name], []
@@ -562,16 +571,15 @@ class DaemonSetsController:
     async def rolling_update(self, state: SyncState) -> None:
         """One step of the rolling update (rollingUpdate)."""
         node_to_pods = await self.node_to_pods(state)
-        pod_spec = state.template.pod_spec
         try:
-            counts = update.desired_counts(state.ds, state.nodes, pod_spec, node_to_pods)
+            counts = update.desired_counts(state.ds, state.nodes, state.placement, node_to_pods)
         except ValueError as exc:
             raise ValueError(f"couldn't get unavailable numbers: {exc}") from exc
         by_name = {n.metadata.name: n for n in state.nodes}
 
         def should_run(name: str) -> bool:
             node = by_name.get(name)
-            return node is not None and util.node_should_run(node, pod_spec)[0]
+            return node is not None and state.placement(node)[0]
 
         to_delete, to_create = update.rolling_update_plan(
             state.ds, node_to_pods, counts, state.hash, should_run, self.now()
@@ -593,7 +601,7 @@ class DaemonSetsController:
         """Count the set's pods into its status and write it when it changed (updateDaemonSetStatus)."""
         ds = state.ds
         node_to_pods = await self.node_to_pods(state)
-        new = count_status(ds, state.nodes, node_to_pods, state.template.pod_spec, state.hash, self.now())
+        new = count_status(ds, state.nodes, node_to_pods, state.placement, state.hash, self.now())
         await self.store_status(state.key, ds, new, update_observed_generation)
         if ds.spec.min_ready_seconds > 0 and new.number_ready != new.number_available:
             # A last line of defence against clock skew, as upstream.
@@ -651,7 +659,7 @@ def count_status(
     ds: views.DaemonSetView,
     nodes: list[views.NodeView],
     node_to_pods: Mapping[str, list[views.DaemonPodView]],
-    pod_spec: Mapping[str, Any],
+    placement: update.Placement,
     hash_: str,
     now: dt.datetime,
 ) -> views.DaemonSetStatus:
@@ -660,7 +668,7 @@ def count_status(
     available and updated; a node that should not run one but has one is misscheduled."""
     desired = current = misscheduled = ready = updated = available = 0
     for node in nodes:
-        should_run = util.node_should_run(node, pod_spec)[0]
+        should_run = placement(node)[0]
         pods = node_to_pods.get(node.metadata.name) or []
         if not should_run:
             misscheduled += bool(pods)

@@ -63,6 +63,10 @@ def find_updated_pods_on_node(
     return new, old, True
 
 
+# A node's (shouldRun, shouldContinueRunning) for the DaemonSet being synced.
+Placement = Callable[[views.NodeView], tuple[bool, bool]]
+
+
 @dataclass(frozen=True)
 class Counts:
     max_surge: int
@@ -73,7 +77,7 @@ class Counts:
 def desired_counts(
     ds: views.DaemonSetView,
     nodes: Sequence[views.NodeView],
-    pod_spec: Mapping[str, Any],
+    placement: Placement,
     node_to_pods: dict[str, list[views.DaemonPodView]],
 ) -> Counts:
     """maxSurge, maxUnavailable and desiredNumberScheduled; every node that should run a pod
@@ -82,7 +86,7 @@ def desired_counts(
     unavailability 1 then, as upstream."""
     desired = 0
     for node in nodes:
-        if util.node_should_run(node, pod_spec)[0]:
+        if placement(node)[0]:
             desired += 1
             node_to_pods.setdefault(node.metadata.name, [])
     try:
