@@ -13,10 +13,13 @@ Runs `kcm dev --nodes N --controllers daemonset` with the controllers' client ra
    pods appearing, and to `numberAvailable` N in its status. The controller creates at most
    250 pods per sync and waits to see them before the next (upstream's BurstReplicas and
    expectations), in slow-start batches: that is what a DaemonSet costs.
-3. The DaemonSet is deleted with its pods and the baseline runs again; the baseline rate is
-   the mean of both runs, which keeps the drift of a shared VM's CPU out of the ratio.
+3. The DaemonSet is deleted with its pods and the baseline runs again; each DaemonSet's rate
+   is compared with the mean of the baselines just before and after it, which keeps the drift
+   of a shared VM's CPU out of its ratio. Steps 2 and 3 repeat `--rounds` times (3).
 
-Prints the controller's rate, the baseline and their ratio (the issue's goal: >= 0.8). Figures
+Prints each round's rate, baselines and ratio, and the median ratio (the issue's goal: >= 0.8).
+The slow-start batches (1, 2, 4, ... up to 250 per sync) cost round trips a tight client does
+not pay, so on an idle machine, where the API server answers fast, the ratio is lowest. Figures
 are printed, never enforced: the exit status is non-zero only when the stack does not start,
 requests fail, or the pods do not appear in time.
 """
@@ -220,7 +223,9 @@ async def run_daemonset(
         await benchlib.call(session, "POST", ds_url, daemonset())
         await wait_until(lambda: len(created) >= count, pods, limit_s, f"{count} daemon pods")
         await wait_until(lambda: bool(available), dss, limit_s, f"numberAvailable {count}")
+    # No garbage collector runs here: the pods and revisions go by hand, so each round starts clean.
     await benchlib.call(session, "DELETE", f"{ds_url}/{DAEMONSET}")
+    await benchlib.call(session, "DELETE", f"{url}/apis/apps/v1/namespaces/{NAMESPACE}/controllerrevisions")
     await delete_pods(session, pods_url, limit_s)
     return max(created.values()) - start, available[0] - start
 
@@ -230,6 +235,8 @@ async def bench(args: argparse.Namespace) -> int:
     n = args.nodes
     argv = ["--nodes", str(n), "--controllers", "daemonset", "--kube-api-qps", "0", "--log-level", "warning"]
     argv += ["--pod-start-delay", str(args.pod_start_delay)]
+    baselines: list[float] = []
+    runs: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="kcm-bench-ds-") as tmp:
         async with (
             benchlib.kcm_dev(command, Path(tmp), argv) as dev,
@@ -238,21 +245,23 @@ async def bench(args: argparse.Namespace) -> int:
             for ns in (NAMESPACE, RAW_NAMESPACE):
                 await benchlib.call(s, "POST", f"{dev.url}/api/v1/namespaces", {"metadata": {"name": ns}})
             nodes = await node_names(s, dev.url, n, args.timeout)
-            before = await baseline(s, dev.url, nodes, args.timeout)
-            created_s, available_s = await run_daemonset(s, dev.url, n, args.timeout)
-            after = await baseline(s, dev.url, nodes, args.timeout)
-    base = statistics.mean([before, after])
-    rate = n / created_s
-    print(f"daemonset controller pod creation: one DaemonSet over {n} simulated nodes")
-    print(
-        f"  baseline (tight client, {CONCURRENCY} connections, one pinned pod per node): "
-        f"{before:,.0f} and {after:,.0f} pods/s, mean {base:,.0f}"
-    )
-    print(
-        f"  daemonset controller: {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; "
-        f"numberAvailable {n} after {available_s:.1f} s)"
-    )
-    print(f"  ratio: {benchlib.ratio(rate, base)} (goal >= 0.8)")
+            baselines.append(await baseline(s, dev.url, nodes, args.timeout))
+            for _ in range(args.rounds):
+                runs.append(await run_daemonset(s, dev.url, n, args.timeout))
+                baselines.append(await baseline(s, dev.url, nodes, args.timeout))
+    print(f"daemonset controller pod creation: one DaemonSet over {n} simulated nodes, {args.rounds} rounds")
+    ratios = []
+    for i, (created_s, available_s) in enumerate(runs):
+        base = statistics.mean(baselines[i : i + 2])
+        rate = n / created_s
+        ratios.append(rate / base)
+        print(
+            f"  round {i + 1}: daemonset controller {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; "
+            f"numberAvailable {n} after {available_s:.1f} s), baseline before/after "
+            f"{baselines[i]:,.0f}/{baselines[i + 1]:,.0f} pods/s (tight client, {CONCURRENCY} connections, "
+            f"one pinned pod per node), ratio {benchlib.ratio(rate, base)}"
+        )
+    print(f"  ratio, median of the rounds: {statistics.median(ratios):.2f} (goal >= 0.8)")
     return 0
 
 
@@ -262,6 +271,7 @@ def parse_args() -> argparse.Namespace:
         "--nodes", type=int, default=1000, help="simulated nodes: the DaemonSet's pods and the baseline's"
     )
     p.add_argument("--timeout", type=float, default=600, help="give up on a phase after this many seconds")
+    p.add_argument("--rounds", type=int, default=3, help="DaemonSets run, each between two baselines")
     p.add_argument(
         "--pod-start-delay", type=float, default=0.5, help="the simulator's delay before a bound pod runs"
     )
