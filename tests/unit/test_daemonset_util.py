@@ -11,7 +11,7 @@ from typing import Any, cast
 import msgspec
 import pytest
 from kcm_controllers.daemonset import daemon_controller, update, util, views
-from kcm_shared import cache, history, intstr, nodeaffinity, podcontrol, selectors
+from kcm_shared import cache, history, intstr, kubeclient, nodeaffinity, podcontrol, selectors
 
 Obj = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -571,3 +571,135 @@ def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batc
         asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))
     assert len(failing.templates) == 1  # slow start: the first batch of one failed
     assert dsc.expectations.satisfied_expectations("default/ds")
+
+
+# --- revision history, against a recording client ------------------------------------------
+
+TEMPLATE = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c"}]}}
+
+
+class FakeClient:
+    """Answers and records the history's API calls; `create_error` and `objects` steer it."""
+
+    def __init__(self, objects: dict[str, Any] | None = None, create_error: Exception | None = None) -> None:
+        self.objects = objects or {}
+        self.create_error = create_error
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def create(self, path: str, body: Any) -> Any:
+        self.calls.append(("POST", path, body))
+        if self.create_error is not None:
+            raise self.create_error
+        return body
+
+    async def get(self, path: str) -> Any:
+        self.calls.append(("GET", path, None))
+        return self.objects[path]
+
+    async def patch(self, path: str, body: Any, patch_type: str = "merge") -> Any:
+        self.calls.append(("PATCH", path, body))
+        return body
+
+    async def delete(self, path: str) -> Any:
+        self.calls.append(("DELETE", path, None))
+        return {}
+
+
+class Revisions:
+    def __init__(self, *revs: history.ControllerRevisionView) -> None:
+        self.revs = list(revs)
+
+    def list(
+        self, namespace: str | None = None, selector: Any = None
+    ) -> list[history.ControllerRevisionView]:
+        return self.revs
+
+
+def revision(
+    name: str, number: int, template: Obj, hash_: str | None = None
+) -> history.ControllerRevisionView:
+    doc = {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app": "a", util.REVISION_HASH_LABEL: hash_ or name},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": True}
+            ],
+        },
+        "data": msgspec.json.decode(update.revision_data(template)),
+        "revision": number,
+    }
+    return msgspec.json.decode(msgspec.json.encode(doc), type=history.ControllerRevisionView)
+
+
+REVISIONS_PATH = "/apis/apps/v1/namespaces/default/controllerrevisions"
+DS_PATH = "/apis/apps/v1/namespaces/default/daemonsets/ds"
+SELECTOR = selectors.selector_from_set({"app": "a"})
+
+
+async def no_relabel(hash_: str) -> None:
+    raise AssertionError("nothing to merge")
+
+
+def construct(client: FakeClient, *revs: history.ControllerRevisionView) -> tuple[str, list[str]]:
+    h = update.History(cast(Any, client), cast(Any, Revisions(*revs)))
+    hash_, old = asyncio.run(h.construct(ds(), SELECTOR, TEMPLATE, no_relabel))
+    return hash_, [r.metadata.name for r in old]
+
+
+def test_the_first_revision_is_created_from_the_template() -> None:
+    client = FakeClient()
+    hash_, old = construct(client)
+    assert old == [] and hash_ == update.template_hash(TEMPLATE, None)
+    ((method, path, body),) = client.calls
+    assert (method, path) == ("POST", REVISIONS_PATH)
+    assert body["metadata"]["name"] == f"ds-{hash_}" and body["revision"] == 1
+    assert body["metadata"]["labels"] == {"app": "a", util.REVISION_HASH_LABEL: hash_}
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "u"
+    assert msgspec.json.encode(body["data"]) == update.revision_data(TEMPLATE)
+
+
+def test_a_rolled_back_revision_is_renumbered_past_the_others() -> None:
+    client = FakeClient()
+    older = {**TEMPLATE, "spec": {"containers": [{"name": "c", "image": "v2"}]}}
+    hash_, old = construct(client, revision("ds-cur", 1, TEMPLATE), revision("ds-old", 2, older))
+    assert (hash_, old) == ("ds-cur", ["ds-old"])
+    assert client.calls == [("PATCH", f"{REVISIONS_PATH}/ds-cur", {"revision": 3})]
+
+
+def test_a_name_taken_by_other_data_bumps_the_collision_count_and_fails() -> None:
+    taken = kubeclient.ApiError(409, "AlreadyExists", "already exists")
+    name = f"ds-{update.template_hash(TEMPLATE, None)}"
+    other = {"data": {"spec": {"template": {"$patch": "replace"}}}}
+    client = FakeClient(
+        {f"{REVISIONS_PATH}/{name}": other, DS_PATH: {"metadata": {"resourceVersion": "7"}, "status": {}}},
+        taken,
+    )
+    with pytest.raises(kubeclient.ApiError):
+        construct(client)
+    assert client.calls[-1] == (
+        "PATCH",
+        f"{DS_PATH}/status",
+        {"metadata": {"resourceVersion": "7"}, "status": {"collisionCount": 1}},
+    )
+    # A cached DaemonSet behind the server's count: no bump, a retry once the cache catches up.
+    stale = FakeClient({f"{REVISIONS_PATH}/{name}": other, DS_PATH: {"status": {"collisionCount": 1}}}, taken)
+    with pytest.raises(update.StaleCollisionCount, match="found a stale collision count"):
+        construct(stale)
+    assert all(method != "PATCH" for method, _, _ in stale.calls)
+    # The same data under that name: ours from an earlier try, taken as it is.
+    same = FakeClient(
+        {f"{REVISIONS_PATH}/{name}": {"data": msgspec.json.decode(update.revision_data(TEMPLATE))}}, taken
+    )
+    assert construct(same)[0] == update.template_hash(TEMPLATE, None)
+
+
+def test_cleanup_keeps_the_limit_and_every_revision_a_pod_runs() -> None:
+    client = FakeClient()
+    h = update.History(cast(Any, client), cast(Any, Revisions()))
+    old = [revision(f"r{i}", i, {**TEMPLATE, "spec": {"n": i}}) for i in (3, 1, 2, 4)]
+    d = msgspec.structs.replace(ds(), spec=msgspec.structs.replace(ds().spec, revision_history_limit=1))
+    asyncio.run(h.cleanup(d, old, {"n1": [pod("p", "r1", "n1")]}))
+    # Three go to keep one, oldest first; r1 still runs a pod, so it is the one that stays.
+    assert [path.rsplit("/", 1)[1] for _, path, _ in client.calls] == ["r2", "r3", "r4"]
