@@ -232,7 +232,7 @@ async def create_in_batches(
     key: str,
 ) -> tuple[int, Exception | None]:
     """Create `count` pods of controller `key` by calling `create` in slow-start batches, as
-    the manage step of upstream's ReplicaSet and Job controllers does.
+    the manage step of upstream's ReplicaSet and Job controllers (and DaemonSet's syncNodes) does.
 
     The creations are expected before they are made (their add events may beat the replies);
     a create refused because the namespace is terminating counts as done, quietly; each pod

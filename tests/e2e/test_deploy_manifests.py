@@ -269,6 +269,7 @@ def recorded(
             wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
             drive_replicationcontroller(apiserver)
+            drive_daemonset(apiserver)
             drive_cleanup_controllers(apiserver)
             drive_job(apiserver)
             drive_cronjobs(apiserver)
@@ -428,6 +429,70 @@ def drive_replicationcontroller(api: ApiServer) -> None:
     )
     api.kubectl("-n", "rbac-e2e", "delete", "rc", "legacy", "--wait=false")
     wait_for(lambda: not legacy_pods(), 30, interval=0.2, what="the RC's pods deleted with it")
+
+
+def drive_daemonset(api: ApiServer) -> None:
+    """Exercise the daemonset controller's API calls: a pod created on each node and the status
+    written, a matching bare pod adopted and deleted as a second pod on its node, two template
+    updates rolled out (revisions created, the oldest pruned past revisionHistoryLimit 1), and
+    the older template back again (its revision renumbered)."""
+    ns = "rbac-e2e-ds"
+    api.kubectl("create", "namespace", ns)
+    labels = {"app": "ds-e2e"}
+
+    def apply(image: str) -> None:
+        template = {
+            "metadata": {"labels": labels, "annotations": {"sim.kcm.dev/terminate-seconds": "0"}},
+            "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": image}]},
+        }
+        ds = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels}, "revisionHistoryLimit": 1, "template": template},
+        }
+        api.kubectl("apply", "-f", "-", input=json.dumps(ds))
+
+    def live_pods() -> list[dict[str, Any]]:
+        items = api.kubectl_json("-n", ns, "get", "pods")["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def rolled_out(image: str) -> bool:
+        ds = api.kubectl_json("-n", ns, "get", "ds", "agent")
+        s = ds.get("status") or {}
+        pods = live_pods()
+        return (
+            s.get("observedGeneration") == ds["metadata"]["generation"]
+            and s.get("desiredNumberScheduled")
+            == s.get("updatedNumberScheduled")
+            == s.get("numberAvailable")
+            == 2
+            and len(pods) == 2
+            and all(p["spec"]["containers"][0]["image"] == image for p in pods)
+        )
+
+    apply("agent:1")
+    wait_for(lambda: rolled_out("agent:1"), 30, interval=0.2, what="daemon set rolled out")
+    node = live_pods()[0]["spec"]["nodeName"]
+    stray = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "ds-stray", "namespace": ns, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "agent:1"}]},
+    }
+    api.kubectl("create", "-f", "-", input=json.dumps(stray))
+    wait_for(
+        lambda: "ds-stray" not in {p["metadata"]["name"] for p in live_pods()},
+        30,
+        interval=0.2,
+        what="bare pod adopted and deleted as its node's second daemon pod",
+    )
+    for image in ("agent:2", "agent:3", "agent:2"):
+        apply(image)
+        wait_for(lambda image=image: rolled_out(image), 30, interval=0.2, what=f"rolled out to {image}")
+    revisions = api.kubectl_json("-n", ns, "get", "controllerrevisions")["items"]
+    assert sorted(r["revision"] for r in revisions) == [3, 4], revisions
+    api.kubectl("-n", ns, "delete", "ds", "agent", "--wait=false")
 
 
 def drive_cleanup_controllers(api: ApiServer) -> None:
@@ -1004,6 +1069,8 @@ NOT_EXERCISED = {
         for res in spec.views
     },
     ("replicaset-controller", "apps", "replicasets/finalizers", "update"): _BLOCK_OWNER,
+    ("daemon-set-controller", "apps", "daemonsets/finalizers", "update"): _BLOCK_OWNER,
+    ("daemon-set-controller", "", "events", "patch"): _REPEATED,
     ("replication-controller", "", "replicationcontrollers/finalizers", "update"): _BLOCK_OWNER,
     ("statefulset-controller", "apps", "statefulsets/finalizers", "update"): _BLOCK_OWNER,
     ("statefulset-controller", "", "events", "patch"): _REPEATED,

@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 from kcm_controllers.disruption import budget
-from kcm_shared import codec
+from kcm_shared import codec, intstr
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
@@ -40,7 +40,7 @@ def pod(name: str, *, ready: bool = True, deleting: bool = False) -> budget.PodV
     ],
 )
 def test_scaled_value_rounds_percentages_up(value: int | str, total: int, want: int) -> None:
-    assert budget.scaled_value(value, total) == want
+    assert intstr.scaled_value(value, total, round_up=True) == want
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,7 @@ def test_scaled_value_rounds_percentages_up(value: int | str, total: int, want: 
 )
 def test_scaled_value_errors_say_what_upstream_says(value: str | None, message: str) -> None:
     with pytest.raises(ValueError) as err:
-        budget.scaled_value(value, 10)
+        intstr.scaled_value(value, 10, round_up=True)
     assert str(err.value) == message
 
 

@@ -29,6 +29,7 @@ from kcm_cli.controllers import BUILTIN
 READY_TIMEOUT = 60.0
 # With this controller running, the simulator's nodes wait for the pod CIDRs it gives them.
 NODE_IPAM = "node-ipam-controller"
+SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
 
 
 @dataclass
@@ -238,7 +239,9 @@ async def run(opts: DevOptions) -> None:
                 kubeconfig=opts.kubeconfig_out,
                 nodes=opts.nodes,
                 pod_start_delay=opts.pod_start_delay,
-                control_port=None,
+                # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
+                control_port=0,
+                control_file=state / SIM_CONTROL_FILE,
                 node_ipam=any(spec.name == NODE_IPAM for spec in chosen),
             )
             tasks.append(asyncio.ensure_future(simulator_main.run(sim)))

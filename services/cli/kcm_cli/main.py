@@ -22,6 +22,7 @@ from kcm_apiserver import nodeports
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
 from kcm_shared import controller, errors, logs, satoken
+from kcm_simulator import control as simulator_control
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
@@ -122,7 +123,9 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sim", help="simulate nodes, a scheduler and kubelets against an API server")
-    p.add_argument("--kubeconfig", type=Path, required=True)
+    p.add_argument(
+        "--kubeconfig", type=Path, help="the API server to simulate a cluster for (required to run)"
+    )
     p.add_argument("--nodes", type=int, default=3, help="how many nodes to register")
     p.add_argument("--zones", type=int, default=3, help="zones the nodes are spread over")
     p.add_argument("--pod-start-delay", type=float, default=0.5, help="seconds before a bound pod runs")
@@ -135,7 +138,43 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="register nodes without a podCIDR and run pods once the node IPAM controller gave one",
     )
+    # Against a simulator that runs already (its --control-file, or the one `kcm dev` started).
+    p.add_argument(
+        "--add-nodes", type=int, metavar="N", help="add N nodes to the running simulator, then exit"
+    )
+    p.add_argument(
+        "--remove-node",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="remove a node from the running simulator, then exit (repeatable)",
+    )
+    p.add_argument(
+        "--state-dir", type=Path, help="with --add-nodes/--remove-node: the `kcm dev` stack's state directory"
+    )
     p.add_argument("--log-level", default="info")
+
+
+def _sim_nodes(args: argparse.Namespace) -> int:
+    """`kcm sim --add-nodes N` / `--remove-node NAME`: change a running simulator's nodes."""
+    port_file = args.control_file or (
+        args.state_dir / dev.SIM_CONTROL_FILE if args.state_dir else Path(".kcm") / dev.SIM_CONTROL_FILE
+    )
+    try:
+        if args.add_nodes is not None:
+            answer = simulator_control.call(port_file, "POST", "/nodes", {"count": str(args.add_nodes)})
+            for name in answer.get("added", []):
+                print(f"node/{name} added")
+        for name in args.remove_node:
+            simulator_control.call(port_file, "DELETE", simulator_control.node_path(name))
+            print(f"node/{name} removed")
+    except OSError as exc:
+        print(f"kcm: no simulator answers through {port_file}: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"kcm: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -244,7 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             partitions=args.partitions,
         )
         return _run(dev.run(dev_opts))
+    if args.command == "sim" and (args.add_nodes is not None or args.remove_node):
+        return _sim_nodes(args)
     if args.command == "sim":
+        if args.kubeconfig is None:
+            parser().error("kcm sim: --kubeconfig is required to run the simulator")
         logs.setup("sim", args.log_level)
         sim_opts = simulator_main.Options(
             kubeconfig=args.kubeconfig,

@@ -55,6 +55,7 @@ class NodeState:
 @dataclass
 class PodRun:
     key: tuple[str, str]
+    node: str
     task: asyncio.Task[None]
     # What the pod's ready annotation asks for now; `ready_changed` wakes the run to report it.
     ready: bool
@@ -93,21 +94,64 @@ class Kubelet:
         self._delay = pod_start_delay
         self._interval = heartbeat_interval
         self._node_ipam = node_ipam
-        self.nodes = {nodes.node_name(prefix, i): NodeState(i) for i in range(count)}
-        if not node_ipam:
-            for state in self.nodes.values():
-                state.pod_cidrs = [nodes.pod_cidr(state.index)]
-                state.cidrs_known.set()
+        self.nodes = {nodes.node_name(prefix, i): self._new_state(i) for i in range(count)}
+        self._next_index = count
+        self._loops: dict[str, asyncio.Task[None]] = {}
+        self._group: asyncio.TaskGroup | None = None
         self._runs: dict[str, PodRun] = {}
         self._terminations: dict[str, Termination] = {}
         self._failed_attempts: OrderedDict[tuple[str, int | None], int] = OrderedDict()
 
     # -- nodes ------------------------------------------------------------------------------
 
+    def _new_state(self, index: int) -> NodeState:
+        """A node's state; without node IPAM its pod CIDR is the simulator's own, known at once."""
+        state = NodeState(index)
+        if not self._node_ipam:
+            state.pod_cidrs = [nodes.pod_cidr(index)]
+            state.cidrs_known.set()
+        return state
+
     async def run_nodes(self) -> None:
         async with asyncio.TaskGroup() as group:
+            self._group = group
             for name in self.nodes:
-                group.create_task(self._node_loop(name))
+                self._loops[name] = group.create_task(self._node_loop(name))
+            try:
+                # Nodes may be added later, and there may be none yet: the group stays open.
+                await asyncio.get_running_loop().create_future()
+            finally:
+                self._group = None
+
+    def add_node(self) -> str:
+        """Register one more node (the next index of the prefix) and start its heartbeats, as a
+        kubelet joining the cluster; returns its name. Only while `run_nodes` runs."""
+        if self._group is None:
+            raise RuntimeError("the simulated nodes are not running")
+        name = nodes.node_name(self._prefix, self._next_index)
+        self.nodes[name] = self._new_state(self._next_index)
+        self._next_index += 1
+        self._loops[name] = self._group.create_task(self._node_loop(name))
+        return name
+
+    async def remove_node(self, name: str) -> None:
+        """Take a node away as when its machine is gone: heartbeats and its pods' runs stop,
+        then the Node and its Lease are deleted. Its pods stay bound to it in the API, for the
+        pod garbage collector to remove, as on a real cluster."""
+        del self.nodes[name]
+        loop = self._loops.pop(name, None)
+        if loop is not None:
+            loop.cancel()
+        for uid, run in list(self._runs.items()):
+            if run.node == name:
+                self._runs.pop(uid).task.cancel()
+        for uid, term in list(self._terminations.items()):
+            if term.pod.get("spec", {}).get("nodeName") == name:
+                self._cancel_termination(uid)
+        node_path = resource_path("", "v1", "nodes", name=name)
+        lease_path = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease", name)
+        await self._writer.call(f"delete node {name}", lambda: self._client.delete(node_path))
+        await self._writer.call(f"delete lease {name}", lambda: self._client.delete(lease_path))
 
     async def _node_loop(self, name: str) -> None:
         state = self.nodes[name]
@@ -232,7 +276,8 @@ class Kubelet:
         if pod.get("status", {}).get("phase") not in _TERMINAL:
             task = asyncio.ensure_future(self._run_pod(pod))
             key = (meta.get("namespace", ""), meta.get("name", ""))
-            self._runs[uid] = PodRun(key, task, ready=podstatus.behaviour(pod).ready)
+            node = pod["spec"]["nodeName"]
+            self._runs[uid] = PodRun(key, node, task, ready=podstatus.behaviour(pod).ready)
 
     def crash(self, namespace: str, name: str) -> bool:
         for run in self._runs.values():

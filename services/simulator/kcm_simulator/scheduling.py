@@ -2,7 +2,8 @@
 
 `filter_node` says why a pod cannot go to a node (upstream's filter plugins: NodeName,
 NodeUnschedulable, NodeAffinity, TaintToleration, NodeResourcesFit), `pick_node` chooses the
-least-loaded feasible node, and `unschedulable_message` words the failure like upstream's
+least-loaded feasible node (the node-affinity and taint predicates are kcm_shared.nodeaffinity,
+which the DaemonSet controller shares), and `unschedulable_message` words the failure like upstream's
 "0/3 nodes are available: ...". Called by `scheduler.py`; no I/O.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from kcm_shared import quantity
+from kcm_shared import nodeaffinity, quantity
 
 Obj = dict[str, Any]
 
@@ -21,84 +22,26 @@ AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NODE_NAME_MISMATCH = "node(s) didn't match the requested node name"
 UNSCHEDULABLE = "node(s) were unschedulable"
 TOO_MANY_PODS = "Too many pods"
-_SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 _MIN_NODES_TO_FIND = 100
-
-
-def _label_values(node: Obj) -> Mapping[str, str]:
-    labels: Mapping[str, str] = node.get("metadata", {}).get("labels") or {}
-    return labels
-
-
-def _requirement_matches(req: Obj, values: Mapping[str, str]) -> bool:
-    key, op, wanted = req.get("key", ""), req.get("operator", ""), req.get("values") or []
-    present = key in values
-    if op == "In":
-        return present and values[key] in wanted
-    if op == "NotIn":
-        return not present or values[key] not in wanted
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt") and present and len(wanted) == 1:
-        try:
-            have, bound = int(values[key]), int(wanted[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def _term_matches(term: Obj, node: Obj) -> bool:
-    expressions = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    # An empty term selects nothing, as upstream's NodeSelectorTerm.
-    if not expressions and not fields:
-        return False
-    labels = _label_values(node)
-    field_values = {"metadata.name": node.get("metadata", {}).get("name", "")}
-    return all(_requirement_matches(r, labels) for r in expressions) and all(
-        _requirement_matches(r, field_values) for r in fields
-    )
 
 
 def matches_node_selector(pod: Obj, node: Obj) -> bool:
     """spec.nodeSelector and required node affinity (terms ORed, requirements ANDed)."""
-    spec = pod.get("spec", {})
-    labels = _label_values(node)
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms")
-    if terms is None:
-        return True
-    return any(_term_matches(term, node) for term in terms)
+    return nodeaffinity.matches_node(pod.get("spec", {}), node)
 
 
 def tolerates(toleration: Obj, taint: Obj) -> bool:
-    effect = toleration.get("effect", "")
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key", "")
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return not key or key == taint.get("key")
-    return bool(key == taint.get("key") and toleration.get("value", "") == taint.get("value", ""))
+    return nodeaffinity.tolerates(toleration, taint)
 
 
 def untolerated_taint(pod: Obj, node: Obj) -> Obj | None:
     """The first NoSchedule/NoExecute taint none of the pod's tolerations accepts, if any."""
-    tolerations = pod.get("spec", {}).get("tolerations") or []
-    for taint in node.get("spec", {}).get("taints") or []:
-        if taint.get("effect") not in _SCHEDULING_EFFECTS:
-            continue
-        if not any(tolerates(t, taint) for t in tolerations):
-            return dict(taint)
-    return None
+    taint = nodeaffinity.find_untolerated_taint(
+        node.get("spec", {}).get("taints") or [],
+        pod.get("spec", {}).get("tolerations") or [],
+        nodeaffinity.schedule_blocking,
+    )
+    return None if taint is None else dict(taint)
 
 
 def _container_requests(container: Obj) -> dict[str, Fraction]:

@@ -1,14 +1,13 @@
 """A PodDisruptionBudget's cached view and the pure parts of its sync (upstream disruption.go).
 
-`scaled_value` is intstr.GetScaledValueFromIntOrPercent rounding up; `expected_and_desired`
-is getExpectedPodCount over a caller-given scale lookup; `build_disrupted_pods` and
-`count_healthy` are buildDisruptedPodMap and countHealthyPods with upstream's
-DeletionTimeout; `new_status` and `status_unchanged` are updatePdbStatus's arithmetic and early
-return, with the DisruptionAllowed condition set as component-helpers'
-UpdateDisruptionAllowedCondition / ConditionsAreUpToDate and apimachinery's
-SetStatusCondition; `fail_safe_status` is failSafe's; `stale_disruption_wait` is
-nonTerminatingPodHasStaleDisruptionCondition. No I/O: `disruption.py` calls these and the
-unit tests drive them with upstream's cases.
+`expected_and_desired` is getExpectedPodCount over a caller-given scale lookup (percentages
+through kcm_shared.intstr, rounded up); `build_disrupted_pods` and `count_healthy` are
+buildDisruptedPodMap and countHealthyPods with upstream's DeletionTimeout; `new_status` and
+`status_unchanged` are updatePdbStatus's arithmetic and early return, with the
+DisruptionAllowed condition set as component-helpers' UpdateDisruptionAllowedCondition /
+ConditionsAreUpToDate and apimachinery's SetStatusCondition; `fail_safe_status` is
+failSafe's; `stale_disruption_wait` is nonTerminatingPodHasStaleDisruptionCondition. No I/O:
+`disruption.py` calls these and the unit tests drive them with upstream's cases.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from kcm_shared import codec
+from kcm_shared import codec, intstr
 
 DELETION_TIMEOUT = dt.timedelta(minutes=2)  # upstream DeletionTimeout
 STALE_POD_DISRUPTION_TIMEOUT = 120.0  # upstream stalePodDisruptionTimeout, seconds
@@ -97,25 +96,6 @@ def parse_time(text: str) -> dt.datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
-def scaled_value(value: int | str | None, total: int) -> int:
-    """An int as is, `N%` of `total` rounded up; ValueError with upstream's wording."""
-    if value is None:
-        raise ValueError("nil value for IntOrString")
-    if isinstance(value, int):
-        return value
-    if not value.endswith("%"):
-        raise ValueError("invalid value for IntOrString: invalid type: string is not a percentage")
-    digits = value[:-1]
-    try:
-        percent = int(digits, 10)
-    except ValueError:
-        raise ValueError(
-            f'invalid value for IntOrString: invalid value "{value}": strconv.Atoi: parsing '
-            f'"{digits}": invalid syntax'
-        ) from None
-    return -(-percent * total // 100)
-
-
 # The scale of every controller of `pods` summed, and the pods without one
 # (getExpectedScale); raises ValueError when a pod's controller cannot be found.
 ScaleLookup = Callable[[], tuple[int, list[str]]]
@@ -132,13 +112,13 @@ def expected_and_desired(
     """(expectedPods, desiredHealthy, unmanaged pod names), as getExpectedPodCount."""
     if spec.max_unavailable is not None:
         expected, unmanaged = expected_scale()
-        desired = max(expected - scaled_value(spec.max_unavailable, expected), 0)
+        desired = max(expected - intstr.scaled_value(spec.max_unavailable, expected, round_up=True), 0)
         return expected, desired, unmanaged
     if isinstance(spec.min_available, int):
         return pod_count, spec.min_available, []
     if isinstance(spec.min_available, str):
         expected, unmanaged = expected_scale()
-        return expected, scaled_value(spec.min_available, expected), unmanaged
+        return expected, intstr.scaled_value(spec.min_available, expected, round_up=True), unmanaged
     return 0, 0, []
 
 

@@ -1,0 +1,1 @@
+"""The DaemonSet controller (upstream pkg/controller/daemon)."""
