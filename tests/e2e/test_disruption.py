@@ -4,14 +4,14 @@ Each test works in its own namespace on one shared stack: budgets made with `kub
 pdb` get upstream's status (ALLOWED DISRUPTIONS in `kubectl get pdb`), evictions through the
 official client are allowed and then refused (429) by the same write, a budget over a pod whose
 controller cannot be found fails safe with upstream's condition and Events, unmanaged pods
-get their Event, and a stale DisruptionTarget condition is set back to False (test-only
-timeout of 2 s instead of upstream's 2 minutes).
+get their Event, a stale DisruptionTarget condition is set back to False (test-only
+timeout of 2 s instead of upstream's 2 minutes) while an evicted pod keeps the one the
+eviction gave it for as long as it terminates.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +19,8 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, workloads
+from tests.e2e.workloads import get
 
 stack = devstack.stack_fixture(
     "--controllers", "disruption,replicaset,deployment", "--disruption-test-stale-timeout=2s"
@@ -35,24 +36,8 @@ def ns(stack: devstack.DevStack) -> Iterator[str]:
 
 
 def deployment(stack: devstack.DevStack, ns: str, name: str, replicas: int) -> None:
-    stack.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=textwrap.dedent(f"""\
-            apiVersion: apps/v1
-            kind: Deployment
-            metadata: {{name: {name}, namespace: {ns}}}
-            spec:
-              replicas: {replicas}
-              selector: {{matchLabels: {{app: {name}}}}}
-              template:
-                metadata:
-                  labels: {{app: {name}}}
-                  annotations: {{sim.kcm.dev/terminate-seconds: "0", sim.kcm.dev/ready: "true"}}
-                spec:
-                  containers: [{{name: c, image: nginx}}]
-            """),
+    workloads.apply_deployment(
+        stack, ns, name, replicas, {"sim.kcm.dev/terminate-seconds": "0", "sim.kcm.dev/ready": "true"}
     )
 
 
@@ -69,10 +54,6 @@ def pod(
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }
     stack.kubectl("create", "-f", "-", input=json.dumps(body))
-
-
-def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
-    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
 
 
 def wait_pdb(stack: devstack.DevStack, ns: str, name: str, **want: Any) -> dict[str, Any]:
@@ -244,3 +225,33 @@ def test_stale_disruption_target_is_reset(stack: devstack.DevStack, ns: str) -> 
         return next((c["status"] for c in conds if c["type"] == "DisruptionTarget"), "")
 
     wait_for(lambda: target_status() == "False", 30, interval=0.2, what="DisruptionTarget reset to False")
+
+
+def test_evicted_pod_is_marked_disruption_target_while_it_terminates(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    # No terminate-seconds: the simulated kubelet keeps each pod terminating for its whole
+    # grace period, longer than the module's 2 s stale-condition timeout.
+    workloads.apply_deployment(stack, ns, "slow", 2, {"sim.kcm.dev/ready": "true"}, grace_seconds=4)
+    stack.kubectl("create", "pdb", "slow", "-n", ns, "--selector=app=slow", "--max-unavailable=1")
+    wait_pdb(stack, ns, "slow", currentHealthy=2, disruptionsAllowed=1, observedGeneration=1)
+    victim = ready_pods(stack, ns, "slow")[0]
+    assert evict(stack, ns, victim) == 201
+
+    seen: list[dict[str, Any]] = []
+
+    def gone() -> bool:
+        res = stack.kubectl("get", "pod", victim, "-n", ns, "-o", "json", check=False)
+        if res.returncode != 0:
+            return "NotFound" in res.stderr
+        pod = json.loads(res.stdout)
+        seen.append(next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"))
+        return False
+
+    wait_for(gone, 30, interval=0.2, what=f"evicted pod {victim} gone")
+    assert seen, "the pod was never seen terminating"
+    # The same condition all along: the disruption controller's stale-condition reset leaves a
+    # terminating pod alone, and the kubelet's terminal status keeps it.
+    assert {(c["status"], c["reason"], c["message"]) for c in seen} == {
+        ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
+    }
