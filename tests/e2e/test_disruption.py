@@ -6,12 +6,15 @@ official client are allowed and then refused (429) by the same write, a budget o
 controller cannot be found fails safe with upstream's condition and Events, unmanaged pods
 get their Event, a stale DisruptionTarget condition is set back to False (test-only
 timeout of 2 s instead of upstream's 2 minutes) while an evicted pod keeps the one the
-eviction gave it for as long as it terminates.
+eviction gave it for as long as it terminates, and the controller (a process of its own)
+killed -9 while recomputing a budget converges after its restart.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,8 +25,13 @@ from tests.conftest import wait_for
 from tests.e2e import devstack, workloads
 from tests.e2e.workloads import get
 
+# The disruption controller in a process of its own, so that it can be killed alone.
 stack = devstack.stack_fixture(
-    "--controllers", "disruption,replicaset,deployment", "--disruption-test-stale-timeout=2s"
+    "--controllers",
+    "disruption,replicaset,deployment",
+    "--replicas",
+    "disruption=1",
+    "--disruption-test-stale-timeout=2s",
 )
 _counter = iter(range(1000))
 
@@ -82,6 +90,10 @@ def evict(stack: devstack.DevStack, ns: str, name: str) -> int:
     except kubernetes.client.ApiException as exc:
         return int(exc.status)
     return 201
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
 
 def ready_pods(stack: devstack.DevStack, ns: str, app: str) -> list[str]:
@@ -255,3 +267,34 @@ def test_evicted_pod_is_marked_disruption_target_while_it_terminates(
     assert {(c["status"], c["reason"], c["message"]) for c in seen} == {
         ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
     }
+
+
+def test_killed_while_recomputing_converges_after_restart(stack: devstack.DevStack, ns: str) -> None:
+    deployment(stack, ns, "grow", 2)
+    stack.kubectl("create", "pdb", "grow", "-n", ns, "--selector=app=grow", "--max-unavailable=1")
+    wait_pdb(stack, ns, "grow", currentHealthy=2, expectedPods=2, disruptionsAllowed=1)
+    stack.kubectl("scale", "deployment", "grow", "-n", ns, "--replicas=6")
+
+    def recomputing() -> dict[str, Any] | None:
+        status: dict[str, Any] = get(stack, ns, "pdb", "grow").get("status", {})
+        return status if status.get("expectedPods") == 6 else None
+
+    # Frozen once it has taken in the new scale, killed after every new pod became ready: the
+    # pod events it missed come only from the restarted process listing its caches again.
+    at_stop = wait_for(recomputing, 30, interval=0.05, what="the PDB recomputed for the new scale")
+    victims = stack.controller_pids("disruption")
+    assert len(victims) == 1
+    os.kill(victims[0], signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: len([p for p in get(stack, ns, "pods", "-l", "app=grow")["items"] if is_ready(p)]) == 6,
+            60,
+            interval=0.2,
+            what="6 ready pods",
+        )
+    finally:
+        os.kill(victims[0], signal.SIGKILL)
+    assert at_stop["currentHealthy"] < 6, "every pod was counted before the kill: nothing was tested"
+    wait_pdb(stack, ns, "grow", currentHealthy=6, desiredHealthy=5, expectedPods=6, disruptionsAllowed=1)
+    assert victims[0] not in stack.controller_pids("disruption")
+    stack.wait_healthy(60)

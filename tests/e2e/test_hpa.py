@@ -7,11 +7,15 @@ usage their `sim.kcm.dev/cpu-usage` annotation says (metrics.k8s.io, docs/simula
 SuccessfulRescale Event, TARGETS column), an idle one down to its min, and an HPA whose
 target does not exist reports FailedGetScale, a Pods metric (no custom metrics API is
 served) reports FailedGetPodsMetric, two HPAs over the same pods both report
-AmbiguousSelector, and upstream's horizontal_pod_autoscaler_controller_* metrics count.
+AmbiguousSelector, upstream's horizontal_pod_autoscaler_controller_* metrics count, and the
+controller (a process of its own) killed -9 between a usage change and its scale write
+scales once after its restart.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import textwrap
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +29,9 @@ from tests.e2e.workloads import get
 stack = devstack.stack_fixture(
     "--controllers",
     "horizontal-pod-autoscaler-controller,deployment,replicaset",
+    # The HPA controller in a process of its own, so that it can be stopped and killed alone.
+    "--replicas",
+    "horizontal-pod-autoscaler-controller=1",
     "--horizontal-pod-autoscaler-sync-period=1s",
     "--horizontal-pod-autoscaler-downscale-stabilization=2s",
 )
@@ -206,3 +213,39 @@ def test_two_hpas_selecting_the_same_pods_report_ambiguous_selector(
     # Once the other one is gone, the pods are this one's alone again.
     stack.kubectl("-n", ns, "delete", "hpa", "second")
     assert wait_condition(stack, ns, "first", "ScalingActive", "ValidMetricFound")["status"] == "True"
+
+
+def test_killed_between_a_metric_change_and_its_scale_writes_it_once(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    create_deployment(stack, ns, "burst", 2, "10m")
+    stack.kubectl("-n", ns, "autoscale", "deployment", "burst", "--cpu-percent=50", "--min=2", "--max=4")
+    wait_condition(stack, ns, "burst", "ScalingActive", "ValidMetricFound")  # 10%: stays at 2
+    # Frozen before the usage rises, so the kill lands between the change and any scale write.
+    [victim] = stack.controller_pids(CONTROLLER)
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        stack.kubectl(
+            "-n", ns, "annotate", "pods", "-l", "app=burst", "sim.kcm.dev/cpu-usage=90m", "--overwrite"
+        )
+    finally:
+        os.kill(victim, signal.SIGKILL)
+    assert replicas(stack, ns, "burst") == 2
+    # 90% against 50% on 2 pods wants 4; the restarted controller writes that once.
+    wait_for(lambda: replicas(stack, ns, "burst") == 4, 60, interval=0.3, what="scaled up after the restart")
+
+    def settled() -> dict[str, Any] | None:
+        status: dict[str, Any] = get(stack, ns, "hpa", "burst").get("status", {})
+        return status if (status.get("currentReplicas"), status.get("desiredReplicas")) == (4, 4) else None
+
+    wait_for(settled, 60, interval=0.3, what="the HPA status at 4 replicas")
+    rescales = [
+        (e["message"], e.get("count", 1))
+        for e in get(stack, ns, "events")["items"]
+        if e["reason"] == "SuccessfulRescale" and e["involvedObject"]["name"] == "burst"
+    ]
+    assert rescales == [
+        ("New size: 4; reason: cpu resource utilization (percentage of request) above target", 1)
+    ]
+    assert victim not in stack.controller_pids(CONTROLLER)
+    stack.wait_healthy(60)
