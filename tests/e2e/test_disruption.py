@@ -15,11 +15,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
-import pytest
 
 from tests.conftest import wait_for
 from tests.e2e import devstack, workloads
@@ -33,14 +31,7 @@ stack = devstack.stack_fixture(
     "disruption=1",
     "--disruption-test-stale-timeout=2s",
 )
-_counter = iter(range(1000))
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"pdb-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
+ns = workloads.namespace_fixture("pdb")
 
 
 def deployment(stack: devstack.DevStack, ns: str, name: str, replicas: int) -> None:

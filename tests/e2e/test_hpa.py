@@ -14,13 +14,10 @@ scales once after its restart.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
-import textwrap
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.conftest import wait_for
 from tests.e2e import devstack, workloads
@@ -35,15 +32,8 @@ stack = devstack.stack_fixture(
     "--horizontal-pod-autoscaler-sync-period=1s",
     "--horizontal-pod-autoscaler-downscale-stabilization=2s",
 )
-_counter = iter(range(1000))
+ns = workloads.namespace_fixture("hpa")
 CONTROLLER = "horizontal-pod-autoscaler-controller"
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"hpa-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
 
 
 def create_deployment(stack: devstack.DevStack, ns: str, name: str, replicas: int, cpu: str) -> None:
@@ -60,6 +50,26 @@ def condition(hpa: dict[str, Any], type_: str) -> dict[str, Any]:
 
 def replicas(stack: devstack.DevStack, ns: str, name: str) -> int:
     return int(get(stack, ns, "deployment", name)["spec"].get("replicas", 0))
+
+
+def apply_hpa(
+    stack: devstack.DevStack, ns: str, name: str, target: str, metrics: list[dict[str, Any]]
+) -> None:
+    """An autoscaling/v2 HPA of the Deployment `target`, up to 3 replicas, with these metrics
+    (none: the API server defaults 80% cpu utilization)."""
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "maxReplicas": 3,
+    }
+    if metrics:
+        spec["metrics"] = metrics
+    body = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+    stack.kubectl("apply", "-f", "-", input=json.dumps(body))
 
 
 def wait_condition(stack: devstack.DevStack, ns: str, name: str, type_: str, reason: str) -> dict[str, Any]:
@@ -144,21 +154,7 @@ def test_idle_deployment_scales_down_to_min(stack: devstack.DevStack, ns: str) -
 
 
 def test_missing_target_reports_failed_get_scale(stack: devstack.DevStack, ns: str) -> None:
-    stack.kubectl(
-        "-n",
-        ns,
-        "apply",
-        "-f",
-        "-",
-        input=textwrap.dedent(f"""\
-        apiVersion: autoscaling/v2
-        kind: HorizontalPodAutoscaler
-        metadata: {{name: ghost, namespace: {ns}}}
-        spec:
-          scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: nowhere}}
-          maxReplicas: 3
-        """),
-    )
+    apply_hpa(stack, ns, "ghost", "nowhere", [])
     c = wait_condition(stack, ns, "ghost", "AbleToScale", "FailedGetScale")
     assert c["status"] == "False"
     assert c["message"].startswith("the HPA controller was unable to get the target's current scale: ")
@@ -168,26 +164,14 @@ def test_missing_target_reports_failed_get_scale(stack: devstack.DevStack, ns: s
 def test_pods_metric_reports_failed_get_pods_metric(stack: devstack.DevStack, ns: str) -> None:
     # No custom metrics API is served: the metric fails as upstream's does without an adapter.
     create_deployment(stack, ns, "qps", 1, "10m")
-    stack.kubectl(
-        "-n",
-        ns,
-        "apply",
-        "-f",
-        "-",
-        input=textwrap.dedent(f"""\
-            apiVersion: autoscaling/v2
-            kind: HorizontalPodAutoscaler
-            metadata: {{name: qps, namespace: {ns}}}
-            spec:
-              scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: qps}}
-              maxReplicas: 3
-              metrics:
-              - type: Pods
-                pods:
-                  metric: {{name: requests_per_second}}
-                  target: {{type: AverageValue, averageValue: "10"}}
-            """),
-    )
+    pods_metric = {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": "requests_per_second"},
+            "target": {"type": "AverageValue", "averageValue": "10"},
+        },
+    }
+    apply_hpa(stack, ns, "qps", "qps", [pods_metric])
     c = wait_condition(stack, ns, "qps", "ScalingActive", "FailedGetPodsMetric")
     assert c["status"] == "False"
     assert c["message"].startswith(

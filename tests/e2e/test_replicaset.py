@@ -9,25 +9,15 @@ are replaced, and the Events show in `kubectl describe`.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, workloads
 from tests.e2e.workloads import get, owned_pods, wait_owned, wait_status
 
 # resourcequota: a quota limits nothing until its controller has written status.hard (upstream).
 stack = devstack.stack_fixture("--controllers", "replicaset,resourcequota")
-_counter = iter(range(1000))
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"rs-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
+ns = workloads.namespace_fixture("rs")
 
 
 def replicaset_yaml(ns: str, name: str, replicas: int, min_ready: int = 0, ready: str = "true") -> str:

@@ -19,19 +19,12 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, workloads
 from tests.e2e.workloads import get, wait_owned, wait_status
 
 # resourcequota: a quota limits nothing until its controller has written status.hard (upstream).
 stack = devstack.stack_fixture("--controllers", "replicationcontroller,garbagecollector,resourcequota")
-_counter = iter(range(1000))
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"rc-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
+ns = workloads.namespace_fixture("rc")
 
 
 @pytest.fixture(scope="module")

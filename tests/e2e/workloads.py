@@ -8,11 +8,28 @@ test_hpa.py; each keeps its own stack.
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
+
+
+def namespace_fixture(prefix: str) -> Callable[..., Iterator[str]]:
+    """A fixture giving each test a namespace of its own, `<prefix>-<n>`, on the module's stack."""
+    counter = itertools.count()
+
+    @pytest.fixture
+    def fixture(stack: devstack.DevStack) -> Iterator[str]:
+        name = f"{prefix}-{next(counter)}"
+        stack.kubectl("create", "namespace", name)
+        yield name
+
+    return fixture
 
 
 def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
