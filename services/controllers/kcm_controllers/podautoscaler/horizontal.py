@@ -27,6 +27,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -155,6 +156,14 @@ METRIC_COMPUTATION_DURATION = prometheus_client.Histogram(
     ["action", "error", "metric_type"],
     buckets=_BUCKETS,
 )
+
+
+@dataclass
+class Outcome:
+    """The labels of one reconciliation: the scale it wrote, and whether anything failed."""
+
+    action: str = "none"
+    error: str = "none"
 
 
 def _action(proposal: int, current: int) -> str:
@@ -567,17 +576,19 @@ class HorizontalController:
                 return None
             raise
         started = time.monotonic()
-        action, error = "none", "internal"  # what a raising reconcile (a status write) reports
+        outcome = Outcome()
         try:
-            action, error = await self.reconcile(key, hpa)
+            await self.reconcile(key, hpa, outcome)
+        except BaseException:
+            outcome.error = "internal"  # e.g. the status write failed, maybe after a rescale
+            raise
         finally:
-            RECONCILIATIONS.labels(action, error).inc()
-            RECONCILIATION_DURATION.labels(action, error).observe(time.monotonic() - started)
+            RECONCILIATIONS.labels(outcome.action, outcome.error).inc()
+            RECONCILIATION_DURATION.labels(outcome.action, outcome.error).observe(time.monotonic() - started)
         return durable.Result(requeue_after=self.sync_period)
 
-    async def reconcile(self, key: str, hpa: Obj) -> tuple[str, str]:
-        """One reconcileAutoscaler; returns its reconciliations_total labels (action, error):
-        the scale written and whether anything failed on the way."""
+    async def reconcile(self, key: str, hpa: Obj, outcome: Outcome) -> None:
+        """One reconcileAutoscaler; `outcome` gets its reconciliations_total labels."""
         now = self.now()
         spec = hpa.get("spec") or {}
         old_status = copy.deepcopy(hpa.get("status") or {})
@@ -599,7 +610,8 @@ class HorizontalController:
                 now,
             )
             await self.write_status(hpa, old_status, status)
-            return "none", "internal"
+            outcome.error = "internal"
+            return
         set_condition(
             status,
             "AbleToScale",
@@ -616,7 +628,6 @@ class HorizontalController:
             rate.rules_of(spec["behavior"], self.downscale_stabilization) if spec.get("behavior") else None
         )
         metric_statuses: list[Obj] = list(status.get("currentMetrics") or [])
-        failed = "none"
         reason = ""
         desired = 0
         if current == 0 and min_replicas != 0:
@@ -647,11 +658,12 @@ class HorizontalController:
                     status, hpa, current, int(status.get("desiredReplicas") or 0), metric_statuses, False, now
                 )
                 await self.write_status(hpa, old_status, status)
-                return "none", "internal"
+                outcome.error = "internal"
+                return
             if error is not None:
                 # Scaled on the metrics that worked; still an error of this reconciliation.
                 log.info("some metrics failed", extra={"hpa": key, "error": str(error)})
-                failed = "internal"
+                outcome.error = "internal"
             desired = proposal
             if desired > current:
                 reason = f"{metric} above target"
@@ -685,7 +697,8 @@ class HorizontalController:
                     status, hpa, current, int(status.get("desiredReplicas") or 0), metric_statuses, False, now
                 )
                 await self.write_status(hpa, old_status, status)
-                return "none", "internal"
+                outcome.error = "internal"
+                return
             set_condition(
                 status,
                 "AbleToScale",
@@ -697,6 +710,7 @@ class HorizontalController:
             self.recorder.event(
                 hpa, events.NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}"
             )
+            outcome.action = _action(desired, current)
             if rules is not None:
                 rate.store_scale_event(history, *rules, current, desired, now)
             log.info(
@@ -706,7 +720,6 @@ class HorizontalController:
             desired = current
         self.set_status(status, hpa, current, desired, metric_statuses, rescale, now)
         await self.write_status(hpa, old_status, status)
-        return _action(desired, current), failed
 
     def normalize(
         self,
