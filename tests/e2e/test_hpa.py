@@ -159,6 +159,10 @@ def test_missing_target_reports_failed_get_scale(stack: devstack.DevStack, ns: s
     assert c["status"] == "False"
     assert c["message"].startswith("the HPA controller was unable to get the target's current scale: ")
     wait_events(stack, ns, "FailedGetScale")
+    failed = {"action": "none", "error": "internal"}
+    assert (
+        stack.metric(CONTROLLER, "horizontal_pod_autoscaler_controller_reconciliations_total", **failed) >= 1
+    )
 
 
 def test_pods_metric_reports_failed_get_pods_metric(stack: devstack.DevStack, ns: str) -> None:
@@ -179,6 +183,11 @@ def test_pods_metric_reports_failed_get_pods_metric(stack: devstack.DevStack, ns
         "unable to get metric requests_per_second: unable to fetch metrics from custom metrics API: "
     ), c["message"]
     wait_events(stack, ns, "FailedGetPodsMetric", "FailedComputeMetricsReplicas")
+    failed = {"action": "none", "error": "internal", "metric_type": "Pods"}
+    assert (
+        stack.metric(CONTROLLER, "horizontal_pod_autoscaler_controller_metric_computation_total", **failed)
+        >= 1
+    )
 
 
 def test_two_hpas_selecting_the_same_pods_report_ambiguous_selector(
