@@ -462,6 +462,38 @@ class TestSubresources:
         cond = budget.status.conditions[0]
         assert (cond.type, cond.status, cond.reason) == ("DisruptionAllowed", "False", "InsufficientPods")
 
+    def test_evicted_pod_gets_disruption_target_before_its_deletion(self, core: k8s.CoreV1Api) -> None:
+        core.create_namespace({"metadata": {"name": "evict-cond"}})
+        running = pod("leaving")
+        running["spec"]["nodeName"] = "node-1"  # a pod on a node terminates gracefully
+        made = core.create_namespaced_pod("evict-cond", running)
+        # A resourceVersion precondition holds the pod as the client read it; upstream moves it
+        # past the condition's own write, so the delete still lands.
+        options = {"preconditions": {"resourceVersion": made.metadata.resource_version}}
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "leaving"},
+            "deleteOptions": options,
+        }
+        core.create_namespaced_pod_eviction("leaving", "evict-cond", eviction)
+        left = core.read_namespaced_pod("leaving", "evict-cond")
+        assert left.metadata.deletion_timestamp is not None
+        target = next(c for c in left.status.conditions if c.type == "DisruptionTarget")
+        assert (target.status, target.reason, target.message) == (
+            "True",
+            "EvictionByEvictionAPI",
+            "Eviction API: evicting",
+        )
+        # A stale precondition is refused before anything is written.
+        core.create_namespaced_pod("evict-cond", pod("stays"))
+        stale = {**eviction, "metadata": {"name": "stays"}}
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod_eviction("stays", "evict-cond", stale)
+        assert err.value.status == 409
+        assert "does not match the ResourceVersion in record" in json.loads(err.value.body)["message"]
+        assert core.read_namespaced_pod("stays", "evict-cond").status.conditions is None
+
 
 class TestDeletion:
     def test_finalizers_hold_the_object_until_removed(self, core: k8s.CoreV1Api) -> None:

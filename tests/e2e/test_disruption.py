@@ -4,55 +4,39 @@ Each test works in its own namespace on one shared stack: budgets made with `kub
 pdb` get upstream's status (ALLOWED DISRUPTIONS in `kubectl get pdb`), evictions through the
 official client are allowed and then refused (429) by the same write, a budget over a pod whose
 controller cannot be found fails safe with upstream's condition and Events, unmanaged pods
-get their Event, and a stale DisruptionTarget condition is set back to False (test-only
-timeout of 2 s instead of upstream's 2 minutes).
+get their Event, a stale DisruptionTarget condition is set back to False (test-only
+timeout of 2 s instead of upstream's 2 minutes) while an evicted pod keeps the one the
+eviction gave it for as long as it terminates, and the controller (a process of its own)
+killed -9 while recomputing a budget converges after its restart.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
-from collections.abc import Iterator
+import os
+import signal
 from typing import Any
 
 import kubernetes
-import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, workloads
+from tests.e2e.workloads import get
 
+# The disruption controller in a process of its own, so that it can be killed alone.
 stack = devstack.stack_fixture(
-    "--controllers", "disruption,replicaset,deployment", "--disruption-test-stale-timeout=2s"
+    "--controllers",
+    "disruption,replicaset,deployment",
+    "--replicas",
+    "disruption=1",
+    "--disruption-test-stale-timeout=2s",
 )
-_counter = iter(range(1000))
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"pdb-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
+ns = workloads.namespace_fixture("pdb")
 
 
 def deployment(stack: devstack.DevStack, ns: str, name: str, replicas: int) -> None:
-    stack.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=textwrap.dedent(f"""\
-            apiVersion: apps/v1
-            kind: Deployment
-            metadata: {{name: {name}, namespace: {ns}}}
-            spec:
-              replicas: {replicas}
-              selector: {{matchLabels: {{app: {name}}}}}
-              template:
-                metadata:
-                  labels: {{app: {name}}}
-                  annotations: {{sim.kcm.dev/terminate-seconds: "0", sim.kcm.dev/ready: "true"}}
-                spec:
-                  containers: [{{name: c, image: nginx}}]
-            """),
+    workloads.apply_deployment(
+        stack, ns, name, replicas, {"sim.kcm.dev/terminate-seconds": "0", "sim.kcm.dev/ready": "true"}
     )
 
 
@@ -69,10 +53,6 @@ def pod(
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }
     stack.kubectl("create", "-f", "-", input=json.dumps(body))
-
-
-def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
-    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
 
 
 def wait_pdb(stack: devstack.DevStack, ns: str, name: str, **want: Any) -> dict[str, Any]:
@@ -101,6 +81,10 @@ def evict(stack: devstack.DevStack, ns: str, name: str) -> int:
     except kubernetes.client.ApiException as exc:
         return int(exc.status)
     return 201
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
 
 def ready_pods(stack: devstack.DevStack, ns: str, app: str) -> list[str]:
@@ -244,3 +228,64 @@ def test_stale_disruption_target_is_reset(stack: devstack.DevStack, ns: str) -> 
         return next((c["status"] for c in conds if c["type"] == "DisruptionTarget"), "")
 
     wait_for(lambda: target_status() == "False", 30, interval=0.2, what="DisruptionTarget reset to False")
+
+
+def test_evicted_pod_is_marked_disruption_target_while_it_terminates(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    # No terminate-seconds: the simulated kubelet keeps each pod terminating for its whole
+    # grace period, longer than the module's 2 s stale-condition timeout.
+    workloads.apply_deployment(stack, ns, "slow", 2, {"sim.kcm.dev/ready": "true"}, grace_seconds=4)
+    stack.kubectl("create", "pdb", "slow", "-n", ns, "--selector=app=slow", "--max-unavailable=1")
+    wait_pdb(stack, ns, "slow", currentHealthy=2, disruptionsAllowed=1, observedGeneration=1)
+    victim = ready_pods(stack, ns, "slow")[0]
+    assert evict(stack, ns, victim) == 201
+
+    seen: list[dict[str, Any]] = []
+
+    def gone() -> bool:
+        res = stack.kubectl("get", "pod", victim, "-n", ns, "-o", "json", check=False)
+        if res.returncode != 0:
+            return "NotFound" in res.stderr
+        pod = json.loads(res.stdout)
+        seen.append(next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"))
+        return False
+
+    wait_for(gone, 30, interval=0.2, what=f"evicted pod {victim} gone")
+    assert seen, "the pod was never seen terminating"
+    # The same condition all along: the disruption controller's stale-condition reset leaves a
+    # terminating pod alone, and the kubelet's terminal status keeps it.
+    assert {(c["status"], c["reason"], c["message"]) for c in seen} == {
+        ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
+    }
+
+
+def test_killed_while_recomputing_converges_after_restart(stack: devstack.DevStack, ns: str) -> None:
+    deployment(stack, ns, "grow", 2)
+    stack.kubectl("create", "pdb", "grow", "-n", ns, "--selector=app=grow", "--max-unavailable=1")
+    wait_pdb(stack, ns, "grow", currentHealthy=2, expectedPods=2, disruptionsAllowed=1)
+    stack.kubectl("scale", "deployment", "grow", "-n", ns, "--replicas=6")
+
+    def recomputing() -> dict[str, Any] | None:
+        status: dict[str, Any] = get(stack, ns, "pdb", "grow").get("status", {})
+        return status if status.get("expectedPods") == 6 else None
+
+    # Frozen once it has taken in the new scale, killed after every new pod became ready: the
+    # pod events it missed come only from the restarted process listing its caches again.
+    at_stop = wait_for(recomputing, 30, interval=0.05, what="the PDB recomputed for the new scale")
+    victims = stack.controller_pids("disruption")
+    assert len(victims) == 1
+    os.kill(victims[0], signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: len([p for p in get(stack, ns, "pods", "-l", "app=grow")["items"] if is_ready(p)]) == 6,
+            60,
+            interval=0.2,
+            what="6 ready pods",
+        )
+    finally:
+        os.kill(victims[0], signal.SIGKILL)
+    assert at_stop["currentHealthy"] < 6, "every pod was counted before the kill: nothing was tested"
+    wait_pdb(stack, ns, "grow", currentHealthy=6, desiredHealthy=5, expectedPods=6, disruptionsAllowed=1)
+    assert victims[0] not in stack.controller_pids("disruption")
+    stack.wait_healthy(60)

@@ -8,26 +8,16 @@ are replaced, and the Events show in `kubectl describe`.
 
 from __future__ import annotations
 
-import json
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, workloads
+from tests.e2e.workloads import get, owned_pods, wait_owned, wait_status
 
 # resourcequota: a quota limits nothing until its controller has written status.hard (upstream).
 stack = devstack.stack_fixture("--controllers", "replicaset,resourcequota")
-_counter = iter(range(1000))
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"rs-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
+ns = workloads.namespace_fixture("rs")
 
 
 def replicaset_yaml(ns: str, name: str, replicas: int, min_ready: int = 0, ready: str = "true") -> str:
@@ -48,23 +38,6 @@ def replicaset_yaml(ns: str, name: str, replicas: int, min_ready: int = 0, ready
         """)
 
 
-def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
-    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
-
-
-def owned_pods(stack: devstack.DevStack, ns: str, rs_uid: str) -> list[dict[str, Any]]:
-    """Active pods whose controllerRef is the ReplicaSet."""
-    return [
-        pod
-        for pod in get(stack, ns, "pods")["items"]
-        if not pod["metadata"].get("deletionTimestamp")
-        and any(
-            ref.get("controller") and ref["uid"] == rs_uid
-            for ref in pod["metadata"].get("ownerReferences", [])
-        )
-    ]
-
-
 def create_rs(
     stack: devstack.DevStack, ns: str, name: str, replicas: int, min_ready: int = 0, ready: str = "true"
 ) -> dict[str, Any]:
@@ -73,29 +46,11 @@ def create_rs(
     return rs
 
 
-def wait_status(stack: devstack.DevStack, ns: str, name: str, **want: int) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        rs = get(stack, ns, "rs", name)
-        status = rs.get("status", {})
-        ok = all(status.get(k, 0) == v for k, v in want.items())
-        return rs if ok and status.get("observedGeneration") == rs["metadata"]["generation"] else None
-
-    rs: dict[str, Any] = wait_for(check, 30, 0.2, f"status {want} of {ns}/{name}")
-    return rs
-
-
-def wait_owned(stack: devstack.DevStack, ns: str, uid: str, count: int) -> list[dict[str, Any]]:
-    pods: list[dict[str, Any]] = wait_for(
-        lambda: p if len(p := owned_pods(stack, ns, uid)) == count else None, 30, 0.2, f"{count} pods"
-    )
-    return pods
-
-
 def test_creates_pods_from_the_template_and_reports_status(stack: devstack.DevStack, ns: str) -> None:
     rs = create_rs(stack, ns, "web", 3)
     uid = rs["metadata"]["uid"]
     done = wait_status(
-        stack, ns, "web", replicas=3, fullyLabeledReplicas=3, readyReplicas=3, availableReplicas=3
+        stack, ns, "rs", "web", replicas=3, fullyLabeledReplicas=3, readyReplicas=3, availableReplicas=3
     )
     assert done["status"]["observedGeneration"] == done["metadata"]["generation"]
     assert "conditions" not in done["status"]
@@ -121,10 +76,10 @@ def test_creates_pods_from_the_template_and_reports_status(stack: devstack.DevSt
 
 def test_scaling_deletes_the_lowest_ranked_pods(stack: devstack.DevStack, ns: str) -> None:
     uid = create_rs(stack, ns, "scale", 2)["metadata"]["uid"]
-    wait_status(stack, ns, "scale", replicas=2, readyReplicas=2)
+    wait_status(stack, ns, "rs", "scale", replicas=2, readyReplicas=2)
     stack.kubectl("scale", "-n", ns, "rs/scale", "--replicas=4")
     pods = wait_owned(stack, ns, uid, 4)
-    wait_status(stack, ns, "scale", replicas=4, readyReplicas=4, availableReplicas=4)
+    wait_status(stack, ns, "rs", "scale", replicas=4, readyReplicas=4, availableReplicas=4)
     # Ready pods of equal standing: a lower pod-deletion-cost goes first.
     cheap = sorted(p["metadata"]["name"] for p in pods)[1:3]
     for name in cheap:
@@ -132,13 +87,13 @@ def test_scaling_deletes_the_lowest_ranked_pods(stack: devstack.DevStack, ns: st
     stack.kubectl("scale", "-n", ns, "rs/scale", "--replicas=2")
     remaining = wait_owned(stack, ns, uid, 2)
     assert not {p["metadata"]["name"] for p in remaining} & set(cheap)
-    wait_status(stack, ns, "scale", replicas=2, readyReplicas=2, availableReplicas=2)
+    wait_status(stack, ns, "rs", "scale", replicas=2, readyReplicas=2, availableReplicas=2)
 
 
 def test_adopts_a_matching_orphan_instead_of_creating(stack: devstack.DevStack, ns: str) -> None:
     stack.kubectl("run", "-n", ns, "orphan", "--image=nginx", "--labels=app=adopt")
     uid = create_rs(stack, ns, "adopt", 1)["metadata"]["uid"]
-    wait_status(stack, ns, "adopt", replicas=1, readyReplicas=1)
+    wait_status(stack, ns, "rs", "adopt", replicas=1, readyReplicas=1)
     [pod] = owned_pods(stack, ns, uid)
     assert pod["metadata"]["name"] == "orphan"
     assert len(get(stack, ns, "pods")["items"]) == 1
@@ -148,7 +103,7 @@ def test_adopts_a_matching_orphan_instead_of_creating(stack: devstack.DevStack, 
 
 def test_surplus_adopted_pod_that_is_not_ready_goes_first(stack: devstack.DevStack, ns: str) -> None:
     uid = create_rs(stack, ns, "extra", 2)["metadata"]["uid"]
-    wait_status(stack, ns, "extra", replicas=2, readyReplicas=2)
+    wait_status(stack, ns, "rs", "extra", replicas=2, readyReplicas=2)
     before = {p["metadata"]["name"] for p in owned_pods(stack, ns, uid)}
     stack.kubectl(
         "run",
@@ -175,7 +130,7 @@ def test_surplus_adopted_pod_that_is_not_ready_goes_first(stack: devstack.DevSta
 
 def test_releases_a_pod_whose_labels_change_and_replaces_it(stack: devstack.DevStack, ns: str) -> None:
     uid = create_rs(stack, ns, "rel", 2)["metadata"]["uid"]
-    wait_status(stack, ns, "rel", replicas=2, readyReplicas=2)
+    wait_status(stack, ns, "rs", "rel", replicas=2, readyReplicas=2)
     victim = owned_pods(stack, ns, uid)[0]["metadata"]["name"]
     stack.kubectl("label", "-n", ns, f"pod/{victim}", "app=elsewhere", "--overwrite")
     wait_for(
@@ -183,12 +138,12 @@ def test_releases_a_pod_whose_labels_change_and_replaces_it(stack: devstack.DevS
     )
     pods = wait_owned(stack, ns, uid, 2)
     assert victim not in {p["metadata"]["name"] for p in pods}
-    wait_status(stack, ns, "rel", replicas=2, readyReplicas=2)
+    wait_status(stack, ns, "rs", "rel", replicas=2, readyReplicas=2)
 
 
 def test_a_deleted_pod_is_replaced(stack: devstack.DevStack, ns: str) -> None:
     uid = create_rs(stack, ns, "heal", 2)["metadata"]["uid"]
-    wait_status(stack, ns, "heal", replicas=2, readyReplicas=2)
+    wait_status(stack, ns, "rs", "heal", replicas=2, readyReplicas=2)
     victim = owned_pods(stack, ns, uid)[0]["metadata"]["name"]
     stack.kubectl("delete", "-n", ns, "pod", victim, "--wait=false")
     wait_for(
@@ -199,25 +154,25 @@ def test_a_deleted_pod_is_replaced(stack: devstack.DevStack, ns: str) -> None:
         0.2,
         "a replacement pod",
     )
-    wait_status(stack, ns, "heal", replicas=2, readyReplicas=2, availableReplicas=2)
+    wait_status(stack, ns, "rs", "heal", replicas=2, readyReplicas=2, availableReplicas=2)
 
 
 def test_min_ready_seconds_makes_pods_available_later(stack: devstack.DevStack, ns: str) -> None:
     create_rs(stack, ns, "slow", 2, min_ready=2)
     # No pod event follows readiness: only the controller's own requeue can count them available.
-    wait_status(stack, ns, "slow", replicas=2, readyReplicas=2, availableReplicas=2)
+    wait_status(stack, ns, "rs", "slow", replicas=2, readyReplicas=2, availableReplicas=2)
 
 
 def test_pods_that_are_not_ready_count_as_replicas_only(stack: devstack.DevStack, ns: str) -> None:
     create_rs(stack, ns, "unready", 2, ready="false")
     wait_status(
-        stack, ns, "unready", replicas=2, fullyLabeledReplicas=2, readyReplicas=0, availableReplicas=0
+        stack, ns, "rs", "unready", replicas=2, fullyLabeledReplicas=2, readyReplicas=0, availableReplicas=0
     )
 
 
 def test_events_show_in_kubectl_describe(stack: devstack.DevStack, ns: str) -> None:
     uid = create_rs(stack, ns, "loud", 2)["metadata"]["uid"]
-    wait_status(stack, ns, "loud", replicas=2, readyReplicas=2)
+    wait_status(stack, ns, "rs", "loud", replicas=2, readyReplicas=2)
     names = sorted(p["metadata"]["name"] for p in owned_pods(stack, ns, uid))
     stack.kubectl("scale", "-n", ns, "rs/loud", "--replicas=1")
     wait_owned(stack, ns, uid, 1)
@@ -266,7 +221,7 @@ def test_refused_creates_set_replica_failure_until_they_succeed(stack: devstack.
     assert "Error creating: pods" in out and "exceeded quota" in out
     # Room again: the controller's retries create the rest and the condition goes away.
     stack.kubectl("patch", "quota", "two-pods", "-n", ns, "-p", '{"spec":{"hard":{"pods":"10"}}}')
-    done = wait_status(stack, ns, "capped", replicas=4, readyReplicas=4)
+    done = wait_status(stack, ns, "rs", "capped", replicas=4, readyReplicas=4)
     assert replica_failure(done) is None, done["status"]
 
 
@@ -274,11 +229,11 @@ def test_creates_refused_by_a_terminating_namespace_are_not_failures(
     stack: devstack.DevStack, ns: str
 ) -> None:
     create_rs(stack, ns, "doomed", 0)
-    wait_status(stack, ns, "doomed", replicas=0)
+    wait_status(stack, ns, "rs", "doomed", replicas=0)
     # No namespace controller runs here, so the namespace stays Terminating with its content.
     stack.kubectl("delete", "namespace", ns, "--wait=false")
     stack.kubectl("scale", "-n", ns, "rs/doomed", "--replicas=2")
-    rs = wait_status(stack, ns, "doomed", replicas=0)
+    rs = wait_status(stack, ns, "rs", "doomed", replicas=0)
     # Upstream gives up quietly on these: every create would fail until the namespace is gone.
     assert replica_failure(rs) is None, rs["status"]
     assert get(stack, ns, "pods")["items"] == []

@@ -12,7 +12,6 @@ collector, through the ownerReferences the controller wrote).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,18 +19,12 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, workloads
+from tests.e2e.workloads import get, wait_owned, wait_status
 
 # resourcequota: a quota limits nothing until its controller has written status.hard (upstream).
 stack = devstack.stack_fixture("--controllers", "replicationcontroller,garbagecollector,resourcequota")
-_counter = iter(range(1000))
-
-
-@pytest.fixture
-def ns(stack: devstack.DevStack) -> Iterator[str]:
-    name = f"rc-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    yield name
+ns = workloads.namespace_fixture("rc")
 
 
 @pytest.fixture(scope="module")
@@ -62,37 +55,6 @@ def create_rc(core: kubernetes.client.CoreV1Api, ns: str, name: str, replicas: i
     return out
 
 
-def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
-    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
-
-
-def owned_pods(stack: devstack.DevStack, ns: str, uid: str) -> list[dict[str, Any]]:
-    return [
-        pod
-        for pod in get(stack, ns, "pods")["items"]
-        if not pod["metadata"].get("deletionTimestamp")
-        and any(r.get("controller") and r["uid"] == uid for r in pod["metadata"].get("ownerReferences", []))
-    ]
-
-
-def wait_owned(stack: devstack.DevStack, ns: str, uid: str, count: int) -> list[dict[str, Any]]:
-    pods: list[dict[str, Any]] = wait_for(
-        lambda: p if len(p := owned_pods(stack, ns, uid)) == count else None, 30, 0.2, f"{count} pods"
-    )
-    return pods
-
-
-def wait_status(stack: devstack.DevStack, ns: str, name: str, **want: int) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        rc = get(stack, ns, "rc", name)
-        status = rc.get("status", {})
-        ok = all(status.get(k, 0) == v for k, v in want.items())
-        return rc if ok and status.get("observedGeneration") == rc["metadata"]["generation"] else None
-
-    rc: dict[str, Any] = wait_for(check, 30, 0.2, f"status {want} of {ns}/{name}")
-    return rc
-
-
 def test_creates_owned_pods_and_reports_status(
     stack: devstack.DevStack, core: kubernetes.client.CoreV1Api, ns: str
 ) -> None:
@@ -100,7 +62,7 @@ def test_creates_owned_pods_and_reports_status(
     assert rc["spec"]["selector"] == {"app": "web"}  # defaulted from the template
     uid = rc["metadata"]["uid"]
     done = wait_status(
-        stack, ns, "web", replicas=3, fullyLabeledReplicas=3, readyReplicas=3, availableReplicas=3
+        stack, ns, "rc", "web", replicas=3, fullyLabeledReplicas=3, readyReplicas=3, availableReplicas=3
     )
     assert "conditions" not in done["status"]
     for pod in wait_owned(stack, ns, uid, 3):
@@ -134,12 +96,12 @@ def test_kubectl_scale_rc_up_and_down(
     stack: devstack.DevStack, core: kubernetes.client.CoreV1Api, ns: str
 ) -> None:
     uid = create_rc(core, ns, "app", 1)["metadata"]["uid"]
-    wait_status(stack, ns, "app", replicas=1, readyReplicas=1)
+    wait_status(stack, ns, "rc", "app", replicas=1, readyReplicas=1)
     stack.kubectl("scale", "-n", ns, "rc", "app", "--replicas=4")
-    wait_status(stack, ns, "app", replicas=4, readyReplicas=4)
+    wait_status(stack, ns, "rc", "app", replicas=4, readyReplicas=4)
     wait_owned(stack, ns, uid, 4)
     stack.kubectl("scale", "-n", ns, "rc", "app", "--replicas=1")
-    wait_status(stack, ns, "app", replicas=1, readyReplicas=1)
+    wait_status(stack, ns, "rc", "app", replicas=1, readyReplicas=1)
     wait_owned(stack, ns, uid, 1)
 
 
@@ -150,7 +112,7 @@ def test_adopts_a_matching_orphan_and_releases_a_relabelled_pod(
     uid = create_rc(core, ns, "adopt", 2)["metadata"]["uid"]
     pods = wait_owned(stack, ns, uid, 2)
     assert "orphan" in {p["metadata"]["name"] for p in pods}  # adopted, so only one was created
-    wait_status(stack, ns, "adopt", replicas=2, fullyLabeledReplicas=2)
+    wait_status(stack, ns, "rc", "adopt", replicas=2, fullyLabeledReplicas=2)
     stack.kubectl("label", "-n", ns, "pod/orphan", "app=elsewhere", "--overwrite")
 
     def released() -> bool:
@@ -193,5 +155,5 @@ def test_refused_creates_set_replica_failure_until_they_succeed(
     )
     assert "Error creating: pods" in out
     stack.kubectl("patch", "quota", "one-pod", "-n", ns, "-p", '{"spec":{"hard":{"pods":"10"}}}')
-    done = wait_status(stack, ns, "capped", replicas=3, readyReplicas=3)
+    done = wait_status(stack, ns, "rc", "capped", replicas=3, readyReplicas=3)
     assert "conditions" not in done["status"], done["status"]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+import msgspec
 import pytest
+from kcm_controllers.podautoscaler import horizontal
 from kcm_controllers.podautoscaler import replica_calculator as calc
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -183,3 +185,31 @@ def test_raw_resource_replicas(current: str, levels: list[int], target: int, wan
     infos = [calc.PodInfo(name=f"p{i}", start_time=COOL, ready=("True", COOL)) for i in range(len(levels))]
     samples = {f"p{i}": calc.Sample(v, NOW) for i, v in enumerate(levels)}
     assert calc.raw_resource_replicas(int(current), target, "memory", infos, samples, SETTINGS, NOW) == want
+
+
+def _pod_with_sidecar(sidecar_requests: dict[str, str]) -> calc.PodInfo:
+    doc = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [
+                {"name": "setup", "resources": {"requests": {"cpu": "1"}}},  # done before the app
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": sidecar_requests}},
+            ],
+        },
+    }
+    return horizontal.pod_info(msgspec.json.decode(msgspec.json.encode(doc), type=horizontal.PodView))
+
+
+@pytest.mark.parametrize(
+    ("container", "want"), [("", {"p": 120}), ("app", {"p": 100}), ("proxy", {"p": 20}), ("setup", {"p": 0})]
+)
+def test_sidecar_requests_count_as_upstreams_calculate_pod_requests(
+    container: str, want: dict[str, int]
+) -> None:
+    assert calc.pod_requests([_pod_with_sidecar({"cpu": "20m"})], "cpu", container) == want
+
+
+def test_sidecar_without_the_request_is_a_missing_request() -> None:
+    with pytest.raises(calc.CalculationError, match="missing request for cpu in container proxy of Pod p"):
+        calc.pod_requests([_pod_with_sidecar({})], "cpu")

@@ -108,6 +108,20 @@ def test_pod_metrics_split_annotated_usage_over_containers(
     assert got == expected
 
 
+def test_pod_metrics_report_sidecars_but_not_init_containers() -> None:
+    pod = _pod("p", ("app",), {"sim.kcm.dev/cpu-usage": "300m"})
+    pod["spec"]["initContainers"] = [
+        {"name": "setup", "image": "x"},
+        {"name": "proxy", "image": "x", "restartPolicy": "Always"},
+    ]
+    metrics = metrics_api.pod_metrics(pod, NOW)
+    assert metrics is not None
+    assert [(c["name"], c["usage"]["cpu"]) for c in metrics["containers"]] == [
+        ("app", "150m"),
+        ("proxy", "150m"),
+    ]
+
+
 def test_pod_metrics_have_metrics_server_shape() -> None:
     metrics = metrics_api.pod_metrics(_pod("p", labels={"app": "web"}), NOW)
     assert metrics is not None

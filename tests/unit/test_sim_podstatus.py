@@ -130,3 +130,22 @@ def test_a_batch_pod_with_a_command_runs_it_and_succeeds(
     subject["spec"] = {"restartPolicy": restart_policy, "containers": [{"name": "c", **container}]}
     got = podstatus.behaviour(subject)
     assert (got.exit_code, got.run_seconds) == want
+
+
+def test_stopped_pod_keeps_the_conditions_the_kubelet_does_not_own() -> None:
+    evicted = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "EvictionByEvictionAPI",
+        "message": "Eviction API: evicting",
+    }
+    ready = {"type": "Ready", "status": "True"}
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Running", "startTime": "2024-01-01T00:00:00Z", "conditions": [ready, evicted]},
+    }
+    status = podstatus.stopped(pod, now="2024-01-01T00:01:00Z", exit_code=podstatus.KILLED_EXIT_CODE)
+    assert status["phase"] == "Failed"
+    assert [c for c in status["conditions"] if c["type"] == "DisruptionTarget"] == [evicted]
+    assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "False"

@@ -69,9 +69,13 @@ def _split(annotations: dict[str, str], key: str, names: list[str], default: Fra
 
 
 def container_usage(pod: Obj) -> list[tuple[str, Fraction, Fraction]]:
-    """(container name, cpu cores, memory bytes) for each container of a pod, in spec order."""
+    """(container name, cpu cores, memory bytes) for each container of a pod, in spec order,
+    sidecars (init containers with restartPolicy Always, which keep running) last, as
+    metrics-server reports every running container."""
     annotations = pod.get("metadata", {}).get("annotations") or {}
-    names = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    spec = pod.get("spec") or {}
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    names = [c.get("name", "") for c in [*(spec.get("containers") or []), *sidecars]]
     try:
         cpu = _split(annotations, CPU_ANNOTATION, names, DEFAULT_CPU)
         memory = _split(annotations, MEMORY_ANNOTATION, names, DEFAULT_MEMORY)

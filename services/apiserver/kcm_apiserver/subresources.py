@@ -237,7 +237,7 @@ def evict(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     phase = pod.get("status", {}).get("phase")
     if pod["metadata"].get("deletionTimestamp") or phase in ("Succeeded", "Failed", "Pending"):
         # A pod that is finished, not started or already going away disrupts nothing.
-        api.delete(ctx, name, options)
+        _mark_and_delete(api, ctx, name, options)
         return _success()
     pdb_rt = api.registry.lookup("policy", "v1", "poddisruptionbudgets")
     assert pdb_rt is not None
@@ -262,8 +262,62 @@ def evict(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
             # One write takes the disruption and names the pod, so the disruption controller
             # does not count it healthy while its deletion is under way (upstream's comment).
             api.store.put(storage_key_of(pdb_rt), pdb)
-    api.delete(ctx, name, options)
+    _mark_and_delete(api, ctx, name, options)
     return _success()
+
+
+def _mark_and_delete(api: Api, ctx: Ctx, name: str, options: Obj) -> None:
+    """Delete an evicted pod after a status write gives it DisruptionTarget=True (upstream's
+    addConditionAndDeletePod, PodDisruptionConditions being GA), so whoever sees it terminate,
+    the Job controller's podFailurePolicy among them, knows it was evicted. The delete's
+    preconditions are checked against the pod before that write and a resourceVersion one is
+    moved to the version it made, as upstream."""
+    if not ctx.dry_run:
+        pod = copy.deepcopy(api.get_stored(ctx, name))
+        meta = pod["metadata"]
+        pre = dict(options.get("preconditions") or {})
+        for field, what, since in (
+            ("uid", "UID", "deleted and then recreated"),
+            ("resourceVersion", "ResourceVersion", "modified"),
+        ):
+            if pre.get(field) and pre[field] != meta.get(field):
+                raise errors.conflict(
+                    "",
+                    "Pod",
+                    name,
+                    f"the {what} in the precondition ({pre[field]}) does not match the {what} in record "
+                    f"({meta.get(field)}). The object might have been {since}",
+                )
+        _set_disruption_target(pod.setdefault("status", {}), api.clock())
+        written = api.update(ctx, name, pod, subresource="status")
+        if pre.get("resourceVersion"):
+            pre["resourceVersion"] = written["metadata"]["resourceVersion"]
+            options = {**options, "preconditions": pre}
+    api.delete(ctx, name, options)
+
+
+def _set_disruption_target(status: Obj, now: str) -> None:
+    """upstream podutil.UpdatePodCondition with the eviction's condition: the transition time
+    moves only when the status does."""
+    new = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+        "reason": "EvictionByEvictionAPI",
+        "message": "Eviction API: evicting",
+    }
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    for cond in conditions:
+        if cond.get("type") == "DisruptionTarget":
+            if cond.get("status") == "True":
+                new["lastTransitionTime"] = cond.get("lastTransitionTime", now)
+            cond.clear()
+            cond.update(new)
+            break
+    else:
+        conditions.append(new)
+    status["conditions"] = conditions
 
 
 # -- namespaces/finalize and CSR approval -------------------------------------------------------

@@ -29,6 +29,10 @@ KILLED_EXIT_CODE = 137
 # The reason a kubelet gives the DisruptionTarget condition of a pod it evicted.
 DISRUPTION_TARGET = "DisruptionTarget"
 EVICTED_BY_KUBELET = "TerminationByKubelet"
+# The pod conditions a kubelet owns (upstream kubetypes.PodConditionByKubelet).
+_KUBELET_CONDITIONS = frozenset(
+    ("PodScheduled", "Ready", "Initialized", "ContainersReady", "PodReadyToStartContainers")
+)
 # How long the command of a batch pod without `sim.kcm.dev/run-seconds` runs.
 COMMAND_RUN_SECONDS = 1.0
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
@@ -353,7 +357,7 @@ def stopped(pod: Obj, *, now: str, exit_code: int) -> Obj:
     status = pod.get("status", {})
     start_time = status.get("startTime") or now
     container = (status.get("containerStatuses") or [{}])[0]
-    return finished(
+    out = finished(
         pod,
         now=now,
         start_time=start_time,
@@ -364,6 +368,11 @@ def stopped(pod: Obj, *, now: str, exit_code: int) -> Obj:
         exit_code=exit_code,
         restarts=int(container.get("restartCount") or 0),
     )
+    # A kubelet's status merge keeps the conditions others own (upstream mergePodStatus), e.g.
+    # the DisruptionTarget an eviction set, which the Job controller's podFailurePolicy reads.
+    theirs = [c for c in status.get("conditions") or [] if c.get("type") not in _KUBELET_CONDITIONS]
+    out["conditions"] = theirs + out["conditions"]
+    return out
 
 
 def unschedulable(message: str, now: str) -> Obj:

@@ -418,9 +418,7 @@ def build(ctx: controller.Context) -> controller.Reconcile:
         ctx.caches,
         ctx.enqueue,
         ctx.recorder,
-        stale_timeout=float(
-            getattr(ctx.args, "disruption_test_stale_timeout", budget.STALE_POD_DISRUPTION_TIMEOUT)
-        ),
+        stale_timeout=ctx.args.disruption_test_stale_timeout,
     )
     dc.register()
     ctx.keys = dc.keys

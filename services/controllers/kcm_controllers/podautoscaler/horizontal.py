@@ -25,10 +25,13 @@ import copy
 import datetime as dt
 import logging
 import math
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import prometheus_client
 from kcm_shared import (
     cache,
     codec,
@@ -75,10 +78,12 @@ _OTHER_METRICS = {
 class ContainerView(codec.View):
     name: str = ""
     resources: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
+    restart_policy: str = ""  # an init container with "Always" is a sidecar
 
 
 class PodSpecView(codec.View):
     containers: list[ContainerView] = msgspec.field(default_factory=list)
+    init_containers: list[ContainerView] = msgspec.field(default_factory=list)
 
 
 class ConditionView(codec.View):
@@ -98,16 +103,76 @@ class PodView(codec.Meta):
     status: PodStatusView = msgspec.field(default_factory=PodStatusView)
 
 
+class TargetRefView(codec.View):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+
+
+class HPASpecView(codec.View):
+    scale_target_ref: TargetRefView = msgspec.field(default_factory=TargetRefView)
+
+
 class HPAView(codec.Meta):
-    pass
+    """What the cache keeps of an HPA: its target, for the AmbiguousSelector check of others."""
+
+    spec: HPASpecView = msgspec.field(default_factory=HPASpecView)
 
 
 class MetricError(Exception):
-    """A metric gave no proposal: `reason` is the ScalingActive condition's (and the Event's)."""
+    """A metric gave no proposal: `reason` is the ScalingActive condition's (and the Event's);
+    `spec` marks an error of the HPA's spec rather than of the metrics pipeline (the `error`
+    label of the metric_computation metrics)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, spec: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
+        self.spec = spec
+
+
+# upstream pkg/controller/podautoscaler/monitor: the `action` label is scale_up, scale_down or
+# none, `error` spec, internal or none.
+_BUCKETS = [0.001 * 2**i for i in range(15)]  # upstream ExponentialBuckets(0.001, 2, 15)
+RECONCILIATIONS = prometheus_client.Counter(
+    "horizontal_pod_autoscaler_controller_reconciliations_total",
+    "Number of reconciliations of HPA controller. The label 'action' should be either 'scale_down', "
+    "'scale_up', or 'none'. Also, the label 'error' should be either 'spec', 'internal', or 'none'.",
+    ["action", "error"],
+)
+RECONCILIATION_DURATION = prometheus_client.Histogram(
+    "horizontal_pod_autoscaler_controller_reconciliation_duration_seconds",
+    "The time(seconds) that the HPA controller takes to reconcile once.",
+    ["action", "error"],
+    buckets=_BUCKETS,
+)
+METRIC_COMPUTATIONS = prometheus_client.Counter(
+    "horizontal_pod_autoscaler_controller_metric_computation_total",
+    "Number of metric computations. The label 'metric_type' corresponds to HPA.spec.metrics[*].type",
+    ["action", "error", "metric_type"],
+)
+METRIC_COMPUTATION_DURATION = prometheus_client.Histogram(
+    "horizontal_pod_autoscaler_controller_metric_computation_duration_seconds",
+    "The time(seconds) that the HPA controller takes to calculate one metric.",
+    ["action", "error", "metric_type"],
+    buckets=_BUCKETS,
+)
+
+
+@dataclass
+class Outcome:
+    """The labels of one reconciliation: the scale it wrote, and whether anything failed."""
+
+    action: str = "none"
+    error: str = "none"
+
+
+def _action(proposal: int, current: int) -> str:
+    return "scale_up" if proposal > current else "scale_down" if proposal < current else "none"
+
+
+def observe_metric(metric_type: str, action: str, error: str, started: float) -> None:
+    METRIC_COMPUTATIONS.labels(action, error, metric_type).inc()
+    METRIC_COMPUTATION_DURATION.labels(action, error, metric_type).observe(time.monotonic() - started)
 
 
 def _utcnow() -> dt.datetime:
@@ -129,9 +194,12 @@ def _format_milli(milli: int) -> str:
 
 
 def pod_info(pod: PodView) -> calc.PodInfo:
+    """The calculator's view of a pod; sidecars' requests count with the containers' (upstream
+    calculatePodRequests since sidecar containers, as in 1.32)."""
     ready = next((c for c in pod.status.conditions if c.type == "Ready"), None)
     requests: dict[str, dict[str, int]] = {}
-    for c in pod.spec.containers:
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+    for c in [*pod.spec.containers, *sidecars]:
         wanted = c.resources.get("requests") or {}
         parsed = {}
         for name, value in wanted.items():
@@ -205,6 +273,7 @@ class HorizontalController:
     def __init__(
         self,
         client: kubeclient.KubeClient,
+        hpas: cache.Cache[HPAView],
         pods: cache.Cache[PodView],
         recorder: events.EventRecorder,
         *,
@@ -214,6 +283,7 @@ class HorizontalController:
         now: Callable[[], dt.datetime] = _utcnow,
     ) -> None:
         self.client = client
+        self.hpas = hpas
         self.pods = pods
         self.recorder = recorder
         self.sync_period = sync_period
@@ -222,6 +292,10 @@ class HorizontalController:
         self.now = now
         self.histories: dict[str, rate.History] = {}
         self.mapper: discovery.Mapper | None = None
+        # (namespace, apiVersion, kind, name) of a scale target -> (monotonic expiry, selector)
+        self.target_selectors: dict[
+            tuple[str, str, str, str], tuple[float, selectors.LabelSelector | None]
+        ] = {}
 
     # --- scale targets ------------------------------------------------------------------
 
@@ -249,6 +323,57 @@ class HorizontalController:
                     ) from exc
             resource = found.resource.resource
         return kubeclient.resource_path(group, version, resource, namespace, name, "scale")
+
+    # --- AmbiguousSelector ----------------------------------------------------------------
+
+    def remember(self, key: tuple[str, str, str, str], selector: selectors.LabelSelector | None) -> None:
+        self.target_selectors[key] = (time.monotonic() + self.sync_period, selector)
+        if len(self.target_selectors) > 2 * len(self.hpas.list()) + 16:
+            # Targets of deleted HPAs: dropped once their entry has expired.
+            now = time.monotonic()
+            for stale in [k for k, (expiry, _) in self.target_selectors.items() if expiry <= now]:
+                del self.target_selectors[stale]
+
+    async def target_selector(self, namespace: str, ref: TargetRefView) -> selectors.LabelSelector | None:
+        """The selector of another HPA's target's scale, read at most once a sync period.
+        Upstream keeps the selector each HPA's last sync parsed, all in its one process; here
+        that sync may run in another replica. None (selects nothing, as upstream's
+        labels.Nothing for an HPA not synced yet) when the target or its selector is missing."""
+        key = (namespace, ref.api_version, ref.kind, ref.name)
+        known = self.target_selectors.get(key)
+        if known is not None and known[0] > time.monotonic():
+            return known[1]
+        found = None
+        try:
+            target = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name}
+            text = (
+                (await self.client.get(await self.scale_path(namespace, target))).get("status") or {}
+            ).get("selector") or ""
+            found = selectors.parse_label_selector(text) if text else None
+        except (kubeclient.ApiError, LookupError, selectors.SelectorError) as exc:
+            log.info("no selector for another HPA's target", extra={"target": key, "error": str(exc)})
+        self.remember(key, found)
+        return found
+
+    async def selecting_hpas(self, hpa: Obj, selector: selectors.LabelSelector) -> list[str]:
+        """upstream hpasControllingPodsUnderSelector: `<namespace>/<name>` of every HPA of the
+        namespace, this one included, whose target selects one of the pods this one's does."""
+        meta, ref = hpa["metadata"], hpa["spec"].get("scaleTargetRef") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        own = (namespace, str(ref.get("apiVersion", "")), str(ref.get("kind", "")), str(ref.get("name", "")))
+        self.remember(own, selector)
+        pods = [p.metadata.labels for p in self.pods.list(namespace) if selector.matches(p.metadata.labels)]
+        if not pods:
+            return []
+        found = []
+        for other in self.hpas.list(namespace):
+            if other.metadata.name == name:
+                theirs: selectors.LabelSelector | None = selector
+            else:
+                theirs = await self.target_selector(namespace, other.spec.scale_target_ref)
+            if theirs is not None and any(theirs.matches(labels) for labels in pods):
+                found.append(f"{namespace}/{other.metadata.name}")
+        return sorted(found)
 
     # --- metrics ------------------------------------------------------------------------
 
@@ -366,13 +491,24 @@ class HorizontalController:
             self.recorder.event(hpa, events.WARNING, "InvalidSelector", message)
             set_condition(status, "ScalingActive", "False", "InvalidSelector", message, now)
             return -1, "", [], RuntimeError(message)
+        selecting = await self.selecting_hpas(hpa, selector)
+        if len(selecting) > 1:
+            message = (
+                f"pods by selector {selector_text} are controlled by multiple HPAs: [{' '.join(selecting)}]"
+            )
+            self.recorder.event(hpa, events.WARNING, "AmbiguousSelector", message)
+            set_condition(status, "ScalingActive", "False", "AmbiguousSelector", message, now)
+            return -1, "", [], RuntimeError(message)
+        # The metric_computation metrics compare each proposal with the last status (upstream).
+        last_current = int(status.get("currentReplicas") or 0)
         replicas, metric = 0, ""
         statuses: list[Obj] = []
         first: MetricError | None = None
         invalid = 0
         for spec in specs:
+            kind = str(spec.get("type", ""))
+            started = time.monotonic()
             try:
-                kind = spec.get("type")
                 if kind == "Resource":
                     proposal, name, metric_status = await self.resource_proposal(
                         hpa, spec, current, selector, ""
@@ -385,14 +521,18 @@ class HorizontalController:
                 elif kind in _OTHER_METRICS:
                     proposal, name, metric_status = await self.other_proposal(hpa, spec)
                 else:
-                    raise MetricError("InvalidMetricSourceType", f"unknown metric source type {str(kind)!r}")
+                    raise MetricError(
+                        "InvalidMetricSourceType", f"unknown metric source type {kind!r}", spec=True
+                    )
             except MetricError as exc:
+                observe_metric(kind, "none", "spec" if exc.spec else "internal", started)
                 self.recorder.event(hpa, events.WARNING, exc.reason, str(exc))
                 statuses.append({"type": ""})
                 if first is None:
                     first = exc
                 invalid += 1
                 continue
+            observe_metric(kind, _action(proposal, last_current), "none", started)
             statuses.append(metric_status)
             if replicas == 0 or proposal > replicas:
                 replicas, metric = proposal, name
@@ -435,10 +575,20 @@ class HorizontalController:
                 self.histories.pop(key, None)
                 return None
             raise
-        await self.reconcile(key, hpa)
+        started = time.monotonic()
+        outcome = Outcome()
+        try:
+            await self.reconcile(key, hpa, outcome)
+        except BaseException:
+            outcome.error = "internal"  # e.g. the status write failed, maybe after a rescale
+            raise
+        finally:
+            RECONCILIATIONS.labels(outcome.action, outcome.error).inc()
+            RECONCILIATION_DURATION.labels(outcome.action, outcome.error).observe(time.monotonic() - started)
         return durable.Result(requeue_after=self.sync_period)
 
-    async def reconcile(self, key: str, hpa: Obj) -> None:
+    async def reconcile(self, key: str, hpa: Obj, outcome: Outcome) -> None:
+        """One reconcileAutoscaler; `outcome` gets its reconciliations_total labels."""
         now = self.now()
         spec = hpa.get("spec") or {}
         old_status = copy.deepcopy(hpa.get("status") or {})
@@ -460,6 +610,7 @@ class HorizontalController:
                 now,
             )
             await self.write_status(hpa, old_status, status)
+            outcome.error = "internal"
             return
         set_condition(
             status,
@@ -507,9 +658,12 @@ class HorizontalController:
                     status, hpa, current, int(status.get("desiredReplicas") or 0), metric_statuses, False, now
                 )
                 await self.write_status(hpa, old_status, status)
+                outcome.error = "internal"
                 return
             if error is not None:
+                # Scaled on the metrics that worked; still an error of this reconciliation.
                 log.info("some metrics failed", extra={"hpa": key, "error": str(error)})
+                outcome.error = "internal"
             desired = proposal
             if desired > current:
                 reason = f"{metric} above target"
@@ -543,6 +697,7 @@ class HorizontalController:
                     status, hpa, current, int(status.get("desiredReplicas") or 0), metric_statuses, False, now
                 )
                 await self.write_status(hpa, old_status, status)
+                outcome.error = "internal"
                 return
             set_condition(
                 status,
@@ -555,6 +710,7 @@ class HorizontalController:
             self.recorder.event(
                 hpa, events.NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}"
             )
+            outcome.action = _action(desired, current)
             if rules is not None:
                 rate.store_scale_event(history, *rules, current, desired, now)
             log.info(
@@ -688,6 +844,7 @@ def build(ctx: controller.Context) -> controller.Reconcile:
     hpas = ctx.caches[HPAS]
     hc = HorizontalController(
         ctx.client,
+        hpas,
         ctx.caches[PODS],
         ctx.recorder,
         sync_period=args.horizontal_pod_autoscaler_sync_period,
