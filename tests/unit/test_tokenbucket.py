@@ -1,9 +1,16 @@
-"""Token bucket delays against a written-out sequence, with a fake clock."""
+"""Token bucket delays against a written-out sequence, and the priority limiter's order of
+service, with a fake clock (the limiter's sleep moves it on: nothing really waits)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import pytest
-from kcm_shared.tokenbucket import TokenBucket
+import uvloop
+from kcm_shared.tokenbucket import GRACE, Priority, PriorityLimiter, TokenBucket
+
+HIGH, NORMAL, LOW = Priority.HIGH, Priority.NORMAL, Priority.LOW
 
 
 class Clock:
@@ -33,3 +40,136 @@ def test_idle_time_refills_up_to_burst_only() -> None:
 def test_rejects_meaningless_limits(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="token bucket"):
         TokenBucket(qps, burst)
+
+
+def test_wait_time_takes_nothing() -> None:
+    clock = Clock()
+    bucket = TokenBucket(qps=10, burst=1, clock=clock)
+    assert bucket.wait_time() == 0
+    bucket.reserve()
+    assert bucket.wait_time() == pytest.approx(0.1)
+    assert bucket.wait_time() == pytest.approx(0.1)
+    clock.now = 0.04
+    assert bucket.wait_time() == pytest.approx(0.06)
+
+
+def fake_sleep(clock: Clock) -> Callable[[float], Awaitable[None]]:
+    async def sleep(delay: float) -> None:
+        # Let the waiters just served run (and queue again) at the time they were served.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        clock.now += delay
+
+    return sleep
+
+
+class Served:
+    """Each request's label and the fake time its token came."""
+
+    def __init__(self, limiter: PriorityLimiter, clock: Clock) -> None:
+        self.limiter = limiter
+        self.clock = clock
+        self.order: list[tuple[str, float]] = []
+
+    async def request(self, label: str, priority: Priority) -> None:
+        await self.limiter.acquire(priority)
+        self.order.append((label, round(self.clock.now, 6)))
+
+
+def limiter(qps: float, burst: int) -> tuple[Clock, Served]:
+    clock = Clock()
+    return clock, Served(PriorityLimiter(qps, burst, clock=clock, sleep=fake_sleep(clock)), clock)
+
+
+async def settle(tasks: list[asyncio.Task[None]]) -> None:
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
+
+
+def test_waiters_go_by_priority_fifo_within_one_at_the_unchanged_rate() -> None:
+    async def steps() -> None:
+        _, served = limiter(qps=10, burst=1)
+        await served.request("burst", LOW)  # the one saved-up token: no waiting, nobody ahead
+        waiting = [("low1", LOW), ("normal1", NORMAL), ("low2", LOW), ("high1", HIGH)]
+        waiting += [("normal2", NORMAL), ("high2", HIGH)]
+        tasks = [asyncio.create_task(served.request(label, p)) for label, p in waiting]
+        await settle(tasks)
+        assert served.order == [
+            ("burst", 0.0),
+            ("high1", 0.1),
+            ("high2", 0.2),
+            ("normal1", 0.3),
+            ("normal2", 0.4),
+            ("low1", 0.5),
+            ("low2", 0.6),
+        ]
+
+    uvloop.run(steps())
+
+
+def test_a_later_urgent_request_overtakes_those_already_waiting() -> None:
+    async def steps() -> None:
+        clock, served = limiter(qps=10, burst=1)
+        await served.request("burst", NORMAL)
+        early = [asyncio.create_task(served.request(f"event{i}", LOW)) for i in range(3)]
+        await asyncio.sleep(0)
+        clock.now = 0.05  # the starts come while the Events wait for their tokens
+        late = [asyncio.create_task(served.request(f"start{i}", HIGH)) for i in range(2)]
+        await settle(early + late)
+        assert [label for label, _ in served.order] == [
+            "burst",
+            "start0",
+            "start1",
+            "event0",
+            "event1",
+            "event2",
+        ]
+
+    uvloop.run(steps())
+
+
+def test_a_free_token_is_taken_at_once_whatever_the_priority() -> None:
+    async def steps() -> None:
+        _, served = limiter(qps=1, burst=3)
+        for i in range(3):
+            await served.request(f"low{i}", LOW)
+        assert served.order == [("low0", 0.0), ("low1", 0.0), ("low2", 0.0)]
+        assert served.limiter.waiting() == 0
+
+    uvloop.run(steps())
+
+
+@pytest.mark.parametrize("priority", [NORMAL, LOW])
+def test_a_steady_stream_of_urgent_requests_delays_the_others_by_their_grace_only(priority: Priority) -> None:
+    async def steps() -> None:
+        clock, served = limiter(qps=10, burst=1)
+        await served.request("burst", HIGH)
+        patient = asyncio.create_task(served.request("patient", priority))
+
+        async def urgent(worker: int) -> None:
+            # Always another HIGH request waiting: more demand than the rate serves.
+            while not patient.done():
+                await served.request(f"urgent{worker}", HIGH)
+
+        workers = [asyncio.create_task(urgent(w)) for w in range(3)]
+        await settle([patient, *workers])
+        when = dict(served.order)["patient"]
+        assert GRACE[priority] <= when <= GRACE[priority] + 0.5
+        assert len(served.order) == pytest.approx(when * 10 + 1, abs=4)  # the rate held throughout
+        assert clock.now < GRACE[priority] + 1
+
+    uvloop.run(steps())
+
+
+def test_a_cancelled_waiter_costs_no_token() -> None:
+    async def steps() -> None:
+        _, served = limiter(qps=10, burst=1)
+        await served.request("burst", NORMAL)
+        gone = asyncio.create_task(served.request("gone", HIGH))
+        kept = asyncio.create_task(served.request("kept", LOW))
+        await asyncio.sleep(0)
+        gone.cancel()
+        await settle([gone, kept])
+        assert served.order == [("burst", 0.0), ("kept", 0.1)]
+        assert served.limiter.waiting() == 0
+
+    uvloop.run(steps())
