@@ -5,21 +5,19 @@ waiting requests by priority.
 spam filter's, as upstream uses golang.org/x/time/rate for both. `PriorityLimiter` is the
 client-side API rate limit (`--kube-api-qps` / `--kube-api-burst`) of every `KubeClient`:
 the same bucket, but where client-go's limiter serves its waiters first come first served,
-this one serves a waiting request of a higher `Priority` first, so a controller's
+this one serves waiting requests of a higher `Priority` first, so a controller's
 latency-sensitive write (the cronjob controller's Job create) does not queue behind the
 Events and status writes of earlier syncs. The rate itself is unchanged. Within a priority
-the order is first come first served, and the head start is bounded (`GRACE`): a request
-waits for later ones of a higher priority only until it has waited its grace, so a steady
-stream of urgent writes delays the others, never starves them. Clock and sleep are
-injected so tests need no real waiting.
+the order is first come first served, and across priorities the tokens are shared by
+weight (`WEIGHT`), so a steady stream of urgent writes slows the others, never starves
+them. Clock and sleep are injected so tests need no real waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
-import heapq
-import itertools
 import time
 from collections.abc import Awaitable, Callable
 
@@ -65,26 +63,31 @@ class TokenBucket:
 
 
 class Priority(enum.IntEnum):
-    """How urgent a request is; a lower value is served first."""
+    """How urgent a request is (a lower value is more urgent)."""
 
     HIGH = 0  # the write a controller's latency goal is about (a CronJob's scheduled Job)
     NORMAL = 1  # everything else, and every read
     LOW = 2  # deferrable: Events
 
 
-# Seconds a waiting request of each priority yields to requests of a higher one that arrive
-# after it: a request's rank is its arrival plus its grace, smallest first. A NORMAL request
-# waiting since t goes before a HIGH one arriving after t + 2 s; a LOW one, after t + 10 s.
-GRACE = {Priority.HIGH: 0.0, Priority.NORMAL: 2.0, Priority.LOW: 10.0}
+# While requests of several priorities wait, each gets tokens in proportion to its weight
+# (16:4:1): a short rush of urgent requests goes almost entirely first, and under a
+# sustained one the others still get their share, e.g. a fifth of the tokens for Events
+# behind NORMAL writes, rather than none.
+WEIGHT = {Priority.HIGH: 16, Priority.NORMAL: 4, Priority.LOW: 1}
 
 
 class PriorityLimiter:
-    """A `TokenBucket` whose waiting requests are served by rank rather than arrival.
+    """A `TokenBucket` whose waiting requests are served by priority rather than arrival.
 
     `acquire` returns at once while the bucket has a token and nobody waits; otherwise the
-    request joins the waiters, and one dispatcher task hands each token, when it comes, to
-    the waiter of smallest rank (arrival + `GRACE[priority]`, ties in arrival order). A
-    waiter cancelled meanwhile is skipped and costs no token.
+    request joins its priority's FIFO queue, and one dispatcher task hands each token, when
+    it comes, to the head of one queue. The queue is chosen as in self-clocked fair queueing:
+    each priority's next token has a finish tag, its previous one plus 1/weight; the waiting
+    priority with the smallest tag (ties: the more urgent) gets the token, and the tag
+    served is the virtual time from which a priority that starts waiting again counts (no
+    credit saved up while it was idle). A waiter cancelled meanwhile is skipped and costs
+    no token.
     """
 
     def __init__(
@@ -95,43 +98,54 @@ class PriorityLimiter:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.bucket = TokenBucket(qps, burst, clock)
-        self._clock = clock
         self._sleep = sleep
-        self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []  # a heap by rank
-        self._arrivals = itertools.count()
+        self._queues: dict[Priority, collections.deque[asyncio.Future[None]]] = {
+            p: collections.deque() for p in Priority
+        }
+        self._finished = dict.fromkeys(Priority, 0.0)  # each priority's last finish tag
+        self._virtual = 0.0  # the finish tag of the last token handed to a waiter
         self._dispatcher: asyncio.Task[None] | None = None
 
     def waiting(self) -> int:
         """Requests waiting for a token (cancelled ones not yet skipped included)."""
-        return len(self._waiting)
+        return sum(len(q) for q in self._queues.values())
 
     async def acquire(self, priority: Priority = Priority.NORMAL) -> None:
-        if not self._waiting and self.bucket.try_take():
+        if not self.waiting() and self.bucket.try_take():
             return
+        queue = self._queues[priority]
+        if not queue:
+            self._finished[priority] = max(self._finished[priority], self._virtual)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (self._clock() + GRACE[priority], next(self._arrivals), ready))
+        queue.append(ready)
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch())
         await ready
 
-    def _drop_cancelled(self) -> None:
-        while self._waiting and self._waiting[0][2].done():
-            heapq.heappop(self._waiting)
+    def _next(self) -> Priority | None:
+        """The priority whose head gets the next token; None when nobody waits."""
+        best: Priority | None = None
+        for p, queue in self._queues.items():
+            while queue and queue[0].done():
+                queue.popleft()
+            if queue and (best is None or self._tag(p) < self._tag(best)):
+                best = p
+        return best
+
+    def _tag(self, priority: Priority) -> float:
+        return self._finished[priority] + 1 / WEIGHT[priority]
 
     async def _dispatch(self) -> None:
-        """Hand out tokens until nobody waits; ranks are compared when a token is there, so a
-        request arriving during the wait for it competes for it."""
-        while True:
-            self._drop_cancelled()
-            if not self._waiting:
-                return
+        """Hand out tokens until nobody waits; the queue is chosen when the token is there,
+        so a request arriving during the wait for it competes for it."""
+        while (chosen := self._next()) is not None:
             delay = self.bucket.wait_time()
             if delay > 0:
                 await self._sleep(delay)
-                self._drop_cancelled()
-                if not self._waiting:
+                if (chosen := self._next()) is None:
                     return
             # The token waited for is due now; reserve() rather than try_take(), which float
             # rounding after an exact sleep could refuse.
             self.bucket.reserve()
-            heapq.heappop(self._waiting)[2].set_result(None)
+            self._virtual = self._finished[chosen] = self._tag(chosen)
+            self._queues[chosen].popleft().set_result(None)

@@ -13,6 +13,7 @@ upstream's 10 s pod failure backoff, so the Jobs that retry run side by side wit
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -247,13 +248,13 @@ def test_pod_replacement_policy_failed_waits_for_terminating_pods(stack: devstac
     for name, policy in (("on-failed", "Failed"), ("on-terminating", "TerminatingOrFailed")):
         spec = {"backoffLimit": 6, "podReplacementPolicy": policy}
         test_job.apply(stack, test_job.job_yaml(ns, name, spec=spec, pod_spec=slow_stop))
-    first = {}
+
+    def running(job: str) -> list[tuple[str, bool, str]]:
+        return [s for s in pod_state(stack, ns, job) if s[2] == "Running"]
+
+    first: dict[str, str] = {}
     for name in ("on-failed", "on-terminating"):
-        ((first[name], _, _),) = wait_for(
-            lambda name=name: [s for s in pod_state(stack, ns, name) if s[2] == "Running"] or None,
-            30,
-            what=f"{name}'s pod running",
-        )
+        ((first[name], _, _),) = wait_for(functools.partial(running, name), 30, what=f"{name}'s pod running")
     stack.kubectl("delete", "pod", "-n", ns, first["on-failed"], first["on-terminating"], "--wait=false")
 
     # TerminatingOrFailed: the terminating pod counts as failed at once and is replaced once
