@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import uvloop
-from kcm_shared.tokenbucket import WEIGHT, Priority, PriorityLimiter, TokenBucket
+from kcm_shared.tokenbucket import LOW_FLOOR, LOW_PATIENCE, WEIGHT, Priority, PriorityLimiter, TokenBucket
 
 HIGH, NORMAL, LOW = Priority.HIGH, Priority.NORMAL, Priority.LOW
 
@@ -127,13 +127,66 @@ def test_a_later_urgent_request_overtakes_those_already_waiting() -> None:
     uvloop.run(steps())
 
 
-def test_a_free_token_is_taken_at_once_whatever_the_priority() -> None:
+def test_a_free_token_is_taken_at_once_while_nobody_as_urgent_waits() -> None:
     async def steps() -> None:
         _, served = limiter(qps=1, burst=3)
         for i in range(3):
-            await served.request(f"low{i}", LOW)
-        assert served.order == [("low0", 0.0), ("low1", 0.0), ("low2", 0.0)]
+            await served.request(f"normal{i}", NORMAL)
+        assert served.order == [("normal0", 0.0), ("normal1", 0.0), ("normal2", 0.0)]
         assert served.limiter.waiting() == 0
+
+    uvloop.run(steps())
+
+
+def test_low_requests_keep_off_the_bottom_of_the_burst() -> None:
+    async def steps() -> None:
+        _, served = limiter(qps=20, burst=4)  # LOW takes tokens while 3 (LOW_FLOOR) are left
+        assert LOW_FLOOR * 4 == 3
+        tasks = [asyncio.create_task(served.request(f"low{i}", LOW)) for i in range(3)]
+        tasks += [asyncio.create_task(served.request(f"high{i}", HIGH)) for i in range(2)]
+        await settle(tasks)
+        assert served.order == [
+            ("low0", 0.0),
+            ("low1", 0.0),
+            ("high0", 0.0),  # the last two tokens, though low2 asked first
+            ("high1", 0.0),
+            ("low2", 0.15),  # once the bucket is back at 3
+        ]
+
+    uvloop.run(steps())
+
+
+def test_low_requests_wait_for_the_floor_at_most_their_patience() -> None:
+    async def steps() -> None:
+        _, served = limiter(qps=1, burst=40)  # back at the floor (30) only after 29 s
+        for _ in range(39):
+            await served.limiter.acquire(HIGH)
+        await settle([asyncio.create_task(served.request("low", LOW))])
+        assert served.order == [("low", LOW_PATIENCE)]
+
+    uvloop.run(steps())
+
+
+def test_an_urgent_request_is_not_held_up_by_the_wait_for_the_floor() -> None:
+    async def steps() -> None:
+        clock = Clock()
+        started = asyncio.Event()
+
+        async def sleep(delay: float) -> None:
+            await started.wait()  # the dispatcher is asleep here until the test says go
+            await fake_sleep(clock)(delay)
+
+        served = Served(PriorityLimiter(10, 10, clock=clock, sleep=sleep), clock)
+        for _ in range(10):
+            await served.limiter.acquire(HIGH)
+        low = asyncio.create_task(served.request("low", LOW))  # waits its patience (the floor: 0.75 s)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        high = asyncio.create_task(served.request("high", HIGH))  # the next token is 0.1 s away
+        await asyncio.sleep(0)
+        started.set()
+        await settle([low, high])
+        assert served.order == [("high", 0.1), ("low", LOW_PATIENCE)]
 
     uvloop.run(steps())
 
