@@ -13,6 +13,9 @@ writes it. Before writing, upstream's EventCorrelator steps are applied:
 3. Dedup: an event equal to one written within `WINDOW` (same object, type, reason, message,
    source) PATCHes that Event's count, message and lastTimestamp instead of creating a new one.
 
+Events are written at `kubeclient.Priority.LOW`: when the client's rate limit makes requests
+wait, the controller's own writes go first (docs/runtime.md, "Client rate limit").
+
 An Event queued during a reconcile is written under that reconcile's fencing claim
 (`kcm_shared.fencing`): once the key's partition is no longer this replica's, it is dropped
 (counted as `fenced`) rather than written by a replica that no longer owns the object.
@@ -249,8 +252,8 @@ class EventRecorder:
             try:
                 if patch:
                     body = {k: event[k] for k in ("count", "lastTimestamp", "message")}
-                    return await self._client.patch(one, body, "strategic")
-                return await self._client.create(collection, event)
+                    return await self._client.patch(one, body, "strategic", priority=kubeclient.Priority.LOW)
+                return await self._client.create(collection, event, priority=kubeclient.Priority.LOW)
             except kubeclient.ApiError as exc:
                 if patch and exc.not_found:
                     # The Event expired or was deleted: write it anew, keeping the count.

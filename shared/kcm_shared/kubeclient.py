@@ -4,8 +4,9 @@ Connection settings (kubeconfig, in-cluster service account, `--master`) are rea
 official `kubernetes` package, so every auth method it supports works; requests then go
 through kept-alive connections of `kcm_shared.http1` (watches through aiohttp, which
 streams) with msgspec decoding, which is what services on the bus need (async, cheap per
-call). Writes are rate limited client-side like client-go's
-`--kube-api-qps` / `--kube-api-burst`. Errors arrive as `ApiError` carrying the server's
+call). Requests are rate limited client-side like client-go's
+`--kube-api-qps` / `--kube-api-burst`, but waiting requests are served by `Priority` (a
+`priority=` argument, NORMAL unless said; `tokenbucket.PriorityLimiter`). Errors arrive as `ApiError` carrying the server's
 metav1.Status.
 
 Paths are built only by `resource_path` / `group_version_path`, which percent-encode every
@@ -37,6 +38,7 @@ import yaml
 import yarl
 
 from kcm_shared import http1, tokenbucket, tracing
+from kcm_shared.tokenbucket import Priority as Priority
 
 log = logging.getLogger("kcm.kubeclient")
 
@@ -258,7 +260,7 @@ class KubeClient:
         self.conn = conn
         self.user_agent = user_agent
         self._write_guard = write_guard
-        self._limiter = tokenbucket.TokenBucket(qps, burst) if qps > 0 else None
+        self._limiter = tokenbucket.PriorityLimiter(qps, burst) if qps > 0 else None
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self._api: http1.Client | None = None
@@ -298,8 +300,11 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        priority: Priority = Priority.NORMAL,
     ) -> Obj:
-        raw = await self.request_bytes(method, path, params=params, body=body, content_type=content_type)
+        raw = await self.request_bytes(
+            method, path, params=params, body=body, content_type=content_type, priority=priority
+        )
         if not raw:
             return {}
         result: Obj = _decode(raw)
@@ -313,10 +318,11 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        priority: Priority = Priority.NORMAL,
     ) -> bytes:
         """The response body undecoded, for callers that pass objects on byte for byte (the watcher)."""
         if self._limiter is not None:
-            await self._limiter.acquire()
+            await self._limiter.acquire(priority)
         # After the limiter's wait, which can be long: ownership may have ended during it.
         if self._write_guard is not None and method not in _READS:
             self._write_guard(method, path)
@@ -343,26 +349,53 @@ class KubeClient:
         headers["Authorization"] = auth = await self._token.header()
         return auth
 
-    async def get(self, path: str, params: Mapping[str, str] | None = None) -> Obj:
-        return await self.request("GET", path, params=params)
+    async def get(
+        self, path: str, params: Mapping[str, str] | None = None, *, priority: Priority = Priority.NORMAL
+    ) -> Obj:
+        return await self.request("GET", path, params=params, priority=priority)
 
-    async def create(self, path: str, obj: Obj, params: Mapping[str, str] | None = None) -> Obj:
-        return await self.request("POST", path, body=obj, params=params)
+    async def create(
+        self,
+        path: str,
+        obj: Obj,
+        params: Mapping[str, str] | None = None,
+        *,
+        priority: Priority = Priority.NORMAL,
+    ) -> Obj:
+        return await self.request("POST", path, body=obj, params=params, priority=priority)
 
-    async def update(self, path: str, obj: Obj, params: Mapping[str, str] | None = None) -> Obj:
-        return await self.request("PUT", path, body=obj, params=params)
+    async def update(
+        self,
+        path: str,
+        obj: Obj,
+        params: Mapping[str, str] | None = None,
+        *,
+        priority: Priority = Priority.NORMAL,
+    ) -> Obj:
+        return await self.request("PUT", path, body=obj, params=params, priority=priority)
 
     async def patch(
-        self, path: str, patch: Any, patch_type: str = "merge", params: Mapping[str, str] | None = None
+        self,
+        path: str,
+        patch: Any,
+        patch_type: str = "merge",
+        params: Mapping[str, str] | None = None,
+        *,
+        priority: Priority = Priority.NORMAL,
     ) -> Obj:
         return await self.request(
-            "PATCH", path, body=patch, params=params, content_type=PATCH_TYPES[patch_type]
+            "PATCH", path, body=patch, params=params, content_type=PATCH_TYPES[patch_type], priority=priority
         )
 
     async def delete(
-        self, path: str, options: Obj | None = None, params: Mapping[str, str] | None = None
+        self,
+        path: str,
+        options: Obj | None = None,
+        params: Mapping[str, str] | None = None,
+        *,
+        priority: Priority = Priority.NORMAL,
     ) -> Obj:
-        return await self.request("DELETE", path, body=options, params=params)
+        return await self.request("DELETE", path, body=options, params=params, priority=priority)
 
     async def watch(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Obj]:
         """Yield watch events until the server ends the stream; an ERROR event raises ApiError."""

@@ -5,12 +5,15 @@ One shared stack, a namespace per test. The simulator fails chosen pods: `sim.kc
 attempts, so retries succeed) and `fail-condition` (a failed pod carrying DisruptionTarget).
 Covers podFailurePolicy FailJob, Ignore and Count on exit codes and on a pod condition,
 FailIndex, backoffLimitPerIndex with maxFailedIndexes (failedIndexes, MaxFailedIndexesExceeded),
-and successPolicy (SuccessCriteriaMet, then Complete). Retries wait out upstream's 10 s pod
-failure backoff, so the Jobs that retry run side by side within one test.
+successPolicy (SuccessCriteriaMet, then Complete), and podReplacementPolicy (with Failed a
+terminating pod is replaced only once it is gone, with TerminatingOrFailed while it still
+terminates; a long `terminationGracePeriodSeconds` keeps it terminating). Retries wait out
+upstream's 10 s pod failure backoff, so the Jobs that retry run side by side within one test.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -223,3 +226,59 @@ def test_success_policy_meets_its_criteria_then_completes(stack: devstack.DevSta
         20,
         what="running pods gone",
     )
+
+
+def pod_state(stack: devstack.DevStack, ns: str, job: str) -> list[tuple[str, bool, str]]:
+    """(name, terminating, phase) of each of the Job's pods, through kubectl."""
+    return [
+        (p["metadata"]["name"], "deletionTimestamp" in p["metadata"], p["status"].get("phase", ""))
+        for p in test_job.pods_of(stack, ns, job)
+    ]
+
+
+def counts(stack: devstack.DevStack, ns: str, job: str) -> dict[str, int]:
+    status = test_job.get(stack, ns, "job", job).get("status", {})
+    return {k: status.get(k, 0) for k in ("active", "terminating", "failed")}
+
+
+def test_pod_replacement_policy_failed_waits_for_terminating_pods(stack: devstack.DevStack, ns: str) -> None:
+    # A long grace period keeps a deleted pod terminating (the simulator runs it until the
+    # grace ends); both Jobs' pods are deleted together and watched side by side.
+    slow_stop = {"terminationGracePeriodSeconds": 120}
+    for name, policy in (("on-failed", "Failed"), ("on-terminating", "TerminatingOrFailed")):
+        spec = {"backoffLimit": 6, "podReplacementPolicy": policy}
+        test_job.apply(stack, test_job.job_yaml(ns, name, spec=spec, pod_spec=slow_stop))
+
+    def running(job: str) -> list[tuple[str, bool, str]]:
+        return [s for s in pod_state(stack, ns, job) if s[2] == "Running"]
+
+    first: dict[str, str] = {}
+    for name in ("on-failed", "on-terminating"):
+        ((first[name], _, _),) = wait_for(functools.partial(running, name), 30, what=f"{name}'s pod running")
+    stack.kubectl("delete", "pod", "-n", ns, first["on-failed"], first["on-terminating"], "--wait=false")
+
+    # TerminatingOrFailed: the terminating pod counts as failed at once and is replaced once
+    # upstream's 10 s pod failure backoff is over, while it is still terminating.
+    wait_for(
+        lambda: counts(stack, ns, "on-terminating") == {"active": 1, "terminating": 1, "failed": 1},
+        45,
+        what="on-terminating replaced",
+    )
+    states = {n: (t, phase) for n, t, phase in pod_state(stack, ns, "on-terminating")}
+    assert states.pop(first["on-terminating"]) == (True, "Running")
+    assert [terminating for terminating, _ in states.values()] == [False]
+
+    # Failed, over the same time: counted as terminating only, neither failed nor replaced.
+    assert counts(stack, ns, "on-failed") == {"active": 0, "terminating": 1, "failed": 0}
+    assert pod_state(stack, ns, "on-failed") == [(first["on-failed"], True, "Running")]
+
+    # Once the pod is gone (a shorter grace period ends it: killed, Failed, then deleted) it
+    # counts as failed and is replaced after the backoff.
+    stack.kubectl("delete", "pod", "-n", ns, first["on-failed"], "--grace-period=1", "--wait=false")
+    wait_for(
+        lambda: counts(stack, ns, "on-failed") == {"active": 1, "terminating": 0, "failed": 1},
+        45,
+        what="on-failed replaced",
+    )
+    ((replacement, terminating, _),) = pod_state(stack, ns, "on-failed")
+    assert replacement != first["on-failed"] and not terminating

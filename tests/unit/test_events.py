@@ -17,17 +17,31 @@ class RecordingClient(kubeclient.KubeClient):
         super().__init__(kubeclient.Connection("http://unused"))
         self.calls: list[tuple[str, str]] = []
         self.stored: dict[str, dict[str, Any]] = {}
+        self.priorities: list[kubeclient.Priority] = []
 
     async def create(
-        self, path: str, obj: dict[str, Any], params: Mapping[str, str] | None = None
+        self,
+        path: str,
+        obj: dict[str, Any],
+        params: Mapping[str, str] | None = None,
+        *,
+        priority: kubeclient.Priority = kubeclient.Priority.NORMAL,
     ) -> dict[str, Any]:
+        self.priorities.append(priority)
         self.calls.append(("create", obj["metadata"]["name"]))
         self.stored[obj["metadata"]["name"]] = dict(obj)
         return obj
 
     async def patch(
-        self, path: str, patch: Any, patch_type: str = "merge", params: Mapping[str, str] | None = None
+        self,
+        path: str,
+        patch: Any,
+        patch_type: str = "merge",
+        params: Mapping[str, str] | None = None,
+        *,
+        priority: kubeclient.Priority = kubeclient.Priority.NORMAL,
     ) -> dict[str, Any]:
+        self.priorities.append(priority)
         name = path.rsplit("/", 1)[1]
         self.calls.append(("patch", name))
         if name not in self.stored:
@@ -72,6 +86,8 @@ def test_repeats_patch_one_event_and_a_new_window_creates_another() -> None:
         await drain(rec)
         first = client.calls[0][1]
         assert client.calls == [("create", first), ("patch", first), ("patch", first)]
+        # Deferrable: behind the controller's own writes when the client's rate limit bites.
+        assert client.priorities == [kubeclient.Priority.LOW] * 3
         assert first == f"web.{int(1_700_000_000 * 1e9):x}"
         stored = client.stored[first]
         assert stored["count"] == 3 and stored["metadata"]["namespace"] == "ns"

@@ -155,7 +155,7 @@ def test_events_queued_in_a_reconcile_are_dropped_once_its_claim_is_void() -> No
         written: list[str] = []
 
         class Client:
-            async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+            async def create(self, path: str, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
                 fencing.check_write("POST", path)
                 written.append(obj["reason"])
                 return obj
