@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import ipaddress
 import itertools
 import json
 import re
@@ -1512,6 +1513,88 @@ def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
             c.immutable("spec.clusterIP", spec.get("clusterIP", ""), old_spec.get("clusterIP"))
 
 
+def _go_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An IP as Go's net.ParseIP reads it: an IPv4-mapped IPv6 address is its IPv4 address."""
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _link_local_multicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip in ipaddress.IPv4Network("224.0.0.0/24")
+    packed = ip.packed
+    return packed[0] == 0xFF and packed[1] & 0x0F == 0x02
+
+
+def validate_non_special_ip(c: _Causes, value: str, path: str) -> None:
+    """Upstream ValidateNonSpecialIP (Endpoints, EndpointSlices, external IPs): a valid IP that
+    is not unspecified, loopback, link-local or link-local multicast."""
+    ip = _go_ip(value)
+    if ip is None:
+        c.invalid(path, value, "must be a valid IP address")
+        return
+    if ip.is_unspecified:
+        c.invalid(path, value, f"may not be unspecified ({value})")
+    if ip.is_loopback:
+        c.invalid(path, value, "may not be in the loopback range (127.0.0.0/8, ::1/128)")
+    if ip.is_link_local:
+        c.invalid(path, value, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")
+    if _link_local_multicast(ip):
+        c.invalid(path, value, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")
+
+
+def _endpoint_address(c: _Causes, address: Obj, path: str) -> None:
+    ip = str(address.get("ip") or "")
+    if _go_ip(ip) is None:
+        c.invalid(f"{path}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
+    hostname = address.get("hostname")
+    if hostname:
+        for msg in is_dns1123_label(str(hostname)):
+            c.invalid(f"{path}.hostname", hostname, msg)
+    node_name = address.get("nodeName")
+    if node_name is not None:
+        for msg in is_dns1123_subdomain(str(node_name)):
+            c.invalid(f"{path}.nodeName", node_name, msg)
+    validate_non_special_ip(c, ip, f"{path}.ip")
+
+
+def _endpoint_port(c: _Causes, port: Obj, require_name: bool, path: str) -> None:
+    name = port.get("name")
+    if require_name and not name:
+        c.required(f"{path}.name", "")
+    elif name:
+        for msg in is_dns1123_label(str(name)):
+            c.invalid(f"{path}.name", name, msg)
+    _port_number(c, port.get("port"), f"{path}.port")
+    _one_of(c, port, "protocol", path, _PROTOCOLS)
+    app_protocol = port.get("appProtocol")
+    if app_protocol is not None:
+        for msg in is_qualified_name(str(app_protocol)):
+            c.invalid(f"{path}.appProtocol", app_protocol, msg)
+
+
+def _endpoints(c: _Causes, obj: Obj, old: Obj | None) -> None:
+    """Upstream ValidateEndpoints / ValidateEndpointsUpdate (the subsets; metadata is common)."""
+    for i, subset in enumerate(map(_dict, _list(obj.get("subsets")))):
+        at = f"subsets[{i}]"
+        ready = _list(subset.get("addresses"))
+        not_ready = _list(subset.get("notReadyAddresses"))
+        if not ready and not not_ready:
+            c.required(at, "must specify `addresses` or `notReadyAddresses`")
+        for j, address in enumerate(map(_dict, ready)):
+            _endpoint_address(c, address, f"{at}.addresses[{j}]")
+        for j, address in enumerate(map(_dict, not_ready)):
+            _endpoint_address(c, address, f"{at}.notReadyAddresses[{j}]")
+        ports = _list(subset.get("ports"))
+        for j, port in enumerate(map(_dict, ports)):
+            _endpoint_port(c, port, len(ports) > 1, f"{at}.ports[{j}]")
+
+
 def _pod_disruption_budget(c: _Causes, obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj.get("spec"))
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
@@ -1760,6 +1843,7 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "PodTemplate"): _pod_template_object,
     ("", "ReplicationController"): _replication_controller,
     ("", "Service"): _service,
+    ("", "Endpoints"): _endpoints,
     ("", "ConfigMap"): _config_map,
     ("", "Secret"): _secret,
     ("", "ResourceQuota"): _resource_quota,
