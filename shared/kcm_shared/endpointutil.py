@@ -17,6 +17,8 @@ controller and the endpointslice-mirroring controller import it; nothing here do
 - `pod_endpoints_changed`, `SelectorCache`, `services_to_update_on_pod_change`: which Services a
   pod update must requeue (podEndpointsChanged, ServiceSelectorCache, GetServicesToUpdateOnPodChange,
   determineNeededServiceUpdates).
+- `repack_subsets`: the canonical layout of Endpoints subsets (pkg/api/v1/endpoints
+  RepackSubsets), which the endpoints controller writes and the API server stores.
 - `TriggerTimeTracker`: the value of the `endpoints.kubernetes.io/last-change-trigger-time`
   annotation (TriggerTimeTracker), and `ip_family` for an address's family (utilnet.IsIPv6String).
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from collections.abc import Iterable, Set
+from typing import Any
 
 import msgspec
 
@@ -263,6 +266,71 @@ def services_to_update_on_pod_change(
         previous = cache.pod_service_memberships(candidates, old)
         return determine_needed_service_updates(previous, current, pod_changed)
     return current
+
+
+# --- the canonical layout of Endpoints subsets ----------------------------------------------
+
+
+def _canonical(value: Any) -> bytes:
+    return msgspec.json.encode(value, order="sorted")
+
+
+def _address_key(address: dict[str, Any]) -> tuple[bytes, str]:
+    """(IP, pod uid): the identity of an address, and its sort order (IP bytes, then uid)."""
+    ref = address.get("targetRef")
+    uid = ref.get("uid") if isinstance(ref, dict) else None
+    return str(address.get("ip") or "").encode(), str(uid or "")
+
+
+def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The canonical layout of `subsets`, JSON-form EndpointSubsets (upstream RepackSubsets;
+    the API server canonicalizes what it stores with it too): addresses grouped by the
+    exact set of ports they serve; an address de-duplicated by IP and pod uid; not ready for
+    one port if it is not ready in any subset offering that port; subsets without ports
+    (a headless Service without ports) kept. Addresses sorted by IP then uid; ports and
+    subsets in a fixed order of their content."""
+    addresses: dict[tuple[bytes, str], dict[str, Any]] = {}
+    # port (canonical JSON, or None for "no ports") -> address key -> ready
+    by_port: dict[bytes | None, dict[tuple[bytes, str], bool]] = {}
+    port_objs: dict[bytes, dict[str, Any]] = {}
+    for subset in subsets:
+        ports = subset.get("ports") or []
+        port_keys: list[bytes | None] = []
+        for port in ports:
+            canonical = _canonical(port)
+            port_objs[canonical] = port
+            port_keys.append(canonical)
+        if not port_keys:
+            port_keys.append(None)
+        for port_key in port_keys:
+            readiness = by_port.setdefault(port_key, {})
+            for field, is_ready in (("addresses", True), ("notReadyAddresses", False)):
+                for address in subset.get(field) or []:
+                    key = _address_key(address)
+                    addresses.setdefault(key, address)
+                    # Not ready trumps ready.
+                    if readiness.get(key, True):
+                        readiness[key] = is_ready
+    groups: dict[tuple[tuple[tuple[bytes, str], bool], ...], list[dict[str, Any]]] = {}
+    for port_key, readiness in by_port.items():
+        members = tuple(sorted(readiness.items()))
+        group = groups.setdefault(members, [])
+        if port_key is not None:
+            group.append(port_objs[port_key])
+    out: list[dict[str, Any]] = []
+    for members, group_ports in groups.items():
+        packed: dict[str, Any] = {}
+        ready_addresses = [addresses[k] for k, r in members if r]
+        not_ready_addresses = [addresses[k] for k, r in members if not r]
+        if ready_addresses:
+            packed["addresses"] = ready_addresses
+        if not_ready_addresses:
+            packed["notReadyAddresses"] = not_ready_addresses
+        if group_ports:
+            packed["ports"] = sorted(group_ports, key=_canonical)
+        out.append(packed)
+    out.sort(key=_canonical)
+    return out
 
 
 # --- last-change-trigger-time -------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """kcm_shared.endpointutil against upstream's table cases (pkg/controller/util/endpoint
-controller_utils_test.go, trigger_time_tracker_test.go, pkg/api/v1/pod util_test.go FindPort)."""
+controller_utils_test.go, trigger_time_tracker_test.go, pkg/api/v1/pod util_test.go FindPort,
+pkg/api/v1/endpoints util_test.go TestPackSubsets)."""
 
 from __future__ import annotations
 
@@ -391,3 +392,109 @@ def test_ip_family(address: str, family: str) -> None:
 @pytest.mark.parametrize(("cluster_ip", "expected"), [("10.0.0.1", True), ("None", False), ("", False)])
 def test_is_service_ip_set(cluster_ip: str, expected: bool) -> None:
     assert eu.is_service_ip_set(svc({"spec": {"clusterIP": cluster_ip}})) is expected
+
+
+# --- RepackSubsets ------------------------------------------------------------------------------
+
+
+def addr(ip: str, uid: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"ip": ip}
+    if uid:
+        out["targetRef"] = {"kind": "Pod", "uid": uid}
+    return out
+
+
+def port(number: int, name: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"port": number, "protocol": "TCP"}
+    if name:
+        out["name"] = name
+    return out
+
+
+PACK_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = [
+    ("empty everything", [], []),
+    (
+        "one addr, one port",
+        [{"addresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+        [{"addresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+    ),
+    (
+        "one addr, no ports (a headless Service's)",
+        [{"addresses": [addr("1.2.3.4")]}],
+        [{"addresses": [addr("1.2.3.4")]}],
+    ),
+    (
+        "one not-ready addr, one port",
+        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+    ),
+    (
+        "one subset, dup addrs",
+        [{"addresses": [addr("1.2.3.4"), addr("1.2.3.4")], "ports": [port(111)]}],
+        [{"addresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+    ),
+    (
+        "one subset, dup ip, distinct pods",
+        [{"addresses": [addr("1.2.3.4", "uid-2"), addr("1.2.3.4", "uid-1")], "ports": [port(111)]}],
+        [{"addresses": [addr("1.2.3.4", "uid-1"), addr("1.2.3.4", "uid-2")], "ports": [port(111)]}],
+    ),
+    (
+        "two subsets, same port, merged and sorted by IP",
+        [
+            {"addresses": [addr("5.6.7.8")], "ports": [port(111)]},
+            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
+        ],
+        [{"addresses": [addr("1.2.3.4"), addr("5.6.7.8")], "ports": [port(111)]}],
+    ),
+    (
+        "one addr, two ports from two subsets",
+        [
+            {"addresses": [addr("1.2.3.4")], "ports": [port(111, "p")]},
+            {"addresses": [addr("1.2.3.4")], "ports": [port(222, "q")]},
+        ],
+        [{"addresses": [addr("1.2.3.4")], "ports": [port(111, "p"), port(222, "q")]}],
+    ),
+    (
+        "not ready trumps ready for the same port",
+        [
+            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
+            {"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]},
+        ],
+        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+    ),
+    (
+        "not ready trumps ready, whichever comes first",
+        [
+            {"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]},
+            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
+        ],
+        [{"notReadyAddresses": [addr("1.2.3.4")], "ports": [port(111)]}],
+    ),
+    (
+        "ready and not-ready addresses of one port share a subset",
+        [
+            {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
+            {"notReadyAddresses": [addr("5.6.7.8")], "ports": [port(111)]},
+        ],
+        [{"addresses": [addr("1.2.3.4")], "notReadyAddresses": [addr("5.6.7.8")], "ports": [port(111)]}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), PACK_CASES)
+def test_repack_subsets(name: str, given: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    assert eu.repack_subsets(given) == expected, name
+
+
+def test_repack_keeps_distinct_port_sets_apart() -> None:
+    given = [
+        {"addresses": [addr("1.2.3.4")], "ports": [port(111)]},
+        {"addresses": [addr("5.6.7.8")], "ports": [port(222)]},
+    ]
+    packed = eu.repack_subsets(given)
+    assert sorted((s["addresses"][0]["ip"], s["ports"][0]["port"]) for s in packed) == [
+        ("1.2.3.4", 111),
+        ("5.6.7.8", 222),
+    ]
+    # The order is a function of the content only: the same input, shuffled, packs the same.
+    assert eu.repack_subsets(list(reversed(given))) == packed
