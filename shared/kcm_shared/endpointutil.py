@@ -166,6 +166,8 @@ def find_port(pod: EndpointPodView, service_port: ServicePort) -> int:
 
 def ip_family(address: str) -> str:
     """IPV6 for an IPv6 address, else IPV4 (upstream utilnet.IsIPv6String, discovery AddressType)."""
+    if ":" not in address:
+        return IPV4  # IPv4, or no IP at all (which Go counts as not IPv6): no need to parse
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
@@ -329,7 +331,8 @@ def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if group_ports:
             packed["ports"] = sorted(group_ports, key=_canonical)
         out.append(packed)
-    out.sort(key=_canonical)
+    if len(out) > 1:
+        out.sort(key=_canonical)
     return out
 
 
