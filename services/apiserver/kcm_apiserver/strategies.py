@@ -93,7 +93,7 @@ def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> N
         _taint_not_ready(obj)
     elif ident == ("apps", "DaemonSet"):
         template_generation_on_create(obj)
-    if rt.has_status or rt.model is None:
+    if rt.has_status or rt.model is None or ident in _GENERATION_WITHOUT_STATUS:
         obj["metadata"]["generation"] = 1
 
 
@@ -177,6 +177,9 @@ _STATUS_KEEPS_OLD: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "Pod"): ("ownerReferences",),
     ("apiextensions.k8s.io", "CustomResourceDefinition"): ("labels", "annotations", "ownerReferences"),
 }
+# Kinds without a status whose strategy keeps a generation all the same: the endpointslice
+# controllers compare it with the one they wrote to tell a stale cache (EndpointSliceTracker).
+_GENERATION_WITHOUT_STATUS = {("discovery.k8s.io", "EndpointSlice")}
 # metav1.ResetObjectMetaForStatus, for the kinds whose status strategy calls it.
 _RESET_FOR_STATUS = ("labels", "annotations", "finalizers", "ownerReferences")
 _STATUS_RESETS_METADATA = {("storage.k8s.io", "VolumeAttachment")}
@@ -201,9 +204,12 @@ def after_defaults_on_update(rt: ResourceType, old: Obj, new: Obj, subresource: 
 
 def _generation_changed(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> bool:
     """A spec change bumps metadata.generation, and for a Deployment an annotation change through
-    the main resource too, since its annotations are copied to its ReplicaSets."""
+    the main resource too, since its annotations are copied to its ReplicaSets; an EndpointSlice's
+    labels count as its spec (they name its Service and manager)."""
     if spec_changed(old, new):
         return True
+    if (rt.group, rt.kind) in _GENERATION_WITHOUT_STATUS:
+        return bool((old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}))
     if (rt.group, rt.kind) == ("apps", "Deployment") and not subresource:
         return bool((old["metadata"].get("annotations") or {}) != (new["metadata"].get("annotations") or {}))
     return False
