@@ -34,6 +34,7 @@ REGISTRY = (
     "kcm_controllers.cronjob.cronjob_controller:SPEC",
     "kcm_controllers.disruption.disruption:SPEC",
     "kcm_controllers.podautoscaler.horizontal:SPEC",
+    "kcm_controllers.endpointslicemirroring.endpointslicemirroring_controller:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]
