@@ -12,25 +12,21 @@ import prometheus_client
 _SUBSYSTEM = "endpoint_slice_mirroring_controller"
 _PER_SYNC_BUCKETS = [2.0 * 2**i for i in range(15)]
 
-ENDPOINTS_ADDED = prometheus_client.Histogram(
-    f"{_SUBSYSTEM}_endpoints_added_per_sync",
-    "Number of endpoints added on each Endpoints sync",
-    buckets=_PER_SYNC_BUCKETS,
+
+def _per_sync(name: str, help_: str) -> prometheus_client.Histogram:
+    return prometheus_client.Histogram(f"{_SUBSYSTEM}_{name}", help_, buckets=_PER_SYNC_BUCKETS)
+
+
+ENDPOINTS_ADDED = _per_sync("endpoints_added_per_sync", "Number of endpoints added on each Endpoints sync")
+ENDPOINTS_UPDATED = _per_sync(
+    "endpoints_updated_per_sync", "Number of endpoints updated on each Endpoints sync"
 )
-ENDPOINTS_UPDATED = prometheus_client.Histogram(
-    f"{_SUBSYSTEM}_endpoints_updated_per_sync",
-    "Number of endpoints updated on each Endpoints sync",
-    buckets=_PER_SYNC_BUCKETS,
+ENDPOINTS_REMOVED = _per_sync(
+    "endpoints_removed_per_sync", "Number of endpoints removed on each Endpoints sync"
 )
-ENDPOINTS_REMOVED = prometheus_client.Histogram(
-    f"{_SUBSYSTEM}_endpoints_removed_per_sync",
-    "Number of endpoints removed on each Endpoints sync",
-    buckets=_PER_SYNC_BUCKETS,
-)
-ADDRESSES_SKIPPED = prometheus_client.Histogram(
-    f"{_SUBSYSTEM}_addresses_skipped_per_sync",
+ADDRESSES_SKIPPED = _per_sync(
+    "addresses_skipped_per_sync",
     "Number of addresses skipped on each Endpoints sync due to being invalid or exceeding MaxEndpointsPerSubset",
-    buckets=_PER_SYNC_BUCKETS,
 )
 # prometheus_client exposes a Counter as `<name>_total`; upstream's is plain `..._changes`.
 CHANGES = prometheus_client.Counter(f"{_SUBSYSTEM}_changes", "Number of EndpointSlice changes", ["operation"])
