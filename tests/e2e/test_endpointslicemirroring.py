@@ -108,6 +108,7 @@ def test_selectorless_endpoints_are_mirrored_and_follow_updates(stack: devstack.
             labels={"team": "a"},
             annotations={
                 "note": "kept",
+                "endpoints.kubernetes.io/over-capacity": "truncated",
                 "endpoints.kubernetes.io/last-change-trigger-time": "2024-01-01T00:00:00Z",
             },
         ),
@@ -120,7 +121,7 @@ def test_selectorless_endpoints_are_mirrored_and_follow_updates(stack: devstack.
     assert item["addressType"] == "IPv4"
     assert meta["generateName"] == "ext-"
     assert meta["labels"] == {SERVICE_NAME: "ext", MANAGED_BY: MIRRORING, "team": "a"}
-    assert meta.get("annotations") == {"note": "kept"}
+    assert meta.get("annotations") == {"note": "kept", "endpoints.kubernetes.io/over-capacity": "truncated"}
     (owner,) = meta["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
         "Endpoints",

@@ -10,6 +10,9 @@ from typing import Any
 
 import msgspec
 import pytest
+from kcm_apiserver.operations import Api, Ctx
+from kcm_apiserver.registry import Registry
+from kcm_apiserver.store import Store
 from kcm_controllers.endpointslicemirroring import endpointslicemirroring_controller as ctl
 from kcm_controllers.endpointslicemirroring import reconciler, utils
 from kcm_shared import events
@@ -328,3 +331,35 @@ def test_max_endpoints_flag_range(text: str, ok: bool) -> None:
     else:
         with pytest.raises(Exception, match="between 1 and 1000"):
             ctl.max_endpoints_per_subset(text)
+
+
+def test_a_slice_as_the_api_server_stores_it_needs_no_rewrite() -> None:
+    """What the embedded API server stores (defaults, generation, ownerReference) plans no write,
+    so an unchanged Endpoints costs no slice update."""
+    api = Api(Store(None), Registry())
+    rt = api._rt("discovery.k8s.io", "v1", "endpointslices")
+    ep = endpoints(
+        [
+            {
+                "ports": [{"port": 8080}, {"name": "b", "port": 53, "protocol": "UDP", "appProtocol": "dns"}],
+                "addresses": [
+                    {
+                        "ip": "10.0.0.1",
+                        "hostname": "h",
+                        "nodeName": "n",
+                        "targetRef": {"kind": "Pod", "name": "p"},
+                    }
+                ],
+                "notReadyAddresses": [{"ip": "2001:db8::1"}],
+            }
+        ],
+        labels={"a": "b"},
+        annotations={"x": "y"},
+    )
+    stored = []
+    for body in reconciler.plan(ep, [], 1000).to_create:
+        created = api.create(Ctx(rt, "default"), body)
+        stored.append(msgspec.convert(created, utils.EndpointSliceView))
+    assert len(stored) == 2
+    again = reconciler.plan(ep, stored, 1000)
+    assert (again.to_create, again.to_update, again.to_delete) == ([], [], [])
