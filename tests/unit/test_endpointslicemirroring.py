@@ -260,7 +260,7 @@ def run_reconcile(
     ep: utils.EndpointsView, max_per_subset: int
 ) -> tuple[FakeClient, FakeRecorder, EndpointSliceTracker]:
     client, recorder, tracker = FakeClient(), FakeRecorder(), EndpointSliceTracker()
-    r = reconciler.Reconciler(client, tracker, recorder, max_per_subset, ctl._written_ref)  # type: ignore[arg-type]
+    r = reconciler.Reconciler(client, tracker, recorder, max_per_subset)  # type: ignore[arg-type]
     asyncio.run(r.reconcile(ep, []))
     return client, recorder, tracker
 

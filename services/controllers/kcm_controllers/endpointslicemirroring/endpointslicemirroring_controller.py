@@ -29,7 +29,7 @@ from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpointslicemirroring import metrics, reconciler, utils
-from kcm_controllers.endpointslicemirroring.utils import ENDPOINTS, ENDPOINTSLICES, SERVICES, Obj
+from kcm_controllers.endpointslicemirroring.utils import ENDPOINTS, ENDPOINTSLICES, SERVICES
 
 MAX_ENDPOINTS_PER_SUBSET_RANGE = (1, 1000)  # upstream's validation of the flag
 _MIRRORED_INDEX = "endpointslicemirroring/endpoints"
@@ -52,11 +52,6 @@ def _ref(slice_: utils.EndpointSliceView) -> Ref:
     return Ref(slice_.metadata.uid, slice_.metadata.generation)
 
 
-def _written_ref(obj: Obj) -> Ref:
-    meta = obj.get("metadata") or {}
-    return Ref(str(meta.get("uid", "")), int(meta.get("generation") or 0))
-
-
 def _owner(slice_: utils.EndpointSliceView) -> tuple[str, str]:
     return slice_.metadata.namespace, slice_.metadata.labels.get(utils.LABEL_SERVICE_NAME, "")
 
@@ -71,9 +66,7 @@ class MirroringController:
         self.enqueue = ctx.enqueue
         self.batch_period = batch_period
         self.tracker = EndpointSliceTracker()
-        self.reconciler = reconciler.Reconciler(
-            ctx.client, self.tracker, ctx.recorder, max_per_subset, _written_ref
-        )
+        self.reconciler = reconciler.Reconciler(ctx.client, self.tracker, ctx.recorder, max_per_subset)
         self._delayed: set[str] = set()
 
     def register(self) -> None:

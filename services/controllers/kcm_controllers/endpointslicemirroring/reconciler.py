@@ -14,7 +14,6 @@ writes and records each write in the EndpointSliceTracker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +190,12 @@ def plan(
     return result
 
 
+def written_ref(obj: Obj) -> Ref:
+    """The tracker's record of a slice as the API server returned it from a write."""
+    meta = obj.get("metadata") or {}
+    return Ref(str(meta.get("uid", "")), int(meta.get("generation") or 0))
+
+
 class Reconciler:
     """Writes a Plan through the API; the client, tracker and Event recorder are injected."""
 
@@ -200,13 +205,11 @@ class Reconciler:
         tracker: EndpointSliceTracker,
         recorder: events.EventRecorder,
         max_per_subset: int,
-        ref: Callable[[Obj], Ref],
     ) -> None:
         self.client = client
         self.tracker = tracker
         self.recorder = recorder
         self.max_per_subset = max_per_subset
-        self.ref = ref
 
     async def reconcile(
         self, endpoints: utils.EndpointsView, existing: list[utils.EndpointSliceView]
@@ -248,7 +251,7 @@ class Reconciler:
                     raise SyncError(
                         f"failed to create EndpointSlice for Endpoints {namespace}/{name}: {exc}"
                     ) from exc
-                self.tracker.update(service, self.ref(created))
+                self.tracker.update(service, written_ref(created))
                 metrics.CHANGES.labels("create").inc()
         for body in todo.to_update:
             slice_name = body["metadata"]["name"]
@@ -259,7 +262,7 @@ class Reconciler:
                 raise SyncError(
                     f"failed to update {slice_name} EndpointSlice for Endpoints {namespace}/{name}: {exc}"
                 ) from exc
-            self.tracker.update(service, self.ref(updated))
+            self.tracker.update(service, written_ref(updated))
             metrics.CHANGES.labels("update").inc()
         for old in todo.to_delete:
             try:
