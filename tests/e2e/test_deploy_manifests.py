@@ -278,6 +278,7 @@ def recorded(
             drive_statefulset(apiserver)
             drive_endpoints(apiserver)
             drive_endpointslice(apiserver)
+            drive_endpointslicemirroring(apiserver)
             drive_namespace_services(apiserver)
             drive_node_ipam(apiserver)
         except AssertionError as exc:
@@ -918,6 +919,31 @@ def drive_endpointslice(api: ApiServer) -> None:
     api.kubectl("-n", ns, "delete", "pod", "sliced-a")
 
 
+def drive_endpointslicemirroring(api: ApiServer) -> None:
+    """The mirroring controller creates a slice for hand-written Endpoints, updates it when they
+    change and deletes it when they go."""
+    ns = "rbac-e2e"
+    label = "kubernetes.io/service-name=mirrored"
+
+    def mirrored_ips() -> list[str]:
+        items = api.kubectl_json("-n", ns, "get", "endpointslices", "-l", label)["items"]
+        return [a for item in items for ep in item.get("endpoints") or () for a in ep["addresses"]]
+
+    def endpoints(ip: str) -> str:
+        subset = {"addresses": [{"ip": ip}], "ports": [{"port": 8080}]}
+        body = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "mirrored", "namespace": ns}}
+        return json.dumps({**body, "subsets": [subset]})
+
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mirrored", "namespace": ns}}
+    api.kubectl("apply", "-f", "-", input=json.dumps({**svc, "spec": {"ports": [{"port": 80}]}}))
+    api.kubectl("apply", "-f", "-", input=endpoints("10.9.0.1"))
+    wait_for(lambda: mirrored_ips() == ["10.9.0.1"], 30, interval=0.2, what="Endpoints mirrored")
+    api.kubectl("apply", "-f", "-", input=endpoints("10.9.0.2"))
+    wait_for(lambda: mirrored_ips() == ["10.9.0.2"], 30, interval=0.2, what="mirrored slice updated")
+    api.kubectl("-n", ns, "delete", "endpoints", "mirrored")
+    wait_for(lambda: mirrored_ips() == [], 30, interval=0.2, what="mirrored slice deleted")
+
+
 def drive_namespace_services(api: ApiServer) -> None:
     """Exercise the per-namespace controllers' API calls: a quota's usage, the default
     ServiceAccount and the root CA ConfigMap made and repaired, legacy token Secrets filled, invalidated, deleted with
@@ -1101,6 +1127,12 @@ NOT_EXERCISED = {
         "create",
     ): "FailedToUpdateEndpointSlices: only when a write fails",
     ("endpointslice-controller", "", "events", "patch"): _REPEATED,
+    ("endpointslicemirroring-controller", "", "endpoints/finalizers", "update"): _BLOCK_OWNER,
+    ("endpointslicemirroring-controller", "", "events", "create"): (
+        "TooManyAddressesToMirror needs a subset over --mirroring-max-endpoints-per-subset (1000), "
+        "and InvalidIPAddress an IP that Endpoints validation refuses"
+    ),
+    ("endpointslicemirroring-controller", "", "events", "patch"): _REPEATED,
     ("clusterrole-aggregation-controller", "rbac.authorization.k8s.io", "clusterroles", "escalate"): (
         "asked by the RBAC authorizer when it writes rules its own role lacks (no authorizer here)"
     ),

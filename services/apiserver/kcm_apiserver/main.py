@@ -22,7 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from kcm_shared import satoken
 
-from kcm_apiserver import audit, authn, kubeconfig, nodeports, persist, schemas
+from kcm_apiserver import audit, authn, kubeconfig, kubernetesendpoints, nodeports, persist, schemas
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.server import Server
@@ -56,6 +56,9 @@ class Options:
     tls_private_key_file: Path | None = None
     secure_kubeconfig_out: Path | None = None
     secure_kubeconfig_ca: Path | None = None
+    # kube-apiserver's --advertise-address: published in default/kubernetes (None: the bind
+    # address when usable, else the host's default-route address).
+    advertise_address: str | None = None
 
 
 def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
@@ -145,14 +148,22 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     await runner.setup()
     url = await _listen(runner, opts.bind, opts.port, None)
     server.address = url.split("://", 1)[1]
+    published_url = url  # kube-apiserver publishes its secure port when it serves one
     if opts.secure_port is not None:
         secure_url = await _listen(runner, opts.bind, opts.secure_port, _tls_context(opts))
+        published_url = secure_url
         if opts.secure_kubeconfig_out is not None:
             ca = opts.secure_kubeconfig_ca.read_bytes() if opts.secure_kubeconfig_ca else b""
             kubeconfig.write(opts.secure_kubeconfig_out, secure_url, None, ca=ca)
         log.info(
             "apiserver serving TLS", extra={"url": secure_url, "kubeconfig": str(opts.secure_kubeconfig_out)}
         )
+    published_port = int(published_url.rsplit(":", 1)[1])
+    address = kubernetesendpoints.advertise_address(opts.bind, opts.advertise_address)
+    if address is None:
+        log.warning("no usable address to publish in default/kubernetes Endpoints; set --advertise-address")
+    else:
+        kubernetesendpoints.reconcile(api, address, published_port)
     if opts.kubeconfig_out is not None:
         kubeconfig.write(opts.kubeconfig_out, url, token)
     log.info("apiserver serving", extra={"url": url, "kubeconfig": str(opts.kubeconfig_out)})

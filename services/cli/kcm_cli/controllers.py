@@ -39,6 +39,7 @@ REGISTRY = (
     "kcm_controllers.endpoint.endpoints_controller:SPEC",
     "kcm_controllers.endpointslice.endpointslice_controller:SPEC",
     "kcm_controllers.daemonset.daemon_controller:SPEC",
+    "kcm_controllers.endpointslicemirroring.endpointslicemirroring_controller:SPEC",
 )
 
 BUILTIN: list[controller.Spec] = [controller.load_plugin(entry) for entry in REGISTRY]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import os
 import signal
 import sys
@@ -27,6 +28,19 @@ from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
 
 from kcm_cli import controllers, dev, manifests, natsauth
+
+
+def _ip_address(text: str) -> str:
+    """An IP address that Endpoints may hold (kube-apiserver refuses others at start too)."""
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an IP address: {text!r}") from exc
+    if ip.is_unspecified or ip.is_loopback or ip.is_link_local or ip.is_multicast:
+        raise argparse.ArgumentTypeError(
+            f"{text} cannot be published in Endpoints (unspecified, loopback or link-local)"
+        )
+    return str(ip)
 
 
 def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,6 +78,12 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="append",
         default=[],
         help=f"issuer of the tokens it signs (the first) and accepts (repeatable; default {satoken.DEFAULT_ISSUER})",
+    )
+    p.add_argument(
+        "--advertise-address",
+        type=_ip_address,
+        help="the IP address published in the default/kubernetes Endpoints and EndpointSlice "
+        "(default: --bind when usable, else the host's default-route address)",
     )
     p.add_argument("--secure-port", type=int, help="also serve https on this port (0: any free port)")
     p.add_argument("--tls-cert-file", type=Path, help="PEM serving certificate for --secure-port")
@@ -263,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             secure_port=args.secure_port,
             tls_cert_file=args.tls_cert_file,
             tls_private_key_file=args.tls_private_key_file,
+            advertise_address=args.advertise_address,
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":

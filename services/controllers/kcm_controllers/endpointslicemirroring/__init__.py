@@ -1,0 +1,1 @@
+"""The endpointslice-mirroring controller (upstream pkg/controller/endpointslicemirroring)."""
