@@ -14,6 +14,7 @@ Tests that change nodes (labels, taints, the node count) undo it before they end
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -80,6 +81,12 @@ def pods(stack: devstack.DevStack, ns: str, live: bool = True) -> list[dict[str,
     """The namespace's pods; with `live`, those not being deleted."""
     items: list[dict[str, Any]] = get(stack, ns, "pods")["items"]
     return [p for p in items if not (live and p["metadata"].get("deletionTimestamp"))]
+
+
+def past_creation_second(items: list[dict[str, Any]]) -> bool:
+    """Whether the wall clock has left the second of the newest pod's creationTimestamp."""
+    newest = max(dt.datetime.fromisoformat(p["metadata"]["creationTimestamp"]) for p in items)
+    return dt.datetime.now(dt.UTC) >= newest + dt.timedelta(seconds=1)
 
 
 def by_node(stack: devstack.DevStack, ns: str) -> dict[str, list[dict[str, Any]]]:
@@ -282,6 +289,9 @@ def test_rolling_update_surges_before_deleting(stack: devstack.DevStack, ns: str
     strategy = "updateStrategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}"
     apply(stack, ds_yaml(ns, "agent", spec=strategy))
     wait_status(stack, ns, "agent", numberAvailable=3)
+    # The status judges a node by its oldest pod, by creationTimestamp (whole seconds) and then
+    # by name, as upstream: a surge pod made within the old pods' second could sort first.
+    wait_for(lambda: past_creation_second(pods(stack, ns)), 5, what="a second past the old pods' creation")
     apply(stack, ds_yaml(ns, "agent", spec=strategy, image="agent:2", ready="false"))
     # One new pod beside an old one; no old pod goes while the new one is not available.
     s = wait_status(stack, ns, "agent", observedGeneration=2, updatedNumberScheduled=0)

@@ -613,6 +613,23 @@ RUNNING = {"startTime": START, "active": 1}
                 )
             ],
         ),
+        # Resuming restarts the clock (1.32.10's fix): allowed while Suspended goes True -> False.
+        (
+            {"startTime": END, "conditions": [cond("Suspended", "False")]},
+            {"startTime": START, "conditions": [cond("Suspended")]},
+            [],
+        ),
+        (
+            {"startTime": END, "conditions": [cond("Suspended", "False")]},
+            {"startTime": START, "conditions": [cond("Suspended", "False")]},
+            [
+                (
+                    "FieldValueRequired",
+                    "status.startTime",
+                    "Required value: startTime cannot be removed for unsuspended job",
+                )
+            ],
+        ),
         (
             {"startTime": START, "completedIndexes": "0"},
             {"startTime": START},

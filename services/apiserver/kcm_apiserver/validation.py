@@ -1215,6 +1215,14 @@ def _condition_true(status: Obj, type_: str) -> bool:
     )
 
 
+def _condition_status(status: Obj, type_: str) -> str | None:
+    for cond in _list(status.get("conditions")):
+        if _dict(cond).get("type") == type_:
+            status_: str | None = _dict(cond).get("status")
+            return status_
+    return None
+
+
 def _job_finished(status: Obj) -> bool:
     return _condition_true(status, "Complete") or _condition_true(status, "Failed")
 
@@ -1376,7 +1384,15 @@ def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
     old_completion = old_status.get("completionTime")
     if completion is not None and old_completion is not None and completion_changed:
         c.invalid("status.completionTime", _go_time(completion), "completionTime cannot be mutated")
-    if old_status.get("startTime") is not None and start_changed and spec.get("suspend") is not True:
+    # Resuming (Suspended True -> False) restarts the clock: 1.32.10's fix (kubernetes#135128)
+    # of the rule, which before it refused every resume of a Job that had once started.
+    resuming = _condition_true(old_status, "Suspended") and _condition_status(status, "Suspended") == "False"
+    if (
+        old_status.get("startTime") is not None
+        and start_changed
+        and spec.get("suspend") is not True
+        and not resuming
+    ):
         c.required("status.startTime", "startTime cannot be removed for unsuspended job")
     if _condition_true(old_status, "SuccessCriteriaMet") and not criteria_met:
         c.invalid_omitted(conditions, "cannot disable the SuccessCriteriaMet=True condition")
