@@ -97,3 +97,42 @@ def test_job_managed_by_another_controller_is_not_touched() -> None:
     assert asyncio.run(controller(server, NoEvents(), fake).sync(KEY)) is None
     assert server.rv == 1 and fake.templates == []
     assert server.pods["p0"]["metadata"]["finalizers"] == [tracking.JOB_TRACKING_FINALIZER]
+
+
+class ReleasingServer(FakeServer):
+    """A FakeServer that tells when a finalizer came off a pod."""
+
+    def __init__(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+        super().__init__(job, pods)
+        self.released = asyncio.Event()
+
+    async def patch(self, path: str, body: Any, patch_type: str) -> dict[str, Any]:
+        pod = await super().patch(path, body, patch_type)
+        self.released.set()
+        return pod
+
+
+class GatedPodControl(podcontrol.RecordingPodControl):
+    """Creations that finish only once `server` has taken a finalizer off a pod."""
+
+    def __init__(self, server: ReleasingServer) -> None:
+        super().__init__()
+        self.server = server
+
+    async def create_pods(self, *args: Any, **kw: Any) -> None:
+        await asyncio.wait_for(self.server.released.wait(), 5)
+        await super().create_pods(*args, **kw)
+
+
+def test_replacements_are_created_beside_the_tracking_writes() -> None:
+    # Two of three completions done: their pods are counted while the third one is created,
+    # and the status written last holds the counts and the created pod as active.
+    job = new_job(3, indexed=False)
+    job["spec"]["parallelism"] = 1
+    server = ReleasingServer(job, [finished_pod(0, "Succeeded", None), finished_pod(1, "Succeeded", None)])
+    fake = GatedPodControl(server)
+    asyncio.run(controller(server, NoEvents(), fake).sync(KEY))
+    assert len(fake.templates) == 1
+    assert not any(p["metadata"]["finalizers"] for p in server.pods.values())
+    status = server.job["status"]
+    assert (status["succeeded"], status["active"], status["uncountedTerminatedPods"]) == (2, 1, {})

@@ -24,8 +24,11 @@ upstream's pod-failure backoff, or delete them all while suspended; finally writ
 status and remove finalizers in upstream's order (`track_status`): finished pods' UIDs
 into status.uncountedTerminatedPods, then their finalizers off, then the counters, and only
 then the Complete / Failed condition, after the interim SuccessCriteriaMet / FailureTarget
-one, once no pod is uncounted or terminating. A timed retry comes back at the active
-deadline or when the backoff of failed pods ends, never by polling.
+one, once no pod is uncounted or terminating. The pods `manage_job` decides to create are
+created beside the first two tracking steps (upstream creates them first), so a finished
+pod's replacement never waits for those round trips; status.active counts them in the last
+write, once they exist. A timed retry comes back at the active deadline or when the backoff
+of failed pods ends, never by polling.
 
 Pure helpers live in `jobview.py`, `indexing.py`, `backoff.py` and `tracking.py`;
 podFailurePolicy and successPolicy matching in `pod_failure_policy.py` and
@@ -76,6 +79,7 @@ PODS = subjects.Resource("", "v1", "pods")
 API_VERSION = "batch/v1"
 KIND = "Job"
 ORPHAN_POD_PREFIX = "orphan-pod:"  # ':' never occurs in a namespace name: no Job key starts so
+ORPHANS_INDEX = "job-orphans"  # pods cache index: the namespace of each pod without a controller
 MAX_UNCOUNTED_PODS = 500  # UIDs in uncountedTerminatedPods at once (keeps status ~20 KB)
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
 DEFAULT_BACKOFF_LIMIT = 6
@@ -113,6 +117,14 @@ class _RestartPolicy(codec.View):
     restart_policy: str = ""
 
 
+@dataclass(frozen=True)
+class _Creation:
+    """Pods a sync creates: `count` of them, one per index of `indexes` when Indexed."""
+
+    count: int
+    indexes: list[int]
+
+
 @dataclass
 class _Sync:
     """What one sync works out about a Job (upstream syncJobCtx); `status` is a private copy."""
@@ -135,6 +147,10 @@ class _Sync:
     failed_indexes: intervals.Intervals | None = None
     delayed_per_index: dict[int, Pod] = field(default_factory=dict)
     requeue_after: float | None = None
+    # Pods to create beside the tracking writes; `active` counts those there before them.
+    creation: _Creation | None = None
+    active: int = 0
+    create_error: Exception | None = None
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -169,6 +185,7 @@ class JobController:
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
 
     def register(self) -> None:
+        self.pods.add_index(ORPHANS_INDEX, _orphan_namespace)
         self.jobs.add_handler(on_add=self.add_job, on_update=self.update_job, on_delete=self.delete_job)
         self.pods.add_handler(on_add=self.add_pod, on_update=self.update_pod, on_delete=self.delete_pod_final)
 
@@ -349,9 +366,18 @@ class JobController:
         return kubeclient.resource_path(JOBS.group, JOBS.version, JOBS.resource, m.namespace, m.name)
 
     async def pods_for_job(self, job: JobView, sel: selectors.LabelSelector) -> list[Pod]:
-        """The Job's pods after adoption and release (getPodsForJob); every pod of the
-        namespace is a candidate, so pods that stopped matching are released."""
-        candidates = self.pods.list(job.metadata.namespace)
+        """The Job's pods after adoption and release (getPodsForJob). Upstream hands every
+        pod of the namespace to the claim; only those the Job controls and the orphans can
+        come out of it, so the candidates are those two, found by index rather than by a
+        walk over a namespace that keeps each finished pod. The Job's own pods that stopped
+        matching are among them, and released."""
+        meta = job.metadata
+        candidates = [
+            p
+            for p in self.pods.by_index(cache.OWNER_UID_INDEX, meta.uid)
+            if p.metadata.namespace == meta.namespace and _controller_uid(p) == meta.uid
+        ]
+        candidates += self.pods.by_index(ORPHANS_INDEX, meta.namespace)
         pods = await controllerref.claim(
             self.client,
             job,
@@ -420,6 +446,7 @@ class JobController:
             status.start_time = now
         self._decide_finish(c, now)
         manage_error: Exception | None = None
+        creation: _Creation | None = None
         active = len(c.active_pods)
         suspend_changed = False
         if c.finished is not None:
@@ -433,7 +460,7 @@ class JobController:
         else:
             managed = False
             if satisfied and job.metadata.deletion_timestamp is None:
-                active, manage_error = await self.manage_job(key, job, c, now)
+                active, manage_error, creation = await self.manage_job(key, job, c, now)
                 managed = True
             completions = job.spec.completions
             if completions is None:
@@ -457,10 +484,17 @@ class JobController:
             or c.ready != status.ready
             or c.terminating != status.terminating
         )
-        status.active = active
+        if creation is None:
+            status.active = active
+        else:
+            # Set once the creations are done (`track_status`), as upstream writes it.
+            needs_update = suspend_changed or c.ready != status.ready or c.terminating != status.terminating
+            c.creation, c.active = creation, active
         status.ready = c.ready
         status.terminating = c.terminating
         await self.track_status(key, c, needs_update)
+        if c.create_error is not None:
+            manage_error = c.create_error
         if manage_error is not None:
             raise manage_error
         return durable.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
@@ -639,9 +673,10 @@ class JobController:
 
     async def manage_job(
         self, key: str, job: JobView, c: _Sync, now: dt.datetime
-    ) -> tuple[int, Exception | None]:
-        """Create or delete pods towards the wanted number of active ones (manageJob);
-        returns the active count it leaves and the first error."""
+    ) -> tuple[int, Exception | None, _Creation | None]:
+        """Delete pods towards the wanted number of active ones, or decide how many to
+        create (manageJob); returns the active count the deletions leave, their first error,
+        and the creations for the caller to make (`create_pods`)."""
         active = len(c.active_pods)
         if jobview.suspended(job):
             doomed = indexing.active_pods_for_removal(job, c.active_pods, active)
@@ -649,7 +684,7 @@ class JobController:
             ready, removed, error = await self.delete_job_pods(key, job, doomed)
             c.terminating += removed
             c.ready -= ready
-            return active - removed, error
+            return active - removed, error, None
         parallelism = job.spec.parallelism if job.spec.parallelism is not None else 1
         completions = job.spec.completions
         if completions is None:
@@ -665,16 +700,16 @@ class JobController:
             ready, removed, error = await self.delete_job_pods(key, job, doomed)
             c.terminating += removed
             c.ready -= ready
-            return active - removed, error
+            return active - removed, error, None
         terminating = c.terminating if jobview.only_replace_failed_pods(job) else 0
         diff = want - terminating - active
         if diff <= 0:
-            return active, None
+            return active, None, None
         if not jobview.has_backoff_limit_per_index(job):
             wait = backoff.remaining(c.new_backoff, now)
             if wait > 0:
                 c.requeue(wait)
-                return active, None
+                return active, None, None
         diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)
         indexes: list[int] = []
         if jobview.is_indexed(job):
@@ -683,12 +718,11 @@ class JobController:
                 indexes, wait = self._creatable_indexes(indexes, c.delayed_per_index, now)
                 if wait > 0:
                     c.requeue(wait)
-                    return active, None
+                    return active, None, None
             diff = len(indexes)
         if diff == 0:
-            return active, None
-        created, error = await self.create_pods(key, job, c, diff, indexes)
-        return active + created, error
+            return active, None, None
+        return active, None, _Creation(diff, indexes)
 
     def _pending_indexes(self, job: JobView, c: _Sync, count: int) -> list[int]:
         taken = c.succeeded_indexes.with_indexes(sorted(indexing.indexes_of(c.active_pods)))
@@ -937,16 +971,35 @@ class JobController:
                 jobview.COMPLETE, "True", c.finished.reason, c.finished.message, now
             )
 
-        # 1. The new uncounted UIDs (and interim conditions) are stored before any finalizer goes.
-        if needs_flush:
-            await self.write_status(key, c, counts, uncounted)
-            self.backoff.update(key, c.new_backoff)
+        async def uncount_and_release() -> tuple[set[str], Exception | None]:
+            # 1. The new uncounted UIDs (and interim conditions) are stored before any
+            # finalizer goes; 2. the finalizers come off.
+            if needs_flush:
+                await self.write_status(key, c, counts, uncounted)
+                self.backoff.update(key, c.new_backoff)
+            if to_remove:
+                return await self.remove_finalizers(key, to_remove)
+            return set(), None
+
+        if c.creation is None:
+            done, remove_error = await uncount_and_release()
             needs_flush = False
-        # 2. Finalizers off; 3. the pods whose finalizer is gone move to the counters.
-        remove_error: Exception | None = None
-        if to_remove:
-            done, remove_error = await self.remove_finalizers(key, to_remove)
-            with_finalizer -= done
+        else:
+            # The new pods are created beside steps 1 and 2 rather than before them: neither
+            # depends on the other, and a replacement need not wait for their round trips.
+            create = self.create_pods(key, job, c, c.creation.count, c.creation.indexes)
+            created, released = await asyncio.gather(create, uncount_and_release(), return_exceptions=True)
+            if isinstance(created, BaseException):
+                raise created
+            if isinstance(released, BaseException):
+                raise released
+            c.create_error = created[1]
+            done, remove_error = released
+            # Step 1 wrote the active count from before the creations.
+            written_active, status.active = status.active, c.active + created[0]
+            needs_flush = status.active != written_active
+        with_finalizer -= done
+        # 3. The pods whose finalizer is gone move to the counters.
         if tracking.clean_uncounted_without_finalizers(counts, uncounted, with_finalizer):
             needs_flush = True
         if remove_error is not None:
@@ -1030,6 +1083,15 @@ class JobController:
             POD_FINISHED.labels(mode, "succeeded").inc(status.succeeded - old_succeeded)
         if status.failed > old_failed:
             POD_FINISHED.labels(mode, "failed").inc(status.failed - old_failed)
+
+
+def _controller_uid(pod: Pod) -> str | None:
+    ref = codec.controller_ref(pod)
+    return None if ref is None else ref.uid
+
+
+def _orphan_namespace(pod: Pod) -> list[str]:
+    return [pod.metadata.namespace] if codec.controller_ref(pod) is None else []
 
 
 def _not_found(exc: BaseException) -> bool:
