@@ -147,9 +147,7 @@ class _Sync:
     failed_indexes: intervals.Intervals | None = None
     delayed_per_index: dict[int, Pod] = field(default_factory=dict)
     requeue_after: float | None = None
-    # Pods to create beside the tracking writes; `active` counts those there before them.
-    creation: _Creation | None = None
-    active: int = 0
+    creation: _Creation | None = None  # pods to create beside the tracking writes
     create_error: Exception | None = None
 
     def requeue(self, seconds: float) -> None:
@@ -484,12 +482,8 @@ class JobController:
             or c.ready != status.ready
             or c.terminating != status.terminating
         )
-        if creation is None:
-            status.active = active
-        else:
-            # Set once the creations are done (`track_status`), as upstream writes it.
-            needs_update = suspend_changed or c.ready != status.ready or c.terminating != status.terminating
-            c.creation, c.active = creation, active
+        status.active = active
+        c.creation = creation
         status.ready = c.ready
         status.terminating = c.terminating
         await self.track_status(key, c, needs_update)
@@ -849,9 +843,11 @@ class JobController:
                 ready += 1
         return ready, deleted, first
 
-    async def remove_finalizers(self, key: str, pods: Sequence[Pod]) -> tuple[set[str], Exception | None]:
+    async def remove_finalizers(
+        self, key: str, pods: Sequence[Pod]
+    ) -> tuple[set[str], int, Exception | None]:
         """Take the tracking finalizer off `pods`; returns the UIDs done (a pod already gone
-        counts as done) and the first error."""
+        counts as done), how many pods were patched, and the first error."""
         self.finalizer_expectations.expect_removed(key, (p.metadata.uid for p in pods))
 
         async def one(pod: Pod) -> None:
@@ -863,6 +859,7 @@ class JobController:
 
         results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
         done: set[str] = set()
+        patched = 0
         first: Exception | None = None
         for pod, result in zip(pods, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, Exception):
@@ -873,8 +870,10 @@ class JobController:
                 if not _not_found(result):
                     first = first or result
                     continue
+            else:
+                patched += 1
             done.add(pod.metadata.uid)
-        return done, first
+        return done, patched, first
 
     # --- status -----------------------------------------------------------------------------
 
@@ -971,7 +970,7 @@ class JobController:
                 jobview.COMPLETE, "True", c.finished.reason, c.finished.message, now
             )
 
-        async def uncount_and_release() -> tuple[set[str], Exception | None]:
+        async def uncount_and_release() -> tuple[set[str], int, Exception | None]:
             # 1. The new uncounted UIDs (and interim conditions) are stored before any
             # finalizer goes; 2. the finalizers come off.
             if needs_flush:
@@ -979,25 +978,23 @@ class JobController:
                 self.backoff.update(key, c.new_backoff)
             if to_remove:
                 return await self.remove_finalizers(key, to_remove)
-            return set(), None
+            return set(), 0, None
 
+        created = 0
         if c.creation is None:
-            done, remove_error = await uncount_and_release()
-            needs_flush = False
+            done, released, remove_error = await uncount_and_release()
         else:
             # The new pods are created beside steps 1 and 2 rather than before them: neither
             # depends on the other, and a replacement need not wait for their round trips.
             create = self.create_pods(key, job, c, c.creation.count, c.creation.indexes)
-            created, released = await asyncio.gather(create, uncount_and_release(), return_exceptions=True)
-            if isinstance(created, BaseException):
-                raise created
-            if isinstance(released, BaseException):
-                raise released
-            c.create_error = created[1]
-            done, remove_error = released
-            # Step 1 wrote the active count from before the creations.
-            written_active, status.active = status.active, c.active + created[0]
-            needs_flush = status.active != written_active
+            creating, releasing = await asyncio.gather(create, uncount_and_release(), return_exceptions=True)
+            if isinstance(creating, BaseException):
+                raise creating
+            if isinstance(releasing, BaseException):
+                raise releasing
+            created, c.create_error = creating
+            done, released, remove_error = releasing
+        needs_flush = False
         with_finalizer -= done
         # 3. The pods whose finalizer is gone move to the counters.
         if tracking.clean_uncounted_without_finalizers(counts, uncounted, with_finalizer):
@@ -1007,7 +1004,11 @@ class JobController:
                 await self.write_status(key, c, counts, uncounted)
             raise remove_error
         finished = not reached_max and self._enact_finished(c, uncounted, now)
-        if finished or needs_flush:
+        # The events of the pods just created or released bring the next sync, whose first
+        # write moves these pods to the counters and counts the new pods as active: one
+        # status write per sync while pods come and go. A finishing Job writes at once.
+        follow_up = c.finished is None and (created > 0 or released > 0)
+        if finished or (needs_flush and not follow_up):
             await self.write_status(key, c, counts, uncounted)
         if finished:
             assert c.finished is not None
