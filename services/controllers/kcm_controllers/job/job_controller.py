@@ -26,8 +26,10 @@ into status.uncountedTerminatedPods, then their finalizers off, then the counter
 then the Complete / Failed condition, after the interim SuccessCriteriaMet / FailureTarget
 one, once no pod is uncounted or terminating. The pods `manage_job` decides to create are
 created beside the first two tracking steps (upstream creates them first), so a finished
-pod's replacement never waits for those round trips; status.active counts them in the last
-write, once they exist. A timed retry comes back at the active deadline or when the backoff
+pod's replacement never waits for those round trips. While pods come and go a sync writes
+the status once: the released pods' move to the counters and the new pods' active count
+wait for the next sync, which the events of those pods bring (upstream writes again at the
+end of each sync). A timed retry comes back at the active deadline or when the backoff
 of failed pods ends, never by polling.
 
 Pure helpers live in `jobview.py`, `indexing.py`, `backoff.py` and `tracking.py`;
