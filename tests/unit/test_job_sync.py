@@ -36,16 +36,10 @@ def test_parallelism_caps_the_pods_created() -> None:
     job = new_job(10, indexed=False)
     job["spec"]["parallelism"] = 3
     server, fake = FakeServer(job, []), podcontrol.RecordingPodControl()
-    jc = controller(server, NoEvents(), fake)
-    asyncio.run(jc.sync(KEY))
+    asyncio.run(controller(server, NoEvents(), fake).sync(KEY))
     assert len(fake.templates) == 3
     assert all(tracking.JOB_TRACKING_FINALIZER in t.metadata.finalizers for t in fake.templates)
     assert all(ref.kind == "Job" and ref.controller and ref.block_owner_deletion for ref in fake.refs)
-    # The new pods' events bring the sync that counts them as active.
-    server.pods = {f"p{i}": running_pod(i) for i in range(3)}
-    refresh(jc, server, T0)
-    asyncio.run(jc.sync(KEY))
-    assert len(fake.templates) == 3
     assert server.job["status"]["active"] == 3
 
 
@@ -57,13 +51,11 @@ def test_failed_pod_is_replaced_only_after_the_backoff() -> None:
     server, fake = FakeServer(new_job(1, indexed=False), [failed]), podcontrol.RecordingPodControl()
     jc = controller(server, NoEvents(), fake, now=T0 + dt.timedelta(seconds=1))
     result = asyncio.run(jc.sync(KEY))
-    # Uncounted and released; the release's event brings the sync that counts it.
-    assert server.job["status"]["uncountedTerminatedPods"] == {"failed": ["pod-0"]}
+    assert server.job["status"]["failed"] == 1
     assert fake.templates == []
     assert result is not None and result.requeue_after == 9.0  # 10 s after the failure
     refresh(jc, server, T0 + dt.timedelta(seconds=10))
     assert asyncio.run(jc.sync(KEY)) is None
-    assert server.job["status"]["failed"] == 1
     assert len(fake.templates) == 1
 
 
@@ -105,47 +97,3 @@ def test_job_managed_by_another_controller_is_not_touched() -> None:
     assert asyncio.run(controller(server, NoEvents(), fake).sync(KEY)) is None
     assert server.rv == 1 and fake.templates == []
     assert server.pods["p0"]["metadata"]["finalizers"] == [tracking.JOB_TRACKING_FINALIZER]
-
-
-class ReleasingServer(FakeServer):
-    """A FakeServer that tells when a finalizer came off a pod."""
-
-    def __init__(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
-        super().__init__(job, pods)
-        self.released = asyncio.Event()
-
-    async def patch(self, path: str, body: Any, patch_type: str) -> dict[str, Any]:
-        pod = await super().patch(path, body, patch_type)
-        self.released.set()
-        return pod
-
-
-class GatedPodControl(podcontrol.RecordingPodControl):
-    """Creations that finish only once `server` has taken a finalizer off a pod."""
-
-    def __init__(self, server: ReleasingServer) -> None:
-        super().__init__()
-        self.server = server
-
-    async def create_pods(self, *args: Any, **kw: Any) -> None:
-        await asyncio.wait_for(self.server.released.wait(), 5)
-        await super().create_pods(*args, **kw)
-
-
-def test_replacements_are_created_beside_the_tracking_writes() -> None:
-    # Two of three completions done: their pods are counted while the third one is created;
-    # the next sync (brought by those pods' events) moves them to the counters.
-    job = new_job(3, indexed=False)
-    job["spec"]["parallelism"] = 1
-    server = ReleasingServer(job, [finished_pod(0, "Succeeded", None), finished_pod(1, "Succeeded", None)])
-    fake = GatedPodControl(server)
-    jc = controller(server, NoEvents(), fake)
-    asyncio.run(jc.sync(KEY))
-    assert len(fake.templates) == 1
-    assert not any(p["metadata"]["finalizers"] for p in server.pods.values())
-    assert server.job["status"]["uncountedTerminatedPods"] == {"succeeded": ["pod-0", "pod-1"]}
-    server.pods["p2"] = running_pod(2)
-    refresh(jc, server, T0)
-    asyncio.run(jc.sync(KEY))
-    status = server.job["status"]
-    assert (status["succeeded"], status["active"], status["uncountedTerminatedPods"]) == (2, 1, {})

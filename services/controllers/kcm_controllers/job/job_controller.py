@@ -24,13 +24,8 @@ upstream's pod-failure backoff, or delete them all while suspended; finally writ
 status and remove finalizers in upstream's order (`track_status`): finished pods' UIDs
 into status.uncountedTerminatedPods, then their finalizers off, then the counters, and only
 then the Complete / Failed condition, after the interim SuccessCriteriaMet / FailureTarget
-one, once no pod is uncounted or terminating. The pods `manage_job` decides to create are
-created beside the first two tracking steps (upstream creates them first), so a finished
-pod's replacement never waits for those round trips. While pods come and go a sync writes
-the status once: the released pods' move to the counters and the new pods' active count
-wait for the next sync, which the events of those pods bring (upstream writes again at the
-end of each sync). A timed retry comes back at the active deadline or when the backoff
-of failed pods ends, never by polling.
+one, once no pod is uncounted or terminating. A timed retry comes back at the active
+deadline or when the backoff of failed pods ends, never by polling.
 
 Pure helpers live in `jobview.py`, `indexing.py`, `backoff.py` and `tracking.py`;
 podFailurePolicy and successPolicy matching in `pod_failure_policy.py` and
@@ -119,14 +114,6 @@ class _RestartPolicy(codec.View):
     restart_policy: str = ""
 
 
-@dataclass(frozen=True)
-class _Creation:
-    """Pods a sync creates: `count` of them, one per index of `indexes` when Indexed."""
-
-    count: int
-    indexes: list[int]
-
-
 @dataclass
 class _Sync:
     """What one sync works out about a Job (upstream syncJobCtx); `status` is a private copy."""
@@ -149,8 +136,6 @@ class _Sync:
     failed_indexes: intervals.Intervals | None = None
     delayed_per_index: dict[int, Pod] = field(default_factory=dict)
     requeue_after: float | None = None
-    creation: _Creation | None = None  # pods to create beside the tracking writes
-    create_error: Exception | None = None
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -446,7 +431,6 @@ class JobController:
             status.start_time = now
         self._decide_finish(c, now)
         manage_error: Exception | None = None
-        creation: _Creation | None = None
         active = len(c.active_pods)
         suspend_changed = False
         if c.finished is not None:
@@ -460,7 +444,7 @@ class JobController:
         else:
             managed = False
             if satisfied and job.metadata.deletion_timestamp is None:
-                active, manage_error, creation = await self.manage_job(key, job, c, now)
+                active, manage_error = await self.manage_job(key, job, c, now)
                 managed = True
             completions = job.spec.completions
             if completions is None:
@@ -485,12 +469,9 @@ class JobController:
             or c.terminating != status.terminating
         )
         status.active = active
-        c.creation = creation
         status.ready = c.ready
         status.terminating = c.terminating
         await self.track_status(key, c, needs_update)
-        if c.create_error is not None:
-            manage_error = c.create_error
         if manage_error is not None:
             raise manage_error
         return durable.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
@@ -669,10 +650,9 @@ class JobController:
 
     async def manage_job(
         self, key: str, job: JobView, c: _Sync, now: dt.datetime
-    ) -> tuple[int, Exception | None, _Creation | None]:
-        """Delete pods towards the wanted number of active ones, or decide how many to
-        create (manageJob); returns the active count the deletions leave, their first error,
-        and the creations for the caller to make (`create_pods`)."""
+    ) -> tuple[int, Exception | None]:
+        """Create or delete pods towards the wanted number of active ones (manageJob);
+        returns the active count it leaves and the first error."""
         active = len(c.active_pods)
         if jobview.suspended(job):
             doomed = indexing.active_pods_for_removal(job, c.active_pods, active)
@@ -680,7 +660,7 @@ class JobController:
             ready, removed, error = await self.delete_job_pods(key, job, doomed)
             c.terminating += removed
             c.ready -= ready
-            return active - removed, error, None
+            return active - removed, error
         parallelism = job.spec.parallelism if job.spec.parallelism is not None else 1
         completions = job.spec.completions
         if completions is None:
@@ -696,16 +676,16 @@ class JobController:
             ready, removed, error = await self.delete_job_pods(key, job, doomed)
             c.terminating += removed
             c.ready -= ready
-            return active - removed, error, None
+            return active - removed, error
         terminating = c.terminating if jobview.only_replace_failed_pods(job) else 0
         diff = want - terminating - active
         if diff <= 0:
-            return active, None, None
+            return active, None
         if not jobview.has_backoff_limit_per_index(job):
             wait = backoff.remaining(c.new_backoff, now)
             if wait > 0:
                 c.requeue(wait)
-                return active, None, None
+                return active, None
         diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)
         indexes: list[int] = []
         if jobview.is_indexed(job):
@@ -714,11 +694,12 @@ class JobController:
                 indexes, wait = self._creatable_indexes(indexes, c.delayed_per_index, now)
                 if wait > 0:
                     c.requeue(wait)
-                    return active, None, None
+                    return active, None
             diff = len(indexes)
         if diff == 0:
-            return active, None, None
-        return active, None, _Creation(diff, indexes)
+            return active, None
+        created, error = await self.create_pods(key, job, c, diff, indexes)
+        return active + created, error
 
     def _pending_indexes(self, job: JobView, c: _Sync, count: int) -> list[int]:
         taken = c.succeeded_indexes.with_indexes(sorted(indexing.indexes_of(c.active_pods)))
@@ -845,11 +826,9 @@ class JobController:
                 ready += 1
         return ready, deleted, first
 
-    async def remove_finalizers(
-        self, key: str, pods: Sequence[Pod]
-    ) -> tuple[set[str], int, Exception | None]:
+    async def remove_finalizers(self, key: str, pods: Sequence[Pod]) -> tuple[set[str], Exception | None]:
         """Take the tracking finalizer off `pods`; returns the UIDs done (a pod already gone
-        counts as done), how many pods were patched, and the first error."""
+        counts as done) and the first error."""
         self.finalizer_expectations.expect_removed(key, (p.metadata.uid for p in pods))
 
         async def one(pod: Pod) -> None:
@@ -861,7 +840,6 @@ class JobController:
 
         results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
         done: set[str] = set()
-        patched = 0
         first: Exception | None = None
         for pod, result in zip(pods, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, Exception):
@@ -872,10 +850,8 @@ class JobController:
                 if not _not_found(result):
                     first = first or result
                     continue
-            else:
-                patched += 1
             done.add(pod.metadata.uid)
-        return done, patched, first
+        return done, first
 
     # --- status -----------------------------------------------------------------------------
 
@@ -972,33 +948,16 @@ class JobController:
                 jobview.COMPLETE, "True", c.finished.reason, c.finished.message, now
             )
 
-        async def uncount_and_release() -> tuple[set[str], int, Exception | None]:
-            # 1. The new uncounted UIDs (and interim conditions) are stored before any
-            # finalizer goes; 2. the finalizers come off.
-            if needs_flush:
-                await self.write_status(key, c, counts, uncounted)
-                self.backoff.update(key, c.new_backoff)
-            if to_remove:
-                return await self.remove_finalizers(key, to_remove)
-            return set(), 0, None
-
-        created = 0
-        if c.creation is None:
-            done, released, remove_error = await uncount_and_release()
-        else:
-            # The new pods are created beside steps 1 and 2 rather than before them: neither
-            # depends on the other, and a replacement need not wait for their round trips.
-            create = self.create_pods(key, job, c, c.creation.count, c.creation.indexes)
-            creating, releasing = await asyncio.gather(create, uncount_and_release(), return_exceptions=True)
-            if isinstance(creating, BaseException):
-                raise creating
-            if isinstance(releasing, BaseException):
-                raise releasing
-            created, c.create_error = creating
-            done, released, remove_error = releasing
-        needs_flush = False
-        with_finalizer -= done
-        # 3. The pods whose finalizer is gone move to the counters.
+        # 1. The new uncounted UIDs (and interim conditions) are stored before any finalizer goes.
+        if needs_flush:
+            await self.write_status(key, c, counts, uncounted)
+            self.backoff.update(key, c.new_backoff)
+            needs_flush = False
+        # 2. Finalizers off; 3. the pods whose finalizer is gone move to the counters.
+        remove_error: Exception | None = None
+        if to_remove:
+            done, remove_error = await self.remove_finalizers(key, to_remove)
+            with_finalizer -= done
         if tracking.clean_uncounted_without_finalizers(counts, uncounted, with_finalizer):
             needs_flush = True
         if remove_error is not None:
@@ -1006,11 +965,7 @@ class JobController:
                 await self.write_status(key, c, counts, uncounted)
             raise remove_error
         finished = not reached_max and self._enact_finished(c, uncounted, now)
-        # The events of the pods just created or released bring the next sync, whose first
-        # write moves these pods to the counters and counts the new pods as active: one
-        # status write per sync while pods come and go. A finishing Job writes at once.
-        follow_up = c.finished is None and (created > 0 or released > 0)
-        if finished or (needs_flush and not follow_up):
+        if finished or needs_flush:
             await self.write_status(key, c, counts, uncounted)
         if finished:
             assert c.finished is not None
