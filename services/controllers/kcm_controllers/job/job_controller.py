@@ -356,29 +356,33 @@ class JobController:
         come out of it, so the candidates are those two, found by index rather than by a
         walk over a namespace that keeps each finished pod. The Job's own pods that stopped
         matching are among them, and released."""
-        meta = job.metadata
-        candidates = [
-            p
-            for p in self.pods.by_index(cache.OWNER_UID_INDEX, meta.uid)
-            if p.metadata.namespace == meta.namespace and _controller_uid(p) == meta.uid
+        uid, namespace = job.metadata.uid, job.metadata.namespace
+        owned = [
+            p for p in self.pods.by_index(cache.OWNER_UID_INDEX, uid) if p.metadata.namespace == namespace
         ]
-        candidates += self.pods.by_index(ORPHANS_INDEX, meta.namespace)
+        # Orphans not already among them: no reference to this Job, so claiming one adopts it.
+        strangers = [
+            p
+            for p in self.pods.by_index(ORPHANS_INDEX, namespace)
+            if all(r.uid != uid for r in p.metadata.owner_references)
+        ]
         pods = await controllerref.claim(
             self.client,
             job,
             API_VERSION,
             KIND,
             sel,
-            candidates,
+            owned + strangers,
             PODS,
-            controllerref.recheck(self.client, self._path(job), job.metadata.uid),
+            controllerref.recheck(self.client, self._path(job), uid),
             finalizers=[tracking.JOB_TRACKING_FINALIZER],
         )
-        uid = job.metadata.uid
+        if not strangers:
+            return pods
+        adopted = {p.metadata.uid for p in strangers}
         result = []
         for pod in pods:
-            adopted = all(r.uid != uid for r in pod.metadata.owner_references)
-            if adopted and not tracking.has_tracking_finalizer(pod):
+            if pod.metadata.uid in adopted and not tracking.has_tracking_finalizer(pod):
                 # The adoption patch added it; count the pod as the cache will show it.
                 meta = msgspec.structs.replace(
                     pod.metadata, finalizers=tracking.with_tracking_finalizer(pod.metadata.finalizers)
@@ -1041,11 +1045,6 @@ class JobController:
             POD_FINISHED.labels(mode, "succeeded").inc(status.succeeded - old_succeeded)
         if status.failed > old_failed:
             POD_FINISHED.labels(mode, "failed").inc(status.failed - old_failed)
-
-
-def _controller_uid(pod: Pod) -> str | None:
-    ref = codec.controller_ref(pod)
-    return None if ref is None else ref.uid
 
 
 def _orphan_namespace(pod: Pod) -> list[str]:
