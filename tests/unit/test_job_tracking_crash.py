@@ -15,13 +15,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, cast
 
 import msgspec
 import pytest
 from kcm_controllers.job import job_controller, jobview, podview, tracking
-from kcm_shared import kubeclient, podcontrol, selectors
+from kcm_shared import cache, kubeclient, podcontrol, selectors
 
 NS = "ns"
 UID = "job-uid"
@@ -82,11 +82,22 @@ class FakeServer:
 class FakeCache:
     """What the controller reads of a cache, over a fixed list."""
 
+    # Shared by every instance: `refresh` swaps the caches of a registered controller.
+    indexers: ClassVar[dict[str, Callable[[Any], list[str]]]] = {
+        cache.OWNER_UID_INDEX: lambda o: [r.uid for r in o.metadata.owner_references]
+    }
+
     def __init__(self, objs: list[Any]) -> None:
         self.objs = objs
 
     def add_handler(self, **_: Any) -> None:
         pass
+
+    def add_index(self, name: str, fn: Callable[[Any], list[str]]) -> None:
+        self.indexers[name] = fn
+
+    def by_index(self, index: str, value: str) -> list[Any]:
+        return [o for o in self.objs if value in self.indexers[index](o)]
 
     def list(self, namespace: str = "", sel: selectors.LabelSelector | None = None) -> list[Any]:
         return [o for o in self.objs if sel is None or sel.matches(o.metadata.labels)]
@@ -151,7 +162,7 @@ def controller(
     now: dt.datetime = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC),
 ) -> job_controller.JobController:
     """A controller whose caches hold what `server` holds now."""
-    return job_controller.JobController(
+    jc = job_controller.JobController(
         cast(Any, server),
         cast(Any, FakeCache([server.job_view()])),
         cast(Any, FakeCache(server.pod_views())),
@@ -160,6 +171,8 @@ def controller(
         cast(Any, events),
         now=lambda: now,
     )
+    jc.register()
+    return jc
 
 
 def refresh(jc: job_controller.JobController, server: FakeServer, now: dt.datetime) -> None:

@@ -76,6 +76,7 @@ PODS = subjects.Resource("", "v1", "pods")
 API_VERSION = "batch/v1"
 KIND = "Job"
 ORPHAN_POD_PREFIX = "orphan-pod:"  # ':' never occurs in a namespace name: no Job key starts so
+ORPHANS_INDEX = "job-orphans"  # pods cache index: the namespace of each pod without a controller
 MAX_UNCOUNTED_PODS = 500  # UIDs in uncountedTerminatedPods at once (keeps status ~20 KB)
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
 DEFAULT_BACKOFF_LIMIT = 6
@@ -169,6 +170,7 @@ class JobController:
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
 
     def register(self) -> None:
+        self.pods.add_index(ORPHANS_INDEX, _orphan_namespace)
         self.jobs.add_handler(on_add=self.add_job, on_update=self.update_job, on_delete=self.delete_job)
         self.pods.add_handler(on_add=self.add_pod, on_update=self.update_pod, on_delete=self.delete_pod_final)
 
@@ -349,25 +351,38 @@ class JobController:
         return kubeclient.resource_path(JOBS.group, JOBS.version, JOBS.resource, m.namespace, m.name)
 
     async def pods_for_job(self, job: JobView, sel: selectors.LabelSelector) -> list[Pod]:
-        """The Job's pods after adoption and release (getPodsForJob); every pod of the
-        namespace is a candidate, so pods that stopped matching are released."""
-        candidates = self.pods.list(job.metadata.namespace)
+        """The Job's pods after adoption and release (getPodsForJob). Upstream hands every
+        pod of the namespace to the claim; only those the Job controls and the orphans can
+        come out of it, so the candidates are those two, found by index rather than by a
+        walk over a namespace that keeps each finished pod. The Job's own pods that stopped
+        matching are among them, and released."""
+        uid, namespace = job.metadata.uid, job.metadata.namespace
+        owned = [
+            p for p in self.pods.by_index(cache.OWNER_UID_INDEX, uid) if p.metadata.namespace == namespace
+        ]
+        # Orphans not already among them: no reference to this Job, so claiming one adopts it.
+        strangers = [
+            p
+            for p in self.pods.by_index(ORPHANS_INDEX, namespace)
+            if all(r.uid != uid for r in p.metadata.owner_references)
+        ]
         pods = await controllerref.claim(
             self.client,
             job,
             API_VERSION,
             KIND,
             sel,
-            candidates,
+            owned + strangers,
             PODS,
-            controllerref.recheck(self.client, self._path(job), job.metadata.uid),
+            controllerref.recheck(self.client, self._path(job), uid),
             finalizers=[tracking.JOB_TRACKING_FINALIZER],
         )
-        uid = job.metadata.uid
+        if not strangers:
+            return pods
+        adopted = {p.metadata.uid for p in strangers}
         result = []
         for pod in pods:
-            adopted = all(r.uid != uid for r in pod.metadata.owner_references)
-            if adopted and not tracking.has_tracking_finalizer(pod):
+            if pod.metadata.uid in adopted and not tracking.has_tracking_finalizer(pod):
                 # The adoption patch added it; count the pod as the cache will show it.
                 meta = msgspec.structs.replace(
                     pod.metadata, finalizers=tracking.with_tracking_finalizer(pod.metadata.finalizers)
@@ -1030,6 +1045,10 @@ class JobController:
             POD_FINISHED.labels(mode, "succeeded").inc(status.succeeded - old_succeeded)
         if status.failed > old_failed:
             POD_FINISHED.labels(mode, "failed").inc(status.failed - old_failed)
+
+
+def _orphan_namespace(pod: Pod) -> list[str]:
+    return [pod.metadata.namespace] if codec.controller_ref(pod) is None else []
 
 
 def _not_found(exc: BaseException) -> bool:
