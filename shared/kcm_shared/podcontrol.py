@@ -218,15 +218,15 @@ async def slow_start_batch(
     try:
         while True:
             while first_error is None and started < allowed and len(running) < in_flight_cap:
-                task = asyncio.ensure_future(fn())
-                task.add_done_callback(finished.put_nowait)
-                running.add(task)
+                call = asyncio.ensure_future(fn())
+                call.add_done_callback(finished.put_nowait)
+                running.add(call)
                 started += 1
             if not running:
                 return successes, first_error
-            task = await finished.get()
-            running.discard(task)
-            exc = task.exception()  # a cancelled call raises here: cancellation is not a failure
+            ended = await finished.get()
+            running.discard(ended)
+            exc = ended.exception()  # a cancelled call raises here: cancellation is not a failure
             if exc is None:
                 successes += 1
                 allowed = min(count, allowed + 2)
@@ -236,8 +236,8 @@ async def slow_start_batch(
                 first_error = exc
     finally:
         # Left running only when this was cancelled or a call was: the calls go with it.
-        for task in running:
-            task.cancel()
+        for leftover in running:
+            leftover.cancel()
 
 
 async def create_in_batches(
