@@ -8,9 +8,9 @@ owner as controlling ownerReference and `generateName: <owner name>-` - and reco
 `delete_pod` records `SuccessfulDelete` / `FailedDelete` the same way. `RecordingPodControl`
 is the fake for tests: it records the calls and fails them with `err` when set.
 
-`slow_start_batch` is upstream's slowStartBatch without its barrier: one call first, each
-success letting two more start, nothing new after the first error, so a template the API
-server rejects costs one request instead of `BURST_REPLICAS`. Used by the ReplicaSet controller (and any other
+`slow_start_batch` is upstream's slowStartBatch: run a call in batches of 1, 2, 4, ... and
+stop at the first batch with an error, so a template the API server rejects costs one
+request instead of `BURST_REPLICAS`. Used by the ReplicaSet controller (and any other
 controller that creates pods from a template).
 """
 
@@ -198,46 +198,31 @@ async def slow_start_batch(
     fn: Callable[[], Awaitable[None]],
     max_batch: int | None = None,
 ) -> tuple[int, Exception | None]:
-    """Call `fn` `count` times, `initial_batch_size` at first, each success letting two more
-    start (at most `max_batch` in flight when given: the StatefulSet controller's MaxBatchSize).
+    """Call `fn` `count` times in concurrent batches of initial, 2x, 4x, ... size (at most
+    `max_batch` at once when given: the StatefulSet controller's MaxBatchSize).
 
-    Upstream's slowStartBatch runs batches of 1, 2, 4, ... each waiting for the whole previous
-    one; this is the same doubling without the barrier, so one slow request does not hold back
-    the rest. The bound on wasted requests is kept: after s successes at most initial + 2s calls
-    have started, so when the API server refuses them all, no more than initial + s fail
-    (upstream's last batch fails at most as many). Nothing new starts after the first failure;
-    the calls in flight are awaited. Returns how many calls succeeded and the first error
-    (None when all succeeded).
+    Stops after the first batch in which a call failed; returns how many calls succeeded and
+    the first error (None when all succeeded).
     """
-    in_flight_cap = count if max_batch is None else max_batch
-    allowed = min(count, initial_batch_size)
-    started = successes = 0
-    first_error: Exception | None = None
-    running: set[asyncio.Future[None]] = set()
-    finished: asyncio.Queue[asyncio.Future[None]] = asyncio.Queue()
-    try:
-        while True:
-            while first_error is None and started < allowed and len(running) < in_flight_cap:
-                call = asyncio.ensure_future(fn())
-                call.add_done_callback(finished.put_nowait)
-                running.add(call)
-                started += 1
-            if not running:
-                return successes, first_error
-            ended = await finished.get()
-            running.discard(ended)
-            exc = ended.exception()  # a cancelled call raises here: cancellation is not a failure
-            if exc is None:
-                successes += 1
-                allowed = min(count, allowed + 2)
-            elif not isinstance(exc, Exception):
-                raise exc
-            elif first_error is None:
-                first_error = exc
-    finally:
-        # Left running only when this was cancelled or a call was: the calls go with it.
-        for leftover in running:
-            leftover.cancel()
+    remaining = count
+    successes = 0
+    batch = min(remaining, initial_batch_size)
+    while batch > 0:
+        results = await asyncio.gather(*(fn() for _ in range(batch)), return_exceptions=True)
+        errors: list[Exception] = []
+        for result in results:
+            if isinstance(result, Exception):
+                errors.append(result)
+            elif isinstance(result, BaseException):
+                raise result  # cancellation is not a failed call
+        successes += batch - len(errors)
+        if errors:
+            return successes, errors[0]
+        remaining -= batch
+        batch = min(2 * batch, remaining)
+        if max_batch is not None:
+            batch = min(batch, max_batch)
+    return successes, None
 
 
 async def create_in_batches(
