@@ -113,7 +113,9 @@ def with_not_ready_taint(taints: list[Obj], not_ready: bool) -> list[Obj]:
 
 
 def pod_cidr(index: int) -> str:
-    return f"10.244.{index}.0/24"
+    """Node `index`'s own /24 from 10.244.0.0/24 on; past 255 the second octet carries, so a
+    bench's thousand nodes each get a valid range (10.244.256.0/24 is refused)."""
+    return f"10.{244 + index // 256}.{index % 256}.0/24"
 
 
 def pod_ip(cidr: str, serial: int) -> str:
