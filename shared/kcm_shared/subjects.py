@@ -7,6 +7,7 @@ legal in a NATS token (`.` above all); `encode_token` escapes them as `~XX` per 
 
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import dataclass
 
@@ -119,6 +120,9 @@ class ObjectSubject:
     name: str
 
 
+# Memoised: a cache parses each message's subject, and an object's subjects repeat (a pod's
+# every change arrives on the same one); the parsed value is immutable.
+@functools.lru_cache(maxsize=4096)
 def parse_object_subject(subject: str) -> ObjectSubject:
     parts = subject.split(".")
     if len(parts) != 7 or parts[:2] != ["kcm", "obj"]:
