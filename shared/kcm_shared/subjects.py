@@ -22,7 +22,7 @@ _PLAIN = frozenset(chr(c) for c in range(0x21, 0x7F)) - set(".*>~")
 
 def encode_token(text: str) -> str:
     """Escape `text` into one legal NATS token; `decode_token` reverses it exactly."""
-    if text and all(ch in _PLAIN for ch in text):
+    if text and _PLAIN.issuperset(text):  # in C: this runs for every token of every subject
         return text
     if not text:
         raise ValueError("a subject token cannot be empty")
