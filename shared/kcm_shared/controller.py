@@ -294,7 +294,7 @@ class _Running:
     client: kubeclient.KubeClient
     recorder: events.EventRecorder
     # key -> the trace context it was enqueued in (the change that caused it)
-    pending: dict[str, tracing.TraceContext] = field(default_factory=dict)
+    pending: dict[str, tracing.Later] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -386,9 +386,9 @@ class Manager:
                 return
             count = self.members.partitions(name)
             # Keys of partitions owned elsewhere are their owner's: it sees the same event.
-            if count is None or subjects.partition_of(key, count) not in self.members.owned(name):
+            if count is None or not self.members.owns(name, subjects.partition_of(key, count)):
                 return
-            run.pending[key] = tracing.current()
+            run.pending[key] = tracing.later()
             run.wake.set()
 
         return enqueue
@@ -413,7 +413,10 @@ class Manager:
                 adds = []
                 for _ in range(min(PUBLISH_WINDOW, len(run.pending))):
                     key, context = run.pending.popitem()
-                    with tracing.attached(context):  # the task takes the context: its work item, the trace
+                    if run.queue.holds(key, count):
+                        continue  # its message waits for a reconcile, which reads this change too
+                    # The task takes the context: its work item, the trace.
+                    with tracing.attached(context.context()):
                         adds.append(asyncio.ensure_future(run.queue.add(key, count)))
                 await asyncio.gather(*adds)
 
@@ -463,7 +466,7 @@ class Manager:
         count = self.members.partitions(name) if self.members is not None else None
         if count is not None:
             keys = self._all_keys(run)
-            context = tracing.current()
+            context = tracing.later()
             run.pending.update(
                 (key, context) for key in keys if subjects.partition_of(key, count) in partitions
             )

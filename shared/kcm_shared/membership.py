@@ -188,10 +188,14 @@ class Membership:
             return set()
         return set(self._granted.get(controller, ()))
 
+    def owns(self, controller: str, partition: int) -> bool:
+        """`partition in owned(controller)` without copying the set (asked once per cached event)."""
+        return self._clock() < self._valid_until and partition in self._granted.get(controller, ())
+
     def claim(self, controller: str, key: str, partition: int) -> fencing.Claim | None:
         """A claim on `partition` for writes about `key`, or None when it is not owned now."""
         ids = self._grant_ids.get(controller)
-        if ids is None or partition not in self.owned(controller):
+        if ids is None or not self.owns(controller, partition):
             return None
         grant_id = ids[partition]
 

@@ -146,10 +146,7 @@ def extract(headers: Mapping[str, str] | None) -> Context:
 def current() -> Context:
     """The trace context to resume later with `attached` (e.g. in another task): that of the
     message being applied (`continued_from`) if any, else the current one."""
-    carried = _carried.get()
-    if carried is not None and "traceparent" in carried:
-        return extract(carried)
-    return otel_context.get_current()
+    return later().context()
 
 
 @contextlib.contextmanager
@@ -162,18 +159,49 @@ def attached(context: Context) -> Iterator[None]:
         otel_context.detach(token)
 
 
-@contextlib.contextmanager
-def continued_from(headers: Mapping[str, str]) -> Iterator[None]:
+class continued_from:
     """Inside the block, `current()` is the trace `headers` carry (when they carry one).
 
     A cache applies each message in it, so the keys its event handlers enqueue continue the
     change's trace. Lazy: the headers are parsed only if something asks (a hot path, and most
-    messages enqueue nothing)."""
-    token = _carried.set(headers)
-    try:
-        yield
-    finally:
-        _carried.reset(token)
+    messages enqueue nothing). A class, not a generator: it runs once per cached event."""
+
+    __slots__ = ("_headers", "_token")
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self._headers = headers
+
+    def __enter__(self) -> None:
+        self._token = _carried.set(self._headers)
+
+    def __exit__(self, *exc: object) -> None:
+        _carried.reset(self._token)
+
+
+class Later:
+    """The trace context to resume later, parsed only when `context()` is called.
+
+    What `later()` returns: a key enqueued by many events (a Job's, by each of its pods')
+    keeps only the last one's until it is published, so most are never parsed."""
+
+    __slots__ = ("_carried", "_context")
+
+    def __init__(self, carried: Mapping[str, str] | None, context: Context | None) -> None:
+        self._carried = carried
+        self._context = context
+
+    def context(self) -> Context:
+        if self._context is None:
+            self._context = extract(self._carried)
+        return self._context
+
+
+def later() -> Later:
+    """`current()`, its headers left unparsed until `Later.context()` asks."""
+    carried = _carried.get()
+    if carried is not None and "traceparent" in carried:
+        return Later(carried, None)
+    return Later(None, otel_context.get_current())
 
 
 @contextlib.contextmanager

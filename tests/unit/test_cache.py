@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 import uvloop
 from kcm_shared import cache, codec, kubeclient, subjects
+from nats.aio.msg import Msg
 
 
 @pytest.mark.parametrize(
@@ -145,3 +146,16 @@ def test_a_newer_message_supersedes_a_pending_fetch() -> None:
         assert not store._fetching
 
     uvloop.run(body())
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.KCM_OBJECTS.c1.1.1051.7.1764032400000000000.3",  # what nats-server sends
+        "$JS.ACK.hub.ACCHASH.KCM_OBJECTS.c1.1.1051.7.1764032400000000000.3.rnd",  # with a domain
+    ],
+)
+def test_delivery_reads_what_nats_py_parses(reply: str) -> None:
+    msg = Msg(cast(Any, None), subject="kcm.obj.x", reply=reply)
+    assert cache._delivery(msg) == (7, 3)
+    assert (msg.metadata.sequence.consumer, msg.metadata.num_pending) == (7, 3)

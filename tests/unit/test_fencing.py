@@ -64,12 +64,14 @@ def test_claim_holds_until_the_grant_lapses_on_the_replicas_clock() -> None:
         assert claim is not None
         clock.now += 4.9
         claim.check("POST")
+        assert m.owns("rs", 1) and not m.owns("rs", 2) and not m.owns("other", 1)
         nc.down = True  # no reply from here on: a frozen process or a stalled connection
         await m.beat()
         clock.now += 0.1  # the send time of the heartbeat that got the grant + 5 s
         with pytest.raises(fencing.NotOwner, match="ns/web"):
             claim.check("POST /api/v1/namespaces/ns/pods")
         assert m.claim("rs", "ns/web", 1) is None
+        assert not m.owns("rs", 1) and m.owned("rs") == set()
 
     run(body())
 

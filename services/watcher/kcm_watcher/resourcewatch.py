@@ -38,6 +38,7 @@ import aiohttp
 import msgspec
 import nats.errors
 import nats.js.errors
+import prometheus_client
 from kcm_shared import cancellation, kubeclient, natsconn, resourceversion, subjects, tracing
 from nats.js import JetStreamContext, api
 
@@ -83,6 +84,7 @@ class ResourceWatch:
         self._path = kubeclient.resource_path(res.group, res.version, res.resource)
         self._progress_subject = subjects.progress_subject(res)
         self._label = str(res)
+        self._events: dict[str, prometheus_client.Counter] = {}  # per event type, bound at first use
         self.held: dict[str, str] = {}  # subject -> resourceVersion of live objects in the stream
         # subject -> when its last tombstone was seen (kept after a re-create, until it is older
         # than Nats-TTL): the stream drops tombstones then, so a subject found empty is no loss,
@@ -440,7 +442,10 @@ class ResourceWatch:
             if new_rv != self.marker:  # an idle resource's bookmarks repeat themselves
                 await self._mark(new_rv)
             return new_rv
-        metrics.EVENTS.labels(resource=self._label, type=event.type).inc()
+        counter = self._events.get(event.type)
+        if counter is None:  # `labels()` takes a lock and builds a tuple: once per type, not per event
+            counter = self._events[event.type] = metrics.EVENTS.labels(resource=self._label, type=event.type)
+        counter.inc()
         meta = head.metadata
         subject = subjects.object_subject(self.res, meta.namespace, meta.name)
         if objects.is_stale(meta.resource_version, self.held.get(subject)):

@@ -242,6 +242,13 @@ class DurableQueue:
                 del self._stored[key]
             mark.done.set()
 
+    def holds(self, key: str, partitions: int) -> bool:
+        """True when `add(key, partitions)` would return at once without publishing: a stored
+        message for `key` waits for a reconcile here. Lets the runtime skip the add (a task and
+        the trace context's parsing) for a key that events name again and again."""
+        mark = self._pending_message(key, subjects.partition_of(key, partitions))
+        return mark is not None and mark.stored
+
     def _pending_message(self, key: str, partition: int) -> _Stored | None:
         """The mark of `key`'s stored, not yet reconciled message, if it can be trusted.
 
