@@ -19,11 +19,11 @@ a failed write records the FailedToUpdateEndpointSlices Event and the key is ret
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
 import prometheus_client
-from kcm_shared import cache, codec, controller, endpointutil, events, leaderelection, subjects
+from kcm_shared import cache, codec, controller, endpointutil, events, subjects
+from kcm_shared import flags as sharedflags
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
@@ -238,36 +238,16 @@ def build(ctx: controller.Context) -> controller.Reconcile:
     return eps.reconcile
 
 
-def _max_endpoints(text: str) -> int:
-    low, high = MAX_ENDPOINTS_PER_SLICE_RANGE
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(
-            f"max-endpoints-per-slice must be between {low} and {high}, got {text}"
-        )
-    return value
-
-
-def _duration(text: str) -> float:
-    value = leaderelection.parse_duration(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
-    return value
-
-
 def flags(p: controller.FlagSet) -> None:
     p.add_argument(
         "--max-endpoints-per-slice",
-        type=_max_endpoints,
+        type=sharedflags.int_in_range("max-endpoints-per-slice", *MAX_ENDPOINTS_PER_SLICE_RANGE),
         default=100,
         help="the maximum number of endpoints that will be added to an EndpointSlice",
     )
     p.add_argument(
         "--endpointslice-updates-batch-period",
-        type=_duration,
+        type=sharedflags.non_negative_duration,
         default=0.0,
         help="the length of endpoint slice updates batching period: pod changes wait this long, "
         "so that several changes of one Service are written together",

@@ -20,11 +20,11 @@ reconciler write. Errors are retried by the runtime with capped backoff, for eve
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 
-from kcm_shared import cache, codec, controller, endpointutil, leaderelection
+from kcm_shared import cache, codec, controller, endpointutil
+from kcm_shared import flags as sharedflags
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
@@ -192,24 +192,9 @@ def build(ctx: controller.Context) -> controller.Reconcile:
     return mirror.reconcile
 
 
-def max_endpoints_per_subset(text: str) -> int:
-    low, high = MAX_ENDPOINTS_PER_SUBSET_RANGE
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(
-            f"mirroring-max-endpoints-per-subset must be between {low} and {high}, got {text}"
-        )
-    return value
-
-
-def non_negative_duration(text: str) -> float:
-    value = leaderelection.parse_duration(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
-    return value
+max_endpoints_per_subset = sharedflags.int_in_range(
+    "mirroring-max-endpoints-per-subset", *MAX_ENDPOINTS_PER_SUBSET_RANGE
+)
 
 
 def flags(p: controller.FlagSet) -> None:
@@ -222,7 +207,7 @@ def flags(p: controller.FlagSet) -> None:
     )
     p.add_argument(
         "--mirroring-endpointslice-updates-batch-period",
-        type=non_negative_duration,
+        type=sharedflags.non_negative_duration,
         default=0.0,
         help="the length of EndpointSlice updates batching period for EndpointSliceMirroring "
         "controller: changes of mirrored slices wait this long, so that several are handled together",
