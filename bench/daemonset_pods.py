@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,46 +129,8 @@ def raw_pod(node: str) -> dict[str, Any]:
     }
 
 
-def first_seen(seen: dict[str, float]) -> Callable[[_Object, float], None]:
-    """A watch callback noting when each object was first seen."""
-
-    def note(obj: _Object, now: float) -> None:
-        seen.setdefault(obj.metadata.name, now)
-
-    return note
-
-
 async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
     return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
-
-
-@contextlib.asynccontextmanager
-async def watching(session: aiohttp.ClientSession, url: str, seen: Callable[[_Object, float], None]) -> Any:
-    rv = (await list_of(session, url, limit="1")).metadata.resourceVersion
-    task = asyncio.create_task(benchlib.watch(session, url, rv, _EVENTS, seen))
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
-            await task
-
-
-async def wait_until(done: Callable[[], bool], task: asyncio.Task[Any], limit_s: float, what: str) -> None:
-    deadline = time.monotonic() + limit_s
-    while not done():
-        if task.done() or time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def delete_pods(session: aiohttp.ClientSession, pods_url: str, limit_s: float) -> None:
-    await benchlib.call(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
-    deadline = time.monotonic() + limit_s
-    while (await list_of(session, pods_url, limit="1")).items:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the pods of {pods_url} were not deleted in time")
-        await asyncio.sleep(0.5)
 
 
 async def node_names(session: aiohttp.ClientSession, url: str, count: int, limit_s: float) -> list[str]:
@@ -193,12 +153,12 @@ async def baseline(session: aiohttp.ClientSession, url: str, nodes: list[str], l
         for node in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod(node))
 
-    async with watching(session, pods_url, first_seen(seen)) as task:
+    async with benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(seen)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        await wait_until(lambda: len(seen) >= len(nodes), task, limit_s, "the baseline's pods")
+        await benchlib.wait_until(lambda: len(seen) >= len(nodes), task, limit_s, "the baseline's pods")
     rate = len(nodes) / (max(seen.values()) - start)
-    await delete_pods(session, pods_url, limit_s)
+    await benchlib.delete_collection(session, pods_url, limit_s)
     return rate
 
 
@@ -216,17 +176,17 @@ async def run_daemonset(
             available.append(now)
 
     async with (
-        watching(session, pods_url, first_seen(created)) as pods,
-        watching(session, ds_url, on_ds) as dss,
+        benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(created)) as pods,
+        benchlib.watching(session, ds_url, _EVENTS, on_ds) as dss,
     ):
         start = time.perf_counter()
         await benchlib.call(session, "POST", ds_url, daemonset())
-        await wait_until(lambda: len(created) >= count, pods, limit_s, f"{count} daemon pods")
-        await wait_until(lambda: bool(available), dss, limit_s, f"numberAvailable {count}")
+        await benchlib.wait_until(lambda: len(created) >= count, pods, limit_s, f"{count} daemon pods")
+        await benchlib.wait_until(lambda: bool(available), dss, limit_s, f"numberAvailable {count}")
     # No garbage collector runs here: the pods and revisions go by hand, so each round starts clean.
     await benchlib.call(session, "DELETE", f"{ds_url}/{DAEMONSET}")
     await benchlib.call(session, "DELETE", f"{url}/apis/apps/v1/namespaces/{NAMESPACE}/controllerrevisions")
-    await delete_pods(session, pods_url, limit_s)
+    await benchlib.delete_collection(session, pods_url, limit_s)
     return max(created.values()) - start, available[0] - start
 
 

@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +79,6 @@ class _Event(msgspec.Struct):
 _EVENTS = msgspec.json.Decoder(_Event)
 
 
-class _List(msgspec.Struct):
-    items: list[_Object]
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
 def pod_spec() -> dict[str, Any]:
     return {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}
 
@@ -128,35 +121,6 @@ def raw_pod() -> dict[str, Any]:
     }
 
 
-def _first(seen: dict[str, float], obj: _Object, now: float) -> None:
-    seen.setdefault(obj.metadata.name, now)
-
-
-async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
-    return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
-
-
-@contextlib.asynccontextmanager
-async def watching(session: aiohttp.ClientSession, url: str, seen: Callable[[_Object, float], None]) -> Any:
-    rv = (await list_of(session, url, limit="1")).metadata.resourceVersion
-    task = asyncio.create_task(benchlib.watch(session, url, rv, _EVENTS, seen))
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
-            await task
-
-
-async def delete_pods(session: aiohttp.ClientSession, pods_url: str, limit_s: float) -> None:
-    await benchlib.call(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
-    deadline = time.monotonic() + limit_s
-    while (await list_of(session, pods_url, limit="1")).items:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the pods of {pods_url} were not deleted in time")
-        await asyncio.sleep(0.5)
-
-
 async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s: float) -> float:
     """Pods per second of the tight loop, to the last pod its watch saw."""
     pods_url = f"{url}/api/v1/namespaces/{RAW_NAMESPACE}/pods"
@@ -167,16 +131,12 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
         for _ in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod())
 
-    async with watching(session, pods_url, lambda o, now: _first(seen, o, now)) as task:
+    async with benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(seen)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        deadline = time.monotonic() + limit_s
-        while len(seen) < count:
-            if task.done() or time.monotonic() > deadline:
-                raise RuntimeError(f"the watch saw {len(seen)} of {count} baseline pods")
-            await asyncio.sleep(0.05)
+        await benchlib.wait_until(lambda: len(seen) >= count, task, limit_s, f"{count} baseline pods")
     rate = count / (max(seen.values()) - start)
-    await delete_pods(session, pods_url, limit_s)
+    await benchlib.delete_collection(session, pods_url, limit_s)
     return rate
 
 
@@ -187,9 +147,10 @@ async def paced_baseline(session: aiohttp.ClientSession, url: str, count: int, l
     seen: dict[str, float] = {}
     done: set[str] = set()
     freed: asyncio.Queue[None] = asyncio.Queue()
+    note = benchlib.first_seen(seen)
 
     def on_pod(obj: _Object, now: float) -> None:
-        _first(seen, obj, now)
+        note(obj, now)
         if obj.status.phase == "Succeeded" and obj.metadata.name not in done:
             done.add(obj.metadata.name)
             freed.put_nowait(None)
@@ -197,7 +158,7 @@ async def paced_baseline(session: aiohttp.ClientSession, url: str, count: int, l
     async def create() -> None:
         await benchlib.call(session, "POST", pods_url, raw_pod())
 
-    async with watching(session, pods_url, on_pod) as task:
+    async with benchlib.watching(session, pods_url, _EVENTS, on_pod) as task:
         start = time.perf_counter()
         deadline = time.monotonic() + limit_s
         first = min(PARALLELISM, count)
@@ -218,7 +179,7 @@ async def paced_baseline(session: aiohttp.ClientSession, url: str, count: int, l
                 raise RuntimeError(f"the watch saw {len(seen)} of {count} paced baseline pods")
             await asyncio.sleep(0.05)
     rate = count / (max(seen.values()) - start)
-    await delete_pods(session, pods_url, limit_s)
+    await benchlib.delete_collection(session, pods_url, limit_s)
     return rate
 
 
@@ -236,8 +197,8 @@ async def run_job(
             complete.append(now)
 
     async with (
-        watching(session, pods_url, lambda o, now: _first(created, o, now)) as pods,
-        watching(session, jobs_url, on_job) as jobs,
+        benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(created)) as pods,
+        benchlib.watching(session, jobs_url, _EVENTS, on_job) as jobs,
     ):
         start = time.perf_counter()
         await benchlib.call(session, "POST", jobs_url, job(count))
@@ -271,7 +232,7 @@ async def bench(args: argparse.Namespace) -> int:
             unpaced = await baseline(s, dev.url, n, args.timeout)
             before = await paced_baseline(s, dev.url, n, args.timeout)
             created_s, complete_s = await run_job(s, dev.url, n, args.timeout)
-            await delete_pods(s, f"{dev.url}/api/v1/namespaces/{NAMESPACE}/pods", args.timeout)
+            await benchlib.delete_collection(s, f"{dev.url}/api/v1/namespaces/{NAMESPACE}/pods", args.timeout)
             after = await paced_baseline(s, dev.url, n, args.timeout)
     paced = statistics.mean([before, after])
     rate = n / created_s

@@ -131,17 +131,10 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
         for ordinal in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod(ordinal))
 
-    def on_pod(obj: _Object, now: float) -> None:
-        seen.setdefault(obj.metadata.name, now)
-
-    async with benchlib.watching(session, pods_url, _EVENTS, on_pod) as task:
+    async with benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(seen)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        deadline = time.monotonic() + limit_s
-        while len(seen) < count:
-            if task.done() or time.monotonic() > deadline:
-                raise RuntimeError(f"the watch saw {len(seen)} of {count} baseline pods")
-            await asyncio.sleep(0.05)
+        await benchlib.wait_until(lambda: len(seen) >= count, task, limit_s, f"{count} baseline pods")
     rate = count / (max(seen.values()) - start)
     await benchlib.delete_collection(session, pods_url, limit_s)
     return rate
@@ -156,9 +149,6 @@ async def run_set(
     sets_url = f"{url}/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets"
     created: dict[str, float] = {}
     ready: list[float] = []
-
-    def on_pod(obj: _Object, now: float) -> None:
-        created.setdefault(obj.metadata.name, now)
 
     def on_set(obj: _Object, now: float) -> None:
         if not ready and obj.status.readyReplicas == count:
@@ -179,7 +169,7 @@ async def run_set(
             raise RuntimeError("the controller did not sync the new StatefulSet in time")
         await asyncio.sleep(0.05)
     async with (
-        benchlib.watching(session, pods_url, _EVENTS, on_pod) as pods,
+        benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(created)) as pods,
         benchlib.watching(session, sets_url, _EVENTS, on_set) as sets,
     ):
         start = time.perf_counter()

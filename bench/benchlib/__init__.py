@@ -329,6 +329,24 @@ async def delete_collection(session: aiohttp.ClientSession, url: str, limit_s: f
         await asyncio.sleep(0.5)
 
 
+def first_seen(seen: dict[str, float]) -> Callable[[Any, float], None]:
+    """A `watching` callback noting when each object (by `metadata.name`) was first seen."""
+
+    def note(obj: Any, now: float) -> None:
+        seen.setdefault(obj.metadata.name, now)
+
+    return note
+
+
+async def wait_until(done: Callable[[], bool], task: asyncio.Task[Any], limit_s: float, what: str) -> None:
+    """Poll `done` until true; fail when the watch `task` feeding it ended or `limit_s` passed."""
+    deadline = time.monotonic() + limit_s
+    while not done():
+        if task.done() or time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
 async def watch_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[list[bytes]]:
     """A watch response's events, one JSON line each, in the batches the network delivers them."""
     pending = b""

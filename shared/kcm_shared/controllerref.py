@@ -103,6 +103,38 @@ def selecting(
     return found
 
 
+M = TypeVar("M", bound=codec.Meta)
+
+
+def route_update(
+    old: M,
+    cur: M,
+    resolve: Callable[[str, codec.OwnerReference], T | None],
+    selecting: Callable[[M], Iterable[T]],
+    enqueue: Callable[[T], None],
+) -> T | None:
+    """Enqueues the owners an owned object's update concerns, as upstream's updatePod /
+    updateHistory handlers do after their resourceVersion and deletion checks: the former
+    owner when the controllerRef changed; with a controllerRef, only the owner it resolves
+    to; without one, on a label or ref change, every owner whose selector matches (so one
+    may adopt it). Returns the owner the current ref resolves to, for the caller's extras."""
+    cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
+    ref_changed = cur_ref != old_ref
+    if ref_changed and old_ref is not None:
+        former = resolve(old.metadata.namespace, old_ref)
+        if former is not None:
+            enqueue(former)
+    if cur_ref is not None:
+        owner = resolve(cur.metadata.namespace, cur_ref)
+        if owner is not None:
+            enqueue(owner)
+        return owner
+    if ref_changed or old.metadata.labels != cur.metadata.labels:
+        for owner in selecting(cur):
+            enqueue(owner)
+    return None
+
+
 def _path(resource: subjects.Resource, m: codec.ObjectMeta) -> str:
     # Built only for the objects a patch is sent for: claim walks every candidate on every sync.
     return kubeclient.resource_path(resource.group, resource.version, resource.resource, m.namespace, m.name)

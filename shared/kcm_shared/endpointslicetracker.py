@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kcm_shared import codec
+
 DELETION_EXPECTED = -1  # the generation recorded for a slice this controller deleted
 
 
@@ -28,6 +30,10 @@ class Ref:
 
     uid: str
     generation: int
+
+    @classmethod
+    def of(cls, slice_: codec.Meta) -> Ref:
+        return cls(slice_.metadata.uid, slice_.metadata.generation)
 
 
 class EndpointSliceTracker:

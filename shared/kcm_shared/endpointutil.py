@@ -168,12 +168,21 @@ def ip_family(address: str) -> str:
     """IPV6 for an IPv6 address, else IPV4 (upstream utilnet.IsIPv6String, discovery AddressType)."""
     if ":" not in address:
         return IPV4  # IPv4, or no IP at all (which Go counts as not IPv6): no need to parse
+    ip = parse_ip(address)
+    return IPV6 if ip is not None and ip.version == 6 else IPV4
+
+
+def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address Go's net.ParseIP gives, or None; an IPv4-mapped IPv6 address is IPv4, as
+    Go's To4 says. The endpointslice-mirroring controller and the API server's validation
+    read addresses through it."""
     try:
-        ip = ipaddress.ip_address(address)
+        ip = ipaddress.ip_address(text)
     except ValueError:
-        return IPV4
-    # Go reads an IPv4-mapped IPv6 address as IPv4 (To4 succeeds).
-    return IPV6 if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None else IPV4
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 def has_selector(service: ServiceView) -> bool:

@@ -151,6 +151,9 @@ class ReplicaManager:
         """The cached owner a controllerRef names, if it is still that object."""
         return controllerref.resolve(self.replicasets.get, namespace, ref, self.adapter.kind)
 
+    def enqueue_owner(self, rs: status.ReplicaSetView) -> None:
+        self.enqueue(codec.key_of(rs))
+
     def pod_replica_sets(self, pod: podranking.PodView) -> list[status.ReplicaSetView]:
         """Owners whose selector matches an orphan pod (upstream GetPodReplicaSets)."""
         namespace = pod.metadata.namespace
@@ -237,29 +240,16 @@ class ReplicaManager:
             if labels_changed:
                 self.delete_pod(old)
             return
-        cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
-        ref_changed = cur_ref != old_ref
-        if ref_changed and old_ref is not None:
-            former = self.resolve(old.metadata.namespace, old_ref)
-            if former is not None:
-                self.enqueue(codec.key_of(former))
-        if cur_ref is not None:
-            rs = self.resolve(cur.metadata.namespace, cur_ref)
-            if rs is None:
-                return
+        rs = controllerref.route_update(old, cur, self.resolve, self.pod_replica_sets, self.enqueue_owner)
+        if (
+            rs is not None
+            and rs.spec.min_ready_seconds > 0
+            and not podranking.is_pod_ready(old)
+            and podranking.is_pod_ready(cur)
+        ):
+            # Available only minReadySeconds from now; one second more absorbs clock skew.
             key = codec.key_of(rs)
-            self.enqueue(key)
-            if (
-                rs.spec.min_ready_seconds > 0
-                and not podranking.is_pod_ready(old)
-                and podranking.is_pod_ready(cur)
-            ):
-                # Available only minReadySeconds from now; one second more absorbs clock skew.
-                asyncio.get_running_loop().call_later(rs.spec.min_ready_seconds + 1, self.enqueue, key)
-            return
-        if labels_changed or ref_changed:
-            for rs in self.pod_replica_sets(cur):
-                self.enqueue(codec.key_of(rs))
+            asyncio.get_running_loop().call_later(rs.spec.min_ready_seconds + 1, self.enqueue, key)
 
     def delete_pod(self, pod: podranking.PodView) -> None:
         ref = codec.controller_ref(pod)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
-from kcm_shared import cron, quantity
+from kcm_shared import cron, endpointutil, quantity
 from kcm_shared.quota.evaluators import STANDARD_SCOPES
 from kcm_shared.selectors import (
     is_dns1123_label,
@@ -1583,17 +1583,6 @@ def _go_string_list(values: list[Any]) -> str:
     return "[]string{" + ", ".join(go_quote(str(v)) for v in values) + "}"
 
 
-def _go_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """An IP as Go's net.ParseIP reads it: an IPv4-mapped IPv6 address is its IPv4 address."""
-    try:
-        ip = ipaddress.ip_address(value)
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
-
-
 def _link_local_multicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     if isinstance(ip, ipaddress.IPv4Address):
         return ip in ipaddress.IPv4Network("224.0.0.0/24")
@@ -1604,7 +1593,7 @@ def _link_local_multicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> 
 def validate_non_special_ip(c: _Causes, value: str, path: str) -> None:
     """Upstream ValidateNonSpecialIP (Endpoints, EndpointSlices, external IPs): a valid IP that
     is not unspecified, loopback, link-local or link-local multicast."""
-    ip = _go_ip(value)
+    ip = endpointutil.parse_ip(value)
     if ip is None:
         c.invalid(path, value, "must be a valid IP address")
         return
@@ -1620,7 +1609,7 @@ def validate_non_special_ip(c: _Causes, value: str, path: str) -> None:
 
 def _endpoint_address(c: _Causes, address: Obj, path: str) -> None:
     ip = str(address.get("ip") or "")
-    if _go_ip(ip) is None:
+    if endpointutil.parse_ip(ip) is None:
         c.invalid(f"{path}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
     hostname = address.get("hostname")
     if hostname:
@@ -1940,7 +1929,7 @@ def _fqdn(c: _Causes, value: str, path: str) -> None:
 
 def _slice_address(c: _Causes, address: str, address_type: str, path: str) -> None:
     if address_type in ("IPv4", "IPv6"):
-        ip = _go_ip(address)
+        ip = endpointutil.parse_ip(address)
         if ip is None or (ip.version == 4) != (address_type == "IPv4"):
             c.invalid(path, address, f"must be a valid {address_type} address")
         else:

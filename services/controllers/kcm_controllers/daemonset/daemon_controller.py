@@ -202,6 +202,9 @@ class DaemonSetsController:
     def resolve(self, namespace: str, ref: codec.OwnerReference | None) -> views.DaemonSetView | None:
         return controllerref.resolve(self.daemonsets.get, namespace, ref, update.KIND)
 
+    def enqueue_ds(self, ds: views.DaemonSetView) -> None:
+        self.enqueue(codec.key_of(ds))
+
     def selecting(self, obj: codec.Meta) -> list[views.DaemonSetView]:
         """DaemonSets whose selector matches an orphan (GetPodDaemonSets / GetHistoryDaemonSets)."""
         found = controllerref.selecting(
@@ -247,20 +250,7 @@ class DaemonSetsController:
     ) -> None:
         if old.metadata.resource_version == cur.metadata.resource_version:
             return
-        cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
-        ref_changed = cur_ref != old_ref
-        if ref_changed and old_ref is not None:
-            former = self.resolve(old.metadata.namespace, old_ref)
-            if former is not None:
-                self.enqueue(codec.key_of(former))
-        if cur_ref is not None:
-            ds = self.resolve(cur.metadata.namespace, cur_ref)
-            if ds is not None:
-                self.enqueue(codec.key_of(ds))
-            return
-        if ref_changed or old.metadata.labels != cur.metadata.labels:
-            for ds in self.selecting(cur):
-                self.enqueue(codec.key_of(ds))
+        controllerref.route_update(old, cur, self.resolve, self.selecting, self.enqueue_ds)
 
     def delete_history(self, rev: history.ControllerRevisionView) -> None:
         ds = self.resolve(rev.metadata.namespace, codec.controller_ref(rev))
@@ -290,29 +280,16 @@ class DaemonSetsController:
             # A graceful deletion: the set can act now rather than once the kubelet is done.
             self.delete_pod(cur)
             return
-        cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
-        ref_changed = cur_ref != old_ref
-        if ref_changed and old_ref is not None:
-            former = self.resolve(old.metadata.namespace, old_ref)
-            if former is not None:
-                self.enqueue(codec.key_of(former))
-        if cur_ref is not None:
-            ds = self.resolve(cur.metadata.namespace, cur_ref)
-            if ds is None:
-                return
+        ds = controllerref.route_update(old, cur, self.resolve, self.selecting, self.enqueue_ds)
+        if (
+            ds is not None
+            and ds.spec.min_ready_seconds > 0
+            and not podranking.is_pod_ready(old)
+            and podranking.is_pod_ready(cur)
+        ):
+            # Available only minReadySeconds from now; one second more absorbs clock skew.
             key = codec.key_of(ds)
-            self.enqueue(key)
-            if (
-                ds.spec.min_ready_seconds > 0
-                and not podranking.is_pod_ready(old)
-                and podranking.is_pod_ready(cur)
-            ):
-                # Available only minReadySeconds from now; one second more absorbs clock skew.
-                asyncio.get_running_loop().call_later(ds.spec.min_ready_seconds + 1, self.enqueue, key)
-            return
-        if old.metadata.labels != cur.metadata.labels or ref_changed:
-            for ds in self.selecting(cur):
-                self.enqueue(codec.key_of(ds))
+            asyncio.get_running_loop().call_later(ds.spec.min_ready_seconds + 1, self.enqueue, key)
 
     def delete_pod(self, pod: views.DaemonPodView) -> None:
         ds = self.resolve(pod.metadata.namespace, codec.controller_ref(pod))

@@ -31,7 +31,6 @@ Called by the runtime through `SPEC`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import logging
@@ -46,11 +45,11 @@ from kcm_shared import (
     endpointutil,
     events,
     kubeclient,
-    leaderelection,
     ownwrites,
     podcontrol,
     subjects,
 )
+from kcm_shared import flags as sharedflags
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpoint import subsets as sub
@@ -319,17 +318,10 @@ class EndpointsController:
         self.trigger_times.delete_service(namespace, name)
 
 
-def _non_negative_duration(text: str) -> float:
-    seconds = leaderelection.parse_duration(text)
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"want a duration of 0 or more, got {text!r}")
-    return seconds
-
-
 def flags(p: controller.FlagSet) -> None:
     p.add_argument(
         "--endpoint-updates-batch-period",
-        type=_non_negative_duration,
+        type=sharedflags.non_negative_duration,
         default=0.0,
         metavar="DURATION",
         help="the length of endpoint updates batching period; processing of pod changes will be "

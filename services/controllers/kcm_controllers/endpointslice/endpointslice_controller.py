@@ -19,11 +19,9 @@ a failed write records the FailedToUpdateEndpointSlices Event and the key is ret
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-
 import prometheus_client
-from kcm_shared import cache, codec, controller, endpointutil, events, leaderelection, subjects
+from kcm_shared import addafter, cache, codec, controller, endpointutil, events, subjects
+from kcm_shared import flags as sharedflags
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
@@ -57,10 +55,6 @@ def _service_of(slice_: views.EndpointSlice) -> list[str]:
     return [f"{slice_.metadata.namespace}/{name}"]
 
 
-def _ref(slice_: views.EndpointSlice) -> Ref:
-    return Ref(slice_.metadata.uid, slice_.metadata.generation)
-
-
 class EndpointSliceController:
     """Handlers and sync of one process; caches, client, recorder and enqueue are injected."""
 
@@ -79,7 +73,7 @@ class EndpointSliceController:
         self.reconciler = reconciler.Reconciler(
             ctx.client, self.tracker, max_per_slice, topology=self.topology, record=self._record
         )
-        self._delayed: set[str] = set()
+        self.enqueue_after = addafter.AddAfter(ctx.enqueue)
 
     def register(self) -> None:
         self.slices.add_index(_SERVICE_INDEX, _service_of)
@@ -99,20 +93,6 @@ class EndpointSliceController:
         )
 
     # --- event handlers ---------------------------------------------------------------------
-
-    def enqueue_after(self, key: str, delay: float) -> None:
-        """upstream AddAfter: the first delayed add of a key wins; later ones join it."""
-        if delay <= 0:
-            self.enqueue(key)
-            return
-        if key in self._delayed:
-            return
-        self._delayed.add(key)
-        asyncio.get_running_loop().call_later(delay, self._fire, key)
-
-    def _fire(self, key: str) -> None:
-        self._delayed.discard(key)
-        self.enqueue(key)
 
     def on_service(self, svc: views.ServiceView) -> None:
         self.enqueue(codec.key_of(svc))
@@ -137,7 +117,7 @@ class EndpointSliceController:
             self.enqueue_after(key, max(MIN_SLICE_CHANGE_SYNC_DELAY, self.batch_period))
 
     def on_slice_add(self, slice_: views.EndpointSlice) -> None:
-        if _service_of(slice_) and self.tracker.should_sync(self._owner(slice_), _ref(slice_)):
+        if _service_of(slice_) and self.tracker.should_sync(self._owner(slice_), Ref.of(slice_)):
             self._queue_for_slice(slice_)
 
     def on_slice_update(self, old: views.EndpointSlice, cur: views.EndpointSlice) -> None:
@@ -151,14 +131,14 @@ class EndpointSliceController:
         )
         if managed_changed:
             self._queue_for_slice(old)
-        if managed_changed or (_service_of(cur) and self.tracker.should_sync(self._owner(cur), _ref(cur))):
+        if managed_changed or (_service_of(cur) and self.tracker.should_sync(self._owner(cur), Ref.of(cur))):
             self._queue_for_slice(cur)
 
     def on_slice_delete(self, slice_: views.EndpointSlice) -> None:
         # Unlike upstream, a deletion this replica has no record of (it restarted, or gained the
         # partition since) syncs the Service too: upstream's tracker would not know it either,
         # and it would wait for the next Service or pod change to replace the slice.
-        if _service_of(slice_) and not self.tracker.handle_deletion(self._owner(slice_), _ref(slice_)):
+        if _service_of(slice_) and not self.tracker.handle_deletion(self._owner(slice_), Ref.of(slice_)):
             self._queue_for_slice(slice_)
 
     def on_node_update(self, old: views.NodeView, cur: views.NodeView) -> None:
@@ -209,7 +189,7 @@ class EndpointSliceController:
         slices = [
             s for s in self.slices.by_index(_SERVICE_INDEX, key) if s.metadata.deletion_timestamp is None
         ]
-        if self.tracker.stale_slices((namespace, name), [_ref(s) for s in slices]):
+        if self.tracker.stale_slices((namespace, name), [Ref.of(s) for s in slices]):
             raise StaleInformerCache("EndpointSlice informer cache is out of date")
         trigger = self.triggers.compute(svc, pods)
         try:
@@ -238,36 +218,16 @@ def build(ctx: controller.Context) -> controller.Reconcile:
     return eps.reconcile
 
 
-def _max_endpoints(text: str) -> int:
-    low, high = MAX_ENDPOINTS_PER_SLICE_RANGE
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(
-            f"max-endpoints-per-slice must be between {low} and {high}, got {text}"
-        )
-    return value
-
-
-def _duration(text: str) -> float:
-    value = leaderelection.parse_duration(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
-    return value
-
-
 def flags(p: controller.FlagSet) -> None:
     p.add_argument(
         "--max-endpoints-per-slice",
-        type=_max_endpoints,
+        type=sharedflags.int_in_range("max-endpoints-per-slice", *MAX_ENDPOINTS_PER_SLICE_RANGE),
         default=100,
         help="the maximum number of endpoints that will be added to an EndpointSlice",
     )
     p.add_argument(
         "--endpointslice-updates-batch-period",
-        type=_duration,
+        type=sharedflags.non_negative_duration,
         default=0.0,
         help="the length of endpoint slice updates batching period: pod changes wait this long, "
         "so that several changes of one Service are written together",

@@ -20,11 +20,10 @@ reconciler write. Errors are retried by the runtime with capped backoff, for eve
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import time
 
-from kcm_shared import cache, codec, controller, endpointutil, leaderelection
+from kcm_shared import addafter, cache, codec, controller, endpointutil
+from kcm_shared import flags as sharedflags
 from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.workqueue import durable
 
@@ -48,10 +47,6 @@ def _mirrored_for(slice_: utils.EndpointSliceView) -> list[str]:
     return [f"{slice_.metadata.namespace}/{name}"]
 
 
-def _ref(slice_: utils.EndpointSliceView) -> Ref:
-    return Ref(slice_.metadata.uid, slice_.metadata.generation)
-
-
 def _owner(slice_: utils.EndpointSliceView) -> tuple[str, str]:
     return slice_.metadata.namespace, slice_.metadata.labels.get(utils.LABEL_SERVICE_NAME, "")
 
@@ -67,7 +62,7 @@ class MirroringController:
         self.batch_period = batch_period
         self.tracker = EndpointSliceTracker()
         self.reconciler = reconciler.Reconciler(ctx.client, self.tracker, ctx.recorder, max_per_subset)
-        self._delayed: set[str] = set()
+        self.enqueue_after = addafter.AddAfter(ctx.enqueue)
 
     def register(self) -> None:
         self.slices.add_index(_MIRRORED_INDEX, _mirrored_for)
@@ -82,20 +77,6 @@ class MirroringController:
         )
 
     # --- event handlers ---------------------------------------------------------------------
-
-    def enqueue_after(self, key: str, delay: float) -> None:
-        """upstream AddAfter: the first delayed add of a key wins; later ones join it."""
-        if delay <= 0:
-            self.enqueue(key)
-            return
-        if key in self._delayed:
-            return
-        self._delayed.add(key)
-        asyncio.get_running_loop().call_later(delay, self._fire, key)
-
-    def _fire(self, key: str) -> None:
-        self._delayed.discard(key)
-        self.enqueue(key)
 
     def on_endpoints(self, ep: utils.EndpointsView) -> None:
         if utils.should_mirror(ep):
@@ -119,7 +100,7 @@ class MirroringController:
             self.enqueue_after(f"{slice_.metadata.namespace}/{name}", self.batch_period)
 
     def on_slice_add(self, slice_: utils.EndpointSliceView) -> None:
-        if _mirrored_for(slice_) and self.tracker.should_sync(_owner(slice_), _ref(slice_)):
+        if _mirrored_for(slice_) and self.tracker.should_sync(_owner(slice_), Ref.of(slice_)):
             self._queue_for_slice(slice_)
 
     def on_slice_update(self, old: utils.EndpointSliceView, cur: utils.EndpointSliceView) -> None:
@@ -132,13 +113,13 @@ class MirroringController:
         managed_changed = utils.managed_by_controller(old.metadata.labels) != utils.managed_by_controller(
             cur.metadata.labels
         )
-        if managed_changed or (_mirrored_for(cur) and self.tracker.should_sync(_owner(cur), _ref(cur))):
+        if managed_changed or (_mirrored_for(cur) and self.tracker.should_sync(_owner(cur), Ref.of(cur))):
             self._queue_for_slice(cur)
 
     def on_slice_delete(self, slice_: utils.EndpointSliceView) -> None:
         # Unlike upstream, a deletion this replica has no record of (it restarted, or gained the
         # partition since) syncs too: it would otherwise wait for the next Endpoints change.
-        if _mirrored_for(slice_) and not self.tracker.handle_deletion(_owner(slice_), _ref(slice_)):
+        if _mirrored_for(slice_) and not self.tracker.handle_deletion(_owner(slice_), Ref.of(slice_)):
             self._queue_for_slice(slice_)
 
     # --- sync -------------------------------------------------------------------------------
@@ -164,7 +145,7 @@ class MirroringController:
             await self.delete_mirrored(namespace, name)
             return
         slices = self._mirrored(key)
-        if self.tracker.stale_slices((namespace, name), [_ref(s) for s in slices]):
+        if self.tracker.stale_slices((namespace, name), [Ref.of(s) for s in slices]):
             raise StaleInformerCache("EndpointSlice informer cache is out of date")
         await self.reconciler.reconcile(endpoints, slices)
 
@@ -192,24 +173,9 @@ def build(ctx: controller.Context) -> controller.Reconcile:
     return mirror.reconcile
 
 
-def max_endpoints_per_subset(text: str) -> int:
-    low, high = MAX_ENDPOINTS_PER_SUBSET_RANGE
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(
-            f"mirroring-max-endpoints-per-subset must be between {low} and {high}, got {text}"
-        )
-    return value
-
-
-def non_negative_duration(text: str) -> float:
-    value = leaderelection.parse_duration(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
-    return value
+max_endpoints_per_subset = sharedflags.int_in_range(
+    "mirroring-max-endpoints-per-subset", *MAX_ENDPOINTS_PER_SUBSET_RANGE
+)
 
 
 def flags(p: controller.FlagSet) -> None:
@@ -222,7 +188,7 @@ def flags(p: controller.FlagSet) -> None:
     )
     p.add_argument(
         "--mirroring-endpointslice-updates-batch-period",
-        type=non_negative_duration,
+        type=sharedflags.non_negative_duration,
         default=0.0,
         help="the length of EndpointSlice updates batching period for EndpointSliceMirroring "
         "controller: changes of mirrored slices wait this long, so that several are handled together",

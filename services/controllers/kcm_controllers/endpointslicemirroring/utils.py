@@ -9,11 +9,10 @@ and EndpointSlice views are what the caches decode. Nothing here does I/O.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, controllerref, subjects
+from kcm_shared import codec, controllerref, endpointutil, subjects
 
 ENDPOINTS = subjects.Resource("", "v1", "endpoints")
 SERVICES = subjects.Resource("", "v1", "services")
@@ -100,22 +99,10 @@ def managed_by_controller(labels: dict[str, str]) -> bool:
     return labels.get(LABEL_MANAGED_BY) == CONTROLLER_NAME
 
 
-def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address Go's ParseIPSloppy gives, or None; an IPv4-mapped IPv6 address is IPv4, as
-    Go's To4 says."""
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
-
-
 def address_to_endpoint(address: EndpointAddress, ready: bool) -> tuple[Obj, str] | None:
     """An Endpoints address as a slice endpoint and its address type, None for an invalid IP.
     The IP is re-rendered in its canonical form (upstream re-stringifies it too)."""
-    ip = parse_ip(address.ip)
+    ip = endpointutil.parse_ip(address.ip)
     if ip is None:
         return None
     endpoint: Obj = {"addresses": [str(ip)], "conditions": {"ready": ready}}

@@ -281,27 +281,19 @@ class JobController:
         # and removed again, and both may collapse into one event.
         finalizer_removed = not tracking.has_tracking_finalizer(cur)
         cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
-        ref_changed = cur_ref != old_ref
-        if ref_changed and old_ref is not None:
-            former = self.resolve(old.metadata.namespace, old_ref)
-            if former is not None:
-                if finalizer_removed:
-                    self.finalizer_expectations.removal_observed(codec.key_of(former), cur.metadata.uid)
-                self.enqueue(codec.key_of(former))
-        if cur_ref is not None:
-            job = self.resolve(cur.metadata.namespace, cur_ref)
-            if job is None:
-                return
+        if cur_ref is None and not finalizer_removed:
+            self.enqueue(ORPHAN_POD_PREFIX + codec.key_of(cur))
+        # The former and the current owner (not the Jobs that merely select an orphan) may be
+        # waiting to see this pod's finalizer go.
+        owners = {ref.uid for ref in (old_ref, cur_ref) if ref is not None} if finalizer_removed else set()
+
+        def enqueue_job(job: JobView) -> None:
             key = codec.key_of(job)
-            if finalizer_removed:
+            if job.metadata.uid in owners:
                 self.finalizer_expectations.removal_observed(key, cur.metadata.uid)
             self.enqueue(key)
-            return
-        if tracking.has_tracking_finalizer(cur):
-            self.enqueue(ORPHAN_POD_PREFIX + codec.key_of(cur))
-        if old.metadata.labels != cur.metadata.labels or ref_changed:
-            for job in self.pod_jobs(cur):
-                self.enqueue(codec.key_of(job))
+
+        controllerref.route_update(old, cur, self.resolve, self.pod_jobs, enqueue_job)
 
     def delete_pod_final(self, pod: Pod) -> None:
         self.delete_pod(pod, final=True)

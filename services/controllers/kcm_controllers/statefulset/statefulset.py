@@ -119,26 +119,13 @@ class StatefulSetController:
     def update_pod(self, old: podranking.PodView, cur: podranking.PodView) -> None:
         if old.metadata.resource_version == cur.metadata.resource_version:
             return
-        labels_changed = old.metadata.labels != cur.metadata.labels
-        cur_ref, old_ref = codec.controller_ref(cur), codec.controller_ref(old)
-        ref_changed = cur_ref != old_ref
-        if ref_changed and old_ref is not None:
-            former = self.resolve(old.metadata.namespace, old_ref)
-            if former is not None:
-                self.enqueue_set(former)
-        if cur_ref is not None:
-            sts = self.resolve(cur.metadata.namespace, cur_ref)
-            if sts is None:
-                return
-            self.enqueue_set(sts)
-            delay = sts.spec.min_ready_seconds
-            if delay > 0 and not podranking.is_pod_ready(old) and podranking.is_pod_ready(cur):
-                # Available only minReadySeconds from now; one second more absorbs clock skew.
-                asyncio.get_running_loop().call_later(delay + 1, self.enqueue, codec.key_of(sts))
+        sts = controllerref.route_update(old, cur, self.resolve, self.sets_for_orphan, self.enqueue_set)
+        if sts is None:
             return
-        if labels_changed or ref_changed:
-            for sts in self.sets_for_orphan(cur):
-                self.enqueue_set(sts)
+        delay = sts.spec.min_ready_seconds
+        if delay > 0 and not podranking.is_pod_ready(old) and podranking.is_pod_ready(cur):
+            # Available only minReadySeconds from now; one second more absorbs clock skew.
+            asyncio.get_running_loop().call_later(delay + 1, self.enqueue, codec.key_of(sts))
 
     def delete_pod(self, pod: podranking.PodView) -> None:
         sts = self.resolve(pod.metadata.namespace, codec.controller_ref(pod))

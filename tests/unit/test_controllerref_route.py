@@ -1,0 +1,50 @@
+"""controllerref.route_update: which owners an owned object's update enqueues (upstream's
+updatePod cases shared by the ReplicaSet, DaemonSet and StatefulSet controllers)."""
+
+from __future__ import annotations
+
+import pytest
+from kcm_shared import codec, controllerref
+
+OWNERS = {"a": codec.Meta(metadata=codec.ObjectMeta(name="a", namespace="ns", uid="ua"))}
+MATCHING = [codec.Meta(metadata=codec.ObjectMeta(name="m", namespace="ns", uid="um"))]
+
+
+def ref(name: str) -> codec.OwnerReference:
+    return codec.OwnerReference(kind="Owner", name=name, uid="u" + name, controller=True)
+
+
+def obj(owner: str | None, labels: dict[str, str] | None = None) -> codec.Meta:
+    refs = [ref(owner)] if owner else []
+    return codec.Meta(metadata=codec.ObjectMeta(namespace="ns", labels=labels or {}, owner_references=refs))
+
+
+def resolve(namespace: str, r: codec.OwnerReference) -> codec.Meta | None:
+    owner = OWNERS.get(r.name)
+    return owner if owner is not None and owner.metadata.uid == r.uid else None
+
+
+@pytest.mark.parametrize(
+    ("old", "cur", "enqueued", "returned"),
+    [
+        # Owned and unchanged ref: only its owner, never the selector matches.
+        (obj("a"), obj("a", {"x": "1"}), ["a"], "a"),
+        # Released: the former owner, then (ref changed) every matching owner.
+        (obj("a"), obj(None), ["a", "m"], None),
+        # Ref moved: the former owner (b, gone from the cache) and the new one; a ref to a
+        # missing owner resolves to none.
+        (obj("b"), obj("a"), ["a"], "a"),
+        (obj("a"), obj("gone"), ["a"], None),
+        # Orphan whose labels changed: every matching owner.
+        (obj(None), obj(None, {"x": "1"}), ["m"], None),
+        # Orphan unchanged: nothing.
+        (obj(None, {"x": "1"}), obj(None, {"x": "1"}), [], None),
+    ],
+)
+def test_route_update(old: codec.Meta, cur: codec.Meta, enqueued: list[str], returned: str | None) -> None:
+    seen: list[str] = []
+    got = controllerref.route_update(
+        old, cur, resolve, lambda _: MATCHING, lambda o: seen.append(o.metadata.name)
+    )
+    assert seen == enqueued
+    assert (got.metadata.name if got is not None else None) == returned
