@@ -128,7 +128,7 @@ def bind(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
                 {"reason": "FieldValueInvalid", "field": "target", "message": "must be a Node with a name"},
             ],
         )
-    pod = copy.deepcopy(api.get_stored(ctx, name))
+    pod = patch.deep_copy(api.get_stored(ctx, name))
     if pod["metadata"].get("deletionTimestamp"):
         raise errors.conflict("", "pods", name, "pod is being deleted, cannot be assigned to a host")
     current = pod.get("spec", {}).get("nodeName")
@@ -273,7 +273,7 @@ def _mark_and_delete(api: Api, ctx: Ctx, name: str, options: Obj) -> None:
     preconditions are checked against the pod before that write and a resourceVersion one is
     moved to the version it made, as upstream."""
     if not ctx.dry_run:
-        pod = copy.deepcopy(api.get_stored(ctx, name))
+        pod = patch.deep_copy(api.get_stored(ctx, name))
         meta = pod["metadata"]
         pre = dict(options.get("preconditions") or {})
         for field, what, since in (
@@ -326,7 +326,7 @@ def _set_disruption_target(status: Obj, now: str) -> None:
 def finalize_namespace(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a Namespace")
-    ns = copy.deepcopy(api.get_stored(ctx, name))
+    ns = patch.deep_copy(api.get_stored(ctx, name))
     ns.setdefault("spec", {})["finalizers"] = list((body.get("spec") or {}).get("finalizers") or [])
     rv = (body.get("metadata") or {}).get("resourceVersion")
     if rv:
@@ -337,7 +337,7 @@ def finalize_namespace(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
 def approve_csr(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a CertificateSigningRequest")
-    csr = copy.deepcopy(api.get_stored(ctx, name))
+    csr = patch.deep_copy(api.get_stored(ctx, name))
     csr.setdefault("status", {})["conditions"] = (body.get("status") or {}).get("conditions") or []
     rv = (body.get("metadata") or {}).get("resourceVersion")
     if rv:
