@@ -290,8 +290,12 @@ def test_suspend_deletes_pods_and_resume_restarts_the_clock(stack: devstack.DevS
     # The clock of activeDeadlineSeconds starts again at the resume.
     assert job["status"]["startTime"] == cond["lastTransitionTime"] >= started
     wait_for(lambda: len(pods_of(stack, ns, "sus")) == 2, 20, what="pods again after resume")
-    events = describe_events(stack, ns, "sus")
-    assert "Job suspended" in events and "Job resumed" in events
+    # Events are written after the status (kcm_shared.events sends them at low priority).
+    wait_for(
+        lambda: all(m in describe_events(stack, ns, "sus") for m in ("Job suspended", "Job resumed")),
+        10,
+        what="the Suspended and Resumed Events",
+    )
 
 
 def test_job_managed_by_another_controller_is_left_alone(stack: devstack.DevStack, ns: str) -> None:

@@ -43,6 +43,7 @@ from kcm_shared import (
     selectors,
     subjects,
 )
+from kcm_shared.scale import ScaleTargets
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.disruption import budget
@@ -110,7 +111,7 @@ class DisruptionController:
         self.recorder = recorder
         self.stale_timeout = stale_timeout
         self.now = now
-        self.mapper: discovery.Mapper | None = None
+        self.targets = ScaleTargets(client)
         self.own_writes: ownwrites.OwnWrites[budget.PDBView] = ownwrites.OwnWrites()
 
     def register(self) -> None:
@@ -313,33 +314,18 @@ class DisruptionController:
         ss = self._cached(self.statefulsets, ref, ns) if _is(ref, "StatefulSet", ("apps",)) else None
         return None if ss is None else (ss.metadata.uid, ss.spec.replicas)
 
-    async def _mapping(self, ref: codec.OwnerReference) -> discovery.ApiResource:
-        """The resource of the owner's kind; discovery is read again once on a miss (a CRD
-        added since), as upstream's deferred RESTMapper resets."""
-        for fresh in (False, True):
-            if self.mapper is None or fresh:
-                self.mapper = await discovery.discover(self.client)
-            try:
-                return self.mapper.for_kind(ref.api_version, ref.kind)
-            except discovery.MappingError:
-                if fresh:
-                    raise
-        raise AssertionError("unreachable")
-
     async def find_by_scale(self, ref: codec.OwnerReference, ns: str) -> tuple[str, int] | None:
         """Any other controller through its scale subresource (getScaleController)."""
         try:
-            mapping = await self._mapping(ref)
+            res = await self.targets.resource(ref.api_version, ref.kind)
         except discovery.MappingError as exc:
             raise ValueError(f'no matches for kind "{ref.kind}" in version "{ref.api_version}"') from exc
-        res = mapping.resource
-        path = kubeclient.resource_path(res.group, res.version, res.resource, ns, ref.name) + "/scale"
         try:
-            scale = await self.client.get(path)
+            scale = await self.targets.get(res, ns, ref.name)
         except kubeclient.ApiError as exc:
             if not exc.not_found:
                 raise
-            if not await self.implements_scale(res):
+            if not await self.targets.implements_scale(res):
                 group_resource = f"{res.resource}.{res.group}" if res.group else res.resource
                 raise ValueError(f"{group_resource} does not implement the scale subresource") from exc
             return None
@@ -347,16 +333,6 @@ class DisruptionController:
         if meta.get("uid") != ref.uid:
             return None
         return ref.uid, int((scale.get("spec") or {}).get("replicas") or 0)
-
-    async def implements_scale(self, res: subjects.Resource) -> bool:
-        doc = await self.client.get(kubeclient.group_version_path(res.group, res.version))
-        name = f"{res.resource}/scale"
-        return any(
-            r.get("name") == name
-            and r.get("kind") == "Scale"
-            and r.get("group", "autoscaling") == "autoscaling"
-            for r in doc.get("resources") or []
-        )
 
     # --- stale DisruptionTarget conditions --------------------------------------------------
 

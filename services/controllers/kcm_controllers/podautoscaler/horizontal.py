@@ -45,6 +45,7 @@ from kcm_shared import (
     subjects,
 )
 from kcm_shared import quantity as quantities
+from kcm_shared.scale import ScaleTargets
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.podautoscaler import behavior as rate
@@ -56,13 +57,6 @@ HPAS = subjects.Resource("autoscaling", "v2", "horizontalpodautoscalers")
 PODS = subjects.Resource("", "v1", "pods")
 Obj = dict[str, Any]
 
-# Scale targets resolved without discovery: the workloads serving /scale in every cluster.
-_WORKLOADS = {
-    ("apps", "Deployment"): "deployments",
-    ("apps", "ReplicaSet"): "replicasets",
-    ("apps", "StatefulSet"): "statefulsets",
-    ("", "ReplicationController"): "replicationcontrollers",
-}
 _OTHER_METRICS = {
     # type -> (condition reason, API group it would be read from, error prefix)
     "Pods": ("FailedGetPodsMetric", "custom.metrics.k8s.io", "failed to get pods metric value"),
@@ -291,7 +285,7 @@ class HorizontalController:
         self.settings = settings
         self.now = now
         self.histories: dict[str, rate.History] = {}
-        self.mapper: discovery.Mapper | None = None
+        self.targets = ScaleTargets(client)
         # (namespace, apiVersion, kind, name) of a scale target -> (monotonic expiry, selector)
         self.target_selectors: dict[
             tuple[str, str, str, str], tuple[float, selectors.LabelSelector | None]
@@ -305,24 +299,11 @@ class HorizontalController:
             str(ref.get("kind", "")),
             str(ref.get("name", "")),
         )
-        group, _, version = api_version.rpartition("/")
-        resource = _WORKLOADS.get((group, kind))
-        if resource is None:
-            try:
-                if self.mapper is None:
-                    raise discovery.MappingError(kind)
-                found = self.mapper.for_kind(api_version, kind)
-            except discovery.MappingError:
-                # A new CRD may have appeared since the last discovery: look again once.
-                self.mapper = await discovery.discover(self.client)
-                try:
-                    found = self.mapper.for_kind(api_version, kind)
-                except discovery.MappingError as exc:
-                    raise LookupError(
-                        f"unable to determine resource for scale target reference: {exc}"
-                    ) from exc
-            resource = found.resource.resource
-        return kubeclient.resource_path(group, version, resource, namespace, name, "scale")
+        try:
+            res = await self.targets.resource(api_version, kind)
+        except discovery.MappingError as exc:
+            raise LookupError(f"unable to determine resource for scale target reference: {exc}") from exc
+        return self.targets.path(res, namespace, name)
 
     # --- AmbiguousSelector ----------------------------------------------------------------
 
