@@ -145,9 +145,13 @@ def test_refused_creates_set_replica_failure_until_they_succeed(
 
     cond = wait_for(failure, 30, 0.2, "ReplicaFailure condition")
     assert cond["reason"] == "FailedCreate" and "exceeded quota: one-pod" in cond["message"], cond
+    # The Events section only: the condition's reason FailedCreate is in the describe output first.
     out = wait_for(
         lambda: (
-            o if "FailedCreate" in (o := stack.kubectl("describe", "-n", ns, "rc", "capped").stdout) else None
+            o
+            if "FailedCreate"
+            in (o := stack.kubectl("describe", "-n", ns, "rc", "capped").stdout.split("Events:")[-1])
+            else None
         ),
         30,
         0.2,
