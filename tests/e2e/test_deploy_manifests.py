@@ -172,8 +172,11 @@ class Services:
             spec = pod_spec(w)
             (container,) = spec["containers"]
             env = container_env(container, f"{name}-0")
-            port = natsd.free_port()
             args = [expand(a, env) for a in container["args"]]
+            # Only the coordinator's ops port is read (its /status); the others take any free
+            # port when they bind, since a number picked here ahead of time can be taken by
+            # another process's ephemeral port before the service binds it.
+            port = natsd.free_port() if args[0] == "coordinator" else 0
             seed = bus_stack.seed(auth_dir, name.removeprefix("kcm-"))  # what its Secret holds
             args = [
                 f"--nats-url={nats.url}"
