@@ -106,6 +106,29 @@ def selecting(
 M = TypeVar("M", bound=codec.Meta)
 
 
+def route_add(
+    obj: M,
+    resolve: Callable[[str, codec.OwnerReference], T | None],
+    selecting: Callable[[M], Iterable[T]],
+    enqueue: Callable[[T], None],
+    observed: Callable[[T], None] | None = None,
+) -> None:
+    """Enqueues the owners a new owned object concerns, as upstream's addPod handlers do after
+    their deletion check: with a controllerRef, only the owner it resolves to (`observed` is
+    told first, e.g. to count the creation against its expectations); without one, every owner
+    whose selector matches, so one may adopt it."""
+    ref = codec.controller_ref(obj)
+    if ref is not None:
+        owner = resolve(obj.metadata.namespace, ref)
+        if owner is not None:
+            if observed is not None:
+                observed(owner)
+            enqueue(owner)
+        return
+    for owner in selecting(obj):
+        enqueue(owner)
+
+
 def route_update(
     old: M,
     cur: M,

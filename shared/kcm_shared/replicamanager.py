@@ -218,16 +218,13 @@ class ReplicaManager:
             # must count as a deletion, never as the creation of a new replica.
             self.delete_pod(pod)
             return
-        ref = codec.controller_ref(pod)
-        if ref is not None:
-            rs = self.resolve(pod.metadata.namespace, ref)
-            if rs is not None:
-                key = codec.key_of(rs)
-                self.expectations.creation_observed(key)
-                self.enqueue(key)
-            return
-        for rs in self.pod_replica_sets(pod):
-            self.enqueue(codec.key_of(rs))
+        controllerref.route_add(
+            pod,
+            self.resolve,
+            self.pod_replica_sets,
+            self.enqueue_owner,
+            lambda rs: self.expectations.creation_observed(codec.key_of(rs)),
+        )
 
     def update_pod(self, old: podranking.PodView, cur: podranking.PodView) -> None:
         if old.metadata.resource_version == cur.metadata.resource_version:

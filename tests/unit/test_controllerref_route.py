@@ -1,5 +1,5 @@
-"""controllerref.route_update: which owners an owned object's update enqueues (upstream's
-updatePod cases shared by the ReplicaSet, DaemonSet and StatefulSet controllers)."""
+"""controllerref.route_update / route_add: which owners an owned object's update or creation enqueues (upstream's
+updatePod / addPod cases shared by the ReplicaSet, DaemonSet and StatefulSet controllers)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,27 @@ def test_route_update(old: codec.Meta, cur: codec.Meta, enqueued: list[str], ret
     )
     assert seen == enqueued
     assert (got.metadata.name if got is not None else None) == returned
+
+
+@pytest.mark.parametrize(
+    ("added", "enqueued", "observed"),
+    [
+        # Owned: its owner only, told of the creation first.
+        (obj("a"), ["a"], ["a"]),
+        # A ref to an owner not in the cache: nothing, not even the selector matches.
+        (obj("gone"), [], []),
+        # Orphan: every matching owner, none of them observing a creation.
+        (obj(None), ["m"], []),
+    ],
+)
+def test_route_add(added: codec.Meta, enqueued: list[str], observed: list[str]) -> None:
+    seen: list[str] = []
+    told: list[str] = []
+    controllerref.route_add(
+        added,
+        resolve,
+        lambda _: MATCHING,
+        lambda o: seen.append(o.metadata.name),
+        lambda o: told.append(o.metadata.name),
+    )
+    assert (seen, told) == (enqueued, observed)

@@ -262,16 +262,13 @@ class DaemonSetsController:
             # Seen first while terminating (after a restart): a deletion, never a creation.
             self.delete_pod(pod)
             return
-        ref = codec.controller_ref(pod)
-        if ref is not None:
-            ds = self.resolve(pod.metadata.namespace, ref)
-            if ds is not None:
-                key = codec.key_of(ds)
-                self.expectations.creation_observed(key)
-                self.enqueue(key)
-            return
-        for ds in self.selecting(pod):
-            self.enqueue(codec.key_of(ds))
+        controllerref.route_add(
+            pod,
+            self.resolve,
+            self.selecting,
+            self.enqueue_ds,
+            lambda ds: self.expectations.creation_observed(codec.key_of(ds)),
+        )
 
     def update_pod(self, old: views.DaemonPodView, cur: views.DaemonPodView) -> None:
         if old.metadata.resource_version == cur.metadata.resource_version:

@@ -107,14 +107,7 @@ class StatefulSetController:
         if pod.metadata.deletion_timestamp is not None:
             self.delete_pod(pod)
             return
-        ref = codec.controller_ref(pod)
-        if ref is not None:
-            sts = self.resolve(pod.metadata.namespace, ref)
-            if sts is not None:
-                self.enqueue_set(sts)
-            return
-        for sts in self.sets_for_orphan(pod):
-            self.enqueue_set(sts)
+        controllerref.route_add(pod, self.resolve, self.sets_for_orphan, self.enqueue_set)
 
     def update_pod(self, old: podranking.PodView, cur: podranking.PodView) -> None:
         if old.metadata.resource_version == cur.metadata.resource_version:
