@@ -22,7 +22,7 @@ from kcm_apiserver import main as apiserver_main
 from kcm_apiserver import nodeports
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
-from kcm_shared import controller, errors, logs, satoken
+from kcm_shared import controller, errors, gcpolicy, logs, satoken
 from kcm_simulator import control as simulator_control
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
@@ -226,6 +226,7 @@ def _run(coro: Coroutine[Any, Any, None]) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    gcpolicy.configure()
     try:
         uvloop.run(wrapper())
     except (OSError, errors.ConfigError) as exc:
