@@ -351,3 +351,38 @@ def test_bytes_after_a_complete_response_are_never_read_as_the_next_response() -
             srv.close()
 
     run(body())
+
+
+def test_at_most_limit_requests_are_in_flight_and_the_rest_wait_their_turn() -> None:
+    class Counting(Server):
+        in_flight = 0
+        most = 0
+
+    async def body() -> None:
+        release = asyncio.Event()
+
+        async def held(_head: bytes) -> bytes:
+            server.in_flight += 1
+            server.most = max(server.most, server.in_flight)
+            await release.wait()
+            server.in_flight -= 1
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+        count = http1.DEFAULT_LIMIT + 8
+        server = Counting([held] * count)
+        srv, url = await serve(server)
+        client = http1.Client(url)
+        try:
+            calls = [asyncio.ensure_future(client.request("GET", "/")) for _ in range(count)]
+            await until(lambda: server.in_flight == http1.DEFAULT_LIMIT)
+            await asyncio.sleep(0.1)  # the other requests had their chance to go out too
+            assert server.connections == http1.DEFAULT_LIMIT
+            release.set()
+            assert all(r.body == b"ok" for r in await asyncio.gather(*calls))
+            assert server.most == http1.DEFAULT_LIMIT
+            assert len(server.requests) == count
+        finally:
+            await client.close()
+            srv.close()
+
+    run(body())
