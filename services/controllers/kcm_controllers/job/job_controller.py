@@ -9,6 +9,11 @@ Upstream pkg/controller/job/job_controller.go (v1.32, default feature gates) on 
   finalizer removals observed); an orphan: every Job whose selector matches it, and the
   orphan-pod work when it holds the tracking finalizer.
 
+As upstream, a Job's key is queued at once for its creation, deletion and spec changes, and
+after a batch period for pod events and status-only updates (enqueueSyncJobBatched), so one
+sync takes in the pod changes of the period. Upstream's period is 1 s; ours is
+`SYNC_JOB_BATCH_PERIOD`, 0.1 s (docs/controllers.md).
+
 Orphan-pod work shares the Job controller's queue under keys `ORPHAN_POD_PREFIX +
 <namespace>/<name>` (upstream runs a second queue): it removes the tracking finalizer from
 a pod no unfinished Job controls. `keys()` lists them beside the Job keys, so a replica
@@ -43,6 +48,7 @@ from dataclasses import dataclass, field
 import msgspec
 import prometheus_client
 from kcm_shared import (
+    addafter,
     cache,
     codec,
     controller,
@@ -77,6 +83,11 @@ API_VERSION = "batch/v1"
 KIND = "Job"
 ORPHAN_POD_PREFIX = "orphan-pod:"  # ':' never occurs in a namespace name: no Job key starts so
 ORPHANS_INDEX = "job-orphans"  # pods cache index: the namespace of each pod without a controller
+# Upstream's syncJobBatchPeriod is 1 s: a Job whose pods finish at once then runs at most
+# `parallelism` pods a second. A tenth of that still folds a busy Job's pod events into one sync
+# (bench/job_pods.py: 121 status writes for 2,000 pods instead of 639, ratio 0.74-0.77 instead
+# of 0.62-0.71) and refills the parallelism ten times sooner.
+SYNC_JOB_BATCH_PERIOD = 0.1
 MAX_UNCOUNTED_PODS = 500  # UIDs in uncountedTerminatedPods at once (keeps status ~20 KB)
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
 DEFAULT_BACKOFF_LIMIT = 6
@@ -160,6 +171,7 @@ class JobController:
         self.jobs = jobs
         self.pods = pods
         self.enqueue = enqueue
+        self._enqueue_after = addafter.AddAfter(enqueue)
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
@@ -227,10 +239,17 @@ class JobController:
         if external is not None:
             JOBS_BY_EXTERNAL_CONTROLLER.labels(external).inc()
 
+    def enqueue_batched(self, key: str) -> None:
+        """Sync the Job after the batch period (upstream enqueueSyncJobBatched)."""
+        self._enqueue_after(key, SYNC_JOB_BATCH_PERIOD)
+
     def update_job(self, old: JobView, cur: JobView) -> None:
         if old.metadata.uid != cur.metadata.uid:
             self.delete_job(old)
-        self.enqueue(codec.key_of(cur))
+        if old.metadata.uid == cur.metadata.uid and old.metadata.generation == cur.metadata.generation:
+            self.enqueue_batched(codec.key_of(cur))
+        else:
+            self.enqueue(codec.key_of(cur))
         # A finished Job's pods should have lost the finalizer already: a backup.
         if jobview.is_finished(cur):
             self.cleanup_finalizers(cur)
@@ -263,12 +282,12 @@ class JobController:
                 return
             key = codec.key_of(job)
             self.expectations.creation_observed(key)
-            self.enqueue(key)
+            self.enqueue_batched(key)
             return
         if tracking.has_tracking_finalizer(pod):
             self.enqueue(ORPHAN_POD_PREFIX + codec.key_of(pod))
         for job in self.pod_jobs(pod):
-            self.enqueue(codec.key_of(job))
+            self.enqueue_batched(codec.key_of(job))
 
     def update_pod(self, old: Pod, cur: Pod) -> None:
         if old.metadata.resource_version == cur.metadata.resource_version:
@@ -291,7 +310,7 @@ class JobController:
             key = codec.key_of(job)
             if job.metadata.uid in owners:
                 self.finalizer_expectations.removal_observed(key, cur.metadata.uid)
-            self.enqueue(key)
+            self.enqueue_batched(key)
 
         controllerref.route_update(old, cur, self.resolve, self.pod_jobs, enqueue_job)
 
@@ -316,7 +335,7 @@ class JobController:
         # A final delete has no finalizer left; an update only when it was removed.
         if final or not has_finalizer:
             self.finalizer_expectations.removal_observed(key, pod.metadata.uid)
-        self.enqueue(key)
+        self.enqueue_batched(key)
 
     # --- orphan pods ------------------------------------------------------------------------
 
