@@ -303,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             audit_log_path=args.audit_log_path,
             service_node_port_range=args.service_node_port_range,
             partitions=args.partitions,
+            log_level=args.log_level,
         )
         return _run(dev.run(dev_opts))
     if args.command == "sim" and (args.add_nodes is not None or args.remove_node):
