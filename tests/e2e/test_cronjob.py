@@ -335,7 +335,24 @@ def test_history_limits_delete_the_oldest_finished_jobs(
         0.2,
         what="oldest finished jobs deleted",
     )
-    deleted = [e["message"] for e in get(stack, ns, "events")["items"] if e["reason"] == "SuccessfulDelete"]
+    # Events are written after the deletions they report, at low priority: wait for both.
+    deleted = wait_for(
+        lambda: (
+            found
+            if len(
+                found := [
+                    e["message"]
+                    for e in get(stack, ns, "events")["items"]
+                    if e["reason"] == "SuccessfulDelete"
+                ]
+            )
+            >= 2
+            else None
+        ),
+        TIMEOUT,
+        0.2,
+        what="two SuccessfulDelete Events",
+    )
     assert sorted(deleted) == ["Deleted job bad-old", "Deleted job ok-old"]
     assert get(stack, ns, "cronjob", "hist")["status"]["lastSuccessfulTime"]
 
