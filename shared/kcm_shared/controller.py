@@ -53,6 +53,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -363,7 +364,12 @@ class Manager:
 
     async def published(self) -> set[subjects.Resource]:
         assert self._js is not None
-        info = await self._js.stream_info(subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER)
+        try:
+            info = await self._js.stream_info(
+                subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER
+            )
+        except nats.js.errors.NotFoundError:
+            return set()  # the watcher has not declared its stream yet
         found = (info.state.subjects or {}) if info.state else {}
         return {subjects.parse_progress_subject(subject) for subject in found}
 

@@ -36,6 +36,7 @@ PROBE = "probe-controller"
 ADMIN = "admin"
 # The identity each kind of process connects as.
 ROLES = {"watcher": "watcher", "coordinator": "coordinator", "controller": "probe"}
+GC = "garbage-collector-controller"  # a built-in controller some bus tests run beside the probe
 
 
 def identities() -> dict[str, natsauth.Permissions]:
@@ -43,6 +44,7 @@ def identities() -> dict[str, natsauth.Permissions]:
         "watcher": natsauth.watcher(),
         "coordinator": natsauth.coordinator(),
         "probe": natsauth.controllers([PROBE]),
+        "gc": natsauth.controllers([GC]),
         "consumer": natsauth.consumer(),
         ADMIN: natsauth.Permissions((">",), (">",)),
     }
@@ -116,11 +118,11 @@ class Stack:
         assert self.auth_dir is not None
         return seed(self.auth_dir, identity)
 
-    def _proc(self, name: str, args: list[str]) -> Proc:
+    def _proc(self, name: str, args: list[str], identity: str = "") -> Proc:
         port = natsd.free_port()
         env = {**os.environ, **self.env, "PROBE_LOG": str(self.probe_log), "PYTHONPATH": str(REPO)}
         argv = [KCM, *args, "--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
-        argv += ["--nats-nkey-seed", self.seed(ROLES[args[0]])]
+        argv += ["--nats-nkey-seed", self.seed(identity or ROLES[args[0]])]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", name]
         proc = Proc(name, argv, self.workdir / f"{name}.log", env, port)
         self.procs.append(proc)
@@ -138,6 +140,9 @@ class Stack:
         # Few deliveries and a short stuck limit, so dead-lettering and health show within a test.
         args += ["--max-deliveries", "6", "--stuck-after", "3", *extra]
         return self._proc(name, args).start()
+
+    def garbage_collector(self, name: str, *extra: str) -> Proc:
+        return self._proc(name, ["controller", GC, *extra], identity="gc").start()
 
     def status(self, coordinator: Proc) -> Any:
         code, body = coordinator.get("/status")

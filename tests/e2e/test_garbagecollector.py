@@ -16,12 +16,14 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import schemaless_crd, wait_for
+from tests.conftest import ApiServer, NatsProc, schemaless_crd, wait_for
 from tests.e2e import devstack
+from tests.e2e.bus_stack import Stack
 
 # Two replicas: work found while reconciling (fan-out) must reach the owner of its partition.
 stack = devstack.stack_fixture(
@@ -235,6 +237,46 @@ def test_orphan_drops_only_that_owner_and_patches_custom_resources(gc: devstack.
 
 
 # --- with the whole system: deployments, their ReplicaSets and pods --------------------------
+
+
+def test_owner_keeps_its_finalizer_until_the_dependents_kind_is_published(
+    fresh_apiserver: ApiServer, fresh_nats: NatsProc, tmp_path: Path
+) -> None:
+    # At start-up the watcher publishes kinds one by one. A collector that took work with only
+    # the owner's kind on the bus saw a foreground owner without dependents and let it go.
+    api = fresh_apiserver
+    owner = json.loads(api.kubectl("create", "configmap", "fg-owner", "-o", "json"))
+    dep = configmap("fg-dep", owner_ref(owner, block=True))
+    dep.update(apiVersion="v1", kind="Secret")
+    api.kubectl("create", "-f", "-", input=json.dumps(dep))
+    api.kubectl("delete", "configmap", "fg-owner", "--cascade=foreground", "--wait=false")
+    stack = Stack(api, fresh_nats, tmp_path, tmp_path / "probe.jsonl")
+    try:
+        watcher = stack.watcher("watcher-0", "--resources", "*,-v1/secrets")
+        stack.coordinator()
+        gc = stack.garbage_collector("gc-0")
+        # The watcher publishes its kinds one by one: wait until only the secrets are missing.
+        waiting = '"unpublished": ["core/v1/secrets"]'
+        wait_for(
+            lambda: waiting in gc.log.read_text() or "DeleteDependents finalizer" in gc.log.read_text(),
+            30,
+            what="the collector waiting for the secrets alone",
+        )
+        left = api.kubectl("get", "configmap", "fg-owner", "--ignore-not-found", "-o", "json")
+        assert left and "foregroundDeletion" in json.loads(left)["metadata"]["finalizers"]
+        assert waiting in gc.log.read_text()
+        watcher.stop()
+        stack.watcher("watcher-1", "--resources", "*")
+        wait_for(
+            lambda: not api.kubectl("get", "configmap", "fg-owner", "--ignore-not-found"),
+            60,
+            what="the owner deleted",
+        )
+        # Foreground: the blocking dependent went first.
+        assert not api.kubectl("get", "secret", "fg-dep", "--ignore-not-found")
+    finally:
+        stack.stop()
+
 
 full_stack = devstack.stack_fixture()
 

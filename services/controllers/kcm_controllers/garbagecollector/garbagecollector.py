@@ -7,7 +7,9 @@ follows every preferred resource with the delete, list and watch verbs, except u
 ignored resources (events in "" and events.k8s.io) and those the watcher does not publish
 (no progress marker: a cache of it could never catch up). Each followed resource gets a
 metadata-only cache (`codec.Meta`) opened at run time (`Context.open_cache`), whose events
-feed the dependency graph (`kcm_controllers.garbagecollector.graph`).
+feed the dependency graph (`kcm_controllers.garbagecollector.graph`). The collector takes
+work only once every deletable resource is followed, or after INITIAL_SYNC_TIMEOUT (upstream's
+bound on its initial sync): at start-up the watcher publishes kinds one by one.
 
 Work. Upstream's two queues are two key prefixes on the runtime's durable queue:
 `delete/<uid>` (attemptToDelete) and `orphan/<uid>` (attemptToOrphan). Graph changes from
@@ -51,6 +53,7 @@ from kcm_controllers.garbagecollector import graph
 log = logging.getLogger("kcm.garbagecollector")
 
 DISCOVERY_PERIOD = 30.0  # upstream's --garbage-collector resync of monitors
+INITIAL_SYNC_TIMEOUT = 30.0  # upstream's bound on waiting for every monitor before collecting
 PUBLISHED_POLL = 2.0  # seconds between looks for resources the watcher newly publishes
 HAND_OFF_WINDOW = 64  # work items published at once while fanning out
 ORPHAN_CONCURRENCY = 64  # dependents patched at once while orphaning (upstream: all at once)
@@ -96,6 +99,9 @@ class GarbageCollector:
         self.graph = graph.Graph()
         self.mapper = discovery.Mapper(())
         self.monitors: set[subjects.Resource] = set()
+        # Deletable resources discovery lists that the watcher does not publish (yet).
+        self.unpublished: set[subjects.Resource] = set()
+        self._reported: set[subjects.Resource] = set()
         self.ready = asyncio.Event()
 
     # --- monitors (upstream GraphBuilder.syncMonitors) -------------------------------------
@@ -105,6 +111,7 @@ class GarbageCollector:
         known: set[subjects.Resource] = set()
         since = 0.0
         loop = asyncio.get_running_loop()
+        started = loop.time()
         while True:
             cancellation.checkpoint()
             try:
@@ -112,20 +119,43 @@ class GarbageCollector:
                 if published != known or loop.time() - since >= DISCOVERY_PERIOD:
                     await self.sync_monitors(published)
                     known, since = published, loop.time()
-                # Ready (and so caught up, then given partitions) only once resources are followed.
-                self.ready.set()
+                if not self.ready.is_set():
+                    self._ready_once_followed(loop.time() - started)
             except Exception as exc:
                 SYNC_ERRORS.inc()
                 log.warning("garbage collector resources sync failed", extra={"error": repr(exc)})
             await asyncio.sleep(PUBLISHED_POLL)
 
+    def _ready_once_followed(self, waited: float) -> None:
+        """Ready (and so caught up, then given partitions) once every deletable resource is
+        followed: an owner waiting for its dependents must not lose its finalizer because their
+        kind was not on the bus yet. As upstream's initial sync, the wait is bounded."""
+        if not self.unpublished:
+            log.info("garbage collector: all resource monitors have synced")
+        elif waited >= INITIAL_SYNC_TIMEOUT:
+            log.warning(
+                "garbage collector: not all resource monitors could be synced, proceeding anyway",
+                extra={"unpublished": sorted(map(str, self.unpublished))},
+            )
+        else:
+            if self.unpublished != self._reported:
+                log.info(
+                    "garbage collector waits for the watcher to publish resources",
+                    extra={"unpublished": sorted(map(str, self.unpublished))},
+                )
+                self._reported = set(self.unpublished)
+            return
+        self.ready.set()
+
     async def sync_monitors(self, published: set[subjects.Resource]) -> None:
         self.mapper = await discovery.discover(self.client)
-        wanted = {
+        deletable = {
             api.resource
             for api in self.mapper.preferred_with(NEEDED_VERBS)
-            if (api.resource.group, api.resource.resource) not in IGNORED and api.resource in published
+            if (api.resource.group, api.resource.resource) not in IGNORED
         }
+        wanted = deletable & published
+        self.unpublished = deletable - published
         for res in sorted(wanted - self.monitors, key=str):
             self._monitor(res)
         for res in sorted(self.monitors - wanted, key=str):
