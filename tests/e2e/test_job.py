@@ -230,6 +230,44 @@ def test_indexed_job_runs_each_index_once(stack: devstack.DevStack, ns: str) -> 
         assert env["valueFrom"]["fieldRef"]["fieldPath"] == f"metadata.labels['{INDEX}']"
 
 
+def test_upstream_metrics_count_syncs_creations_indexes_and_finalizers(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    job = "job-controller"
+    samples = {
+        "synced": ("job_controller_job_syncs_total", {"completion_mode": "Indexed", "result": "success"}),
+        "created_syncs": (
+            "job_controller_job_syncs_total",
+            {"completion_mode": "Indexed", "action": "pods_created"},
+        ),
+        "timed": ("job_controller_job_sync_duration_seconds_count", {"completion_mode": "Indexed"}),
+        "pods": ("job_controller_job_pods_creation_total", {"reason": "new", "status": "succeeded"}),
+        "indexes": (
+            "job_controller_job_finished_indexes_total",
+            {"status": "succeeded", "backoffLimit": "global"},
+        ),
+        "held": ("job_controller_terminated_pods_tracking_finalizer_total", {"event": "add"}),
+        "released": ("job_controller_terminated_pods_tracking_finalizer_total", {"event": "delete"}),
+        "finished": (
+            "job_controller_jobs_finished_total",
+            {"completion_mode": "Indexed", "result": "succeeded", "reason": "CompletionsReached"},
+        ),
+    }
+
+    def read() -> dict[str, float]:
+        return {k: stack.metric(job, sample, **labels) for k, (sample, labels) in samples.items()}
+
+    before = read()
+    spec = {"completions": 4, "parallelism": 4, "completionMode": "Indexed"}
+    apply(stack, job_yaml(ns, "counted", spec=spec, annotations={"sim.kcm.dev/exit-code": "0"}))
+    wait_condition(stack, ns, "counted", "complete")
+    # Finalizers are released before the Job completes; counters are read after.
+    delta = {k: v - before[k] for k, v in read().items()}
+    assert delta["synced"] >= 2 and delta["created_syncs"] >= 1 and delta["timed"] >= delta["synced"], delta
+    assert delta["pods"] >= 4 and delta["indexes"] >= 4, delta
+    assert delta["held"] >= 4 and delta["released"] >= 4 and delta["finished"] >= 1, delta
+
+
 def test_backoff_limit_fails_the_job(stack: devstack.DevStack, ns: str) -> None:
     apply(stack, job_yaml(ns, "bad", spec={"backoffLimit": 0}, annotations={"sim.kcm.dev/exit-code": "3"}))
     job = wait_condition(stack, ns, "bad", "failed")
@@ -306,6 +344,12 @@ def test_job_managed_by_another_controller_is_left_alone(stack: devstack.DevStac
     wait_for(lambda: get(stack, ns, "job", "ours").get("status", {}).get("active") == 1, 20)
     assert pods_of(stack, ns, "theirs") == []
     assert get(stack, ns, "job", "theirs").get("status", {}) == {}
+    counted = stack.metric(
+        "job-controller",
+        "job_controller_jobs_by_external_controller_total",
+        controller_name="example.com/other-controller",
+    )
+    assert counted >= 1
 
 
 def test_adopts_matching_orphans_and_releases_pods_that_stop_matching(

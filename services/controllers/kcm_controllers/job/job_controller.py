@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
-import prometheus_client
 from kcm_shared import (
     addafter,
     cache,
@@ -69,6 +68,7 @@ from kcm_controllers.job import (
     indexing,
     intervals,
     jobview,
+    metrics,
     pod_failure_policy,
     podview,
     success_policy,
@@ -94,27 +94,6 @@ DEFAULT_BACKOFF_LIMIT = 6
 
 JobView = jobview.JobView
 Pod = podview.JobPodView
-
-POD_FINISHED = prometheus_client.Counter(
-    "job_controller_job_pods_finished_total",
-    "The number of finished Pods that are fully tracked",
-    ["completion_mode", "result"],
-)
-JOB_FINISHED = prometheus_client.Counter(
-    "job_controller_jobs_finished_total",
-    "The number of finished jobs",
-    ["completion_mode", "result", "reason"],
-)
-JOBS_BY_EXTERNAL_CONTROLLER = prometheus_client.Counter(
-    "job_controller_jobs_by_external_controllers_total",
-    "The number of Jobs managed by an external controller",
-    ["controller_name"],
-)
-POD_FAILURES_HANDLED = prometheus_client.Counter(
-    "job_controller_pod_failures_handled_by_failure_policy_total",
-    "The number of failed Pods handled by failure policy",
-    ["action"],
-)
 
 
 def _utcnow() -> dt.datetime:
@@ -147,6 +126,9 @@ class _Sync:
     failed_indexes: intervals.Intervals | None = None
     delayed_per_index: dict[int, Pod] = field(default_factory=dict)
     requeue_after: float | None = None
+    record: metrics.SyncRecord = field(default_factory=metrics.SyncRecord)
+    # Completed and failed indexes in the status last written (or read), for the metrics.
+    written_indexes: tuple[int, int] = (0, 0)
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -237,7 +219,7 @@ class JobController:
         self.enqueue(codec.key_of(job))
         external = jobview.managed_by_external(job)
         if external is not None:
-            JOBS_BY_EXTERNAL_CONTROLLER.labels(external).inc()
+            metrics.JOBS_BY_EXTERNAL_CONTROLLER.labels(external).inc()
 
     def enqueue_batched(self, key: str) -> None:
         """Sync the Job after the batch period (upstream enqueueSyncJobBatched)."""
@@ -271,6 +253,7 @@ class JobController:
                 self.enqueue(ORPHAN_POD_PREFIX + codec.key_of(pod))
 
     def add_pod(self, pod: Pod) -> None:
+        metrics.record_terminated_with_finalizer(None, pod)
         if pod.metadata.deletion_timestamp is not None:
             # Seen first while already terminating (e.g. after a restart): never a creation.
             self.delete_pod(pod, final=False)
@@ -290,6 +273,7 @@ class JobController:
             self.enqueue_batched(codec.key_of(job))
 
     def update_pod(self, old: Pod, cur: Pod) -> None:
+        metrics.record_terminated_with_finalizer(old, cur)
         if old.metadata.resource_version == cur.metadata.resource_version:
             return
         if cur.metadata.deletion_timestamp is not None:
@@ -315,6 +299,7 @@ class JobController:
         controllerref.route_update(old, cur, self.resolve, self.pod_jobs, enqueue_job)
 
     def delete_pod_final(self, pod: Pod) -> None:
+        metrics.record_terminated_with_finalizer(pod, None)
         self.delete_pod(pod, final=True)
 
     def delete_pod(self, pod: Pod, *, final: bool) -> None:
@@ -430,6 +415,15 @@ class JobController:
                 "Skipped Job sync because completion mode is unknown",
             )
             return None
+        started, record, ok = self.now(), metrics.SyncRecord(), False
+        try:
+            outcome = await self._sync_job(key, job, record)
+            ok = True
+            return outcome
+        finally:
+            record.observe(job, ok, (self.now() - started).total_seconds())
+
+    async def _sync_job(self, key: str, job: JobView, record: metrics.SyncRecord) -> durable.Result | None:
         try:
             sel = self.selector(job)
         except selectors.SelectorError as exc:
@@ -440,6 +434,7 @@ class JobController:
         satisfied = self.expectations.satisfied_expectations(key)
         pods = await self.pods_for_job(job, sel)
         c = self._context(key, job, pods)
+        c.record = record
         now = self.now()
         status = c.status
         if status.start_time is None and not jobview.suspended(job):
@@ -510,6 +505,12 @@ class JobController:
         c.succeeded = job.status.succeeded + len(new_succeeded) + len(c.uncounted_succeeded)
         c.failed = job.status.failed + self._counted_failures(job, new_failed) + len(c.uncounted_failed)
         c.new_backoff = backoff.new_record(self.backoff.get(key), new_succeeded, new_failed)
+        if jobview.is_indexed(job):
+            completions = job.spec.completions or 0
+            c.written_indexes = (
+                intervals.Intervals.parse(job.status.completed_indexes, completions).total(),
+                intervals.Intervals.parse(job.status.failed_indexes, completions).total(),
+            )
         return c
 
     def _valid_pods(self, c: _Sync, uncounted: set[str], keep: Callable[[Pod], bool]) -> list[Pod]:
@@ -669,8 +670,10 @@ class JobController:
         """Create or delete pods towards the wanted number of active ones (manageJob);
         returns the active count it leaves and the first error."""
         active = len(c.active_pods)
+        c.record.action = metrics.TRACKING
         if jobview.suspended(job):
             doomed = indexing.active_pods_for_removal(job, c.active_pods, active)
+            c.record.action = metrics.PODS_DELETED
             self.expectations.expect_deletions(key, len(doomed))
             ready, removed, error = await self.delete_job_pods(key, job, doomed)
             c.terminating += removed
@@ -687,6 +690,7 @@ class JobController:
         doomed = doomed[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if doomed:
             # Deletions take precedence: a sync either deletes or creates, never both.
+            c.record.action = metrics.PODS_DELETED
             self.expectations.expect_deletions(key, len(doomed))
             ready, removed, error = await self.delete_job_pods(key, job, doomed)
             c.terminating += removed
@@ -696,6 +700,8 @@ class JobController:
         diff = want - terminating - active
         if diff <= 0:
             return active, None
+        # Upstream labels a sync that would create but waits out a backoff "pods_created" too.
+        c.record.action = metrics.PODS_CREATED
         if not jobview.has_backoff_limit_per_index(job):
             wait = backoff.remaining(c.new_backoff, now)
             if wait > 0:
@@ -754,8 +760,11 @@ class JobController:
         if indexes:
             indexed_spec = indexing.with_index_env(msgspec.json.decode(template.spec))
         todo = iter(indexes)
+        attempts = 0
 
         async def create() -> None:
+            nonlocal attempts
+            attempts += 1
             generate_name = None
             pod_template = podcontrol.PodTemplate(
                 metadata=podcontrol.TemplateMeta(meta.labels, meta.annotations, finalizers),
@@ -780,7 +789,9 @@ class JobController:
                 generate_name = indexing.generate_name(job.metadata.name, index)
             await self.pod_control.create_pods(namespace, pod_template, job, ref, generate_name=generate_name)
 
-        return await podcontrol.create_in_batches(count, create, self.expectations, key)
+        created, error = await podcontrol.create_in_batches(count, create, self.expectations, key)
+        metrics.record_pods_created(job, c.failed, c.terminating, created, attempts - created)
+        return created, error
 
     async def delete_job_pods(
         self, key: str, job: JobView, pods: Sequence[Pod]
@@ -934,7 +945,7 @@ class JobController:
                 reached_max = True
                 break
         for action, n in by_action.items():
-            POD_FAILURES_HANDLED.labels(action).inc(n)
+            metrics.POD_FAILURES_HANDLED.labels(action).inc(n)
         if indexed:
             c.succeeded_indexes = c.succeeded_indexes.with_indexes(sorted(new_indexes))
             text = str(c.succeeded_indexes)
@@ -1016,7 +1027,7 @@ class JobController:
         return True
 
     def _record_finished(self, job: JobView, succeeded: int, cond: jobview.JobCondition) -> None:
-        mode = job.spec.completion_mode or jobview.NON_INDEXED
+        mode = metrics.completion_mode(job)
         if cond.type == jobview.COMPLETE:
             completions = job.spec.completions
             if completions is not None and succeeded > completions:
@@ -1027,10 +1038,10 @@ class JobController:
                     "Too many succeeded pods running after completion count reached",
                 )
             self.recorder.event(job, events.NORMAL, "Completed", "Job completed")
-            JOB_FINISHED.labels(mode, "succeeded", "").inc()
+            metrics.JOB_FINISHED.labels(mode, "succeeded", cond.reason).inc()
         else:
             self.recorder.event(job, events.WARNING, cond.reason, cond.message)
-            JOB_FINISHED.labels(mode, "failed", cond.reason).inc()
+            metrics.JOB_FINISHED.labels(mode, "failed", cond.reason).inc()
 
     async def write_status(
         self, key: str, c: _Sync, counts: dict[str, int], uncounted: dict[str, list[str]]
@@ -1051,11 +1062,19 @@ class JobController:
         written = codec.decode(raw, JobView)
         self.own_writes.record(key, replaced, written)
         c.job = msgspec.structs.replace(c.job, metadata=written.metadata)
-        mode = c.job.spec.completion_mode or jobview.NON_INDEXED
+        mode = metrics.completion_mode(c.job)
         if status.succeeded > old_succeeded:
-            POD_FINISHED.labels(mode, "succeeded").inc(status.succeeded - old_succeeded)
+            metrics.POD_FINISHED.labels(mode, "succeeded").inc(status.succeeded - old_succeeded)
         if status.failed > old_failed:
-            POD_FINISHED.labels(mode, "failed").inc(status.failed - old_failed)
+            metrics.POD_FINISHED.labels(mode, "failed").inc(status.failed - old_failed)
+        if jobview.is_indexed(c.job):
+            completions = c.job.spec.completions or 0
+            completed = intervals.Intervals.parse(status.completed_indexes, completions).total()
+            failed = intervals.Intervals.parse(status.failed_indexes, completions).total()
+            metrics.record_finished_indexes(
+                c.job, completed - c.written_indexes[0], failed - c.written_indexes[1]
+            )
+            c.written_indexes = (completed, failed)
 
 
 def _orphan_namespace(pod: Pod) -> list[str]:
