@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
+import msgspec
+
 from kcm_apiserver import typeinfo
 from kcm_apiserver.typeinfo import TypeInfo
 
@@ -31,12 +33,26 @@ class PatchError(ValueError):
     """The patch document is malformed, or a JSON patch `test` operation failed."""
 
 
+_to_msgpack = msgspec.msgpack.Encoder().encode
+_from_msgpack = msgspec.msgpack.Decoder().decode
+
+
 def deep_copy(value: Any) -> Any:
-    """Copy a JSON value; several times faster than `copy.deepcopy` for decoded JSON."""
+    """Copy a JSON value. A MessagePack round trip runs in C: for a pod about three times
+    faster than walking it here (bench/apiserver_writes.py), which every patch and status
+    write pays once."""
+    try:
+        return _from_msgpack(_to_msgpack(value))
+    except (TypeError, OverflowError, msgspec.EncodeError):
+        # Integers beyond 64 bits (still to be refused by validation) have no MessagePack form.
+        return _walk_copy(value)
+
+
+def _walk_copy(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: deep_copy(v) for k, v in value.items()}
+        return {k: _walk_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [deep_copy(v) for v in value]
+        return [_walk_copy(v) for v in value]
     return value
 
 
