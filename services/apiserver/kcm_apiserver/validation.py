@@ -545,6 +545,9 @@ _POD_UPDATE_RULE = (
 
 
 def _pod_update(c: _Causes, spec: Obj, old_spec: Obj) -> None:
+    if spec == old_spec:
+        # Status, binding and metadata writes, nearly every pod update: nothing here can fail.
+        return
     new_deadline, old_deadline = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
     if new_deadline is None and old_deadline is not None:
         c.invalid("spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value")
