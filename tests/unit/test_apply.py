@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any
 
 import pytest
 from kcm_apiserver.apply import (
     ApplyConflict,
     FieldSet,
+    _raw_minus,
+    _raw_plus,
     fields_of,
     path_string,
     server_side_apply,
@@ -281,6 +284,43 @@ B: dict[str, Any] = {"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {}}},
 def test_field_set_operations(op: str, expected: dict[str, Any]) -> None:
     a, b = FieldSet.from_fields_v1(A), FieldSet.from_fields_v1(B)
     assert getattr(a, op)(b).to_fields_v1() == expected
+
+
+def _random_fields(rng: random.Random, depth: int = 0) -> FieldSet:
+    out = FieldSet()
+    for pe in rng.sample(
+        ["f:a", "f:b", "f:spec", 'k:{"name":"c"}', 'v:"x"', "i:0", "i:1"], rng.randint(0, 4)
+    ):
+        if rng.random() < 0.6:
+            out.members.add(pe)
+        if depth < 3 and rng.random() < 0.5:
+            below = _random_fields(rng, depth + 1)
+            if not below.empty():
+                out.children[pe] = below
+    return out
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_fields_v1_edited_in_place_match_the_set_operations(seed: int) -> None:
+    """The raw FieldsV1 edits the update path uses give what parsing, the set operation and
+    encoding give: the same members, in upstream's order, the input left unchanged."""
+    rng = random.Random(seed)
+    mine, theirs = _random_fields(rng), _random_fields(rng)
+    raw = mine.to_fields_v1()
+    before = copy.deepcopy(raw)
+    minus, plus = _raw_minus(raw, theirs), _raw_plus(raw, theirs)
+    assert raw == before
+    expected_minus = mine.difference(theirs).to_fields_v1()
+    expected_plus = mine.union(theirs).to_fields_v1()
+    assert minus == expected_minus
+    assert plus == expected_plus
+    assert repr(list(_walk_keys(plus))) == repr(list(_walk_keys(expected_plus)))
+
+
+def _walk_keys(raw: dict[str, Any]) -> Any:
+    for pe, below in raw.items():
+        yield pe
+        yield from _walk_keys(below)
 
 
 def test_field_set_membership_and_paths() -> None:
@@ -626,6 +666,22 @@ def test_undecodable_live_managed_fields_are_dropped_on_update() -> None:
             "operation": "Patch",
             "apiVersion": "apps/v1",
             "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        }
+    ]
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 2
+    track_update(old, new, "editor", DEPLOYMENT, "apps/v1", T1)
+    assert "managedFields" not in new["metadata"]
+
+
+def test_malformed_live_fields_v1_is_dropped_on_update() -> None:
+    old = deployment(replicas=1)
+    old["metadata"]["managedFields"] = [
+        {
+            "manager": "x",
+            "operation": "Update",
+            "apiVersion": "apps/v1",
+            "fieldsV1": {"f:spec": {"f:replicas": "x"}},
         }
     ]
     new = copy.deepcopy(old)
