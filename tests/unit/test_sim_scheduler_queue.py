@@ -102,3 +102,66 @@ def test_unschedulable_pods_are_retried_only_when_a_change_may_make_room(
         return writer.calls
 
     assert asyncio.run(scenario()) == (["bind ns/waiting"] if retried else [])
+
+
+class _GatedWriter(_RecordingWriter):
+    """Holds every binding until released; refuses the bindings of `refused` pods."""
+
+    def __init__(self, refused: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.refused = refused
+
+    async def call(self, what: str, fn: Callable[[], Awaitable[Obj]]) -> Obj | None:
+        self.calls.append(what)
+        if not what.startswith("bind "):
+            return {}
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await self.gate.wait()
+        self.in_flight -= 1
+        return None if what.removeprefix("bind ns/") in self.refused else {}
+
+
+def test_bindings_are_sent_concurrently_with_each_pod_assumed_on_its_node() -> None:
+    async def scenario() -> tuple[int, list[str]]:
+        writer = _GatedWriter()
+        scheduler = Scheduler(None, writer)  # type: ignore[arg-type]
+        # Room for two pods: the third must wait for capacity although no binding has returned.
+        scheduler.reset_nodes([_node("a", pods="2")])
+        scheduler.reset_pods([_pod("p1", "t1"), _pod("p2", "t2"), _pod("p3", "t3")])
+        running = asyncio.ensure_future(scheduler.run())
+        await _turns()
+        most = writer.most_in_flight
+        writer.gate.set()
+        await _turns()
+        running.cancel()
+        return most, writer.calls
+
+    most, calls = asyncio.run(scenario())
+    assert most == 2
+    assert sorted(calls) == ["bind ns/p1", "bind ns/p2", "unschedulable ns/p3"]
+
+
+def test_a_refused_binding_gives_its_room_back() -> None:
+    async def scenario() -> list[str]:
+        writer = _GatedWriter(refused=("p1",))
+        scheduler = Scheduler(None, writer)  # type: ignore[arg-type]
+        scheduler.reset_nodes([_node("a", pods="1")])
+        scheduler.reset_pods([_pod("p1", "t1"), _pod("p2", "t2")])
+        running = asyncio.ensure_future(scheduler.run())
+        await _turns()
+        assert sorted(writer.calls) == ["bind ns/p1", "unschedulable ns/p2"]
+        writer.gate.set()
+        await _turns()
+        running.cancel()
+        return writer.calls[2:]
+
+    assert asyncio.run(scenario()) == ["bind ns/p2"]
+
+
+async def _turns() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)

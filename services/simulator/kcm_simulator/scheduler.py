@@ -4,6 +4,11 @@ Fed pod and node events by `main.py`. New or changed pending pods join a queue; 
 nowhere wait aside and are retried only when a node changes or a pod stops taking capacity
 (deleted or finished), as upstream's scheduling queue does. Each node's usage is kept up to date
 from the events, so scheduling one pod does not rescan all pods.
+
+As upstream's scheduler, pods are placed one at a time but bound concurrently: a placed pod is
+assumed on its node at once (the next placement counts it) and its binding is sent in the
+background, at most `BINDS_IN_FLIGHT` at a time; a refused binding forgets the assumption. One
+binding at a time held a burst of pods to one API round trip each.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from kcm_simulator.calls import Writer
 Obj = dict[str, Any]
 log = logging.getLogger("kcm.sim.scheduler")
 _TERMINAL = ("Succeeded", "Failed")
+BINDS_IN_FLIGHT = 32
 
 
 def _key(obj: Obj) -> str:
@@ -76,6 +82,10 @@ class Scheduler:
         self._usage: dict[str, dict[str, Fraction]] = {}
         # Message last reported per pending pod, so a retry that fails the same way writes nothing.
         self._reported: dict[str, str] = {}
+        # Pods whose binding is in flight, and the tasks sending them.
+        self._binding: set[str] = set()
+        self._bind_tasks: set[asyncio.Task[None]] = set()
+        self._bind_slots = asyncio.Semaphore(BINDS_IN_FLIGHT)
 
     def reset_pods(self, pods: list[Obj]) -> None:
         self._pods, self._taken, self._usage = {}, {}, {}
@@ -158,10 +168,14 @@ class Scheduler:
         self._unschedulable.clear()
 
     async def run(self) -> None:
-        while True:
-            await self._dirty.wait()
-            self._dirty.clear()
-            await self._schedule_pending()
+        try:
+            while True:
+                await self._dirty.wait()
+                self._dirty.clear()
+                await self._schedule_pending()
+        finally:
+            for task in list(self._bind_tasks):
+                task.cancel()
 
     async def _schedule_pending(self) -> None:
         while self._queue:
@@ -169,7 +183,8 @@ class Scheduler:
             key = next(iter(self._queue))
             del self._queue[key]
             pod = self._pods.get(key)
-            if pod is None or not is_pending(pod):
+            # A pod being bound may show up pending again from an event older than its binding.
+            if pod is None or not is_pending(pod) or key in self._binding:
                 continue
             target, failures = scheduling.pick_node(pod, nodes, self._usage, self._start)
             # The next search starts past the nodes this one looked at, as upstream's does.
@@ -178,14 +193,29 @@ class Scheduler:
                 self._unschedulable.add(key)
                 await self._report_unschedulable(pod, scheduling.unschedulable_message(len(nodes), failures))
                 continue
-            if not await self._bind(pod, target):
-                # Refused for good (e.g. already bound): the pod's next event or a node change says more.
-                self._unschedulable.add(key)
-                continue
+            await self._bind_slots.acquire()
+            assumed = {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}}
+            self._store(key, assumed)
+            self._binding.add(key)
+            task = asyncio.create_task(self._bind_assumed(key, pod, assumed, target))
+            self._bind_tasks.add(task)
+            task.add_done_callback(self._bind_tasks.discard)
+
+    async def _bind_assumed(self, key: str, pod: Obj, assumed: Obj, target: str) -> None:
+        try:
+            bound = await self._bind(pod, target)
+        finally:
+            self._binding.discard(key)
+            self._bind_slots.release()
+        if bound:
             self._reported.pop(key, None)
-            # The pod may have changed or gone while the binding was in flight.
-            if self._pods.get(key) is pod:
-                self._store(key, {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}})
+            return
+        # Refused for good (e.g. already bound): the pod's next event or a node change says more.
+        if self._pods.get(key) is assumed:
+            self._store(key, pod)
+            self._queue.pop(key, None)
+        self._unschedulable.add(key)
+        self._dirty.set()
 
     async def _bind(self, pod: Obj, node: str) -> bool:
         meta = pod["metadata"]
