@@ -212,11 +212,11 @@ async def bench(args: argparse.Namespace) -> int:
                 runs.append(await run_daemonset(s, dev.url, n, args.timeout))
                 baselines.append(await baseline(s, dev.url, nodes, args.timeout))
     print(f"daemonset controller pod creation: one DaemonSet over {n} simulated nodes, {args.rounds} rounds")
-    ratios = []
+    rates = [n / created_s for created_s, _ in runs]
+    rounds = benchlib.between_baselines(rates, baselines)
+    ratios = [r for _, r in rounds]
     for i, (created_s, available_s) in enumerate(runs):
-        base = statistics.mean(baselines[i : i + 2])
-        rate = n / created_s
-        ratios.append(rate / base)
+        rate, base = rates[i], rounds[i][0]
         print(
             f"  round {i + 1}: daemonset controller {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; "
             f"numberAvailable {n} after {available_s:.1f} s), baseline before/after "

@@ -279,18 +279,17 @@ async def bench(args: argparse.Namespace) -> int:
         f"job controller pod creation: Job with completions {n}, parallelism {PARALLELISM}, pods succeed "
         f"at once (simulator pod start delay {args.pod_start_delay:g} s), {args.rounds} rounds"
     )
-    ratios = []
+    rates = [n / created_s for created_s, _ in rounds]
+    ratios = [r for _, r in benchlib.between_baselines(rates, baselines)]
     for i, (created_s, complete_s) in enumerate(rounds):
-        paced = statistics.mean(baselines[i : i + 2])
-        rate = n / created_s
-        ratios.append(rate / paced)
+        rate = rates[i]
         print(
             f"  round {i + 1}: job controller {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; Complete after "
             f"{complete_s:.1f} s), baseline before/after {baselines[i]:,.0f}/{baselines[i + 1]:,.0f} pods/s "
             f"(tight client keeping {PARALLELISM} pods running), ratio {ratios[-1]:.2f}"
         )
     print(f"  ratio, median of the rounds: {statistics.median(ratios):.2f} (goal >= 0.8)")
-    rate = statistics.median(n / created for created, _ in rounds)
+    rate = statistics.median(rates)
     print(
         f"  for scale: creation alone ({CONCURRENCY} connections, no pod waited for): {unpaced:,.0f} pods/s, "
         f"ratio {benchlib.ratio(rate, unpaced)} (median controller rate)"

@@ -222,12 +222,12 @@ async def bench(args: argparse.Namespace) -> int:
                 runs.append(await run_set(s, dev.url, n, args.timeout))
                 baselines.append(await baseline(s, dev.url, n, args.timeout))
     print(f"statefulset controller pod creation: Parallel StatefulSet scaled 0 -> {n}, {args.rounds} rounds")
-    ratios: list[float] = []
+    rates = [n / created_s for _, created_s, _ in runs]
+    rounds = benchlib.between_baselines(rates, baselines)
+    ratios = [r for _, r in rounds]
     steady_ratios: list[float] = []
     for i, (first_s, created_s, ready_s) in enumerate(runs):
-        base = statistics.mean(baselines[i : i + 2])
-        rate = n / created_s
-        ratios.append(rate / base)
+        rate, base = rates[i], rounds[i][0]
         # Without the reaction to the scale write (watcher -> NATS -> controller), for scale.
         if created_s > first_s:
             steady_ratios.append((n - 1) / (created_s - first_s) / base)

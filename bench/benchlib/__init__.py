@@ -14,6 +14,7 @@ import math
 import os
 import shlex
 import signal
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -396,6 +397,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
         return math.nan
     rank = max(1, math.ceil(q / 100 * len(sorted_values)))
     return sorted_values[rank - 1]
+
+
+def between_baselines(rates: list[float], baselines: list[float]) -> list[tuple[float, float]]:
+    """(baseline, ratio) of each round: round i ran between baselines i and i + 1, and its rate is
+    divided by their mean, which keeps the drift of a shared VM's CPU out of the ratio."""
+    out = []
+    for i, rate in enumerate(rates):
+        base = statistics.mean(baselines[i : i + 2])
+        out.append((base, rate / base))
+    return out
 
 
 def fmt(value: float | None, digits: int) -> str:

@@ -179,27 +179,37 @@ class Scheduler:
 
     async def _schedule_pending(self) -> None:
         while self._queue:
-            nodes = self._sorted_nodes()
-            key = next(iter(self._queue))
-            del self._queue[key]
-            pod = self._pods.get(key)
-            # A pod being bound may show up pending again from an event older than its binding.
-            if pod is None or not is_pending(pod) or key in self._binding:
-                continue
-            target, failures = scheduling.pick_node(pod, nodes, self._usage, self._start)
-            # The next search starts past the nodes this one looked at, as upstream's does.
-            self._start = (self._start + scheduling.nodes_to_find(len(nodes))) % max(len(nodes), 1)
-            if target is None:
-                self._unschedulable.add(key)
-                await self._report_unschedulable(pod, scheduling.unschedulable_message(len(nodes), failures))
-                continue
+            # The slot first, so that the pod is placed on the state of the moment it is bound.
             await self._bind_slots.acquire()
-            assumed = {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}}
-            self._store(key, assumed)
-            self._binding.add(key)
-            task = asyncio.create_task(self._bind_assumed(key, pod, assumed, target))
-            self._bind_tasks.add(task)
-            task.add_done_callback(self._bind_tasks.discard)
+            if not await self._place_next():
+                self._bind_slots.release()
+
+    async def _place_next(self) -> bool:
+        """Place the next queued pod and start its binding (which then owns the slot); False
+        when there was nothing to bind."""
+        if not self._queue:
+            return False
+        key = next(iter(self._queue))
+        del self._queue[key]
+        pod = self._pods.get(key)
+        # A pod being bound may show up pending again from an event older than its binding.
+        if pod is None or not is_pending(pod) or key in self._binding:
+            return False
+        nodes = self._sorted_nodes()
+        target, failures = scheduling.pick_node(pod, nodes, self._usage, self._start)
+        # The next search starts past the nodes this one looked at, as upstream's does.
+        self._start = (self._start + scheduling.nodes_to_find(len(nodes))) % max(len(nodes), 1)
+        if target is None:
+            self._unschedulable.add(key)
+            await self._report_unschedulable(pod, scheduling.unschedulable_message(len(nodes), failures))
+            return False
+        assumed = {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}}
+        self._store(key, assumed)
+        self._binding.add(key)
+        task = asyncio.create_task(self._bind_assumed(key, pod, assumed, target))
+        self._bind_tasks.add(task)
+        task.add_done_callback(self._bind_tasks.discard)
+        return True
 
     async def _bind_assumed(self, key: str, pod: Obj, assumed: Obj, target: str) -> None:
         try:
