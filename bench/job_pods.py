@@ -286,7 +286,7 @@ async def bench(args: argparse.Namespace) -> int:
         print(
             f"  round {i + 1}: job controller {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; Complete after "
             f"{complete_s:.1f} s), baseline before/after {baselines[i]:,.0f}/{baselines[i + 1]:,.0f} pods/s "
-            f"(tight client keeping {PARALLELISM} pods running), ratio {ratios[-1]:.2f}"
+            f"(tight client keeping {PARALLELISM} pods running), ratio {ratios[i]:.2f}"
         )
     print(f"  ratio, median of the rounds: {statistics.median(ratios):.2f} (goal >= 0.8)")
     rate = statistics.median(rates)
