@@ -9,6 +9,8 @@ which the DaemonSet controller shares), and `unschedulable_message` words the fa
 
 from __future__ import annotations
 
+import functools
+import types
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
@@ -71,15 +73,28 @@ def pod_requests(pod: Obj) -> dict[str, Fraction]:
     return total
 
 
-def allocatable(node: Obj) -> dict[str, Fraction]:
+def allocatable(node: Obj) -> Mapping[str, Fraction]:
     alloc = node.get("status", {}).get("allocatable") or {}
+    amounts = (alloc.get("cpu", "0"), alloc.get("memory", "0"), alloc.get("pods", "0"))
+    try:
+        return _cached_allocatable(*amounts)
+    except TypeError:  # an unhashable (malformed) value: parsed, not cached
+        return _parse_allocatable(*amounts)
+
+
+def _parse_allocatable(*amounts: Any) -> Mapping[str, Fraction]:
     out: dict[str, Fraction] = {}
-    for name in ("cpu", "memory", "pods"):
+    for name, amount in zip(("cpu", "memory", "pods"), amounts, strict=True):
         try:
-            out[name] = quantity.exact(alloc.get(name, "0"))
+            out[name] = quantity.exact(amount)
         except ValueError:
             out[name] = Fraction(0)
-    return out
+    return types.MappingProxyType(out)
+
+
+# Every placement reads every candidate node's allocatable, and nodes share a few values: parsing
+# the quantities each time was a third of the simulator's scheduling CPU at 1,000 nodes.
+_cached_allocatable = functools.lru_cache(maxsize=4096)(_parse_allocatable)
 
 
 def used(pods: Iterable[Obj]) -> dict[str, Fraction]:
