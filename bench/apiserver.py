@@ -360,7 +360,37 @@ async def measure(target: benchlib.Target, args: argparse.Namespace, watch: bool
     return Figures(creates, paced, cm_creates, listing, creates_watch, paced_watch)
 
 
+async def measure_creates(target: benchlib.Target, args: argparse.Namespace) -> LoadResult:
+    """The closed-loop pod creates alone, watched as in `measure`: what `--data-dir` costs."""
+    connector = aiohttp.TCPConnector(limit=max(args.concurrency, 256))
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=120)
+    ) as session:
+        await _ensure_namespace(session, target.url, POD_NAMESPACE)
+        pods_url = f"{target.url}/api/v1/namespaces/{POD_NAMESPACE}/pods"
+        load, _ = await _run_phase(
+            session,
+            target,
+            "closed",
+            True,
+            lambda: closed_loop(
+                session, pods_url, lambda i: pod(f"closed-{i:06d}", "closed"), args.pods, args.concurrency
+            ),
+        )
+    return load
+
+
 # -- report ----------------------------------------------------------------------------------------
+
+
+def report_persisted(persisted: LoadResult, in_memory: LoadResult) -> None:
+    print()
+    print(
+        f"with --data-dir (SQLite, {WATCHERS} watchers): {benchlib.fmt(persisted.rate, 0)} pod creates/s, "
+        f"p50 {benchlib.fmt(persisted.ms(50), 1)} ms, p99 {benchlib.fmt(persisted.ms(99), 1)} ms, "
+        f"server CPU {benchlib.fmt(persisted.server_cpu_percent, 0)}%; "
+        f"ratio to the in-memory run above {benchlib.ratio(persisted.rate, in_memory.rate)}"
+    )
 
 
 def _goal(value: float, target: float, higher_is_better: bool, label: str) -> str:
@@ -486,11 +516,20 @@ async def bench(args: argparse.Namespace) -> int:
         async with benchlib.apiserver(command, Path(tmp)) as target:
             print(f"apiserver at {target.url}: measuring ...", flush=True)
             api = await measure(target, args, watch=True)
+        saved = Path(tmp) / "saved"
+        saved.mkdir()
+        async with benchlib.apiserver(command, saved, "--data-dir", str(saved / "data")) as target:
+            print(f"apiserver with --data-dir at {target.url}: measuring pod creates ...", flush=True)
+            persisted = await measure_creates(target, args)
     async with baseline_server() as target:
         print(f"baseline at {target.url}: measuring ...", flush=True)
         base = await measure(target, args, watch=False)
     report(api, base, args)
-    return benchlib.exit_status(problems(api, base))
+    report_persisted(persisted, api.creates)
+    found = problems(api, base)
+    if persisted.failed:
+        found.append(f"apiserver --data-dir: {persisted.failed} pod creates failed, e.g. {persisted.errors}")
+    return benchlib.exit_status(found)
 
 
 # -- helper process: baseline server ---------------------------------------------------------------

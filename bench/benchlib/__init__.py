@@ -141,11 +141,12 @@ class ApiServer(Target):
 
 
 @contextlib.asynccontextmanager
-async def apiserver(command: list[str], workdir: Path) -> AsyncIterator[ApiServer]:
-    """Run `kcm apiserver` until the block exits; yields its URL once the kubeconfig appears."""
+async def apiserver(command: list[str], workdir: Path, *extra: str) -> AsyncIterator[ApiServer]:
+    """Run `kcm apiserver` (with `extra` arguments) until the block exits; yields its URL once
+    the kubeconfig appears."""
     kubeconfig = workdir / "kubeconfig"
     log_path = workdir / "apiserver.log"
-    argv = ["apiserver", "--port", "0", "--kubeconfig-out", str(kubeconfig), "--log-level", "warning"]
+    argv = ["apiserver", "--port", "0", "--kubeconfig-out", str(kubeconfig), "--log-level", "warning", *extra]
     proc = await start_logged([*command, *argv], log_path)
     try:
         deadline = time.monotonic() + 60

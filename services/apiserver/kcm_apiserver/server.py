@@ -9,6 +9,7 @@ recorded in the audit log when one is configured (`audit`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -157,6 +158,8 @@ class Server:
             warnings: list[str] = []
             request[_USER] = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
             resp, resource = await self._route(request)
+            # What the request wrote is committed before it is acknowledged.
+            await self.api.store.synced()
             code = resp.status
             if not resp.prepared:  # a watch has sent its headers already
                 for w in warnings:
@@ -164,9 +167,11 @@ class Server:
             return resp
         except errors.ApiError as exc:
             code = exc.code
+            await self._synced_anyway()
             return _error(exc)
         except Exception as exc:  # any bug must still answer like an API server, not drop the socket
             log.exception("internal error on %s %s", verb, request.path_qs)
+            await self._synced_anyway()
             return _error(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
             self.requests[(verb, resource, str(code))] += 1
@@ -181,6 +186,12 @@ class Server:
                     received=received,
                     user=(user.username, list(user.groups)) if (user := request.get(_USER)) else None,
                 )
+
+    async def _synced_anyway(self) -> None:
+        """Before a failed request answers: what it wrote before failing is committed too (a
+        failure to commit is logged by the store and fails the requests that see it first)."""
+        with contextlib.suppress(Exception):
+            await self.api.store.synced()
 
     async def _route(self, request: web.Request) -> tuple[web.StreamResponse, str]:
         path = request.path.rstrip("/") or "/"

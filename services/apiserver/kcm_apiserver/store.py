@@ -205,6 +205,11 @@ class Store:
     def watcher_count(self) -> int:
         return sum(len(w) for w in self._watchers.values())
 
+    async def synced(self) -> None:
+        """Return once the writes made so far are saved (at once without `--data-dir`)."""
+        if self._db is not None:
+            await self._db.synced()
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
