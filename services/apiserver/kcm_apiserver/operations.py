@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,7 +77,13 @@ _KUBERNETES_SERVICE: Obj = {
 
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _second_rfc3339(int(time.time()))
+
+
+@functools.lru_cache(maxsize=2)
+def _second_rfc3339(second: int) -> str:
+    # Every write stamps managedFields: strftime on each was 1.5% of the server's CPU.
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
 
 
 @dataclass
