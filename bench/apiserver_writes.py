@@ -36,7 +36,8 @@ TRACKING = "batch.kubernetes.io/job-tracking"
 def ctx(api: Api, resource: str, group: str = "", version: str = "v1", namespace: str = NS) -> Ctx:
     rt = api.registry.lookup(group, version, resource)
     assert rt is not None
-    return Ctx(rt, namespace=namespace)
+    # Warn: what the server uses for a write that names no fieldValidation, as the controllers' do.
+    return Ctx(rt, namespace=namespace, field_validation="Warn")
 
 
 def job_body() -> Obj:

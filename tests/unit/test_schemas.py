@@ -316,6 +316,28 @@ def test_unknown_fields_in_nested_template() -> None:
     assert found == [".spec.template.spec.containers[0].imag", ".spec.replica"]
 
 
+def test_unknown_fields_of_a_patch_are_those_it_changed() -> None:
+    """What a patch left as it was is not checked again; what it changed is, with its path in
+    the patched object."""
+    before = {
+        "metadata": {"name": "p", "legacy": 1},
+        "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]},
+    }
+    after = {
+        "metadata": {"name": "p", "legacy": 1},
+        "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "z", "imagee": "z"}]},
+        "stauts": {},
+    }
+    found = schemas.unknown_fields(Registry(), "", "v1", "Pod", after, [], unchanged=before)
+    assert found == [".spec.containers[1].imagee", ".stauts"]
+    assert schemas.unknown_fields(Registry(), "", "v1", "Pod", after, []) == [
+        ".metadata.legacy",
+        ".spec.containers[1].imagee",
+        ".stauts",
+    ]
+    assert schemas.unknown_fields(Registry(), "", "v1", "Pod", before, [], unchanged=before) == []
+
+
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [

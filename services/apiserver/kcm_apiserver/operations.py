@@ -279,10 +279,14 @@ class Api:
                 ],
             )
 
-    def _decode_body(self, ctx: Ctx, body: Any, *, patch: bool = False, owned: bool = False) -> Obj:
+    def _decode_body(
+        self, ctx: Ctx, body: Any, *, patch: bool = False, owned: bool = False, patched: Obj | None = None
+    ) -> Obj:
         """The body as an object of the target kind; `patch` when it is the result of a patch,
         `owned` when nothing else holds it (a patch's result is a fresh copy), so it is used
-        as is: copying a pod with its managedFields cost more than the rest of a status patch."""
+        as is: copying a pod with its managedFields cost more than the rest of a status patch.
+        `patched` is the object a patch was applied to: only what the patch changed is checked
+        for unknown fields, as upstream reports only those a patch brings."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         kind, api_version = body.get("kind"), body.get("apiVersion")
@@ -301,17 +305,23 @@ class Api:
             )
         if not isinstance(body.get("metadata", {}), dict):
             raise errors.bad_request("metadata must be an object")
-        self._check_fields(ctx, body, patch)
+        self._check_fields(ctx, body, patch, patched)
         obj = body if owned else deep_copy(body)
         obj["apiVersion"], obj["kind"] = rt.group_version, rt.kind
         obj.setdefault("metadata", {})
         return obj
 
-    def _check_fields(self, ctx: Ctx, body: Obj, patch: bool) -> None:
+    def _check_fields(self, ctx: Ctx, body: Obj, patch: bool, patched: Obj | None) -> None:
         if ctx.field_validation == "Ignore":
             return
         unknown = schemas.unknown_fields(
-            self.registry, ctx.rt.group, ctx.rt.version, ctx.rt.kind, body, self.crds.crds()
+            self.registry,
+            ctx.rt.group,
+            ctx.rt.version,
+            ctx.rt.kind,
+            body,
+            self.crds.crds(),
+            unchanged=patched,
         )
         if not unknown:
             return
@@ -556,7 +566,7 @@ class Api:
                 name,
                 "the object has been modified; please apply your changes to the latest version and try again",
             )
-        new = self._decode_body(ctx, patched, patch=True, owned=True)
+        new = self._decode_body(ctx, patched, patch=True, owned=True, patched=current)
         return self._write_update(ctx, stored, self.to_stored(rt, new), subresource), False
 
     def _server_side_apply(
