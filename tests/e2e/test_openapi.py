@@ -13,7 +13,7 @@ import uuid
 
 import requests
 
-from tests.conftest import ApiServer
+from tests.conftest import ApiServer, wait_for
 from tests.unit.test_schemas import CRONTAB_SCHEMA, crontab_crd
 
 LIST = """
@@ -111,6 +111,49 @@ def test_unknown_fields_get_upstreams_answers(apiserver: ApiServer) -> None:
     out = apiserver.kubectl("-n", ns, "create", "-f", "-", "--validate=strict", input=in_list, check=False)
     assert 'ValidationError(ConfigMap): unknown field "foo" in io.k8s.api.core.v1.ConfigMap' in out
     assert "NotFound" in apiserver.kubectl("-n", ns, "get", "configmap", "typo2", check=False)
+
+
+def test_unknown_fields_are_dropped_unless_strict(apiserver: ApiServer) -> None:
+    """As upstream stores only what its types (or a CRD's structural schema) know, Warn and
+    Ignore keep the object without its unknown fields; a patch's are dropped too."""
+    ns = namespace(apiserver)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "nmae": "x"}, "spec": 1}
+    out = apiserver.kubectl("-n", ns, "create", "-f", "-", "--validate=warn", input=json.dumps(cm))
+    stored = apiserver.kubectl_json("-n", ns, "get", "configmap", "kept")
+    assert "spec" not in stored and "nmae" not in stored["metadata"], stored
+    cm["metadata"]["name"] = "quiet"
+    out = apiserver.kubectl(
+        "-n", ns, "create", "-f", "-", "--validate=false", input=json.dumps(cm), check=False
+    )
+    assert "Warning" not in out and "configmap/quiet created" in out
+    assert "spec" not in apiserver.kubectl_json("-n", ns, "get", "configmap", "quiet")
+    out = apiserver.kubectl(
+        "-n", ns, "patch", "configmap", "kept", "--type=merge", "-p", '{"data": {"a": "b"}, "bogus": 1}'
+    )
+    patched = apiserver.kubectl_json("-n", ns, "get", "configmap", "kept")
+    assert patched["data"] == {"a": "b"} and "bogus" not in patched
+
+    # A group of its own: the OpenAPI test below watches the CronTab CRD arrive.
+    crd = copy.deepcopy(CRD)
+    crd["metadata"]["name"] = "crontabs.pruning.example.com"
+    crd["spec"]["group"] = "pruning.example.com"
+    apiserver.kubectl("apply", "-f", "-", input=json.dumps(crd))
+    wait_for(
+        lambda: requests.get(f"{apiserver.url}/apis/pruning.example.com/v1", timeout=10).status_code == 200,
+        30,
+        what="the CronTab API",
+    )
+    tab = {
+        "apiVersion": "pruning.example.com/v1",
+        "kind": "CronTab",
+        "metadata": {"name": "pruned"},
+        "spec": {"cronSpec": "* * * * *", "cronspec": "typo", "extra": {"free": {"form": 1}}},
+    }
+    url = f"{apiserver.url}/apis/pruning.example.com/v1/namespaces/{ns}/crontabs"
+    r = requests.post(url, params={"fieldValidation": "Warn"}, json=tab, timeout=30)
+    assert r.status_code == 201, r.text
+    assert r.headers["Warning"] == '299 - "unknown field \\"spec.cronspec\\""'
+    assert r.json()["spec"] == {"cronSpec": "* * * * *", "extra": {"free": {"form": 1}}}
 
 
 def test_v2_document_is_negotiated_cached_and_follows_crds(apiserver: ApiServer) -> None:

@@ -305,25 +305,21 @@ class Api:
             )
         if not isinstance(body.get("metadata", {}), dict):
             raise errors.bad_request("metadata must be an object")
-        self._check_fields(ctx, body, patch, patched)
         obj = body if owned else deep_copy(body)
+        self._check_fields(ctx, obj, patch, patched)
         obj["apiVersion"], obj["kind"] = rt.group_version, rt.kind
         obj.setdefault("metadata", {})
         return obj
 
     def _check_fields(self, ctx: Ctx, body: Obj, patch: bool, patched: Obj | None) -> None:
-        if ctx.field_validation == "Ignore":
-            return
-        unknown = schemas.unknown_fields(
-            self.registry,
-            ctx.rt.group,
-            ctx.rt.version,
-            ctx.rt.kind,
-            body,
-            self.crds.crds(),
-            unchanged=patched,
+        """Strict refuses a body with unknown fields; Warn and Ignore drop them (with a
+        warning each for Warn), as upstream stores only the fields its types know."""
+        rt = ctx.rt
+        find = schemas.unknown_fields if ctx.field_validation == "Strict" else schemas.drop_unknown_fields
+        unknown = find(
+            self.registry, rt.group, rt.version, rt.kind, body, self.crds.crds(), unchanged=patched
         )
-        if not unknown:
+        if not unknown or ctx.field_validation == "Ignore":
             return
         # Go's strict decoder quotes each path with %q.
         problems = [f"unknown field {validation.go_quote(p.lstrip('.'))}" for p in unknown]

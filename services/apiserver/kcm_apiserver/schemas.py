@@ -978,9 +978,11 @@ def type_info(registry: Registry, group: str, version: str, kind: str, crds: lis
 
 
 _ABSENT = object()
+# An unknown field found: its JSON path, the object holding it and its key there.
+_Unknown = tuple[str, dict[str, Any], str]
 
 
-def _unknown_in_type(t: _Type, value: Any, path: str, out: list[str], was: Any = _ABSENT) -> None:
+def _unknown_in_type(t: _Type, value: Any, path: str, out: list[_Unknown], was: Any = _ABSENT) -> None:
     """Unknown fields of `value`, skipping each part equal to the same part of `was` (what a
     patch was applied to): C-speed equality spares the walk of what the patch left alone."""
     if was is not _ABSENT and value == was:
@@ -991,7 +993,7 @@ def _unknown_in_type(t: _Type, value: Any, path: str, out: list[str], was: Any =
         for key, sub in value.items():
             f = fields.get(key)
             if f is None:
-                out.append(f"{path}.{key}")
+                out.append((f"{path}.{key}", value, key))
             else:
                 _unknown_in_type(f.type, sub, f"{path}.{key}", out, before.get(key, _ABSENT))
     elif t.kind == "list" and t.inner and isinstance(value, list):
@@ -1006,7 +1008,7 @@ def _unknown_in_type(t: _Type, value: Any, path: str, out: list[str], was: Any =
 
 
 def _unknown_in_schema(
-    schema: Mapping[str, Any], value: Any, path: str, out: list[str], resource_root: bool = False
+    schema: Mapping[str, Any], value: Any, path: str, out: list[_Unknown], resource_root: bool = False
 ) -> None:
     if isinstance(value, list):
         items = schema.get("items")
@@ -1031,7 +1033,27 @@ def _unknown_in_schema(
         elif isinstance(additional, dict):
             _unknown_in_schema(additional, sub, here, out)
         elif not preserve:
-            out.append(here)
+            out.append((here, value, key))
+
+
+def _find_unknown(
+    registry: Registry,
+    group: str,
+    version: str,
+    kind: str,
+    obj: dict[str, Any],
+    crds: list[JSON],
+    unchanged: dict[str, Any] | None,
+) -> list[_Unknown]:
+    out: list[_Unknown] = []
+    model = _builtin_model(registry, group, version, kind)
+    if model is not None:
+        _unknown_in_type(_Type("model", model), obj, "", out, _ABSENT if unchanged is None else unchanged)
+        return out
+    schema = _custom_schema(crds, group, version, kind)
+    if schema is not None:
+        _unknown_in_schema(schema, obj, "", out, resource_root=True)
+    return out
 
 
 def unknown_fields(
@@ -1046,12 +1068,23 @@ def unknown_fields(
 ) -> list[str]:
     """JSON paths ('.spec.contaners', '.spec.containers[0].imagee') of fields the kind's schema
     lacks; with `unchanged`, only in the parts of `obj` that differ from it."""
-    out: list[str] = []
-    model = _builtin_model(registry, group, version, kind)
-    if model is not None:
-        _unknown_in_type(_Type("model", model), obj, "", out, _ABSENT if unchanged is None else unchanged)
-        return out
-    schema = _custom_schema(crds, group, version, kind)
-    if schema is not None:
-        _unknown_in_schema(schema, obj, "", out, resource_root=True)
-    return out
+    return [path for path, _, _ in _find_unknown(registry, group, version, kind, obj, crds, unchanged)]
+
+
+def drop_unknown_fields(
+    registry: Registry,
+    group: str,
+    version: str,
+    kind: str,
+    obj: dict[str, Any],
+    crds: list[JSON],
+    *,
+    unchanged: dict[str, Any] | None = None,
+) -> list[str]:
+    """Remove from `obj` the fields `unknown_fields` finds, as upstream's decoding into typed
+    objects (built-in kinds) and its pruning of structural schemas (custom resources) do;
+    returns their paths."""
+    found = _find_unknown(registry, group, version, kind, obj, crds, unchanged)
+    for _, holder, key in found:
+        holder.pop(key, None)
+    return [path for path, _, _ in found]
