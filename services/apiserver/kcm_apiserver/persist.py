@@ -1,11 +1,10 @@
 """Optional durable state for `--data-dir`: one SQLite table of objects plus the counter.
 
 Group commit: the changes made while the event loop runs one round of callbacks go to
-SQLite in one transaction, at the start of the next round, before any watch or request
-task resumes (the flush is scheduled with `call_soon` ahead of the wake-ups those changes
-cause). A request that wrote answers only after `synced()`, so nothing is acknowledged or
-seen by a watcher before it is committed, as when each write committed on its own; an
-object written several times in one round is stored once. One commit per write was a
+SQLite in one transaction, in the next round (scheduled with `call_soon`). Every answer and
+every chunk of a watch stream waits for `synced()` first, so nothing is acknowledged, read or
+seen by a watcher before it is committed, as when each write committed on its own; an object
+written several times in one round is stored once. One commit per write was a
 sixth of the API server's time under a Job's load (bench/apiserver_writes.py).
 
 WAL mode with synchronous=NORMAL commits without an fsync, which keeps writes fast; a crash

@@ -607,6 +607,7 @@ class Server:
                 if bookmarks and q.get("sendInitialEvents") in ("true", "1"):
                     chunk += self._bookmark(rt, api.store.rv, initial_end=True)
                 if chunk:
+                    await self.api.store.synced()
                     await resp.write(bytes(chunk))
             await self._stream(request, resp, watcher, ctx, form, bookmarks, timeout)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -646,6 +647,8 @@ class Server:
                     break
                 event = queue.get_nowait()
             if chunk:
+                # Never ahead of the commit of what it announces (--data-dir).
+                await self.api.store.synced()
                 await resp.write(bytes(chunk))
 
     def _render(
