@@ -27,7 +27,8 @@ indexes) or meets its successPolicy; then either delete its active pods (finishi
 create / delete pods towards min(parallelism, remaining completions) (`manage_job`) with
 upstream's pod-failure backoff, or delete them all while suspended; finally write the
 status and remove finalizers in upstream's order (`track_status`): finished pods' UIDs
-into status.uncountedTerminatedPods, then their finalizers off, then the counters, and only
+into status.uncountedTerminatedPods, then their finalizers off (those two alongside the
+creations of a Job short of pods, `_uncount`), then the counters, and only
 then the Complete / Failed condition, after the interim SuccessCriteriaMet / FailureTarget
 one, once no pod is uncounted or terminating. A timed retry comes back at the active
 deadline or when the backoff of failed pods ends, never by polling.
