@@ -336,7 +336,7 @@ def test_unknown_fields_of_a_patch_are_those_it_changed() -> None:
         ".stauts",
     ]
     assert schemas.unknown_fields(Registry(), "", "v1", "Pod", before, [], unchanged=before) == []
-    dropped = schemas.drop_unknown_fields(Registry(), "", "v1", "Pod", after, [], unchanged=before)
+    dropped = schemas.unknown_fields(Registry(), "", "v1", "Pod", after, [], unchanged=before, drop=True)
     assert dropped == [".spec.containers[1].imagee", ".stauts"]
     assert after["spec"]["containers"][1] == {"name": "b", "image": "z"} and "stauts" not in after
     assert after["metadata"] == {"name": "p", "legacy": 1}  # not the patch's: left alone
@@ -344,8 +344,8 @@ def test_unknown_fields_of_a_patch_are_those_it_changed() -> None:
 
 def test_dropping_unknown_fields_of_custom_resources_keeps_preserved_ones() -> None:
     obj = {"spec": {"cronSpec": "x", "cronspec": "y", "extra": {"any": {"thing": 1}}}, "other": 1}
-    dropped = schemas.drop_unknown_fields(
-        registry_with_crontab(), "stable.example.com", "v1", "CronTab", obj, [crontab_crd()]
+    dropped = schemas.unknown_fields(
+        registry_with_crontab(), "stable.example.com", "v1", "CronTab", obj, [crontab_crd()], drop=True
     )
     assert dropped == [".spec.cronspec", ".other"]
     assert obj == {"spec": {"cronSpec": "x", "extra": {"any": {"thing": 1}}}}

@@ -315,9 +315,15 @@ class Api:
         """Strict refuses a body with unknown fields; Warn and Ignore drop them (with a
         warning each for Warn), as upstream stores only the fields its types know."""
         rt = ctx.rt
-        find = schemas.unknown_fields if ctx.field_validation == "Strict" else schemas.drop_unknown_fields
-        unknown = find(
-            self.registry, rt.group, rt.version, rt.kind, body, self.crds.crds(), unchanged=patched
+        unknown = schemas.unknown_fields(
+            self.registry,
+            rt.group,
+            rt.version,
+            rt.kind,
+            body,
+            self.crds.crds(),
+            unchanged=patched,
+            drop=ctx.field_validation != "Strict",
         )
         if not unknown or ctx.field_validation == "Ignore":
             return

@@ -1065,26 +1065,14 @@ def unknown_fields(
     crds: list[JSON],
     *,
     unchanged: dict[str, Any] | None = None,
+    drop: bool = False,
 ) -> list[str]:
     """JSON paths ('.spec.contaners', '.spec.containers[0].imagee') of fields the kind's schema
-    lacks; with `unchanged`, only in the parts of `obj` that differ from it."""
-    return [path for path, _, _ in _find_unknown(registry, group, version, kind, obj, crds, unchanged)]
-
-
-def drop_unknown_fields(
-    registry: Registry,
-    group: str,
-    version: str,
-    kind: str,
-    obj: dict[str, Any],
-    crds: list[JSON],
-    *,
-    unchanged: dict[str, Any] | None = None,
-) -> list[str]:
-    """Remove from `obj` the fields `unknown_fields` finds, as upstream's decoding into typed
-    objects (built-in kinds) and its pruning of structural schemas (custom resources) do;
-    returns their paths."""
+    lacks; with `unchanged`, only in the parts of `obj` that differ from it. With `drop` they
+    are also removed from `obj`, as upstream's decoding into typed objects (built-in kinds) and
+    its pruning of structural schemas (custom resources) do."""
     found = _find_unknown(registry, group, version, kind, obj, crds, unchanged)
-    for _, holder, key in found:
-        holder.pop(key, None)
+    if drop:
+        for _, holder, key in found:
+            holder.pop(key, None)
     return [path for path, _, _ in found]
