@@ -1036,26 +1036,6 @@ def _unknown_in_schema(
             out.append((here, value, key))
 
 
-def _find_unknown(
-    registry: Registry,
-    group: str,
-    version: str,
-    kind: str,
-    obj: dict[str, Any],
-    crds: list[JSON],
-    unchanged: dict[str, Any] | None,
-) -> list[_Unknown]:
-    out: list[_Unknown] = []
-    model = _builtin_model(registry, group, version, kind)
-    if model is not None:
-        _unknown_in_type(_Type("model", model), obj, "", out, _ABSENT if unchanged is None else unchanged)
-        return out
-    schema = _custom_schema(crds, group, version, kind)
-    if schema is not None:
-        _unknown_in_schema(schema, obj, "", out, resource_root=True)
-    return out
-
-
 def unknown_fields(
     registry: Registry,
     group: str,
@@ -1071,7 +1051,14 @@ def unknown_fields(
     lacks; with `unchanged`, only in the parts of `obj` that differ from it. With `drop` they
     are also removed from `obj`, as upstream's decoding into typed objects (built-in kinds) and
     its pruning of structural schemas (custom resources) do."""
-    found = _find_unknown(registry, group, version, kind, obj, crds, unchanged)
+    found: list[_Unknown] = []
+    model = _builtin_model(registry, group, version, kind)
+    if model is not None:
+        _unknown_in_type(_Type("model", model), obj, "", found, _ABSENT if unchanged is None else unchanged)
+    else:
+        schema = _custom_schema(crds, group, version, kind)
+        if schema is not None:
+            _unknown_in_schema(schema, obj, "", found, resource_root=True)
     if drop:
         for _, holder, key in found:
             holder.pop(key, None)
