@@ -126,6 +126,7 @@ class _Sync:
     uncounted_succeeded: set[str]
     uncounted_failed: set[str]
     expected_rm: set[str]
+    record: metrics.SyncRecord
     succeeded: int = 0
     failed: int = 0
     finished: jobview.JobCondition | None = None
@@ -135,7 +136,6 @@ class _Sync:
     failed_indexes: intervals.Intervals | None = None
     delayed_per_index: dict[int, Pod] = field(default_factory=dict)
     requeue_after: float | None = None
-    record: metrics.SyncRecord = field(default_factory=metrics.SyncRecord)
     # Completed and failed indexes in the status last written (or read), for the metrics.
     written_indexes: tuple[int, int] = (0, 0)
 
@@ -456,8 +456,7 @@ class JobController:
         # Expectations before listing pods: a pod that lands after this check waits for the next sync.
         satisfied = self.expectations.satisfied_expectations(key)
         pods = await self.pods_for_job(job, sel)
-        c = self._context(key, job, pods)
-        c.record = record
+        c = self._context(key, job, pods, record)
         now = self.now()
         status = c.status
         if status.start_time is None and not jobview.suspended(job):
@@ -522,7 +521,7 @@ class JobController:
             raise manage_error
         return durable.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
 
-    def _context(self, key: str, job: JobView, pods: list[Pod]) -> _Sync:
+    def _context(self, key: str, job: JobView, pods: list[Pod], record: metrics.SyncRecord) -> _Sync:
         uncounted = job.status.uncounted_terminated_pods or jobview.UncountedTerminatedPods()
         active_pods = [p for p in pods if podranking.is_pod_active(p)]
         c = _Sync(
@@ -535,6 +534,7 @@ class JobController:
             uncounted_succeeded=set(uncounted.succeeded),
             uncounted_failed=set(uncounted.failed),
             expected_rm=self.finalizer_expectations.expected(key),
+            record=record,
         )
         new_succeeded = self._valid_pods(c, c.uncounted_succeeded, lambda p: p.status.phase == "Succeeded")
         new_failed = self._valid_pods(c, c.uncounted_failed, lambda p: jobview.is_pod_failed(p, job))
@@ -1127,9 +1127,9 @@ class JobController:
         if status.failed > old_failed:
             metrics.POD_FINISHED.labels(mode, "failed").inc(status.failed - old_failed)
         if jobview.is_indexed(c.job):
-            completions = c.job.spec.completions or 0
-            completed = intervals.Intervals.parse(status.completed_indexes, completions).total()
-            failed = intervals.Intervals.parse(status.failed_indexes, completions).total()
+            # The intervals these status fields were written from (`_count_finished`).
+            completed = c.succeeded_indexes.total()
+            failed = c.failed_indexes.total() if c.failed_indexes is not None else 0
             metrics.record_finished_indexes(
                 c.job, completed - c.written_indexes[0], failed - c.written_indexes[1]
             )
