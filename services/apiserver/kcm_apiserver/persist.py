@@ -5,7 +5,8 @@ SQLite in one transaction, in the next round (scheduled with `call_soon`). Every
 every chunk of a watch stream waits for `synced()` first, so nothing is acknowledged, read or
 seen by a watcher before it is committed, as when each write committed on its own; an object
 written several times in one round is stored once. One commit per write was a
-sixth of the API server's time under a Job's load (bench/apiserver_writes.py).
+sixth of the API server's CPU under bench/job_pods.py's load (profiled); bench/apiserver.py
+prints creates with `--data-dir` beside the in-memory server.
 
 WAL mode with synchronous=NORMAL commits without an fsync, which keeps writes fast; a crash
 of the machine (not of the process) may lose the last moments, which is fine for a
@@ -69,15 +70,16 @@ class Database:
         # stores the state of this write.
         self._pending[row] = (rv, obj)
         self._rv = rv
-        if self._scheduled:
-            return
         try:
-            loop = asyncio.get_running_loop()
+            self._schedule()
         except RuntimeError:  # set-up before serving: nobody waits, commit now
             self.flush()
-            return
-        self._scheduled = True
-        loop.call_soon(self.flush)
+
+    def _schedule(self) -> None:
+        """Flush in the event loop's next round (RuntimeError outside a running loop)."""
+        if not self._scheduled:
+            asyncio.get_running_loop().call_soon(self.flush)
+            self._scheduled = True
 
     def flush(self) -> None:
         """Commit the staged changes in one transaction and release the requests waiting."""
@@ -119,9 +121,7 @@ class Database:
             return
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        if not self._scheduled:  # a failed flush left changes: try again now
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+        self._schedule()  # after a failed flush nothing is scheduled: try again now
         await waiter
 
     def close(self) -> None:

@@ -1048,7 +1048,8 @@ def unknown_fields(
     drop: bool = False,
 ) -> list[str]:
     """JSON paths ('.spec.contaners', '.spec.containers[0].imagee') of fields the kind's schema
-    lacks; with `unchanged`, only in the parts of `obj` that differ from it. With `drop` they
+    lacks; with `unchanged`, only in the parts of `obj` that differ from it (built-in kinds; a
+    custom resource is checked whole). With `drop` they
     are also removed from `obj`, as upstream's decoding into typed objects (built-in kinds) and
     its pruning of structural schemas (custom resources) do."""
     found: list[_Unknown] = []
