@@ -197,17 +197,6 @@ class _ItemList(msgspec.Struct):
 # -- processes -------------------------------------------------------------------------------------
 
 
-def machine_cpu_seconds() -> float:
-    """CPU time all cores have spent busy since boot, from /proc/stat; NaN without it."""
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(t) for t in f.readline().split()[1:9]]
-    except OSError:
-        return math.nan
-    idle, iowait = ticks[3], ticks[4]
-    return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
-
-
 def _role_command(role: str, *args: str) -> list[str]:
     return [sys.executable, os.path.abspath(__file__), "--role", role, *args]
 
@@ -307,10 +296,10 @@ async def _run_phase(
     if watch:
         watchers = await Watchers.start(target.url, await _resource_version(session, target.url), phase)
     try:
-        cpu, machine = benchlib.process_cpu_seconds(target.pid), machine_cpu_seconds()
+        cpu, machine = benchlib.process_cpu_seconds(target.pid), benchlib.machine_cpu_seconds()
         result = await load()
         result.server_cpu_seconds = benchlib.process_cpu_seconds(target.pid) - cpu
-        result.machine_cpu_seconds = machine_cpu_seconds() - machine
+        result.machine_cpu_seconds = benchlib.machine_cpu_seconds() - machine
         return result, await watchers.finish(result.ok) if watchers else None
     finally:
         if watchers:

@@ -30,6 +30,11 @@ finish before the next ones start is capped at parallelism / 0.5 s), then:
    more work per pod for this stack, so this client's own ratio to the baseline is near the most
    a job controller can reach here; the controller's ratio to it shows the rest of its overhead.
 
+5. Beside each rate, the machine's busy CPU time (every process: the stack, NATS and this
+   client) per pod, over the same window as the rate, and the share of all cores it kept busy.
+   Where both phases keep the machine about equally busy, the rate ratio follows the ratio of
+   CPU per pod: what a Job's pod costs the whole stack beyond the baseline's shows there.
+
 Figures are printed, never enforced: the exit status is non-zero only when the stack does
 not start, requests fail, or the Job does not complete in time.
 """
@@ -39,10 +44,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +92,40 @@ class _Event(msgspec.Struct):
 
 
 _EVENTS = msgspec.json.Decoder(_Event)
+
+
+class _Window:
+    """The machine's busy CPU time from `start()` to the moment the last of `count` pods is
+    first seen (a watch callback calls `seen` with how many it saw so far)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._start = (math.nan, math.nan)
+        self._end: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        self._start = (benchlib.machine_cpu_seconds(), time.perf_counter())
+
+    def seen(self, how_many: int) -> None:
+        if how_many >= self.count and self._end is None:
+            self._end = (benchlib.machine_cpu_seconds(), time.perf_counter())
+
+    def measured(self, rate: float) -> Measured:
+        if self._end is None:
+            return Measured(rate, math.nan, math.nan)
+        cpu, wall = self._end[0] - self._start[0], self._end[1] - self._start[1]
+        cores = os.cpu_count() or 1
+        return Measured(rate, cpu / self.count * 1e3, cpu / (wall * cores) if wall > 0 else math.nan)
+
+
+@dataclass
+class Measured:
+    """A phase's pods per second, the machine's busy CPU per pod (ms) over the same window,
+    and the share of all cores that was busy then."""
+
+    rate: float
+    cpu_ms: float
+    busy: float
 
 
 def pod_spec() -> dict[str, Any]:
@@ -153,7 +194,7 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
 
 async def paced_baseline(
     session: aiohttp.ClientSession, url: str, count: int, limit_s: float, *, tracking: bool = False
-) -> float:
+) -> Measured:
     """Pods per second of a client doing the Job's work by hand: `PARALLELISM` pods at a time,
     each next one created when the watch sees one succeed. With `tracking`, the pods carry the
     tracking finalizer and the client removes it from each pod that succeeded, with the patch
@@ -164,9 +205,11 @@ async def paced_baseline(
     freed: asyncio.Queue[None] = asyncio.Queue()
     removals: set[asyncio.Task[bytes]] = set()
     note = benchlib.first_seen(seen)
+    window = _Window(count)
 
     def on_pod(obj: _Object, now: float) -> None:
         note(obj, now)
+        window.seen(len(seen))
         if obj.status.phase == "Succeeded" and obj.metadata.name not in done:
             done.add(obj.metadata.name)
             freed.put_nowait(None)
@@ -190,6 +233,7 @@ async def paced_baseline(
         await benchlib.call(session, "POST", pods_url, pod)
 
     async with benchlib.watching(session, pods_url, _EVENTS, on_pod) as task:
+        window.start()
         start = time.perf_counter()
         deadline = time.monotonic() + limit_s
         first = min(PARALLELISM, count)
@@ -212,26 +256,34 @@ async def paced_baseline(
             await benchlib.wait_until(lambda: len(done) >= count, task, limit_s, f"{count} pods succeeded")
             await asyncio.gather(*removals)
     await benchlib.delete_collection(session, pods_url, limit_s)
-    return rate
+    return window.measured(rate)
 
 
 async def run_job(
     session: aiohttp.ClientSession, url: str, count: int, limit_s: float, name: str = JOB
-) -> tuple[float, float]:
-    """(seconds to the last of the Job's pods created, seconds to its Complete condition)."""
+) -> tuple[Measured, float]:
+    """(the rate at which the Job's pods were created, to the last of them; seconds to its
+    Complete condition)."""
     pods_url = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
     jobs_url = f"{url}/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
     created: dict[str, float] = {}
     complete: list[float] = []
+    note = benchlib.first_seen(created)
+    window = _Window(count)
+
+    def on_pod(obj: _Object, now: float) -> None:
+        note(obj, now)
+        window.seen(len(created))
 
     def on_job(obj: _Object, now: float) -> None:
         if not complete and any(c.type == "Complete" and c.status == "True" for c in obj.status.conditions):
             complete.append(now)
 
     async with (
-        benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(created)) as pods,
+        benchlib.watching(session, pods_url, _EVENTS, on_pod) as pods,
         benchlib.watching(session, jobs_url, _EVENTS, on_job) as jobs,
     ):
+        window.start()
         start = time.perf_counter()
         await benchlib.call(session, "POST", jobs_url, job(count, name))
         deadline = time.monotonic() + limit_s
@@ -245,7 +297,7 @@ async def run_job(
             await asyncio.sleep(0.1)
     if len(created) != count:
         print(f"note: {len(created)} pods were created for {count} completions", file=sys.stderr)
-    return max(created.values()) - start, complete[0] - start
+    return window.measured(count / (max(created.values()) - start)), complete[0] - start
 
 
 async def bench(args: argparse.Namespace) -> int:
@@ -263,7 +315,7 @@ async def bench(args: argparse.Namespace) -> int:
                 await benchlib.call(s, "POST", f"{dev.url}/api/v1/namespaces", {"metadata": {"name": ns}})
             unpaced = await baseline(s, dev.url, n, args.timeout)
             baselines = [await paced_baseline(s, dev.url, n, args.timeout)]
-            rounds: list[tuple[float, float]] = []
+            rounds: list[tuple[Measured, float]] = []
             for i in range(args.rounds):
                 rounds.append(await run_job(s, dev.url, n, args.timeout, f"{JOB}-{i}"))
                 # The Job goes first (its pods' finalizers are off), then its pods, at once.
@@ -277,16 +329,20 @@ async def bench(args: argparse.Namespace) -> int:
             same_work = await paced_baseline(s, dev.url, n, args.timeout, tracking=True)
     print(
         f"job controller pod creation: Job with completions {n}, parallelism {PARALLELISM}, pods succeed "
-        f"at once (simulator pod start delay {args.pod_start_delay:g} s), {args.rounds} rounds"
+        f"at once (simulator pod start delay {args.pod_start_delay:g} s), {args.rounds} rounds; machine CPU "
+        f"is the busy time of all {os.cpu_count()} cores per pod, every process included"
     )
-    rates = [n / created_s for created_s, _ in rounds]
-    ratios = [r for _, r in benchlib.between_baselines(rates, baselines)]
-    for i, (created_s, complete_s) in enumerate(rounds):
-        rate = rates[i]
+    rates = [job.rate for job, _ in rounds]
+    ratios = [r for _, r in benchlib.between_baselines(rates, [b.rate for b in baselines])]
+    for i, (job, complete_s) in enumerate(rounds):
+        before, after = baselines[i], baselines[i + 1]
+        base_cpu = statistics.mean([before.cpu_ms, after.cpu_ms])
         print(
-            f"  round {i + 1}: job controller {rate:,.0f} pods/s ({n} pods in {created_s:.1f} s; Complete after "
-            f"{complete_s:.1f} s), baseline before/after {baselines[i]:,.0f}/{baselines[i + 1]:,.0f} pods/s "
-            f"(tight client keeping {PARALLELISM} pods running), ratio {ratios[i]:.2f}"
+            f"  round {i + 1}: job controller {job.rate:,.0f} pods/s ({n / job.rate:.1f} s to the last pod; "
+            f"Complete after {complete_s:.1f} s), baseline before/after {before.rate:,.0f}/{after.rate:,.0f} "
+            f"pods/s (tight client keeping {PARALLELISM} pods running), ratio {ratios[i]:.2f}; machine CPU "
+            f"{_cpu(job)} per pod against the baselines' {_cpu(before)}/{_cpu(after)}, "
+            f"CPU ratio {benchlib.ratio(base_cpu, job.cpu_ms)}"
         )
     print(f"  ratio, median of the rounds: {statistics.median(ratios):.2f} (goal >= 0.8)")
     rate = statistics.median(rates)
@@ -294,13 +350,20 @@ async def bench(args: argparse.Namespace) -> int:
         f"  for scale: creation alone ({CONCURRENCY} connections, no pod waited for): {unpaced:,.0f} pods/s, "
         f"ratio {benchlib.ratio(rate, unpaced)} (median controller rate)"
     )
-    paced = statistics.mean(baselines[-2:])
+    last = baselines[-2:]
+    paced = statistics.mean([b.rate for b in last])
     print(
         f"  for scale: a tight client doing the same API work per pod (the pods with the tracking finalizer, "
-        f"removed when each succeeds): {same_work:,.0f} pods/s, ratio {benchlib.ratio(rate, same_work)}; "
-        f"its own ratio to the last baselines {benchlib.ratio(same_work, paced)}"
+        f"removed when each succeeds): {same_work.rate:,.0f} pods/s, ratio {benchlib.ratio(rate, same_work.rate)}; "
+        f"its own ratio to the last baselines {benchlib.ratio(same_work.rate, paced)}, machine CPU "
+        f"{_cpu(same_work)} per pod, CPU ratio {benchlib.ratio(statistics.mean([b.cpu_ms for b in last]), same_work.cpu_ms)}"
     )
     return 0
+
+
+def _cpu(m: Measured) -> str:
+    """Machine CPU per pod and how busy the cores were, e.g. `4.1 ms (83% busy)`."""
+    return f"{benchlib.fmt(m.cpu_ms, 2)} ms ({benchlib.fmt(m.busy * 100, 0)}% busy)"
 
 
 def parse_args() -> argparse.Namespace:

@@ -61,6 +61,17 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time all cores have spent busy since boot, from /proc/stat; NaN without it."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(t) for t in f.readline().split()[1:9]]
+    except OSError:
+        return math.nan
+    idle, iowait = ticks[3], ticks[4]
+    return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
 def machine_cpu_ticks() -> tuple[int, int]:
     """(ticks stolen by the hypervisor, all ticks) of the whole machine so far, from /proc/stat;
     (0, 0) where there is none. On a shared VM the stolen share moves the figures."""
