@@ -253,7 +253,7 @@ class Membership:
                 log.warning("grant changed by a coordinator; not renewed", extra={"instance": self.instance})
                 self._revision = 0
             else:
-                log.debug("grant renewal failed", extra={"error": repr(exc)})
+                log.debug("grant renewal failed", extra={"instance": self.instance, "error": repr(exc)})
             return
         self._revision = revision
         self._valid_until = sent + self._lease_seconds
@@ -278,7 +278,7 @@ class Membership:
             return _decode_assignment(msg.data)
         except (nats.errors.Error, TimeoutError, msgspec.DecodeError) as exc:
             # No coordinator (or none leading yet): keep what we have until its lease lapses.
-            log.debug("heartbeat unanswered", extra={"error": repr(exc)})
+            log.debug("heartbeat unanswered", extra={"instance": self.instance, "error": repr(exc)})
             return None
 
     async def _apply(self, assignment: Assignment, sent: float) -> None:
@@ -323,7 +323,12 @@ class Membership:
         self._releasing[controller].update(lost)
         log.info(
             "partitions changed",
-            extra={"controller": controller, "gained": sorted(gained), "lost": sorted(lost)},
+            extra={
+                "instance": self.instance,
+                "controller": controller,
+                "gained": sorted(gained),
+                "lost": sorted(lost),
+            },
         )
         await self._changes[controller].put((gained, lost))
 

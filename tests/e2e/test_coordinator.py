@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from tests.conftest import KCM, ApiServer, NatsProc, kill_process, stop_process,
 CONTROLLER = "replicaset"
 PARTITIONS = 8
 INTERVAL = 0.2  # replica heartbeat interval in these tests
+LOG_TAIL = 80  # lines of each coordinator's log printed when a test fails
 ALL = set(range(PARTITIONS))
 
 
@@ -109,6 +111,37 @@ def coordinators() -> Iterator[list[Coordinator]]:
     yield started
     for c in started:
         c.stop()
+    # Captured output is shown only for a failed test: there the coordinators' side of the
+    # story (leading, grants restored, members expired) is what explains a failover.
+    for c in started:
+        lines = c.log.read_text(errors="replace").splitlines() if c.log.exists() else []
+        print(f"--- {c.log.name} (last {min(len(lines), LOG_TAIL)} lines)")
+        print("\n".join(lines[-LOG_TAIL:]))
+
+
+_RECORD_FIELDS = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class _PrintedLog(logging.Handler):
+    """Prints each record with its extra fields (which replica, what error), which pytest's
+    captured log leaves out; the output is shown only for a failed test."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        extras = {k: v for k, v in record.__dict__.items() if k not in _RECORD_FIELDS}
+        print(f"{record.created:.3f} {record.levelname} {record.name}: {record.getMessage()} {extras}")
+
+
+@pytest.fixture()
+def membership_log() -> Iterator[None]:
+    """The replicas' membership log at debug, where a failed renewal is logged: a failover test
+    that fails (this one has, once, in CI) needs it to be explained."""
+    logger = logging.getLogger("kcm.membership")
+    handler, level = _PrintedLog(logging.DEBUG), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.removeHandler(handler)
+    logger.setLevel(level)
 
 
 class Fleet:
@@ -333,7 +366,11 @@ def test_coordinator_failover_moves_nothing(
 
 
 def test_replicas_keep_their_partitions_while_no_coordinator_leads(
-    apiserver: ApiServer, nats_server: NatsProc, tmp_path: Path, coordinators: list[Coordinator]
+    apiserver: ApiServer,
+    nats_server: NatsProc,
+    tmp_path: Path,
+    coordinators: list[Coordinator],
+    membership_log: None,
 ) -> None:
     """kill -9 of the leader with a member lease far shorter than the time a standby needs to
     take the Lease over: the replicas renew their grants in the bucket meanwhile, and the new
