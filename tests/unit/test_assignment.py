@@ -141,10 +141,11 @@ def test_new_term_confirms_holdings_and_moves_nothing() -> None:
     coord.heartbeat(beat("c", []))
     # After the period: balanced, a keeping what balance allows (the most loaded keeps 2 of 4).
     assert coord.heartbeat(beat("a", [0, 1, 2])).assigned == {"rs": [0, 1]}
-    assert coord.heartbeat(beat("b")).assigned == {"rs": []}  # 2 is still a's
+    assert coord.heartbeat(beat("b")).assigned == {"rs": [3]}  # nobody holds 3
+    assert coord.heartbeat(beat("c")).assigned == {"rs": []}  # 2 is still a's
     coord.heartbeat(beat("a", [0, 1]))
-    assert coord.heartbeat(beat("b")).assigned == {"rs": [2]}
-    assert coord.heartbeat(beat("c")).assigned == {"rs": [3]}
+    assert coord.heartbeat(beat("c")).assigned == {"rs": [2]}
+    assert coord.heartbeat(beat("b", [3])).assigned == {"rs": [3]}
 
 
 def test_health_follows_reports_and_silence() -> None:
@@ -210,6 +211,21 @@ def test_a_new_leader_honours_restored_grants_at_once() -> None:
     assert coord.revision("b") == 9
     # A newcomer gets nothing that a restored holder may still hold.
     assert coord.heartbeat(beat("c")).assigned == {"rs": []}
+
+
+def test_a_member_late_for_a_new_leader_keeps_its_partitions() -> None:
+    """A restored member whose first heartbeat comes after its lease (a loaded machine) is not
+    live when another member beats; the balance drawn then (everything to the other) must not
+    move its partitions once it is back, since it never stopped holding them."""
+    clock = Clock()
+    coord = state.Coordinator(partitions=4, lease=5.0, margin=1.0, clock=clock)
+    coord.start_term()
+    coord.restore([(record("a", [0, 1]), 7), (record("b", [2, 3]), 9)])
+    clock.now += 5.5  # past a's lease since the restore, within lease + margin
+    assert coord.heartbeat(beat("b", [2, 3])).assigned == {"rs": [2, 3]}  # a's may not be lapsed
+    assert coord.heartbeat(beat("a", [0, 1])).assigned == {"rs": [0, 1]}
+    assert coord.heartbeat(beat("b", [2, 3])).assigned == {"rs": [2, 3]}
+    assert coord.unpersisted("a") is None and coord.unpersisted("b") is None
 
 
 def test_a_silent_member_with_an_entry_is_forgotten_only_once_the_entry_is_deleted() -> None:

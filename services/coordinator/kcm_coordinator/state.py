@@ -260,10 +260,18 @@ class Coordinator:
         for p in range(count):
             owner = before.get(p)
             holders = self.holders(controller, p)
-            if owner in replicas:
+            # A move decided earlier stands once it is under way (granted to its target) or
+            # nobody holds the partition any more. Until then the live holder is the owner:
+            # a target drawn while a holder was briefly not live (late heartbeats) would
+            # otherwise move partitions it never stopped holding. The same inputs give the
+            # same target, so a move whose holder is still releasing is not undone.
+            started = owner in self.members and p in self.members[owner].granted.get(controller, ())
+            if owner in replicas and (started or not holders):
                 current[p] = owner
             elif len(holders) == 1 and holders[0] in replicas:
                 current[p] = holders[0]
+            elif owner in replicas:
+                current[p] = owner
         target = assignment.assign(count, replicas, current)
         moved = assignment.moves(before, target)
         if moved:
