@@ -103,8 +103,11 @@ class _Window:
         self._start = (math.nan, math.nan)
         self._end: tuple[float, float] | None = None
 
-    def start(self) -> None:
+    def start(self) -> float:
+        """Start the window; returns its start on `time.perf_counter`'s clock, which the
+        phase's rate is timed from too."""
         self._start = (benchlib.machine_cpu_seconds(), time.perf_counter())
+        return self._start[1]
 
     def seen(self, how_many: int) -> None:
         if how_many >= self.count and self._end is None:
@@ -233,8 +236,7 @@ async def paced_baseline(
         await benchlib.call(session, "POST", pods_url, pod)
 
     async with benchlib.watching(session, pods_url, _EVENTS, on_pod) as task:
-        window.start()
-        start = time.perf_counter()
+        start = window.start()
         deadline = time.monotonic() + limit_s
         first = min(PARALLELISM, count)
         sem = asyncio.Semaphore(CONCURRENCY)
@@ -283,8 +285,7 @@ async def run_job(
         benchlib.watching(session, pods_url, _EVENTS, on_pod) as pods,
         benchlib.watching(session, jobs_url, _EVENTS, on_job) as jobs,
     ):
-        window.start()
-        start = time.perf_counter()
+        start = window.start()
         await benchlib.call(session, "POST", jobs_url, job(count, name))
         deadline = time.monotonic() + limit_s
         while not complete:

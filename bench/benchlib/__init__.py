@@ -61,12 +61,21 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def machine_cpu_seconds() -> float:
-    """CPU time all cores have spent busy since boot, from /proc/stat; NaN without it."""
+def _machine_ticks() -> list[int] | None:
+    """The whole machine's CPU ticks so far from /proc/stat's first line: user nice system
+    idle iowait irq softirq steal (guest and guest_nice, already in user and nice, left out);
+    None where there is no /proc."""
     try:
         with open("/proc/stat") as f:
-            ticks = [int(t) for t in f.readline().split()[1:9]]
+            return [int(t) for t in f.readline().split()[1:9]]
     except OSError:
+        return None
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time all cores have spent busy since boot, from /proc/stat; NaN without it."""
+    ticks = _machine_ticks()
+    if ticks is None:
         return math.nan
     idle, iowait = ticks[3], ticks[4]
     return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
@@ -75,12 +84,9 @@ def machine_cpu_seconds() -> float:
 def machine_cpu_ticks() -> tuple[int, int]:
     """(ticks stolen by the hypervisor, all ticks) of the whole machine so far, from /proc/stat;
     (0, 0) where there is none. On a shared VM the stolen share moves the figures."""
-    try:
-        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    except OSError:
+    ticks = _machine_ticks()
+    if ticks is None:
         return 0, 0
-    # user nice system idle iowait irq softirq steal [guest guest_nice, already in user/nice]
-    ticks = [int(v) for v in first[1:9]]
     return (ticks[7] if len(ticks) > 7 else 0), sum(ticks)
 
 
