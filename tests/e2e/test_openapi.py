@@ -118,7 +118,7 @@ def test_unknown_fields_are_dropped_unless_strict(apiserver: ApiServer) -> None:
     Ignore keep the object without its unknown fields; a patch's are dropped too."""
     ns = namespace(apiserver)
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "nmae": "x"}, "spec": 1}
-    out = apiserver.kubectl("-n", ns, "create", "-f", "-", "--validate=warn", input=json.dumps(cm))
+    apiserver.kubectl("-n", ns, "create", "-f", "-", "--validate=warn", input=json.dumps(cm))
     stored = apiserver.kubectl_json("-n", ns, "get", "configmap", "kept")
     assert "spec" not in stored and "nmae" not in stored["metadata"], stored
     cm["metadata"]["name"] = "quiet"
@@ -127,7 +127,7 @@ def test_unknown_fields_are_dropped_unless_strict(apiserver: ApiServer) -> None:
     )
     assert "Warning" not in out and "configmap/quiet created" in out
     assert "spec" not in apiserver.kubectl_json("-n", ns, "get", "configmap", "quiet")
-    out = apiserver.kubectl(
+    apiserver.kubectl(
         "-n", ns, "patch", "configmap", "kept", "--type=merge", "-p", '{"data": {"a": "b"}, "bogus": 1}'
     )
     patched = apiserver.kubectl_json("-n", ns, "get", "configmap", "kept")
