@@ -53,15 +53,18 @@ import msgspec
 import nats
 import nats.js.errors
 import uvloop
-from kcm_shared import cache, codec, controller, natsconn, subjects
+from kcm_shared import runtime
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.bus import natsconn, subjects
+from kcm_shared.runtime import cache
 from kcm_shared.workqueue import durable, queue
 from kcm_simulator import podstatus
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-CONFIGMAPS = subjects.Resource("", "v1", "configmaps")
-PODS = subjects.Resource("", "v1", "pods")
+CONFIGMAPS = gvr.Resource("", "v1", "configmaps")
+PODS = gvr.Resource("", "v1", "pods")
 RECORDS_ENV = "KCM_BENCH_RECORDS"  # where the latency controller appends its records
 SENT = "sent"  # configmap data key: unix time the client sent the write
 CONCURRENCY = 32  # connections of the closed-loop writers
@@ -79,7 +82,7 @@ class SentView(codec.Meta):
     data: dict[str, str] | None = None
 
 
-def _build(ctx: controller.Context) -> controller.Reconcile:
+def _build(ctx: runtime.Context) -> runtime.Reconcile:
     store = ctx.caches[CONFIGMAPS]
     store.add_handler(
         on_add=lambda obj: ctx.enqueue(codec.key_of(obj.metadata)),
@@ -99,7 +102,7 @@ def _build(ctx: controller.Context) -> controller.Reconcile:
     return reconcile
 
 
-SPEC = controller.Spec(
+SPEC = runtime.Spec(
     name="bench-latency",
     alias="bench-latency",
     primary=CONFIGMAPS,
@@ -600,7 +603,7 @@ async def bus_arrivals(nats_url: str) -> AsyncIterator[dict[str, float]]:
 
     try:
         # A plain subscription sees what JetStream stores, the moment the server takes it.
-        await nc.subscribe(f"kcm.obj.{CONFIGMAPS.tokens}.bench.*", cb=on_msg)
+        await nc.subscribe(f"kcm.obj.{subjects.resource_tokens(CONFIGMAPS)}.bench.*", cb=on_msg)
         yield seen
     finally:
         await nc.close()

@@ -31,11 +31,14 @@ from typing import Any
 
 import msgspec
 from kcm_controllers.job import podview
-from kcm_shared import cache, codec, subjects, tracing
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.base import tracing
+from kcm_shared.bus import subjects
+from kcm_shared.runtime import cache
 from kcm_watcher import objects, publisher, resourcewatch
 from nats.aio.msg import Msg
 
-PODS = subjects.Resource("", "v1", "pods")
+PODS = gvr.Resource("", "v1", "pods")
 NAMESPACE = "bench"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -49,7 +49,8 @@ import msgspec
 from kcm_cli import manifests
 from kcm_cli.controllers import BUILTIN
 from kcm_coordinator import status
-from kcm_shared import controller, subjects
+from kcm_shared.bus import subjects
+from kcm_shared.runtime import controllerflags
 
 NAMESPACE = "bench-cronjob"
 CONTROLLER = "cronjob-controller"
@@ -164,7 +165,7 @@ class Run:
 
 def deployed_replicas() -> int:
     """The cronjob controller's replica count in its deploy.yaml (what k8s/ and compose run)."""
-    return manifests.load(controller.select(BUILTIN, "cronjob")[0]).replicas
+    return manifests.load(controllerflags.select(BUILTIN, "cronjob")[0]).replicas
 
 
 async def partitions_settled(dev: benchlib.Dev, replicas: int) -> dict[int, str]:

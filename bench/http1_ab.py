@@ -1,9 +1,9 @@
-"""Same-run A/B of `kcm_shared.http1` against an older revision's, on the embedded API server.
+"""Same-run A/B of `kcm_shared.client.http1` against an older revision's, on the embedded API server.
 
 The machine this runs on is shared and its speed drifts within a minute, so two runs made
 minutes apart cannot be compared; this interleaves the two clients in one run instead.
 It starts `kcm apiserver --port 0`, loads the other revision's http1.py (`git show
-REV:shared/kcm_shared/http1.py`) as a module of its own, and for `--rounds` rounds runs, for
+REV:shared/kcm_shared/client/http1.py`) as a module of its own, and for `--rounds` rounds runs, for
 each client in turn (the order alternating from round to round): N sequential GETs, N
 sequential POSTs (ConfigMap creates), and N GETs and N POSTs `--concurrency` at a time.
 Printed per phase: this process's CPU per request (the client's cost, which is what a
@@ -31,7 +31,7 @@ from typing import Protocol
 
 import uvloop
 import yaml
-from kcm_shared import http1, kubeclient
+from kcm_shared.client import http1, kubeclient
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ PHASES = ("GET sequential", "POST sequential", "GET concurrent", "POST concurren
 
 def baseline_module(rev: str, workdir: Path) -> types.ModuleType:
     source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:shared/kcm_shared/http1.py"],
+        ["git", "-C", str(ROOT), "show", f"{rev}:shared/kcm_shared/client/http1.py"],
         capture_output=True,
         text=True,
         check=True,

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 import benchlib
 import msgspec
-from kcm_shared import quantity
+from kcm_shared.apimachinery import quantity
 
 NAMESPACE = "bench-quota"
 QUOTA = "pods"

@@ -1,6 +1,6 @@
 """Generate kcm_shared/proto_schema.json, the field table of the built-in API's Go types.
 
-`kcm_apiserver.protobuf` decodes protobuf bodies with it; `kcm_shared.apitypes` compares objects
+`kcm_apiserver.protobuf` decodes protobuf bodies with it; `kcm_shared.apimachinery.apitypes` compares objects
 as Go's typed semantic equality does (which fields are pointers, which zero values are absent).
 
 How it was produced: `python tools/gen_proto_schema.py /usr/bin/kubectl` against kubectl v1.32.4,
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Must match the FLAG_* constants of kcm_apiserver.protobuf and kcm_shared.apitypes, which read this output.
+# Must match the FLAG_* constants of kcm_apiserver.protobuf and kcm_shared.apimachinery.apitypes, which read this output.
 FLAG_REPEATED = 1
 FLAG_INLINE = 2
 FLAG_OMIT_ZERO = 4

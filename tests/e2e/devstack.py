@@ -25,7 +25,7 @@ import kubernetes
 import pytest
 from kcm_cli import dev
 from kcm_cli.controllers import BUILTIN
-from kcm_shared import controller
+from kcm_shared.runtime import controllerflags
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import KCM, KUBECTL, wait_for
@@ -105,7 +105,7 @@ class DevStack:
 
     def controller_pids(self, alias: str) -> list[int]:
         """Pids of the processes running the controller `alias` (canonical name or alias)."""
-        spec = controller.select(BUILTIN, alias)[0]
+        spec = controllerflags.select(BUILTIN, alias)[0]
         pids = []
         for pid, cmd in children(self.proc.pid).items():
             words = cmd.split()

@@ -15,10 +15,11 @@ import json
 import os
 import time
 
-from kcm_shared import codec, controller, subjects
+from kcm_shared import runtime
+from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.workqueue import durable
 
-CONFIGMAPS = subjects.Resource("", "v1", "configmaps")
+CONFIGMAPS = gvr.Resource("", "v1", "configmaps")
 
 
 class ConfigMapView(codec.Meta):
@@ -34,7 +35,7 @@ def _record(entry: dict[str, object]) -> None:
         os.close(fd)
 
 
-def build(ctx: controller.Context) -> controller.Reconcile:
+def build(ctx: runtime.Context) -> runtime.Reconcile:
     store = ctx.caches[CONFIGMAPS]
     store.add_handler(
         on_add=lambda obj: ctx.enqueue(codec.key_of(obj.metadata)),
@@ -61,7 +62,7 @@ def build(ctx: controller.Context) -> controller.Reconcile:
     return reconcile
 
 
-SPEC = controller.Spec(
+SPEC = runtime.Spec(
     name="probe-controller",
     alias="probe",
     primary=CONFIGMAPS,

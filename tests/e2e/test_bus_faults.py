@@ -20,14 +20,15 @@ from typing import Any
 
 import pytest
 from kcm_cli import natsd
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import subjects
 
 from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, wait_for
 from tests.e2e.bus_stack import FAST_LEASE, REPO, Proc
 from tests.e2e.test_watcher import stream_state
 
 MAX_PAYLOAD = 64 * 1024
-DEPLOYMENTS = subjects.Resource("apps", "v1", "deployments")
+DEPLOYMENTS = gvr.Resource("apps", "v1", "deployments")
 RESOURCES = "apps/v1/deployments,apps/v1/replicasets,v1/pods"
 
 

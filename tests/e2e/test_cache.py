@@ -16,7 +16,10 @@ from typing import Any
 import msgspec
 import prometheus_client
 import uvloop
-from kcm_shared import cache, codec, kubeclient, natsconn, selectors, subjects
+from kcm_shared.apimachinery import codec, gvr, selectors
+from kcm_shared.bus import natsconn, subjects
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -49,9 +52,9 @@ TYPICAL_CONTAINERS = [
 ]
 
 
-def new_resource() -> subjects.Resource:
+def new_resource() -> gvr.Resource:
     # A resource of its own per test, so tests sharing the module's server cannot see each other.
-    return subjects.Resource("", "v1", f"pods{next(_names)}")
+    return gvr.Resource("", "v1", f"pods{next(_names)}")
 
 
 def pod(
@@ -67,9 +70,7 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeName": node}, "status": {}}
 
 
-async def publish(
-    js: JetStreamContext, res: subjects.Resource, obj: dict[str, Any], event: str = "ADDED"
-) -> None:
+async def publish(js: JetStreamContext, res: gvr.Resource, obj: dict[str, Any], event: str = "ADDED") -> None:
     meta = obj["metadata"]
     headers = {cache.HEADER_EVENT: event, cache.HEADER_RV: meta["resourceVersion"]}
     if event == cache.DELETED:
@@ -82,13 +83,13 @@ async def publish(
 
 
 async def publish_raw(
-    js: JetStreamContext, res: subjects.Resource, ns: str, name: str, rv: str, body: bytes
+    js: JetStreamContext, res: gvr.Resource, ns: str, name: str, rv: str, body: bytes
 ) -> None:
     headers = {cache.HEADER_EVENT: "MODIFIED", cache.HEADER_RV: rv}
     await js.publish(subjects.object_subject(res, ns, name), body, headers=headers)
 
 
-async def marker(js: JetStreamContext, res: subjects.Resource, rv: str) -> None:
+async def marker(js: JetStreamContext, res: gvr.Resource, rv: str) -> None:
     await js.publish(subjects.progress_subject(res), b"", headers={cache.HEADER_RV: rv})
 
 
@@ -134,14 +135,14 @@ async def connect(url: str) -> tuple[Client, JetStreamContext]:
     return nc, js
 
 
-def decode_errors(res: subjects.Resource) -> float:
+def decode_errors(res: gvr.Resource) -> float:
     value = prometheus_client.REGISTRY.get_sample_value(
         "kcm_cache_decode_errors_total", {"resource": str(res)}
     )
     return value or 0.0
 
 
-def resync_count(res: subjects.Resource) -> float:
+def resync_count(res: gvr.Resource) -> float:
     value = prometheus_client.REGISTRY.get_sample_value("kcm_cache_resyncs_total", {"resource": str(res)})
     return value or 0.0
 
@@ -389,7 +390,7 @@ def test_current_resource_version_from_the_api_server(apiserver: ApiServer) -> N
     async def body() -> None:
         client = kubeclient.KubeClient(kubeclient.load_connection(str(apiserver.kubeconfig)))
         try:
-            res = subjects.Resource("", "v1", "configmaps")
+            res = gvr.Resource("", "v1", "configmaps")
             before = await cache.current_resource_version(client, res)
             await client.create(
                 kubeclient.resource_path("", "v1", "configmaps", "default"), {"metadata": {"name": "rv"}}

@@ -16,7 +16,7 @@ import os
 import signal
 from typing import Any
 
-from kcm_controllers.clusterroleaggregation import clusterroleaggregation
+from kcm_controllers.clusterroleaggregation import controller as clusterroleaggregation
 
 from tests.conftest import wait_for
 from tests.e2e import devstack

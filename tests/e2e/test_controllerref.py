@@ -15,11 +15,13 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_shared import codec, controllerref, kubeclient, selectors, subjects
+from kcm_shared.apimachinery import codec, gvr, selectors
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import controllerref
 
 from tests.conftest import ApiServer
 
-PODS = subjects.Resource("", "v1", "pods")
+PODS = gvr.Resource("", "v1", "pods")
 _names = itertools.count()
 SELECTOR = selectors.label_selector_from_dict({"matchLabels": {"app": "claim"}})
 

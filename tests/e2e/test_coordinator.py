@@ -22,7 +22,7 @@ import aiohttp
 import nats
 import pytest
 import uvloop
-from kcm_shared import healthbeat, membership
+from kcm_shared.bus import healthbeat, membership
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
-from kcm_shared import subjects
+from kcm_shared.bus import subjects
 
 from tests.conftest import wait_for
 from tests.e2e import devstack

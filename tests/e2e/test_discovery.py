@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from kcm_shared import discovery, kubeclient, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import discovery, kubeclient
 
 from tests.conftest import ApiServer
 
@@ -94,7 +95,7 @@ def test_groups_that_fail_or_hang_are_reported_and_the_rest_is_mapped() -> None:
                 await client.close()
         assert mapper.failed_groups == {"slow.example.com", "broken.example.com"}
         found = {r.resource for r in mapper.resources}
-        assert found == {subjects.Resource("", "v1", "pods"), subjects.Resource("apps", "v1", "deployments")}
+        assert found == {gvr.Resource("", "v1", "pods"), gvr.Resource("apps", "v1", "deployments")}
         assert mapper.for_kind("apps/v1", "Deployment").resource.resource == "deployments"
 
     asyncio.run(scenario())
@@ -123,5 +124,5 @@ def test_the_embedded_api_server_is_discovered_whole(apiserver: ApiServer) -> No
 
     mapper = asyncio.run(scenario())
     assert mapper.failed_groups == frozenset()
-    assert mapper.for_kind("apps/v1", "ReplicaSet").resource == subjects.Resource("apps", "v1", "replicasets")
+    assert mapper.for_kind("apps/v1", "ReplicaSet").resource == gvr.Resource("apps", "v1", "replicasets")
     assert mapper.for_kind("v1", "Pod").resource.resource == "pods"

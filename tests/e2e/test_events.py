@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import uvloop
-from kcm_shared import events, kubeclient
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import events
 
 from tests.conftest import ApiServer
 

@@ -1,4 +1,4 @@
-"""`kcm_shared.http1` against real sockets: a scripted HTTP/1.1 server answers each request
+"""`kcm_shared.client.http1` against real sockets: a scripted HTTP/1.1 server answers each request
 with bytes a test chooses, so framing, reuse and every failure mode are driven for real."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import uvloop
-from kcm_shared import http1
+from kcm_shared.client import http1
 
 from tests.conftest import self_signed_cert
 

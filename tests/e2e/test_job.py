@@ -328,7 +328,7 @@ def test_suspend_deletes_pods_and_resume_restarts_the_clock(stack: devstack.DevS
     # The clock of activeDeadlineSeconds starts again at the resume.
     assert job["status"]["startTime"] == cond["lastTransitionTime"] >= started
     wait_for(lambda: len(pods_of(stack, ns, "sus")) == 2, 20, what="pods again after resume")
-    # Events are written after the status (kcm_shared.events sends them at low priority).
+    # Events are written after the status (kcm_shared.runtime.events sends them at low priority).
     wait_for(
         lambda: all(m in describe_events(stack, ns, "sus") for m in ("Job suspended", "Job resumed")),
         10,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from aiohttp import web
-from kcm_shared import kubeclient
+from kcm_shared.client import kubeclient
 
 from tests.conftest import ApiServer, start_apiserver
 
@@ -123,7 +123,7 @@ def test_retry_on_conflict_rereads_and_wins_against_a_concurrent_writer(apiserve
 
 def test_requests_made_inside_a_span_carry_its_traceparent() -> None:
     from aiohttp import web
-    from kcm_shared import tracing
+    from kcm_shared.base import tracing
 
     seen: list[str] = []
 

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 
 import uvloop
-from kcm_shared import kubeclient, leaderelection
+from kcm_shared.bus import leaderelection
+from kcm_shared.client import kubeclient
 
 from tests.conftest import ApiServer
 

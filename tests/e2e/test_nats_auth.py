@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import nats
 import nats.errors
 import uvloop
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import subjects
 from nats.aio.client import Client
 from nats.js import api
 from nats.js.errors import NotFoundError
@@ -157,7 +158,7 @@ def test_a_secrets_data_never_reaches_the_bus(stack: DevStack) -> None:
     stack.kubectl(
         "create", "secret", "generic", "db", "-n", "secrets", "--from-literal=password=hunter2-swordfish"
     )
-    subject = subjects.object_subject(subjects.Resource("", "v1", "secrets"), "secrets", "db")
+    subject = subjects.object_subject(gvr.Resource("", "v1", "secrets"), "secrets", "db")
 
     async def body(nc: Client, errors: list[str]) -> bytes | None:
         try:

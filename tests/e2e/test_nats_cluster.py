@@ -18,14 +18,15 @@ import nats.errors
 import pytest
 import uvloop
 from kcm_cli import natsd
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import subjects
 from nats.aio.client import Client
 from nats.js.errors import Error as JetStreamError
 
 from tests.conftest import ApiServer, NatsProc, wait_for
 from tests.e2e import bus_stack
 
-CONFIGMAPS = subjects.Resource("", "v1", "configmaps")
+CONFIGMAPS = gvr.Resource("", "v1", "configmaps")
 STREAMS = (subjects.OBJECTS_STREAM, subjects.work_stream("probe-controller"), subjects.DLQ_STREAM)
 
 
@@ -148,7 +149,7 @@ def test_streams_are_replicated_and_survive_losing_a_server(
 
 
 def test_replicas_beyond_a_single_server_fail_with_the_servers_reason(nats_server: NatsProc) -> None:
-    from kcm_shared import natsconn
+    from kcm_shared.bus import natsconn
 
     async def body() -> str:
         nc = await nats.connect(nats_server.url)

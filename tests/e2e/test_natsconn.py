@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import uvloop
-from kcm_shared import natsconn
+from kcm_shared.bus import natsconn
 
 from tests.conftest import KCM, NatsProc, self_signed_cert, start_nats
 

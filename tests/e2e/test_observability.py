@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import nats
 import pytest
 from aiohttp import web
-from kcm_shared import subjects
+from kcm_shared.bus import subjects
 from nats.js import api
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 

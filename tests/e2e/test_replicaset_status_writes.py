@@ -12,9 +12,12 @@ import json
 import textwrap
 from typing import Any, cast
 
-from kcm_controllers.replicaset import replicaset
-from kcm_shared import cache, codec, kubeclient, podcontrol, podranking
-from kcm_shared import replicastatus as status
+from kcm_controllers.replicaset import controller as replicaset
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podcontrol, podranking
+from kcm_shared.controllerutil.replicaset import replicastatus as status
+from kcm_shared.runtime import cache
 
 from tests.conftest import ApiServer
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kcm_controllers.rootcacertpublisher import publisher
+from kcm_controllers.rootcacertpublisher import controller as publisher
 
 from tests import certs
 from tests.conftest import wait_for

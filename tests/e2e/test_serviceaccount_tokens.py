@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kcm_shared import satoken
+from kcm_shared.apis import satoken
 
 from tests.conftest import wait_for
 from tests.e2e import devstack

@@ -16,7 +16,7 @@ from typing import Any
 import nats
 import pytest
 from kcm_cli import natsd
-from kcm_shared import subjects
+from kcm_shared.bus import subjects
 
 from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, start_nats, wait_for
 from tests.e2e.bus_stack import ADMIN, Proc, Stack, identities, wait_owned

@@ -25,7 +25,9 @@ from typing import Any
 import nats
 import pytest
 import uvloop
-from kcm_shared import cache, codec, natsconn, subjects
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.bus import natsconn, subjects
+from kcm_shared.runtime import cache
 from nats.js import api
 
 from tests.conftest import (
@@ -39,7 +41,7 @@ from tests.conftest import (
     wait_for,
 )
 
-CM = subjects.Resource("", "v1", "configmaps")
+CM = gvr.Resource("", "v1", "configmaps")
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -375,7 +377,7 @@ def test_custom_resources_of_a_crd_created_later_are_published(
         lambda: "created" in apiserver.kubectl("apply", "-f", "-", input=widget, check=False),
         what="widget created",
     )
-    subject = subjects.object_subject(subjects.Resource("example.com", "v1", "widgets"), "default", "w.1")
+    subject = subjects.object_subject(gvr.Resource("example.com", "v1", "widgets"), "default", "w.1")
     data = wait_for(lambda: last_on(nats_server, subject).data, what="widget published")
     assert json.loads(data)["size"] == 3
 
@@ -385,7 +387,7 @@ def test_sync_request_answers_once_the_stream_reached_the_resource_version(
 ) -> None:
     core = core_api(apiserver)
     rv = create_cm(core, "sync-probe").metadata.resource_version
-    for res in (CM, subjects.Resource("apps", "v1", "deployments")):
+    for res in (CM, gvr.Resource("apps", "v1", "deployments")):
         body = {"group": res.group, "version": res.version, "resource": res.resource, "resourceVersion": rv}
         reply = uvloop.run(_request(nats_server.url, subjects.WATCHER_SYNC, body, wait=20))
         assert reply["ok"] is True, reply

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import uvloop
-from kcm_shared import natsconn, subjects, tracing
+from kcm_shared.base import tracing
+from kcm_shared.bus import natsconn, subjects
 from kcm_shared.workqueue import durable, ratelimit
 from nats.aio.client import Client
 from nats.js import JetStreamContext

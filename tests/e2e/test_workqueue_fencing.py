@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kcm_shared import fencing
+from kcm_shared.bus import fencing
 from kcm_shared.workqueue import durable
 
 from tests.conftest import NatsProc

@@ -1,10 +1,10 @@
-"""kcm_shared.addafter.AddAfter: upstream AddAfter's coalescing of delayed adds."""
+"""kcm_shared.runtime.addafter.AddAfter: upstream AddAfter's coalescing of delayed adds."""
 
 from __future__ import annotations
 
 import asyncio
 
-from kcm_shared import addafter
+from kcm_shared.runtime import addafter
 
 
 def test_a_waiting_key_is_added_once_and_zero_delay_adds_at_once() -> None:

@@ -1,11 +1,11 @@
-"""kcm_shared.apitypes: typed semantic equality as Go's apiequality.Semantic.DeepEqual sees it."""
+"""kcm_shared.apimachinery.apitypes: typed semantic equality as Go's apiequality.Semantic.DeepEqual sees it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from kcm_shared import apitypes
+from kcm_shared.apimachinery import apitypes
 
 POD_SPEC = "k8s.io.api.core.v1.PodSpec"
 C = {"name": "c", "image": "nginx"}

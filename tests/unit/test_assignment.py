@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 from kcm_coordinator import assignment, state
-from kcm_shared import membership
+from kcm_shared.bus import membership
 
 
 @pytest.mark.parametrize(

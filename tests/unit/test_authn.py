@@ -16,7 +16,7 @@ from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.store import Store
 from kcm_cli import pki
-from kcm_shared import satoken
+from kcm_shared.apis import satoken
 
 NS = "ns"
 

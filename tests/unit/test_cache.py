@@ -10,7 +10,10 @@ from typing import Any, cast
 
 import pytest
 import uvloop
-from kcm_shared import cache, codec, kubeclient, subjects
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.bus import subjects
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache
 from nats.aio.msg import Msg
 
 
@@ -32,7 +35,7 @@ def test_rv_at_least(have: str, want: str, expected: bool) -> None:
     assert cache.rv_at_least(have, want) is expected
 
 
-RES = subjects.Resource("", "v1", "configmaps")
+RES = gvr.Resource("", "v1", "configmaps")
 
 
 def _cache(client: Any = None) -> cache.Cache[codec.Meta]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kcm_shared import cancellation
+from kcm_shared.base import cancellation
 
 
 def test_a_loop_stops_although_wait_for_returned_the_reply_instead_of_the_cancel() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_controllers.clusterroleaggregation import rules
-from kcm_shared import selectors
+from kcm_shared.apimachinery import selectors
 
 HAMMER = [{"verbs": ["hammer"], "resources": ["nails"]}, {"verbs": ["hammer"], "resources": ["wedges"]}]
 CHISEL = [{"verbs": ["chisel"], "resources": ["mortises"]}]

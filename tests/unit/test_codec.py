@@ -6,7 +6,7 @@ import datetime as dt
 
 import msgspec
 import pytest
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 POD = b"""{"apiVersion": "v1", "kind": "Pod",
  "metadata": {"name": "web-1", "namespace": "prod", "uid": "u-1", "resourceVersion": "42",

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 from kcm_cli import controllers, main
-from kcm_shared import controller
+from kcm_shared import runtime
+from kcm_shared.runtime import controllerflags, manager
 
 
 @pytest.mark.parametrize(
@@ -28,21 +29,19 @@ def test_the_garbage_collector_has_no_alias_derived_flag() -> None:
         main.parser().parse_args(["controllers", "--concurrent-garbagecollector-syncs", "7"])
 
 
-def _spec(name: str, declare: Callable[[controller.FlagSet], None]) -> controller.Spec:
-    return controller.Spec(
-        name=name, alias=name, primary=None, views={}, build=lambda ctx: _noop, flags=declare
-    )
+def _spec(name: str, declare: Callable[[runtime.FlagSet], None]) -> runtime.Spec:
+    return runtime.Spec(name=name, alias=name, primary=None, views={}, build=lambda ctx: _noop, flags=declare)
 
 
 async def _noop(key: str) -> None:
     return None
 
 
-def _root_ca(p: controller.FlagSet) -> None:
+def _root_ca(p: runtime.FlagSet) -> None:
     p.add_argument("--root-ca-file", help="first")
 
 
-def _root_ca_and_period(p: controller.FlagSet) -> None:
+def _root_ca_and_period(p: runtime.FlagSet) -> None:
     p.add_argument("--root-ca-file", help="second")
     p.add_argument("--clean-up-period", default="8760h")
     p.add_argument("--allocate", action="store_true")
@@ -53,14 +52,14 @@ SPECS = [_spec("one", _root_ca), _spec("two", _root_ca_and_period)]
 
 def test_a_spec_declares_its_own_flags_and_a_shared_one_once() -> None:
     p = argparse.ArgumentParser()
-    controller.add_arguments(p, SPECS)
+    controllerflags.add_arguments(p, SPECS)
     args = p.parse_args(["--root-ca-file", "/ca.crt", "--allocate"])
     assert (args.root_ca_file, args.clean_up_period, args.allocate) == ("/ca.crt", "8760h", True)
     assert [a.help for a in p._actions if "--root-ca-file" in a.option_strings] == ["first"]
 
 
 def test_kcm_dev_passes_through_exactly_the_controllers_flags() -> None:
-    known = controller.passthrough_flags(SPECS)
+    known = controllerflags.passthrough_flags(SPECS)
     assert known["--root-ca-file"] and known["--clean-up-period"] and not known["--allocate"]
     assert known["--concurrent-one-syncs"] and known["--max-deliveries"]
     assert "--nats-url" not in known and "--controllers" not in known
@@ -101,13 +100,13 @@ def test_clean_up_period_is_a_go_duration_defaulting_to_a_year() -> None:
 
 
 def test_the_token_controller_runs_only_with_a_private_key() -> None:
-    specs = controller.select(controllers.BUILTIN, "serviceaccount-token,garbagecollector")
+    specs = controllerflags.select(controllers.BUILTIN, "serviceaccount-token,garbagecollector")
     without = main.parser().parse_args(["controllers"])
-    assert [s.name for s in controller.runnable(specs, without)] == ["garbage-collector-controller"]
+    assert [s.name for s in manager.runnable(specs, without)] == ["garbage-collector-controller"]
     with pytest.raises(SystemExit, match="no private key"):
-        controller.runnable([s for s in specs if s.alias == "serviceaccount-token"], without)
+        manager.runnable([s for s in specs if s.alias == "serviceaccount-token"], without)
     with_key = main.parser().parse_args(["controllers", "--service-account-private-key-file=/k"])
-    assert {s.name for s in controller.runnable(specs, with_key)} == {
+    assert {s.name for s in manager.runnable(specs, with_key)} == {
         "garbage-collector-controller",
         "serviceaccount-token-controller",
     }
@@ -122,6 +121,6 @@ def test_the_token_controller_runs_only_with_a_private_key() -> None:
     ],
 )
 def test_the_token_cleaner_is_selected_by_any_of_its_names(name: str) -> None:
-    (spec,) = controller.select(controllers.BUILTIN, name)
+    (spec,) = controllerflags.select(controllers.BUILTIN, name)
     assert spec.name == "legacy-serviceaccount-token-cleaner-controller"
-    assert spec not in controller.select(controllers.BUILTIN, f"*,-{name}")
+    assert spec not in controllerflags.select(controllers.BUILTIN, f"*,-{name}")

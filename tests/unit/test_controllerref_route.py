@@ -4,7 +4,8 @@ updatePod / addPod cases shared by the ReplicaSet, DaemonSet and StatefulSet con
 from __future__ import annotations
 
 import pytest
-from kcm_shared import codec, controllerref
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import controllerref
 
 OWNERS = {"a": codec.Meta(metadata=codec.ObjectMeta(name="a", namespace="ns", uid="ua"))}
 MATCHING = [codec.Meta(metadata=codec.ObjectMeta(name="m", namespace="ns", uid="um"))]

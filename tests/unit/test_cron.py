@@ -1,4 +1,4 @@
-"""kcm_shared.cron against robfig/cron v3's own cases (spec_test.go TestActivation and
+"""kcm_shared.apis.cron against robfig/cron v3's own cases (spec_test.go TestActivation and
 TestNext, on five fields: their seconds field is always 0 here) and its parser's errors."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import datetime as dt
 import zoneinfo
 
 import pytest
-from kcm_shared import cron, goduration
+from kcm_shared.apimachinery import goduration
+from kcm_shared.apis import cron
 
 NY = zoneinfo.ZoneInfo("America/New_York")
 

@@ -12,8 +12,9 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.cronjob import cronjob_controller, utils
-from kcm_shared import kubeclient
+from kcm_controllers.cronjob import controller as cronjob_controller
+from kcm_controllers.cronjob import utils
+from kcm_shared.client import kubeclient
 
 NOW = dt.datetime(2026, 11, 24, 10, 30, 20, tzinfo=dt.UTC)
 DUE = dt.datetime(2026, 11, 24, 10, 30, tzinfo=dt.UTC)  # `* * * * *`: the minute just begun

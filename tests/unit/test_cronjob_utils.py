@@ -9,7 +9,8 @@ import zoneinfo
 
 import pytest
 from kcm_controllers.cronjob import utils
-from kcm_shared import codec, cron
+from kcm_shared.apimachinery import codec
+from kcm_shared.apis import cron
 
 TOP = dt.datetime(2016, 5, 19, 10, 0, tzinfo=dt.UTC)  # upstream's topOfTheHour, a Thursday
 

@@ -1,6 +1,6 @@
 """The DaemonSet controller's pure helpers, with upstream's table cases where it has them
 (daemon_controller_test.go TestNodeShouldRunDaemonPod and friends, util/daemonset_util_test.go,
-update_test.go), plus kcm_shared.nodeaffinity and kcm_shared.intstr."""
+update_test.go), plus kcm_shared.apis.nodeaffinity and kcm_shared.apimachinery.intstr."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.daemonset import daemon_controller, update, util, views
-from kcm_shared import cache, history, intstr, kubeclient, nodeaffinity, podcontrol, selectors
+from kcm_controllers.daemonset import controller as daemon_controller
+from kcm_controllers.daemonset import update, util, views
+from kcm_shared.apimachinery import intstr, selectors
+from kcm_shared.apis import nodeaffinity
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import history, podcontrol
+from kcm_shared.runtime import cache
 
 Obj = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -446,7 +451,7 @@ def test_failed_pod_backoff_doubles_up_to_the_cap() -> None:
     assert b.get("k") == 1.0
 
 
-# --- kcm_shared.nodeaffinity --------------------------------------------------------------------
+# --- kcm_shared.apis.nodeaffinity --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 from kcm_cli import controllers, main, natsauth
-from kcm_shared import controller, tracing
+from kcm_shared.base import tracing
+from kcm_shared.runtime import controllerflags
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "tests" / "data" / "compose-spec.json"
@@ -192,7 +193,7 @@ def test_every_builtin_controller_is_its_own_scaled_service() -> None:
     for name, service in kcm_services().items():
         args = kcm_args(service)
         if args.command == "controller":
-            (spec,) = controller.select(controllers.BUILTIN, args.name)
+            (spec,) = controllerflags.select(controllers.BUILTIN, args.name)
             assert spec.name not in running, f"{spec.name} runs in {running.get(spec.name)} and {name}"
             running[spec.name] = name
             assert service["deploy"]["replicas"] >= 1, name

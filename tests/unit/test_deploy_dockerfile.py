@@ -202,7 +202,7 @@ def test_state_secrets_and_tooling_stay_out_of_the_context() -> None:
         "shared/kcm_shared/__pycache__/x.cpython-311.pyc",
     ):
         assert excluded(path), path
-    assert not excluded("shared/kcm_shared/controller.py")
+    assert not excluded("shared/kcm_shared/runtime/manager.py")
 
 
 def test_dockerignore_matching_follows_docker() -> None:

@@ -28,7 +28,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from kcm_cli import controllers, main, natsauth
-from kcm_shared import controller
+from kcm_shared.runtime import controllerflags
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
@@ -254,7 +254,7 @@ def test_every_builtin_controller_has_its_own_deployment_and_service_account() -
     for w in kcm_workloads(objs):
         args = parsed_args(pod_spec(w)["containers"][0])
         if args.command == "controller":
-            (spec,) = controller.select(controllers.BUILTIN, args.name)
+            (spec,) = controllerflags.select(controllers.BUILTIN, args.name)
             assert spec.name not in running, f"{spec.name} deployed twice"
             running[spec.name] = w
     assert set(running) == {spec.name for spec in controllers.BUILTIN}
@@ -282,13 +282,13 @@ RECORDS_NO_EVENTS = {
 
 def test_controllers_may_list_what_their_caches_hold() -> None:
     """Before acting, a replica lists each cached resource (limit=1) to learn the API server's
-    resourceVersion (kcm_shared.controller, invariant 6): its Role must allow that list."""
+    resourceVersion (kcm_shared.runtime, invariant 6): its Role must allow that list."""
     objs = render("overlays/dev")
     for w in kcm_workloads(objs):
         args = parsed_args(pod_spec(w)["containers"][0])
         if args.command != "controller":
             continue
-        (spec,) = controller.select(controllers.BUILTIN, args.name)
+        (spec,) = controllerflags.select(controllers.BUILTIN, args.name)
         sa = pod_spec(w)["serviceAccountName"]
         for res in spec.views:
             path = (
@@ -385,7 +385,7 @@ def test_pods_are_hardened_probed_and_sized(overlay: str) -> None:
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_probes_and_scrape_annotations_name_the_port_and_paths_the_service_serves(overlay: str) -> None:
-    # kcm_shared.opsserver serves these on --ops-port; /livez and /readyz are each process's
+    # kcm_shared.bus.opsserver serves these on --ops-port; /livez and /readyz are each process's
     # own checks (the coordinator's aggregate of the controllers' health is /healthz only).
     for w in kcm_workloads(render(f"overlays/{overlay}")):
         name = w["metadata"]["name"]

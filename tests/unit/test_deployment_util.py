@@ -8,8 +8,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_controllers.deployment import deployment_controller, util, views
-from kcm_shared import codec
+from kcm_controllers.deployment import controller as deployment_controller
+from kcm_controllers.deployment import util, views
+from kcm_shared.apimachinery import codec
 
 T0 = dt.datetime(2016, 5, 20, 0, 0, tzinfo=dt.UTC)
 OLDER, OLD, NEW = T0, T0 + dt.timedelta(hours=1), T0 + dt.timedelta(hours=2)

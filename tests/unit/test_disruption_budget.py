@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 from kcm_controllers.disruption import budget
-from kcm_shared import codec, intstr
+from kcm_shared.apimachinery import codec, intstr
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 

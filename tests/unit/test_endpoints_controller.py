@@ -11,9 +11,11 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.endpoint import endpoints_controller as ec
+from kcm_controllers.endpoint import controller as ec
 from kcm_controllers.endpoint import subsets as sub
-from kcm_shared import cache, endpointutil, events, kubeclient
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil.endpoints import endpointutil
+from kcm_shared.runtime import cache, events
 
 NS = "default"
 CREATED = "2024-01-01T00:00:00Z"

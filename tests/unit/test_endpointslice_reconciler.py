@@ -11,10 +11,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_controllers.endpointslice import endpointslice_controller as esc
+from kcm_controllers.endpointslice import controller as esc
 from kcm_controllers.endpointslice import reconciler, utils, views
-from kcm_shared import codec, endpointutil
-from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil.endpoints import endpointutil
+from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
 
 NS = "test"
 NODE = codec.Meta(metadata=codec.ObjectMeta(name="node-1"))

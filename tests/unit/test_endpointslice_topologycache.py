@@ -9,7 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_controllers.endpointslice import reconciler, topologycache, views
-from kcm_shared import codec, endpointutil
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil.endpoints import endpointutil
 
 TC = topologycache
 

@@ -13,10 +13,10 @@ import pytest
 from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.store import Store
-from kcm_controllers.endpointslicemirroring import endpointslicemirroring_controller as ctl
+from kcm_controllers.endpointslicemirroring import controller as ctl
 from kcm_controllers.endpointslicemirroring import reconciler, utils
-from kcm_shared import events
-from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.runtime import events
 
 Obj = dict[str, Any]
 

@@ -1,9 +1,9 @@
-"""kcm_shared.endpointslicetracker: upstream endpointslice_tracker_test.go's cases."""
+"""kcm_shared.controllerutil.endpoints.endpointslicetracker: upstream endpointslice_tracker_test.go's cases."""
 
 from __future__ import annotations
 
 import pytest
-from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
 
 SVC = ("ns1", "svc1")
 

@@ -1,4 +1,4 @@
-"""kcm_shared.endpointutil against upstream's table cases (pkg/controller/util/endpoint
+"""kcm_shared.controllerutil.endpoints.endpointutil against upstream's table cases (pkg/controller/util/endpoint
 controller_utils_test.go, trigger_time_tracker_test.go, pkg/api/v1/pod util_test.go FindPort,
 pkg/api/v1/endpoints util_test.go TestPackSubsets)."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_shared import codec
-from kcm_shared import endpointutil as eu
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil.endpoints import endpointutil as eu
 
 
 def pod(**fields: Any) -> eu.EndpointPodView:

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import uvloop
-from kcm_shared import codec, events, kubeclient
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import events
 
 
 class RecordingClient(kubeclient.KubeClient):

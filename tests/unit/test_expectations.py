@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kcm_shared import expectations
+from kcm_shared.controllerutil import expectations
 
 
 class FakeClock:

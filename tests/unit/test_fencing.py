@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 import uvloop
-from kcm_shared import fencing, kubeclient, membership
+from kcm_shared.bus import fencing, membership
+from kcm_shared.client import kubeclient
 
 
 def run(body: Coroutine[Any, Any, None]) -> None:
@@ -152,7 +153,7 @@ def test_client_asks_the_guard_before_every_write_and_never_for_reads() -> None:
 
 def test_events_queued_in_a_reconcile_are_dropped_once_its_claim_is_void() -> None:
     async def body() -> None:
-        from kcm_shared import events
+        from kcm_shared.runtime import events
 
         written: list[str] = []
 

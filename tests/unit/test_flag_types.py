@@ -1,11 +1,11 @@
-"""kcm_shared.flags' argparse types for controllers' own flags."""
+"""kcm_shared.bus.flags' argparse types for controllers' own flags."""
 
 from __future__ import annotations
 
 import argparse
 
 import pytest
-from kcm_shared import flags
+from kcm_shared.bus import flags
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("0s", 0.0), ("1.5s", 1.5), ("2m", 120.0)])

@@ -7,7 +7,7 @@ import io
 import msgspec
 import pytest
 from kcm_coordinator import fleethealth, status
-from kcm_shared import healthbeat
+from kcm_shared.bus import healthbeat
 
 
 class Clock:

@@ -12,8 +12,12 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.garbagecollector import garbagecollector, graph
-from kcm_shared import codec, controller, discovery, events, kubeclient
+from kcm_controllers.garbagecollector import controller as garbagecollector
+from kcm_controllers.garbagecollector import graph
+from kcm_shared import runtime
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import discovery, kubeclient
+from kcm_shared.runtime import events
 from kcm_shared.workqueue import durable
 
 CONFIGMAPS = "/api/v1/namespaces/ns/configmaps"
@@ -77,7 +81,7 @@ class FakeApi:
         return {}
 
 
-class RecordingContext(controller.Context):
+class RecordingContext(runtime.Context):
     async def hand_off(self, key: str) -> None:
         self.handed_off.append(key)
 

@@ -1,9 +1,10 @@
-"""The REST mapper the garbage collector builds from discovery (kcm_shared.discovery)."""
+"""The REST mapper the garbage collector builds from discovery (kcm_shared.client.discovery)."""
 
 from __future__ import annotations
 
 import pytest
-from kcm_shared import discovery, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import discovery
 
 CORE = {
     "resources": [
@@ -38,15 +39,13 @@ def mapper() -> discovery.Mapper:
 @pytest.mark.parametrize(
     ("api_version", "kind", "resource", "namespaced"),
     [
-        ("v1", "ConfigMap", subjects.Resource("", "v1", "configmaps"), True),
-        ("v1", "Node", subjects.Resource("", "v1", "nodes"), False),
-        ("apps/v1", "Deployment", subjects.Resource("apps", "v1", "deployments"), True),
-        ("apps/v1beta1", "Deployment", subjects.Resource("apps", "v1beta1", "deployments"), True),
+        ("v1", "ConfigMap", gvr.Resource("", "v1", "configmaps"), True),
+        ("v1", "Node", gvr.Resource("", "v1", "nodes"), False),
+        ("apps/v1", "Deployment", gvr.Resource("apps", "v1", "deployments"), True),
+        ("apps/v1beta1", "Deployment", gvr.Resource("apps", "v1beta1", "deployments"), True),
     ],
 )
-def test_kind_maps_to_resource(
-    api_version: str, kind: str, resource: subjects.Resource, namespaced: bool
-) -> None:
+def test_kind_maps_to_resource(api_version: str, kind: str, resource: gvr.Resource, namespaced: bool) -> None:
     found = mapper().for_kind(api_version, kind)
     assert (found.resource, found.namespaced) == (resource, namespaced)
 
@@ -65,5 +64,5 @@ def test_preferred_with_verbs_skips_subresources_and_other_versions() -> None:
 
 
 def test_api_version() -> None:
-    assert discovery.api_version(subjects.Resource("", "v1", "pods")) == "v1"
-    assert discovery.api_version(subjects.Resource("apps", "v1", "deployments")) == "apps/v1"
+    assert discovery.api_version(gvr.Resource("", "v1", "pods")) == "v1"
+    assert discovery.api_version(gvr.Resource("apps", "v1", "deployments")) == "apps/v1"

@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 from kcm_controllers.garbagecollector import graph
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -1,11 +1,11 @@
-"""kcm_shared.gcpolicy: the collector settings every service process starts with."""
+"""kcm_shared.base.gcpolicy: the collector settings every service process starts with."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from kcm_shared import gcpolicy
+from kcm_shared.base import gcpolicy
 
 
 def test_configure_sets_thresholds_and_freezes_the_start_up_heap() -> None:

@@ -1,4 +1,4 @@
-"""kcm_shared.history: upstream's pkg/controller/history cases (controller_history_test.go)
+"""kcm_shared.controllerutil.history: upstream's pkg/controller/history cases (controller_history_test.go)
 for naming, hashing, equality, sorting and creation with name collisions."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_shared import codec, history, kubeclient
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import history
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 A1 = b'{"a":1}'

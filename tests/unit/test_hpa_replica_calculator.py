@@ -12,7 +12,7 @@ import datetime as dt
 
 import msgspec
 import pytest
-from kcm_controllers.podautoscaler import horizontal
+from kcm_controllers.podautoscaler import controller as horizontal
 from kcm_controllers.podautoscaler import replica_calculator as calc
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -17,8 +17,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from kcm_cli import pki
 from kcm_controllers.legacytokencleaner import podsecrets
-from kcm_controllers.serviceaccounttoken import tokens_controller
-from kcm_shared import satoken
+from kcm_controllers.serviceaccounttoken import controller as tokens_controller
+from kcm_shared.apis import satoken
 
 
 def test_files_are_made_once_as_kubeadm_makes_them(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from kcm_controllers.job import pod_failure_policy
 from kcm_controllers.job.podview import JobPodView
-from kcm_shared import podranking
+from kcm_shared.controllerutil import podranking
 
 Doc = dict[str, Any]
 

@@ -10,7 +10,7 @@ import datetime as dt
 from typing import Any
 
 from kcm_controllers.job import tracking
-from kcm_shared import podcontrol
+from kcm_shared.controllerutil import podcontrol
 
 from tests.unit.test_job_tracking_crash import (
     NS,

@@ -20,8 +20,12 @@ from typing import Any, ClassVar, cast
 
 import msgspec
 import pytest
-from kcm_controllers.job import job_controller, jobview, podview, tracking
-from kcm_shared import cache, kubeclient, podcontrol, selectors
+from kcm_controllers.job import controller as job_controller
+from kcm_controllers.job import jobview, podview, tracking
+from kcm_shared.apimachinery import selectors
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podcontrol
+from kcm_shared.runtime import cache
 
 NS = "ns"
 UID = "job-uid"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from kcm_shared import leaderelection
-from kcm_shared.leaderelection import Observer, Record
+from kcm_shared.bus import leaderelection
+from kcm_shared.bus.leaderelection import Observer, Record
 
 
 class FakeClock:
@@ -138,7 +138,7 @@ def test_flags_default_like_upstream() -> None:
 
 
 def test_flags_build_an_elector_or_none() -> None:
-    from kcm_shared import kubeclient
+    from kcm_shared.client import kubeclient
 
     client = kubeclient.KubeClient(kubeclient.Connection("http://127.0.0.1:1"))
     assert leaderelection.from_args(parse("--leader-elect=false"), client, "me") is None
@@ -158,7 +158,7 @@ def test_flags_build_an_elector_or_none() -> None:
 
 
 def test_inconsistent_durations_are_refused() -> None:
-    from kcm_shared import kubeclient
+    from kcm_shared.client import kubeclient
 
     client = kubeclient.KubeClient(kubeclient.Connection("http://127.0.0.1:1"))
     with pytest.raises(ValueError):

@@ -9,9 +9,17 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.legacytokencleaner import cleaner, podsecrets
-from kcm_shared import cache, kubeclient
-from kcm_shared.serviceaccounts import PODS, SECRETS, SERVICEACCOUNTS, SecretView, ServiceAccountView
+from kcm_controllers.legacytokencleaner import controller as cleaner
+from kcm_controllers.legacytokencleaner import podsecrets
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil.serviceaccounts import (
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    SecretView,
+    ServiceAccountView,
+)
+from kcm_shared.runtime import cache
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 PERIOD = 365 * 24 * 3600.0

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from kcm_controllers.namespace import conditions as c
-from kcm_controllers.namespace import namespace_controller
-from kcm_shared import subjects
+from kcm_controllers.namespace import controller as namespace_controller
+from kcm_shared.apimachinery import gvr
 
 NOW = "2026-01-02T03:04:05Z"
 EARLIER = "2025-12-31T00:00:00Z"
@@ -112,8 +112,8 @@ def test_update_conditions_keeps_transition_time_and_reports_no_change() -> None
     assert changed and again[3]["lastTransitionTime"] == NOW
 
 
-DAEMONSETS = subjects.Resource("apps.k8s.io", "v1", "daemonsets")
-DEPLOYMENTS = subjects.Resource("apps.k8s.io", "v1", "deployments")
+DAEMONSETS = gvr.Resource("apps.k8s.io", "v1", "daemonsets")
+DEPLOYMENTS = gvr.Resource("apps.k8s.io", "v1", "deployments")
 REMAINING = c.Condition(
     c.CONTENT_REMAINING,
     "True",
@@ -145,7 +145,7 @@ FINALIZERS = c.Condition(
     ],
 )
 def test_content_totals(
-    remaining: dict[subjects.Resource, int], finalizers: dict[str, int], expected: list[c.Condition]
+    remaining: dict[gvr.Resource, int], finalizers: dict[str, int], expected: list[c.Condition]
 ) -> None:
     assert c.content_totals(remaining, finalizers) == expected
 
@@ -187,7 +187,7 @@ def test_parse_group_version_refuses_two_slashes() -> None:
 
 
 def test_gvr_string_as_go_prints_it() -> None:
-    assert c.gvr_string(subjects.Resource("", "v1", "pods")) == "/v1, Resource=pods"
+    assert c.gvr_string(gvr.Resource("", "v1", "pods")) == "/v1, Resource=pods"
     assert c.gvr_string(DEPLOYMENTS) == "apps.k8s.io/v1, Resource=deployments"
 
 

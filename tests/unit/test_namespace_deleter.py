@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from kcm_controllers.namespace import conditions, deleter
-from kcm_shared import discovery, kubeclient, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import discovery, kubeclient
 
 NOW = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC)
 DELETED = "2026-01-01T00:00:00Z"  # 10 s before NOW
@@ -24,7 +25,7 @@ def api(
 ) -> discovery.ApiResource:
     version = "v1"
     return discovery.ApiResource(
-        subjects.Resource(group, version, resource), resource.title(), namespaced, verbs, True
+        gvr.Resource(group, version, resource), resource.title(), namespaced, verbs, True
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
-from kcm_shared import membership, subjects
+from kcm_shared.bus import membership, subjects
 
 NAMES = [spec.name for spec in BUILTIN]
 ALL = {**natsauth.deployment_identities(BUILTIN), "all-controllers": natsauth.controllers(NAMES)}

@@ -14,10 +14,13 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.nodeipam import config, node_ipam_controller
+from kcm_controllers.nodeipam import config
+from kcm_controllers.nodeipam import controller as node_ipam_controller
 from kcm_controllers.nodeipam.cidrset import CIDRSet, CIDRSetError
 from kcm_controllers.nodeipam.range_allocator import NodeView, RangeAllocator
-from kcm_shared import cache, errors, events, kubeclient
+from kcm_shared.base import errors
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache, events
 
 
 def net(text: str) -> Any:

@@ -4,7 +4,8 @@ version that write replaced."""
 from __future__ import annotations
 
 import pytest
-from kcm_shared import codec, ownwrites
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import ownwrites
 
 
 def obj(rv: str, name: str = "web") -> codec.Meta:

@@ -7,7 +7,9 @@ import json
 
 import msgspec
 import pytest
-from kcm_shared import codec, controllerref, kubeclient, podcontrol
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import controllerref, podcontrol
 
 FAIL = RuntimeError("fake error")
 

@@ -10,8 +10,10 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.podgc import gc_controller, selection
-from kcm_shared import cache, kubeclient
+from kcm_controllers.podgc import controller as gc_controller
+from kcm_controllers.podgc import selection
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)

@@ -7,7 +7,7 @@ import random
 
 import msgspec
 import pytest
-from kcm_shared import podranking
+from kcm_shared.controllerutil import podranking
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 MONTH_AGO = NOW - dt.timedelta(days=30)

@@ -1,4 +1,4 @@
-"""kcm_shared.quota: quantities, resource-list arithmetic, evaluators and admission, with
+"""kcm_shared.apis.quota: quantities, resource-list arithmetic, evaluators and admission, with
 upstream's table cases (apimachinery quantity_test.go, apiserver quota/v1 resources_test.go,
 pkg/quota/v1/evaluator/core pods_test.go / services_test.go / persistent_volume_claims_test.go,
 admission resourcequota admission_test.go)."""
@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_apiserver import validation
-from kcm_shared import quantity
-from kcm_shared.quantity import Quantity
-from kcm_shared.quota import admission, evaluators, resources, views
+from kcm_shared.apimachinery import quantity
+from kcm_shared.apimachinery.quantity import Quantity
+from kcm_shared.apis.quota import admission, evaluators, resources, views
 
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 

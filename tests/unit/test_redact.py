@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
 from kcm_watcher import redact
 
 SECRET = {
@@ -35,5 +35,5 @@ def test_redacting_twice_changes_nothing_and_a_bare_secret_is_marked() -> None:
 
 def test_other_resources_pass_untouched() -> None:
     raw = json.dumps({**SECRET, "kind": "ConfigMap"}).encode()
-    for res in (subjects.Resource("", "v1", "configmaps"), subjects.Resource("example.com", "v1", "secrets")):
+    for res in (gvr.Resource("", "v1", "configmaps"), gvr.Resource("example.com", "v1", "secrets")):
         assert redact.body(res, raw) is raw

@@ -9,9 +9,11 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.replicaset import replicaset
-from kcm_shared import cache, kubeclient, podcontrol, podranking
-from kcm_shared import replicastatus as status
+from kcm_controllers.replicaset import controller as replicaset
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podcontrol, podranking
+from kcm_shared.controllerutil.replicaset import replicastatus as status
+from kcm_shared.runtime import cache
 
 KEY = "default/rs"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_shared import podranking
-from kcm_shared import replicastatus as status
+from kcm_shared.controllerutil import podranking
+from kcm_shared.controllerutil.replicaset import replicastatus as status
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 STAMP = "2026-11-23T11:00:00Z"

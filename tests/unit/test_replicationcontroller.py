@@ -11,8 +11,10 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.replicationcontroller import replicationcontroller as rcc
-from kcm_shared import cache, podcontrol, podranking, replicastatus
+from kcm_controllers.replicationcontroller import controller as rcc
+from kcm_shared.controllerutil import podcontrol, podranking
+from kcm_shared.controllerutil.replicaset import replicastatus
+from kcm_shared.runtime import cache
 
 KEY = "default/rc"
 

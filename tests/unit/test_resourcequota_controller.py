@@ -7,8 +7,10 @@ import asyncio
 import json
 from typing import Any, cast
 
-from kcm_controllers.resourcequota import resourcequota as rq
-from kcm_shared import cache, controller, subjects
+from kcm_controllers.resourcequota import controller as rq
+from kcm_shared import runtime
+from kcm_shared.bus import subjects
+from kcm_shared.runtime import cache
 from kcm_shared.workqueue import durable
 
 NS = "ns"
@@ -91,7 +93,7 @@ def setup(
     async def hand_off(key: str) -> None:
         handed.append(key)
 
-    ctx = controller.Context(
+    ctx = runtime.Context(
         "resourcequota-controller", cast(Any, client), cast(Any, caches), enqueued.append, cast(Any, None)
     )
     ctx.hand_off = hand_off  # type: ignore[method-assign]

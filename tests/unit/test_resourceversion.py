@@ -1,9 +1,9 @@
-"""kcm_shared.resourceversion: ordering numeric resourceVersions, never opaque ones."""
+"""kcm_shared.apimachinery.resourceversion: ordering numeric resourceVersions, never opaque ones."""
 
 from __future__ import annotations
 
 import pytest
-from kcm_shared import resourceversion
+from kcm_shared.apimachinery import resourceversion
 
 
 @pytest.mark.parametrize(

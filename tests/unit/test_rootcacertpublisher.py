@@ -12,8 +12,11 @@ from typing import Any, cast
 import msgspec
 import prometheus_client
 import pytest
-from kcm_controllers.rootcacertpublisher import publisher
-from kcm_shared import cache, errors, identityflags, kubeclient
+from kcm_controllers.rootcacertpublisher import controller as publisher
+from kcm_shared.base import errors
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import identityflags
+from kcm_shared.runtime import cache
 
 from tests import certs
 

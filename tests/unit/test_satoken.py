@@ -1,4 +1,4 @@
-"""kcm_shared.satoken: claims as upstream writes them, signatures that verify, and every way a
+"""kcm_shared.apis.satoken: claims as upstream writes them, signatures that verify, and every way a
 token must be refused (upstream pkg/serviceaccount jwt_test.go / claims_test.go cases)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from kcm_shared import satoken
+from kcm_shared.apis import satoken
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 ISSUER = "https://kubernetes.default.svc.cluster.local"

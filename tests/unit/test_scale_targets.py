@@ -1,4 +1,4 @@
-"""kcm_shared.scale: workloads mapped without discovery, other kinds through a mapper that is
+"""kcm_shared.client.scale: workloads mapped without discovery, other kinds through a mapper that is
 read again once on a miss (a CRD added since), and a clear error when even that misses."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from kcm_shared import discovery, scale, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import discovery, scale
 
-WIDGETS = subjects.Resource("example.com", "v1", "widgets")
+WIDGETS = gvr.Resource("example.com", "v1", "widgets")
 
 
-def _mapper(*kinds: tuple[subjects.Resource, str]) -> discovery.Mapper:
+def _mapper(*kinds: tuple[gvr.Resource, str]) -> discovery.Mapper:
     return discovery.Mapper(
         tuple(discovery.ApiResource(res, kind, True, frozenset({"get"}), True) for res, kind in kinds)
     )
@@ -34,7 +35,7 @@ def _targets(
 def test_workloads_need_no_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
     targets, calls = _targets(monkeypatch, [_mapper()])
     res = asyncio.run(targets.resource("apps/v1", "StatefulSet"))
-    assert res == subjects.Resource("apps", "v1", "statefulsets")
+    assert res == gvr.Resource("apps", "v1", "statefulsets")
     assert asyncio.run(targets.resource("v1", "ReplicationController")).resource == "replicationcontrollers"
     assert calls == []
     assert targets.path(res, "ns", "web") == "/apis/apps/v1/namespaces/ns/statefulsets/web/scale"

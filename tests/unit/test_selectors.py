@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kcm_shared.selectors import (
+from kcm_shared.apimachinery.selectors import (
     EVERYTHING,
     NOTHING,
     LabelSelector,

@@ -9,8 +9,10 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.serviceaccount import serviceaccounts
-from kcm_shared import cache, codec, kubeclient
+from kcm_controllers.serviceaccount import controller as serviceaccounts
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache
 
 
 class RecordingClient:

@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from kcm_shared import quantity
+from kcm_shared.apimachinery import quantity
 from kcm_simulator import scheduling
 
 Obj = dict[str, Any]

@@ -13,7 +13,10 @@ from typing import Any, cast
 import msgspec
 import pytest
 from kcm_controllers.statefulset import control, utils
-from kcm_shared import cache, codec, history, kubeclient, podranking, selectors
+from kcm_shared.apimachinery import codec, selectors
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import history, podranking
+from kcm_shared.runtime import cache
 
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 SELECTOR = selectors.label_selector_from_dict({"matchLabels": {"app": "foo"}})

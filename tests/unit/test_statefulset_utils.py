@@ -10,7 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_controllers.statefulset import utils
-from kcm_shared import codec, podranking
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import podranking
 
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 

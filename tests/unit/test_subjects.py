@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import subjects
 
 RESOURCES = [
-    subjects.Resource("", "v1", "pods"),
-    subjects.Resource("apps", "v1", "deployments"),
-    subjects.Resource("example.com", "v1alpha1", "widgets"),
+    gvr.Resource("", "v1", "pods"),
+    gvr.Resource("apps", "v1", "deployments"),
+    gvr.Resource("example.com", "v1alpha1", "widgets"),
 ]
 
 
 @pytest.mark.parametrize("res", RESOURCES)
-def test_progress_subject_round_trips(res: subjects.Resource) -> None:
+def test_progress_subject_round_trips(res: gvr.Resource) -> None:
     subject = subjects.progress_subject(res)
     assert subject.startswith(subjects.PROGRESS_FILTER[:-1])
     assert subjects.parse_progress_subject(subject) == res
@@ -21,7 +22,7 @@ def test_progress_subject_round_trips(res: subjects.Resource) -> None:
 
 @pytest.mark.parametrize("res", RESOURCES)
 @pytest.mark.parametrize("namespace", ["", "kube-system"])
-def test_object_subject_round_trips(res: subjects.Resource, namespace: str) -> None:
+def test_object_subject_round_trips(res: gvr.Resource, namespace: str) -> None:
     parsed = subjects.parse_object_subject(subjects.object_subject(res, namespace, "a.b"))
     assert parsed == subjects.ObjectSubject(res, namespace, "a.b")
 

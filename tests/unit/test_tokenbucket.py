@@ -8,7 +8,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import uvloop
-from kcm_shared.tokenbucket import LOW_FLOOR, LOW_PATIENCE, WEIGHT, Priority, PriorityLimiter, TokenBucket
+from kcm_shared.client.tokenbucket import (
+    LOW_FLOOR,
+    LOW_PATIENCE,
+    WEIGHT,
+    Priority,
+    PriorityLimiter,
+    TokenBucket,
+)
 
 HIGH, NORMAL, LOW = Priority.HIGH, Priority.NORMAL, Priority.LOW
 

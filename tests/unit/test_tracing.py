@@ -6,7 +6,7 @@ import asyncio
 import re
 
 import pytest
-from kcm_shared import errors, tracing
+from kcm_shared.base import errors, tracing
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

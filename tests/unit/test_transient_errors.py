@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import nats.errors
 import pytest
-from kcm_shared import controller, kubeclient, natsconn
+from kcm_shared.bus import natsconn
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import manager
 from nats.js import errors as js_errors
 
 
@@ -25,7 +27,7 @@ from nats.js import errors as js_errors
 )
 def test_nats_trouble_is_transient(exc: Exception) -> None:
     assert natsconn.is_transient(exc)
-    assert controller._transient(exc)
+    assert manager._transient(exc)
 
 
 @pytest.mark.parametrize(
@@ -40,14 +42,14 @@ def test_nats_trouble_is_transient(exc: Exception) -> None:
 )
 def test_other_errors_are_not(exc: Exception) -> None:
     assert not natsconn.is_transient(exc)
-    assert not controller._transient(exc)
+    assert not manager._transient(exc)
 
 
 @pytest.mark.parametrize(
     ("code", "transient"), [(500, True), (503, True), (429, True), (403, False), (409, False)]
 )
 def test_api_server_errors_are_transient_when_5xx_or_429(code: int, transient: bool) -> None:
-    assert controller._transient(kubeclient.ApiError(code, "Reason", "message")) is transient
+    assert manager._transient(kubeclient.ApiError(code, "Reason", "message")) is transient
 
 
 def test_a_refusal_of_the_credentials_is_recognised() -> None:

@@ -9,8 +9,10 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from kcm_controllers.ttlafterfinished import ttl, ttlafterfinished_controller
-from kcm_shared import cache, kubeclient
+from kcm_controllers.ttlafterfinished import controller as ttlafterfinished_controller
+from kcm_controllers.ttlafterfinished import ttl
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache
 from kcm_shared.workqueue import durable
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcm_shared import discovery as shared_discovery
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import discovery as shared_discovery
 from kcm_watcher import discovery
 
-R = subjects.Resource
+R = gvr.Resource
 
 
 def listed(group: str, version: str, doc: dict[str, Any]) -> list[shared_discovery.ApiResource]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import uvloop
-from kcm_shared import health, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import health
 from kcm_watcher import healthreport, publisher, supervisor
 
 from tests.unit.test_watcher_publisher import ScriptedNats, _publisher
@@ -16,7 +17,7 @@ from tests.unit.test_watcher_publisher import ScriptedNats, _publisher
 
 @dataclass
 class Watch:
-    res: subjects.Resource
+    res: gvr.Resource
     seen: str = "20"
     marker: str = "10"
 
@@ -28,7 +29,7 @@ class Running:
         self.lanes = lanes
 
     def running(self) -> list[tuple[Watch, publisher.Lane]]:
-        return [(Watch(subjects.Resource("", "v1", name)), lane) for name, lane in self.lanes.items()]
+        return [(Watch(gvr.Resource("", "v1", name)), lane) for name, lane in self.lanes.items()]
 
 
 def test_a_wedged_lane_fails_while_the_others_publish() -> None:

@@ -9,10 +9,11 @@ import json
 from typing import Any, cast
 
 import msgspec
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import subjects
 from kcm_watcher import objects, resourcewatch
 
-RES = subjects.Resource("", "v1", "pods")
+RES = gvr.Resource("", "v1", "pods")
 
 
 class RecordingLane:

@@ -3,7 +3,7 @@
 `Authenticator.authenticate` runs before every request (`server.Server.handle`). A request
 without credentials passes as the cluster admin on a loopback server started without a token
 (the dev default); otherwise credentials are required. A bearer token is accepted when it is
-the static token or a service account token (`kcm_shared.satoken`) whose signature verifies
+the static token or a service account token (`kcm_shared.apis.satoken`) whose signature verifies
 against --service-account-key-file and whose claims still hold against the stored objects:
 - bound tokens (TokenRequest): one of --service-account-issuer, an audience of --api-audiences,
   not expired, the ServiceAccount still there with that uid (and the bound Pod or Secret);
@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kcm_shared import satoken
+from kcm_shared.apis import satoken
 
 from kcm_apiserver import errors
 from kcm_apiserver.operations import Api, Ctx

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kcm_shared import selectors
+from kcm_shared.apimachinery import selectors
 
 from kcm_apiserver import errors
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
-from kcm_shared import satoken
+from kcm_shared.apis import satoken
 
 from kcm_apiserver import audit, authn, kubeconfig, kubernetesendpoints, nodeports, persist, schemas
 from kcm_apiserver.operations import Api

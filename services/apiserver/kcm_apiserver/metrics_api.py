@@ -12,7 +12,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from kcm_shared import quantity
+from kcm_shared.apimachinery import quantity
 
 Obj = dict[str, Any]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcm_shared import selectors
+from kcm_shared.apimachinery import selectors
 
 from kcm_apiserver import (
     apply,

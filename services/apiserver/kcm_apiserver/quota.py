@@ -1,7 +1,7 @@
 """The ResourceQuota admission plugin of the embedded API server.
 
 Upstream's plugin (staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota) on the
-shared evaluators of `kcm_shared.quota`, the ones the resourcequota controller counts with:
+shared evaluators of `kcm_shared.apis.quota`, the ones the resourcequota controller counts with:
 `admit` runs on every create of a namespaced object and every update the resource's
 evaluator handles (services, persistentvolumeclaims, pods/resize), after validation and
 before the object is stored. It raises upstream's 403 (`exceeded quota: ...`, `failed quota:
@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared import quantity
-from kcm_shared.quota import admission, evaluators, resources, views
+from kcm_shared.apimachinery import quantity
+from kcm_shared.apis.quota import admission, evaluators, resources, views
 
 from kcm_apiserver import errors
 from kcm_apiserver.registry import ResourceType

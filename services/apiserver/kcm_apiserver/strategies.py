@@ -11,7 +11,8 @@ import copy
 import ipaddress
 from typing import Any
 
-from kcm_shared import apitypes, endpointutil
+from kcm_shared.apimachinery import apitypes
+from kcm_shared.controllerutil.endpoints import endpointutil
 
 from kcm_apiserver import defaults, errors, nodeports
 from kcm_apiserver.registry import ResourceType

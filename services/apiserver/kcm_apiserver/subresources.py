@@ -11,7 +11,8 @@ import copy
 import datetime as dt
 from typing import Any
 
-from kcm_shared import satoken, selectors
+from kcm_shared.apimachinery import selectors
+from kcm_shared.apis import satoken
 
 from kcm_apiserver import authn, errors, patch
 from kcm_apiserver.operations import Api, Ctx

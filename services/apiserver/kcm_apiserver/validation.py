@@ -19,9 +19,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
-from kcm_shared import cron, endpointutil, quantity
-from kcm_shared.quota.evaluators import STANDARD_SCOPES
-from kcm_shared.selectors import (
+from kcm_shared.apimachinery import quantity
+from kcm_shared.apimachinery.selectors import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_label_value,
@@ -30,6 +29,9 @@ from kcm_shared.selectors import (
     max_len_error,
     regex_error,
 )
+from kcm_shared.apis import cron
+from kcm_shared.apis.quota.evaluators import STANDARD_SCOPES
+from kcm_shared.controllerutil.endpoints import endpointutil
 
 from kcm_apiserver.registry import BUILTIN
 

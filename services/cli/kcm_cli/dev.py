@@ -27,7 +27,8 @@ from typing import Any
 from kcm_apiserver import main as apiserver_main
 from kcm_apiserver import nodeports
 from kcm_coordinator import status
-from kcm_shared import controller
+from kcm_shared import runtime
+from kcm_shared.runtime import controllerflags
 
 from kcm_cli import natsauth, natsd, pki, supervisor
 from kcm_cli.controllers import BUILTIN
@@ -59,24 +60,26 @@ def kcm_argv() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "kcm_cli.main"]
 
 
-def enabled(selection: str, flags: list[str]) -> list[controller.Spec]:
+def enabled(selection: str, flags: list[str]) -> list[runtime.Spec]:
     """The selected controllers that these controller flags leave on: upstream starts some only
     when configured (node IPAM with --allocate-node-cidrs). errors.ConfigError for flags a
     controller refuses, so `kcm dev` stops at once instead of restarting its process for ever."""
     p = argparse.ArgumentParser(add_help=False)
-    controller.add_arguments(p, BUILTIN)
+    controllerflags.add_arguments(p, BUILTIN)
     args, _ = p.parse_known_args(flags)
     return [
-        s for s in controller.select(BUILTIN, selection) if s.disabled_by is None or not s.disabled_by(args)
+        s
+        for s in controllerflags.select(BUILTIN, selection)
+        if s.disabled_by is None or not s.disabled_by(args)
     ]
 
 
 def _controller_groups(
-    opts: DevOptions, chosen: list[controller.Spec]
+    opts: DevOptions, chosen: list[runtime.Spec]
 ) -> list[tuple[str, list[str], list[str]]]:
     """One process for the controllers at one replica, one process per replica of the rest;
     each with the canonical names of the controllers it runs (its NATS identity's scope)."""
-    replicas = {controller.select(BUILTIN, name)[0].name: n for name, n in opts.replicas.items()}
+    replicas = {controllerflags.select(BUILTIN, name)[0].name: n for name, n in opts.replicas.items()}
     shared = [spec.name for spec in chosen if spec.name not in replicas]
     groups = [("controllers", ["controllers", "--controllers", ",".join(shared)], shared)] if shared else []
     for spec in chosen:

@@ -22,7 +22,9 @@ from kcm_apiserver import main as apiserver_main
 from kcm_apiserver import nodeports
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
-from kcm_shared import controller, errors, gcpolicy, logs, satoken
+from kcm_shared.apis import satoken
+from kcm_shared.base import errors, gcpolicy, logs
+from kcm_shared.runtime import controllerflags
 from kcm_simulator import control as simulator_control
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
@@ -249,10 +251,10 @@ def _replicas(items: list[str]) -> dict[str, int]:
 
 def _passthrough(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """Controller flags `kcm dev` hands on: the rate limits, and any flag of the controllers'
-    own (`controller.passthrough_flags`: worker counts, the work queue's, each controller's),
+    own (`controllerflags.passthrough_flags`: worker counts, the work queue's, each controller's),
     as `--flag=value`, or bare for a switch."""
     flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
-    known = controller.passthrough_flags(controllers.BUILTIN)
+    known = controllerflags.passthrough_flags(controllers.BUILTIN)
     for item in extra:
         name = item.split("=", 1)[0]
         if name not in known or (known[name] and "=" not in item):

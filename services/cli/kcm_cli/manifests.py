@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kcm_shared import controller
+from kcm_shared import runtime
 
 from kcm_cli.controllers import BUILTIN
 from kcm_cli.natsauth import secret_name
@@ -37,7 +37,7 @@ HEALTHCHECK = f'["CMD", "python", "-c", "import urllib.request; {_PROBE}"]'
 class Deploy:
     """What a controller's `deploy.yaml` says."""
 
-    spec: controller.Spec
+    spec: runtime.Spec
     service_account: str
     replicas: int
     rules: str  # the `rules:` block as written, comments and all
@@ -45,7 +45,7 @@ class Deploy:
     mounts: tuple[tuple[str, str], ...] = ()  # (Secret name, where it is mounted), read-only
 
 
-def load(spec: controller.Spec) -> Deploy:
+def load(spec: runtime.Spec) -> Deploy:
     """The `deploy.yaml` in the folder of the controller whose module defines `spec.build`."""
     package = ".".join(spec.build.__module__.split(".")[:2])  # kcm_controllers.<name>
     path = importlib.resources.files(package) / "deploy.yaml"
@@ -257,7 +257,7 @@ def _between(text: str, block: str, where: str) -> str:
     return f"{head}{BEGIN}\n{block}{indent}{END}{tail}"
 
 
-def render(root: Path, specs: list[controller.Spec]) -> dict[Path, str]:
+def render(root: Path, specs: list[runtime.Spec]) -> dict[Path, str]:
     """Every file `kcm manifests` writes under `root`, with its content."""
     deploys = [load(spec) for spec in specs]
     out = {root / "k8s/base/controllers" / f"{d.spec.alias}.yaml": k8s_manifest(d) for d in deploys}
@@ -275,7 +275,7 @@ def strays(root: Path, wanted: dict[Path, str]) -> list[Path]:
     return [p for p in (root / "k8s/base/controllers").glob("*.yaml") if p not in wanted]
 
 
-def stale(root: Path, specs: list[controller.Spec]) -> list[Path]:
+def stale(root: Path, specs: list[runtime.Spec]) -> list[Path]:
     """The files that differ from what `render` writes, and the strays."""
     wanted = render(root, specs)
     return [p for p, text in wanted.items() if not p.exists() or p.read_text() != text] + strays(root, wanted)

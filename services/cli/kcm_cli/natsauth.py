@@ -25,7 +25,9 @@ from pathlib import Path
 
 import nkeys  # type: ignore[import-untyped]
 from kcm_coordinator import fleethealth
-from kcm_shared import controller, healthbeat, membership, subjects
+from kcm_shared import runtime
+from kcm_shared.bus import healthbeat, membership, subjects
+from kcm_shared.runtime import controllerflags
 
 from kcm_cli import pki
 from kcm_cli.controllers import BUILTIN
@@ -104,7 +106,7 @@ def _kv(bucket: str) -> str:
 
 
 def _health(service: str) -> str:
-    """The health beats of every instance of `service` (`kcm_shared.healthbeat`)."""
+    """The health beats of every instance of `service` (`kcm_shared.bus.healthbeat`)."""
     return f"kcm.health.{subjects.encode_token(service)}.*"
 
 
@@ -193,7 +195,7 @@ def authorization(directory: Path, identities: dict[str, Permissions]) -> dict[s
     return {"users": users}
 
 
-def deployment_identities(specs: Sequence[controller.Spec]) -> dict[str, Permissions]:
+def deployment_identities(specs: Sequence[runtime.Spec]) -> dict[str, Permissions]:
     """The identities of compose and k8s/: one per service, one per controller (by alias)."""
     out = {"watcher": watcher(), "coordinator": coordinator(), "consumer": consumer()}
     out.update({spec.alias: controllers([spec.name]) for spec in specs})
@@ -238,7 +240,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> list[Path]:
     """`kcm nats-auth`: the controllers chosen and the plugins named get an identity each."""
-    specs = controller.select(BUILTIN, args.controllers) + [controller.load_plugin(p) for p in args.plugin]
+    specs = controllerflags.select(BUILTIN, args.controllers) + [
+        controllerflags.load_plugin(p) for p in args.plugin
+    ]
     written = generate(args.out, specs, args.apiserver_token, args.k8s_secrets)
     if args.pki is not None:
         identity = pki.ensure(args.pki)
@@ -248,7 +252,7 @@ def run(args: argparse.Namespace) -> list[Path]:
 
 def generate(
     out: Path,
-    specs: Sequence[controller.Spec],
+    specs: Sequence[runtime.Spec],
     apiserver_token: Path | None = None,
     k8s_namespace: str | None = None,
 ) -> list[Path]:

@@ -1,6 +1,6 @@
 """Health of the services beside the controllers: the watcher and the coordinators themselves.
 
-`service` feeds every heartbeat heard on `kcm.health.*.*` (kcm_shared.healthbeat) to
+`service` feeds every heartbeat heard on `kcm.health.*.*` (kcm_shared.bus.healthbeat) to
 `Beats.observe` on every replica, and serves `watcher_error` as the aggregated
 `/healthz/watcher` check and `watcher_status`/`coordinator_status` in `/status`. A standby
 also keeps the leader's latest status document (`LeaderView`, fed from `kcm.coord.status`)
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from kcm_shared import healthbeat
+from kcm_shared.bus import healthbeat
 
 WATCHER = "watcher"
 COORDINATOR = "coordinator"

@@ -31,18 +31,9 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from aiohttp import web
-from kcm_shared import (
-    cancellation,
-    flags,
-    health,
-    healthbeat,
-    kubeclient,
-    leaderelection,
-    membership,
-    natsconn,
-    opsserver,
-    tracing,
-)
+from kcm_shared.base import cancellation, tracing
+from kcm_shared.bus import flags, health, healthbeat, leaderelection, membership, natsconn, opsserver
+from kcm_shared.client import kubeclient
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.kv import KeyValue

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import prometheus_client
-from kcm_shared import membership
+from kcm_shared.bus import membership
 
 from kcm_coordinator import assignment
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from kcm_shared.kubeclient import ApiError, sleep_backoff
+from kcm_shared.client.kubeclient import ApiError, sleep_backoff
 
 Obj = dict[str, Any]
 log = logging.getLogger("kcm.sim.calls")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from kcm_shared.kubeclient import ApiError, KubeClient, sleep_backoff
+from kcm_shared.client.kubeclient import ApiError, KubeClient, sleep_backoff
 
 Obj = dict[str, Any]
 log = logging.getLogger("kcm.sim.informer")

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcm_shared.kubeclient import KubeClient, resource_path
+from kcm_shared.client.kubeclient import KubeClient, resource_path
 
 from kcm_simulator import nodes, podstatus
 from kcm_simulator.calls import Writer

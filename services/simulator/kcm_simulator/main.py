@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcm_shared.kubeclient import KubeClient, load_connection, resource_path
+from kcm_shared.client.kubeclient import KubeClient, load_connection, resource_path
 
 from kcm_simulator import control, informer
 from kcm_simulator.calls import Writer

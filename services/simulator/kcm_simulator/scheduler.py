@@ -19,7 +19,7 @@ import logging
 from fractions import Fraction
 from typing import Any
 
-from kcm_shared.kubeclient import KubeClient, resource_path
+from kcm_shared.client.kubeclient import KubeClient, resource_path
 
 from kcm_simulator import podstatus, scheduling
 from kcm_simulator.calls import Writer

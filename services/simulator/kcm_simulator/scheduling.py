@@ -2,7 +2,7 @@
 
 `filter_node` says why a pod cannot go to a node (upstream's filter plugins: NodeName,
 NodeUnschedulable, NodeAffinity, TaintToleration, NodeResourcesFit), `pick_node` chooses the
-least-loaded feasible node (the node-affinity and taint predicates are kcm_shared.nodeaffinity,
+least-loaded feasible node (the node-affinity and taint predicates are kcm_shared.apis.nodeaffinity,
 which the DaemonSet controller shares), and `unschedulable_message` words the failure like upstream's
 "0/3 nodes are available: ...". Called by `scheduler.py`; no I/O.
 """
@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from kcm_shared import nodeaffinity, quantity
+from kcm_shared.apimachinery import quantity
+from kcm_shared.apis import nodeaffinity
 
 Obj = dict[str, Any]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kcm_shared import flags, leaderelection
+from kcm_shared.bus import flags, leaderelection
 
 from kcm_watcher import main
 

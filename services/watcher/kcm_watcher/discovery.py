@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kcm_shared import discovery, kubeclient, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import discovery, kubeclient
 
 _SKIPPED_GROUPS = frozenset({"metrics.k8s.io"})
 _NEEDED_VERBS = frozenset({"list", "watch"})
@@ -22,27 +23,27 @@ _NEEDED_VERBS = frozenset({"list", "watch"})
 @dataclass(frozen=True, slots=True)
 class Selection:
     everything: bool
-    include: frozenset[subjects.Resource]
-    exclude: frozenset[subjects.Resource]
+    include: frozenset[gvr.Resource]
+    exclude: frozenset[gvr.Resource]
 
     @classmethod
     def parse(cls, text: str) -> Selection:
         """`*`, `apps/v1/deployments`, `v1/pods`, `-v1/secrets`, comma-separated."""
         everything = False
-        include: set[subjects.Resource] = set()
-        exclude: set[subjects.Resource] = set()
+        include: set[gvr.Resource] = set()
+        exclude: set[gvr.Resource] = set()
         for item in (part.strip() for part in text.split(",")):
             if not item:
                 continue
             if item == "*":
                 everything = True
             elif item.startswith("-"):
-                exclude.add(subjects.Resource.parse(item[1:]))
+                exclude.add(gvr.Resource.parse(item[1:]))
             else:
-                include.add(subjects.Resource.parse(item))
+                include.add(gvr.Resource.parse(item))
         return cls(everything, frozenset(include), frozenset(exclude))
 
-    def choose(self, discovered: Iterable[subjects.Resource]) -> set[subjects.Resource]:
+    def choose(self, discovered: Iterable[gvr.Resource]) -> set[gvr.Resource]:
         chosen = set(discovered) if self.everything else set()
         return (chosen | self.include) - self.exclude
 
@@ -51,7 +52,7 @@ def _is_events(group: str, resource: str) -> bool:
     return resource == "events" and group in ("", "events.k8s.io")
 
 
-def watchable(apis: Iterable[discovery.ApiResource]) -> list[subjects.Resource]:
+def watchable(apis: Iterable[discovery.ApiResource]) -> list[gvr.Resource]:
     """The resources among `apis` (one group version's, or all preferred ones) that `*` selects."""
     return [
         api.resource
@@ -64,7 +65,7 @@ def watchable(apis: Iterable[discovery.ApiResource]) -> list[subjects.Resource]:
 
 @dataclass(frozen=True, slots=True)
 class Discovered:
-    resources: list[subjects.Resource]
+    resources: list[gvr.Resource]
     failed_groups: frozenset[str]  # groups whose documents could not be read this time
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kcm_shared import health, healthbeat
+from kcm_shared.bus import health, healthbeat
 
 from kcm_watcher import supervisor
 

@@ -14,17 +14,9 @@ import contextlib
 import logging
 
 import nats.errors
-from kcm_shared import (
-    cancellation,
-    flags,
-    health,
-    healthbeat,
-    kubeclient,
-    leaderelection,
-    natsconn,
-    opsserver,
-    tracing,
-)
+from kcm_shared.base import cancellation, tracing
+from kcm_shared.bus import flags, health, healthbeat, leaderelection, natsconn, opsserver
+from kcm_shared.client import kubeclient
 from nats.js import JetStreamContext
 
 from kcm_watcher import discovery, healthreport, publisher, supervisor

@@ -1,4 +1,4 @@
-"""The watcher's Prometheus metrics (default registry, served by kcm_shared.opsserver).
+"""The watcher's Prometheus metrics (default registry, served by kcm_shared.bus.opsserver).
 
 Updated by `publisher` and `resourcewatch`; names are part of the ops contract.
 """

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from kcm_shared import natsconn, resourceversion
+from kcm_shared.apimachinery import resourceversion
+from kcm_shared.bus import natsconn
 
 EVENT = "Kcm-Event"
 RESOURCE_VERSION = "Kcm-Resource-Version"
@@ -20,7 +21,7 @@ MSG_ID = "Nats-Msg-Id"
 SYNC, ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "SYNC", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 
 
-# Lighter than kcm_shared.codec's views on purpose: every event of every resource goes
+# Lighter than kcm_shared.apimachinery.codec's views on purpose: every event of every resource goes
 # through here, and only these fields are needed to name a message.
 class HeadMeta(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     name: str = ""

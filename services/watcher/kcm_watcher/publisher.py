@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 import nats.errors
-from kcm_shared import natsconn
+from kcm_shared.bus import natsconn
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api

@@ -12,16 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
 
-SECRETS = subjects.Resource("", "v1", "secrets")
+SECRETS = gvr.Resource("", "v1", "secrets")
 REDACTED = "kcm.io/redacted"  # annotation: the fields never published, comma-separated
 _FIELDS = ("data", "stringData")
 
 _decoder = msgspec.json.Decoder(dict[str, Any])
 
 
-def body(res: subjects.Resource, raw: bytes) -> bytes:
+def body(res: gvr.Resource, raw: bytes) -> bytes:
     """`raw` as it may go on the bus: without a Secret's data."""
     if res != SECRETS or not raw:
         return raw

@@ -39,7 +39,10 @@ import msgspec
 import nats.errors
 import nats.js.errors
 import prometheus_client
-from kcm_shared import cancellation, kubeclient, natsconn, resourceversion, subjects, tracing
+from kcm_shared.apimachinery import gvr, resourceversion
+from kcm_shared.base import cancellation, tracing
+from kcm_shared.bus import natsconn, subjects
+from kcm_shared.client import kubeclient
 from nats.js import JetStreamContext, api
 
 from kcm_watcher import metrics, objects, publisher, redact
@@ -66,7 +69,7 @@ T = TypeVar("T")
 class ResourceWatch:
     def __init__(
         self,
-        res: subjects.Resource,
+        res: gvr.Resource,
         client: kubeclient.KubeClient,
         js: JetStreamContext,
         lane: publisher.Lane,

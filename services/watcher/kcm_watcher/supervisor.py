@@ -21,7 +21,10 @@ from dataclasses import dataclass
 import aiohttp
 import nats.errors
 import nats.js.errors
-from kcm_shared import cancellation, kubeclient, natsconn, subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.base import cancellation
+from kcm_shared.bus import natsconn, subjects
+from kcm_shared.client import kubeclient
 from nats.aio.client import Client
 
 from kcm_watcher import discovery, publisher, resourcewatch, syncserver
@@ -58,9 +61,9 @@ class Supervisor:
         self._js = nc.jetstream()
         self._publisher = pub
         self._options = options
-        self._running: dict[subjects.Resource, _Running] = {}
+        self._running: dict[gvr.Resource, _Running] = {}
 
-    def lookup(self, res: subjects.Resource) -> resourcewatch.ResourceWatch | None:
+    def lookup(self, res: gvr.Resource) -> resourcewatch.ResourceWatch | None:
         running = self._running.get(res)
         return running.watch if running is not None else None
 
@@ -136,7 +139,7 @@ class Supervisor:
 
     async def _refresh(self) -> None:
         sel = self._options.selection
-        keep: set[subjects.Resource] = set()
+        keep: set[gvr.Resource] = set()
         if sel.everything:
             try:
                 found = await discovery.discover(self._client)
@@ -157,7 +160,7 @@ class Supervisor:
         for res in sorted(wanted - self._running.keys(), key=str):
             self._start(res)
 
-    def _start(self, res: subjects.Resource) -> None:
+    def _start(self, res: gvr.Resource) -> None:
         lane = self._publisher.lane(str(res))
         watch = resourcewatch.ResourceWatch(
             res, self._client, self._js, lane, watch_timeout=self._options.watch_timeout
@@ -165,7 +168,7 @@ class Supervisor:
         self._running[res] = _Running(watch, lane, asyncio.ensure_future(watch.run()))
         log.info("watching", extra={"resource": str(res)})
 
-    async def _stop(self, res: subjects.Resource) -> None:
+    async def _stop(self, res: gvr.Resource) -> None:
         running = self._running.pop(res)
         running.task.cancel()
         await asyncio.wait({running.task})

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Callable
 
 import msgspec
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import subjects
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -48,7 +49,7 @@ class SyncServer:
     def __init__(
         self,
         nc: Client,
-        lookup: Callable[[subjects.Resource], resourcewatch.ResourceWatch | None],
+        lookup: Callable[[gvr.Resource], resourcewatch.ResourceWatch | None],
         *,
         grace: float = 2.0,
         timeout: float = 30.0,
@@ -93,7 +94,7 @@ class SyncServer:
             req = _decode(data)
         except msgspec.DecodeError as exc:
             return SyncReply(False, error=f"bad request: {exc}")
-        res = subjects.Resource(req.group, req.version, req.resource)
+        res = gvr.Resource(req.group, req.version, req.resource)
         watch = self._lookup(res)
         if watch is None:
             return SyncReply(False, error=f"{res} is not watched")

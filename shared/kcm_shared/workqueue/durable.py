@@ -71,7 +71,8 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from kcm_shared import cancellation, fencing, health, natsconn, subjects, tracing
+from kcm_shared.base import cancellation, tracing
+from kcm_shared.bus import fencing, health, natsconn, subjects
 from kcm_shared.workqueue import metrics, queue, ratelimit
 
 log = logging.getLogger("kcm.workqueue")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
-from kcm_shared import tokenbucket
+from kcm_shared.client import tokenbucket
 
 
 class RateLimiter(Protocol):

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, selectors
+from kcm_shared.apimachinery import codec, selectors
 
 
 class PolicyRule(codec.View):

@@ -5,7 +5,7 @@ its mostRecentScheduleTime with the same rough count of missed schedules (and th
 results where that count misleads it), `next_schedule_time` and `next_schedule_delay` are
 nextScheduleTime and nextScheduleTimeDuration, `job_from_template` getJobFromTemplate2 with
 the `batch.kubernetes.io/cronjob-scheduled-timestamp` annotation (the CronJobsScheduledAnnotation
-gate is on by default in 1.32). Schedules come from `kcm_shared.cron` (robfig/cron's
+gate is on by default in 1.32). Schedules come from `kcm_shared.apis.cron` (robfig/cron's
 grammar). Called by `cronjob_controller`; tested with upstream's table cases.
 """
 
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, cron
+from kcm_shared.apimachinery import codec
+from kcm_shared.apis import cron
 
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 NEXT_SCHEDULE_DELTA = 0.1  # seconds added to each requeue against clock skew (upstream nextScheduleDelta)

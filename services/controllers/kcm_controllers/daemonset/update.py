@@ -16,7 +16,7 @@ duplicates, and renumbers the current one past the old ones; `cleanup` deletes t
 old revisions beyond `revisionHistoryLimit` that no live pod still runs. The revision's data is
 upstream's getPatch: `{"spec":{"template":{...,"$patch":"replace"}}}`, what `kubectl rollout
 undo` patches back. Revision helpers (names, hashes, sorting, renumbering, adoption) are
-kcm_shared.history's.
+kcm_shared.controllerutil.history's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from kcm_shared import cache, codec, controllerref, history, kubeclient, podranking, selectors
+from kcm_shared.apimachinery import codec, selectors
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import controllerref, history, podranking
+from kcm_shared.runtime import cache
 
 from kcm_controllers.daemonset import util, views
 

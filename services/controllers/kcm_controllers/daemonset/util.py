@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from kcm_shared import intstr, nodeaffinity
+from kcm_shared.apimachinery import intstr
+from kcm_shared.apis import nodeaffinity
 
 from kcm_controllers.daemonset import views
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, podranking
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import podranking
 
 
 class RollingUpdate(codec.View):

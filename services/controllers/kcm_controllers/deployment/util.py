@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
-from kcm_shared import apitypes
+from kcm_shared.apimachinery import apitypes
 
 from kcm_controllers.deployment import views
 
@@ -266,7 +266,7 @@ def without_hash_label(template: dict[str, Any]) -> dict[str, Any]:
 
 def equal_ignore_hash(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Pod templates equal apart from the pod-template-hash label (upstream EqualIgnoreHash):
-    the whole template compared as its Go type would be (`kcm_shared.apitypes`)."""
+    the whole template compared as its Go type would be (`kcm_shared.apimachinery.apitypes`)."""
     return apitypes.semantic_equal(apitypes.POD_TEMPLATE_SPEC, without_hash_label(a), without_hash_label(b))
 
 

@@ -1,6 +1,6 @@
 """The parts of Deployments, ReplicaSets and Pods the Deployment controller reads.
 
-Decoded by the controller runtime's caches (`kcm_shared.cache`) and built by hand in the
+Decoded by the controller runtime's caches (`kcm_shared.runtime.cache`) and built by hand in the
 unit tests. Pod templates stay `msgspec.Raw`: the controller only compares and copies them,
 so every field of a template, known to us or not, reaches the new ReplicaSet unchanged.
 Field names and defaults follow apps/v1 as the API server defaults them.
@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, podranking, subjects
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.controllerutil import podranking
 
-DEPLOYMENTS = subjects.Resource("apps", "v1", "deployments")
-REPLICASETS = subjects.Resource("apps", "v1", "replicasets")
-PODS = subjects.Resource("", "v1", "pods")
+DEPLOYMENTS = gvr.Resource("apps", "v1", "deployments")
+REPLICASETS = gvr.Resource("apps", "v1", "replicasets")
+PODS = gvr.Resource("", "v1", "pods")
 
 ROLLING_UPDATE = "RollingUpdate"
 RECREATE = "Recreate"

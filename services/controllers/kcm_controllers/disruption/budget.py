@@ -1,7 +1,7 @@
 """A PodDisruptionBudget's cached view and the pure parts of its sync (upstream disruption.go).
 
 `expected_and_desired` is getExpectedPodCount over a caller-given scale lookup (percentages
-through kcm_shared.intstr, rounded up); `build_disrupted_pods` and `count_healthy` are
+through kcm_shared.apimachinery.intstr, rounded up); `build_disrupted_pods` and `count_healthy` are
 buildDisruptedPodMap and countHealthyPods with upstream's DeletionTimeout; `new_status` and
 `status_unchanged` are updatePdbStatus's arithmetic and early return, with the
 DisruptionAllowed condition set as component-helpers' UpdateDisruptionAllowedCondition /
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, intstr
+from kcm_shared.apimachinery import codec, intstr
 
 DELETION_TIMEOUT = dt.timedelta(minutes=2)  # upstream DeletionTimeout
 STALE_POD_DISRUPTION_TIMEOUT = 120.0  # upstream stalePodDisruptionTimeout, seconds

@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 
 import msgspec
 import prometheus_client
-from kcm_shared import codec, endpointutil, kubeclient, podcontrol
-from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.apimachinery import codec
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podcontrol
+from kcm_shared.controllerutil.endpoints import endpointutil
+from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
 
 from kcm_controllers.endpointslice import topologycache, utils, views
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
-from kcm_shared import quantity
+from kcm_shared.apimachinery import quantity
 
 from kcm_controllers.endpointslice import views
 

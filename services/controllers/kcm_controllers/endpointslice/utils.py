@@ -15,7 +15,9 @@ import logging
 from collections.abc import Iterable, Sequence
 
 import msgspec
-from kcm_shared import codec, controllerref, endpointutil
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import controllerref
+from kcm_shared.controllerutil.endpoints import endpointutil
 
 from kcm_controllers.endpointslice import views
 

@@ -8,9 +8,10 @@ keeps every field the controller owns. Upstream: k8s.io/api/discovery/v1 types.g
 from __future__ import annotations
 
 import msgspec
-from kcm_shared import codec, endpointutil, subjects
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.controllerutil.endpoints import endpointutil
 
-ENDPOINTSLICES = subjects.Resource("discovery.k8s.io", "v1", "endpointslices")
+ENDPOINTSLICES = gvr.Resource("discovery.k8s.io", "v1", "endpointslices")
 
 IPV4 = "IPv4"
 IPV6 = "IPv6"

@@ -17,8 +17,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcm_shared import events, kubeclient, podcontrol
-from kcm_shared.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podcontrol
+from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.runtime import events
 
 from kcm_controllers.endpointslicemirroring import metrics, utils
 from kcm_controllers.endpointslicemirroring.utils import Obj

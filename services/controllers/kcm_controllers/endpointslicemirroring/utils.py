@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, controllerref, endpointutil, subjects
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.controllerutil import controllerref
+from kcm_shared.controllerutil.endpoints import endpointutil
 
-ENDPOINTS = subjects.Resource("", "v1", "endpoints")
-SERVICES = subjects.Resource("", "v1", "services")
-ENDPOINTSLICES = subjects.Resource("discovery.k8s.io", "v1", "endpointslices")
+ENDPOINTS = gvr.Resource("", "v1", "endpoints")
+SERVICES = gvr.Resource("", "v1", "services")
+ENDPOINTSLICES = gvr.Resource("discovery.k8s.io", "v1", "endpointslices")
 
 CONTROLLER_NAME = "endpointslicemirroring-controller.k8s.io"
 LABEL_SERVICE_NAME = "kubernetes.io/service-name"

@@ -5,7 +5,7 @@ and the uids of its dependents. An owner referenced before it was observed gets 
 node (its coordinates taken from the reference, in the dependent's namespace) that the
 collector must verify against the API server. The graph never talks to the API: each change
 returns `Effects`, the uids to put on upstream's attemptToDelete and attemptToOrphan queues,
-and the caller enqueues them (`kcm_controllers.garbagecollector.garbagecollector`, from cache events and
+and the caller enqueues them (`kcm_controllers.garbagecollector.controller`, from cache events and
 from reconciles). Pure and synchronous, so the unit tests drive it with upstream's scenarios.
 
 Follows upstream's processGraphChanges: add/update inserts or updates a node and diffs owner
@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 FOREGROUND = "foregroundDeletion"  # metav1.FinalizerDeleteDependents
 ORPHAN = "orphan"  # metav1.FinalizerOrphanDependents

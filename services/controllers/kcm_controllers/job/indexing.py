@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kcm_shared import podranking
+from kcm_shared.controllerutil import podranking
 
 from kcm_controllers.job import intervals, jobview, pod_failure_policy, podview, tracking
 

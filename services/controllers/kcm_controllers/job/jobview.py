@@ -16,7 +16,8 @@ import datetime as dt
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, podcontrol
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import podcontrol
 
 from kcm_controllers.job import pod_failure_policy, podview, success_policy
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import msgspec
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 from kcm_controllers.job import podview
 

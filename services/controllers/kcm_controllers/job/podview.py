@@ -1,6 +1,6 @@
 """The job controller's cached view of a pod.
 
-`JobPodView` extends kcm_shared.podranking.PodView (so activity, readiness and the ActivePods
+`JobPodView` extends kcm_shared.controllerutil.podranking.PodView (so activity, readiness and the ActivePods
 ordering apply to it) with what the job controller and its pure helpers read: the restart
 policy and container names of the spec, the phase's reason, start time, condition reasons and
 messages, and each container's terminated state (exit code, reason, finish time) for
@@ -14,7 +14,8 @@ from __future__ import annotations
 import datetime as dt
 
 import msgspec
-from kcm_shared import codec, podranking
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import podranking
 
 
 class PodCondition(podranking.PodCondition):

@@ -12,7 +12,7 @@ controller on every sync of an Indexed Job with a success policy.
 from __future__ import annotations
 
 import msgspec
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 from kcm_controllers.job import intervals
 

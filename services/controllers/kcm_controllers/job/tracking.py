@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 log = logging.getLogger("kcm.job")
 

@@ -9,7 +9,7 @@ Secret reference.
 from __future__ import annotations
 
 import msgspec
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 
 class NameRef(codec.View):

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kcm_shared import subjects
+from kcm_shared.apimachinery import gvr
 
 DISCOVERY_FAILURE = "NamespaceDeletionDiscoveryFailure"
 GV_PARSING_FAILURE = "NamespaceDeletionGroupVersionParsingFailure"
@@ -87,9 +87,7 @@ def content_failure(errors: Sequence[str]) -> Condition | None:
     )
 
 
-def content_totals(
-    remaining: Mapping[subjects.Resource, int], finalizers: Mapping[str, int]
-) -> list[Condition]:
+def content_totals(remaining: Mapping[gvr.Resource, int], finalizers: Mapping[str, int]) -> list[Condition]:
     """ContentRemaining and FinalizersRemaining for what is left (upstream ProcessContentTotals)."""
     out = []
     resources = sorted(
@@ -168,7 +166,7 @@ def parse_group_version(text: str) -> tuple[str, str]:
     raise ValueError(f"unexpected GroupVersion string: {text}")
 
 
-def gvr_string(res: subjects.Resource) -> str:
+def gvr_string(res: gvr.Resource) -> str:
     """A resource as Go prints a GroupVersionResource: `apps/v1, Resource=deployments`."""
     return f"{res.group}/{res.version}, Resource={res.resource}"
 

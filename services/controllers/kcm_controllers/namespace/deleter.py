@@ -6,7 +6,7 @@ Upstream pkg/controller/namespace/deletion/namespaced_resources_deleter.go, on o
 1. read the namespace live; nothing to do when it is gone or not being deleted;
 2. set `status.phase: Terminating` (status subresource) if it is not yet;
 3. nothing more when `spec.finalizers` is empty (finalized already);
-4. delete its content: discovery (`kcm_shared.discovery`, upstream's
+4. delete its content: discovery (`kcm_shared.client.discovery`, upstream's
    ServerPreferredNamespacedResources, custom resources included) lists the namespaced
    resources with the `delete` verb; for each, `deletecollection` with propagationPolicy
    Background where the verb is listed (else list and delete each item), then a list of
@@ -22,7 +22,7 @@ Upstream pkg/controller/namespace/deletion/namespaced_resources_deleter.go, on o
    removes the namespace once no finalizer is left.
 
 Writes of steps 2 and 7 re-read the namespace and try again on 409 Conflict, and stop when
-its uid changed. Called by `kcm_controllers.namespace.namespace_controller`.
+its uid changed. Called by `kcm_controllers.namespace.controller`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from typing import Any
 
 import aiohttp
 import msgspec
-from kcm_shared import codec, discovery, kubeclient, subjects
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.client import discovery, kubeclient
 
 from kcm_controllers.namespace import conditions
 
@@ -46,8 +47,8 @@ log = logging.getLogger("kcm.namespace")
 
 FINALIZER = "kubernetes"  # upstream's finalizerToken, v1.FinalizerKubernetes
 TERMINATING = "Terminating"
-PODS = subjects.Resource("", "v1", "pods")
-NAMESPACES = subjects.Resource("", "v1", "namespaces")
+PODS = gvr.Resource("", "v1", "pods")
+NAMESPACES = gvr.Resource("", "v1", "namespaces")
 CONCURRENCY = 8  # resources emptied at once (upstream: one after another)
 _BACKGROUND = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
 
@@ -229,7 +230,7 @@ class Deleter:
 
         outcomes = await asyncio.gather(*(empty(api) for api in apis))
         estimate = 0
-        remaining: dict[subjects.Resource, int] = {}
+        remaining: dict[gvr.Resource, int] = {}
         finalizers: collections.Counter[str] = collections.Counter()
         content_errors = []
         for api, outcome in zip(apis, outcomes, strict=True):

@@ -15,7 +15,8 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 
-from kcm_shared import controller, errors
+from kcm_shared import runtime
+from kcm_shared.base import errors
 
 from kcm_controllers.nodeipam.cidrset import CIDRSet, CIDRSetError, Network
 
@@ -37,7 +38,7 @@ class Config:
         return [CIDRSet(c, m) for c, m in zip(self.cluster_cidrs, self.node_mask_sizes, strict=True)]
 
 
-def flags(p: controller.FlagSet) -> None:
+def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--allocate-node-cidrs",
         action="store_true",

@@ -33,7 +33,11 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 import prometheus_client
-from kcm_shared import cache, codec, events, fanout, fencing, kubeclient
+from kcm_shared.apimachinery import codec
+from kcm_shared.base import fanout
+from kcm_shared.bus import fencing
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache, events
 from kcm_shared.workqueue import durable
 
 from kcm_controllers.nodeipam import config

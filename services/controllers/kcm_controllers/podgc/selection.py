@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, podranking
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import podranking
 
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 EVICTED_REASON = "Evicted"  # what the kubelet's eviction manager writes in status.reason

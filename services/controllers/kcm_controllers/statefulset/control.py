@@ -3,7 +3,7 @@ stateful_set_control.go, stateful_pod_control.go and stateful_set_status_updater
 
 `StatefulSetControl.update` is upstream's UpdateStatefulSet for a set and its claimed pods:
 
-1. revisions: the set's template as a ControllerRevision (`kcm_shared.history`): the latest
+1. revisions: the set's template as a ControllerRevision (`kcm_shared.controllerutil.history`): the latest
    one when equal, an older equal one renumbered (a rollback), else a new one; the current
    revision is the one `status.currentRevision` names, else the update revision;
 2. pods: each ordinal in `[start, start + replicas)` is created (its claims first) at the
@@ -38,31 +38,23 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
-from kcm_shared import (
-    cache,
-    codec,
-    events,
-    history,
-    kubeclient,
-    ownwrites,
-    podcontrol,
-    podranking,
-    selectors,
-    subjects,
-)
+from kcm_shared.apimachinery import codec, gvr, selectors
+from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import history, ownwrites, podcontrol, podranking
+from kcm_shared.runtime import cache, events
 
 from . import utils
 
 log = logging.getLogger("kcm.statefulset")
 
-STATEFULSETS = subjects.Resource("apps", "v1", "statefulsets")
-PODS = subjects.Resource("", "v1", "pods")
-CLAIMS = subjects.Resource("", "v1", "persistentvolumeclaims")
+STATEFULSETS = gvr.Resource("apps", "v1", "statefulsets")
+PODS = gvr.Resource("", "v1", "pods")
+CLAIMS = gvr.Resource("", "v1", "persistentvolumeclaims")
 T = TypeVar("T")
 MAX_BATCH_SIZE = 500  # most requests of one Parallel step in flight (upstream MaxBatchSize)
 
 
-def _path(res: subjects.Resource, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+def _path(res: gvr.Resource, namespace: str, name: str | None = None, sub: str | None = None) -> str:
     return kubeclient.resource_path(res.group, res.version, res.resource, namespace, name, sub)
 
 

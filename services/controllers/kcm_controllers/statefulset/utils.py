@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from kcm_shared import codec, controllerref, podcontrol, podranking
+from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import controllerref, podcontrol, podranking
 
 API_VERSION = "apps/v1"
 KIND = "StatefulSet"

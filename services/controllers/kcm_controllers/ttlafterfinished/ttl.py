@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 
 import msgspec
-from kcm_shared import codec
+from kcm_shared.apimachinery import codec
 
 FINISHED_CONDITIONS = ("Complete", "Failed")
 

@@ -1,0 +1,87 @@
+"""Command-line flags every bus service shares, named as kube-controller-manager names them.
+
+Each service's `cli.register` calls `add_common` on its subparser; `kube_client` (which
+turns an unreadable kubeconfig into `errors.ConfigError`) and `opsserver` then read the
+parsed namespace, so `--kubeconfig`, `--master`,
+`--kube-api-qps`, `--kube-api-burst`, the `--nats-*` options and the ops endpoint mean the
+same thing everywhere. `non_negative_duration` and `int_in_range` are argparse types of the
+controllers' own flags (the endpoint controllers' batch periods and slice sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from collections.abc import Callable
+
+from kcm_shared.base import errors
+from kcm_shared.bus import leaderelection, natsconn
+from kcm_shared.client import kubeclient
+
+
+def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
+    g = p.add_argument_group("Kubernetes API")
+    g.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    g.add_argument("--master", help="API server URL, overriding the kubeconfig")
+    g.add_argument("--kube-api-qps", type=float, default=20.0, help="client-side rate limit (0: none)")
+    g.add_argument("--kube-api-burst", type=int, default=30)
+    o = p.add_argument_group("operations")
+    o.add_argument("--ops-bind", default="0.0.0.0", help="address of /healthz and /metrics")
+    o.add_argument("--ops-port", type=int, default=ops_port, help="port of /healthz and /metrics (0: any)")
+    o.add_argument("--instance", default=default_instance(), help="this replica's name (default: host-pid)")
+    p.add_argument("--log-level", default="info")
+    natsconn.add_arguments(p)
+
+
+def default_instance() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def kube_client(
+    args: argparse.Namespace,
+    user_agent: str,
+    write_guard: kubeclient.WriteGuard | None = None,
+    rate_scale: tuple[float, float] = (1.0, 1.0),
+) -> kubeclient.KubeClient:
+    """The API client the flags describe, its qps and burst multiplied by `rate_scale`; raises
+    `errors.ConfigError` when the kubeconfig (or the in-cluster configuration) cannot be read.
+    Makes no request: a server that is down is the caller's to wait out."""
+    try:
+        conn = kubeclient.load_connection(args.kubeconfig, args.master)
+    except Exception as exc:  # the kubernetes loader raises many kinds; each is a bad config
+        where = f"kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster configuration"
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise errors.ConfigError(f"cannot load the {where}: {detail}") from exc
+    return kubeclient.KubeClient(
+        conn,
+        qps=args.kube_api_qps * rate_scale[0],
+        burst=max(1, round(args.kube_api_burst * rate_scale[1])),
+        user_agent=user_agent,
+        write_guard=write_guard,
+    )
+
+
+def non_negative_duration(text: str) -> float:
+    """A Go duration flag (seconds) that may not be negative, as upstream's option validation
+    refuses a negative batch period."""
+    value = leaderelection.parse_duration(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
+    return value
+
+
+def int_in_range(flag: str, low: int, high: int) -> Callable[[str], int]:
+    """The argparse type of an integer flag that must lie in [low, high], with upstream's
+    "<flag> must be between <low> and <high>, got <value>" error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} must be between {low} and {high}, got {text}")
+        return value
+
+    return parse

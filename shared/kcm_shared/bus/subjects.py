@@ -1,0 +1,151 @@
+"""NATS subject names for the bus, and the reversible token encoding they rely on.
+
+Every service and third-party subscriber names subjects through this module, so the scheme
+in docs/bus.md has one implementation. Kubernetes names may hold characters that are not
+legal in a NATS token (`.` above all); `encode_token` escapes them as `~XX` per UTF-8 byte.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from dataclasses import dataclass
+
+from kcm_shared.apimachinery import gvr
+
+OBJECTS_STREAM = "KCM_OBJECTS"
+DLQ_STREAM = "KCM_DLQ"
+NONE = "_"  # the namespace token of cluster-scoped objects and keys
+CORE = gvr.CORE  # the group token of the legacy core group ""
+WATCHER_SYNC = "kcm.watcher.sync"
+
+_PLAIN = frozenset(chr(c) for c in range(0x21, 0x7F)) - set(".*>~")
+
+
+def encode_token(text: str) -> str:
+    """Escape `text` into one legal NATS token; `decode_token` reverses it exactly."""
+    if text and _PLAIN.issuperset(text):  # in C: this runs for every token of every subject
+        return text
+    if not text:
+        raise ValueError("a subject token cannot be empty")
+    out: list[str] = []
+    for ch in text:
+        if ch in _PLAIN:
+            out.append(ch)
+        else:
+            out.extend(f"~{b:02X}" for b in ch.encode())
+    return "".join(out)
+
+
+def decode_token(token: str) -> str:
+    if "~" not in token:
+        return token
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        if token[i] == "~":
+            try:
+                raw.append(int(token[i + 1 : i + 3], 16))
+            except ValueError:
+                raise ValueError(f"bad escape in subject token {token!r}") from None
+            i += 3
+        else:
+            raw.extend(token[i].encode())
+            i += 1
+    return raw.decode()
+
+
+def resource_tokens(res: gvr.Resource) -> str:
+    """`<group>.<version>.<resource>`, each an encoded token: the resource part of a subject."""
+    return f"{encode_token(res.group or CORE)}.{encode_token(res.version)}.{encode_token(res.resource)}"
+
+
+def _ns_token(namespace: str | None) -> str:
+    return encode_token(namespace) if namespace else NONE
+
+
+def object_subject(res: gvr.Resource, namespace: str | None, name: str) -> str:
+    return f"kcm.obj.{resource_tokens(res)}.{_ns_token(namespace)}.{encode_token(name)}"
+
+
+def object_filter(res: gvr.Resource) -> str:
+    """Every object of one resource."""
+    return f"kcm.obj.{resource_tokens(res)}.>"
+
+
+PROGRESS_FILTER = "kcm.progress.>"
+
+
+def progress_subject(res: gvr.Resource) -> str:
+    return f"kcm.progress.{resource_tokens(res)}"
+
+
+def parse_progress_subject(subject: str) -> gvr.Resource:
+    parts = subject.split(".")
+    if len(parts) != 5 or parts[:2] != ["kcm", "progress"]:
+        raise ValueError(f"not a progress subject: {subject!r}")
+    return _resource_of(parts[2:5])
+
+
+def _resource_of(tokens: list[str]) -> gvr.Resource:
+    group = decode_token(tokens[0])
+    return gvr.Resource("" if group == CORE else group, decode_token(tokens[1]), decode_token(tokens[2]))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSubject:
+    resource: gvr.Resource
+    namespace: str  # "" when cluster-scoped
+    name: str
+
+
+# Memoised: a cache parses each message's subject, and an object's subjects repeat (a pod's
+# every change arrives on the same one); the parsed value is immutable.
+@functools.lru_cache(maxsize=4096)
+def parse_object_subject(subject: str) -> ObjectSubject:
+    parts = subject.split(".")
+    if len(parts) != 7 or parts[:2] != ["kcm", "obj"]:
+        raise ValueError(f"not an object subject: {subject!r}")
+    namespace = "" if parts[5] == NONE else decode_token(parts[5])
+    return ObjectSubject(_resource_of(parts[2:5]), namespace, decode_token(parts[6]))
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """Stable across processes and restarts (unlike hash()), so every replica agrees."""
+    return zlib.crc32(key.encode()) % partitions
+
+
+def work_stream(controller: str) -> str:
+    return "KCM_WORK_" + "".join(ch if ch.isalnum() else "_" for ch in controller.upper())
+
+
+def work_filter(controller: str, partition: int | None = None) -> str:
+    part = "*" if partition is None else str(partition)
+    return f"kcm.work.{encode_token(controller)}.{part}.>"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """`namespace/name` or `name` (cluster-scoped), as upstream's MetaNamespaceKeyFunc makes them."""
+    namespace, sep, name = key.rpartition("/")
+    return (namespace if sep else ""), name
+
+
+def work_subject(controller: str, partition: int, key: str) -> str:
+    namespace, name = split_key(key)
+    return f"kcm.work.{encode_token(controller)}.{partition}.{_ns_token(namespace)}.{encode_token(name)}"
+
+
+def key_of_work_subject(subject: str) -> str:
+    parts = subject.split(".")
+    if len(parts) != 6 or parts[:2] != ["kcm", "work"]:
+        raise ValueError(f"not a work subject: {subject!r}")
+    name = decode_token(parts[5])
+    return name if parts[4] == NONE else f"{decode_token(parts[4])}/{name}"
+
+
+def dlq_subject(controller: str) -> str:
+    return f"kcm.dlq.{encode_token(controller)}"
+
+
+def health_subject(service: str, instance: str) -> str:
+    return f"kcm.health.{encode_token(service)}.{encode_token(instance)}"

@@ -1,0 +1,425 @@
+"""The controller Manager: runs Specs in one process, with caches, the durable queue and
+partition ownership.
+
+`run` starts one or more controllers in one process in the order controller-runtime's
+Manager uses: ops endpoint, caches, wait until the caches have caught up with the API server
+(invariant 6), then membership with the coordinator, and workers only for the partitions
+this replica is granted. A NATS or API server that is not up yet, or goes away later, is
+waited out with backoff at every step (a component of the task group that fails on such a
+transient error is restarted); only a configuration error (`errors.ConfigError`: an
+unreadable kubeconfig, credentials NATS refuses) stops the process. Event handlers enqueue
+a key only when this replica owns its partition; a newly gained partition is first filled
+with every primary key the (caught up) cache holds, the way upstream's initial list enqueues
+everything at start-up, so a key whose event the previous owner never saw is still
+reconciled; so is a partition whose pending work items were lost with its work stream.
+Every API write a reconcile makes is fenced (`kcm_shared.bus.fencing`): it is refused once the
+key's partition may be another replica's. Each controller's client identifies the replica in
+its User-Agent, `kcm/<controller> (<instance>)`, so an API server's audit log tells two
+replicas' writes apart. Called by the launcher (`kcm controllers`, `kcm controller`) and by
+third-party controllers built on this runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.base import cancellation, tracing
+from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserver, subjects
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache, controllerflags, events
+from kcm_shared.runtime.spec import Context, Spec
+from kcm_shared.workqueue import durable
+
+log = logging.getLogger("kcm.controller")
+
+PUBLISH_WINDOW = 256  # work items in flight to JetStream at once, per controller
+DYNAMIC_CATCH_UP_LIMIT = 30.0  # seconds a cache opened at run time may take to catch up
+
+
+@dataclass
+class _Running:
+    spec: Spec
+    ctx: Context
+    queue: durable.DurableQueue
+    client: kubeclient.KubeClient
+    recorder: events.EventRecorder
+    # key -> the trace context it was enqueued in (the change that caused it)
+    pending: dict[str, tracing.Later] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Manager:
+    """Runs the given controllers in this process; see the module docstring for the order."""
+
+    def __init__(self, specs: Sequence[Spec], args: argparse.Namespace) -> None:
+        self.specs = list(specs)
+        self.args = args
+        self._nats = natsconn.from_args(args)
+        self.checks = health.Checks()
+        self.caches: dict[tuple[gvr.Resource, type[Any]], cache.Cache[Any]] = {}
+        self.running: dict[str, _Running] = {}
+        self.members: membership.Membership | None = None
+        self._js: JetStreamContext | None = None
+        self._nc: Client | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._cache_tasks: dict[tuple[gvr.Resource, type[Any]], asyncio.Task[None]] = {}
+        self._users: dict[tuple[gvr.Resource, type[Any]], set[str]] = {}
+        self._tasks: list[tuple[Coroutine[Any, Any, None], asyncio.Event | None]] = []
+        # Caches each controller opened at run time (Context.open_cache), part of its catch-up.
+        self._dynamic: dict[str, dict[gvr.Resource, cache.Cache[Any]]] = {}
+
+    def _cache(self, res: gvr.Resource, view: type[Any], user: str, client: kubeclient.KubeClient) -> Any:
+        # Controllers that read a resource through the same view share one cache; the first
+        # one's API client fetches the objects too large for a message.
+        assert self._js is not None and self._nc is not None
+        key = (res, view)
+        if key not in self.caches:
+            replicas = self._nats.stream_replicas
+            self.caches[key] = cache.Cache(
+                self._js, self._nc, res, view, stream_replicas=replicas, client=client
+            )
+            if self._group is not None:  # opened at run time: start it now
+                self._start_cache(key)
+        self._users.setdefault(key, set()).add(user)
+        return self.caches[key]
+
+    def _start_cache(self, key: tuple[gvr.Resource, type[Any]]) -> None:
+        assert self._group is not None
+        self._cache_tasks[key] = self._group.create_task(_logged("cache", self.caches[key].run))
+
+    def open_dynamic(
+        self, name: str, res: gvr.Resource, view: type[Any], client: kubeclient.KubeClient
+    ) -> cache.Cache[Any]:
+        store: cache.Cache[Any] = self._cache(res, view, name, client)
+        self._dynamic.setdefault(name, {})[res] = store
+        return store
+
+    def close_dynamic(self, name: str, res: gvr.Resource, store: cache.Cache[Any]) -> None:
+        self._dynamic.get(name, {}).pop(res, None)
+        key = next((k for k, c in self.caches.items() if c is store), None)
+        if key is None:
+            return
+        users = self._users.get(key, set())
+        users.discard(name)
+        if users:
+            return  # another controller still reads it
+        self.caches.pop(key, None)
+        self._users.pop(key, None)
+        task = self._cache_tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    async def published(self) -> set[gvr.Resource]:
+        assert self._js is not None
+        try:
+            info = await self._js.stream_info(
+                subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER
+            )
+        except nats.js.errors.NotFoundError:
+            return set()  # the watcher has not declared its stream yet
+        found = (info.state.subjects or {}) if info.state else {}
+        return {subjects.parse_progress_subject(subject) for subject in found}
+
+    async def hand_off(self, name: str, key: str) -> None:
+        count = self.members.partitions(name) if self.members is not None else None
+        if count is None:
+            raise RuntimeError("no partition count from the coordinator yet")
+        await self.running[name].queue.add(key, count)
+
+    def add_task(self, coro: Coroutine[Any, Any, None], ready: asyncio.Event | None) -> None:
+        if self._group is not None:
+            self._group.create_task(_logged("task", _once(coro), restart=False))
+        else:
+            self._tasks.append((coro, ready))
+
+    def _enqueue(self, name: str) -> Callable[[str], None]:
+        def enqueue(key: str) -> None:
+            run = self.running[name]
+            if self.members is None:
+                return
+            count = self.members.partitions(name)
+            # Keys of partitions owned elsewhere are their owner's: it sees the same event.
+            if count is None or not self.members.owns(name, subjects.partition_of(key, count)):
+                return
+            run.pending[key] = tracing.later()
+            run.wake.set()
+
+        return enqueue
+
+    async def _publish_pending(self, run: _Running) -> None:
+        """Drain keys from event handlers onto the durable queue (handlers are synchronous).
+
+        Up to PUBLISH_WINDOW keys are published at once: waiting for each ack in turn made the
+        ack round trip, not the reconcile, the limit under load. `DurableQueue.add` retries
+        until NATS stores the key, so a key taken from `pending` is never dropped.
+        """
+        assert self.members is not None
+        while True:
+            cancellation.checkpoint()
+            await run.wake.wait()
+            run.wake.clear()
+            while run.pending:
+                count = self.members.partitions(run.spec.name)
+                if count is None:
+                    run.pending.clear()  # nothing owned yet: the partition fill on gain covers them
+                    break
+                adds = []
+                for _ in range(min(PUBLISH_WINDOW, len(run.pending))):
+                    key, context = run.pending.popitem()
+                    if run.queue.holds(key, count):
+                        continue  # its message waits for a reconcile, which reads this change too
+                    # The task takes the context: its work item, the trace.
+                    with tracing.attached(context.context()):
+                        adds.append(asyncio.ensure_future(run.queue.add(key, count)))
+                await asyncio.gather(*adds)
+
+    async def _caught_up(self, run: _Running) -> None:
+        for res, view in run.spec.views.items():
+            await _catch_up(self.caches[(res, view)], run.client)
+        await asyncio.gather(
+            *(
+                self._catch_up_dynamic(run, store)
+                for store in list(self._dynamic.get(run.spec.name, {}).values())
+            )
+        )
+
+    async def _catch_up_dynamic(self, run: _Running, store: cache.Cache[Any]) -> None:
+        try:
+            async with asyncio.timeout(DYNAMIC_CATCH_UP_LIMIT):
+                await _catch_up(store, run.client)
+        except TimeoutError:
+            log.warning(
+                "cache opened at run time did not catch up in time; going on without it",
+                extra={"controller": run.spec.name, "resource": str(store.resource)},
+            )
+
+    async def _on_change(self, name: str, gained: set[int], lost: set[int]) -> None:
+        """Start and stop partitions; each step is retried until it is done, because a
+        partition the coordinator counts as ours but that nobody consumes loses its changes
+        (a NATS or API outage during a hand-over must delay it, never drop it)."""
+        run = self.running[name]
+        for partition in sorted(lost):
+            await _until_done(
+                f"stop partition {partition}", name, functools.partial(run.queue.stop_partition, partition)
+            )
+        if not gained:
+            return
+        # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
+        await _until_done("catch up", name, lambda: self._caught_up(run))
+        self._fill(name, gained)
+        for partition in sorted(gained):
+            await _until_done(
+                f"start partition {partition}", name, functools.partial(run.queue.start_partition, partition)
+            )
+
+    def _fill(self, name: str, partitions: set[int]) -> None:
+        """Enqueue every key of `partitions`: gained ones, or ones whose pending work was lost
+        with their consumer (`DurableQueue`'s `on_lost`)."""
+        run = self.running[name]
+        count = self.members.partitions(name) if self.members is not None else None
+        if count is not None:
+            keys = self._all_keys(run)
+            context = tracing.later()
+            run.pending.update(
+                (key, context) for key in keys if subjects.partition_of(key, count) in partitions
+            )
+            run.wake.set()
+
+    def _all_keys(self, run: _Running) -> Iterable[str]:
+        if run.ctx.keys is not None:
+            return run.ctx.keys()
+        primary = run.spec.primary
+        assert primary is not None, "a Spec without a primary resource must set Context.keys"
+        return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
+
+    def _claim(self, name: str, key: str, partition: int) -> fencing.Claim | None:
+        return None if self.members is None else self.members.claim(name, key, partition)
+
+    def _report(self) -> membership.Report:
+        results = self.checks.run()
+        return membership.Report(
+            health={name: results.get(name) for name in self.running},
+            depth={name: run.queue.depth() for name, run in self.running.items()},
+        )
+
+    async def run(self) -> None:
+        args = self.args
+        tracing.setup("controllers")
+        # Before waiting for NATS: a configuration error is reported at once.
+        clients = {
+            spec.name: flags.kube_client(
+                args,
+                user_agent=user_agent(spec.name, args.instance),
+                write_guard=fencing.check_write,
+                rate_scale=spec.client_rate_scale,
+            )
+            for spec in self.specs
+        }
+        nc = await natsconn.connect(self._nats, f"kcm-controllers-{args.instance}")
+        self._js = nc.jetstream()
+        self._nc = nc
+        runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
+        try:
+            self._build(clients)
+            members = self.members = membership.Membership(
+                nc,
+                service="controllers",
+                instance=args.instance,
+                controllers=list(self.running),
+                ops_url=opsserver.url(args.ops_bind, port),
+                report=self._report,
+                grants=await membership.grants_bucket(self._js, self._nats.stream_replicas),
+            )
+            members.on_change(self._on_change)
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                for key in list(self.caches):
+                    self._start_cache(key)
+                for coro, _ in self._tasks:
+                    group.create_task(_logged("task", _once(coro), restart=False))
+                for _, ready in self._tasks:
+                    if ready is not None:
+                        await ready.wait()
+                for name, run in self.running.items():
+                    await _until_done("declare the work stream", name, run.queue.setup)
+                    # The queue waits out NATS trouble itself, and cannot run again once it stopped.
+                    group.create_task(_logged("queue", run.queue.run, restart=False))
+                    group.create_task(_logged("events", run.recorder.run))
+                    group.create_task(_logged("enqueue", functools.partial(self._publish_pending, run)))
+                for name, run in self.running.items():
+                    await _until_done("catch up", name, functools.partial(self._caught_up, run))
+                # Only now ask for partitions: a replica never acts on a cache behind the API.
+                group.create_task(_logged("membership", members.run))
+                log.info("controllers running", extra={"controllers": list(self.running)})
+        finally:
+            await runner.cleanup()
+            for run in self.running.values():
+                await run.client.close()
+            with contextlib.suppress(Exception):
+                await nc.drain()
+
+    def _build(self, clients: dict[str, kubeclient.KubeClient]) -> None:
+        for spec in self.specs:
+            client = clients[spec.name]
+            caches = {res: self._cache(res, view, spec.name, client) for res, view in spec.views.items()}
+            recorder = events.EventRecorder(client, spec.event_component or spec.name)
+            ctx = Context(spec.name, client, caches, self._enqueue(spec.name), recorder, self, args=self.args)
+            reconcile = spec.build(ctx)
+            workers = getattr(self.args, spec.flag.replace("-", "_"), spec.workers)
+            assert self._js is not None and self._nc is not None
+            queue = durable.DurableQueue(
+                self._js,
+                self._nc,
+                spec.name,
+                reconcile,
+                workers=workers,
+                max_deliveries=self.args.max_deliveries,
+                ack_wait=self.args.ack_wait,
+                stuck_after=self.args.stuck_after,
+                stream_replicas=self._nats.stream_replicas,
+                on_lost=functools.partial(self._fill, spec.name),
+                claim=functools.partial(self._claim, spec.name),
+            )
+            self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
+            self.checks.add(spec.name, queue.check)
+
+
+def user_agent(controller: str, instance: str) -> str:
+    """`kcm/<controller> (<instance>)`; the instance is a flag, so anything but printable ASCII
+    (and the parentheses that delimit it) is replaced rather than sent in a header."""
+    safe = "".join(ch if " " <= ch <= "~" and ch not in "()" else "_" for ch in instance)
+    return f"kcm/{controller} ({safe})"
+
+
+async def _catch_up(store: cache.Cache[Any], client: kubeclient.KubeClient) -> None:
+    await store.wait_synced()
+    rv = await cache.current_resource_version(client, store.resource)
+    await store.wait_caught_up(rv)
+
+
+async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[None]]) -> None:
+    """Run `step` until it succeeds, backing off 0.2 s doubling to 5 s between failures."""
+    delay = 0.2
+    while True:
+        cancellation.checkpoint()
+        try:
+            await step()
+            return
+        except Exception as exc:
+            log.warning(f"{what} failed; retrying", extra={"controller": controller, "error": repr(exc)})
+        await asyncio.sleep(delay)
+        delay = min(5.0, delay * 2)
+
+
+def _transient(exc: BaseException) -> bool:
+    """An error that waiting cures: NATS away, restarting or without a stream for a moment
+    (`natsconn.is_transient`), or an API server that is down, unreachable or answering 5xx."""
+    if isinstance(exc, kubeclient.ApiError):
+        return exc.code >= 500 or exc.code == 429
+    return natsconn.is_transient(exc) or isinstance(exc, (OSError, TimeoutError))
+
+
+def _once(coro: Coroutine[Any, Any, None]) -> Callable[[], Coroutine[Any, Any, None]]:
+    return lambda: coro
+
+
+async def _logged(what: str, start: Callable[[], Coroutine[Any, Any, None]], *, restart: bool = True) -> None:
+    """Run one component of the Manager's task group, where a failure stops the process.
+
+    A transient failure (see `_transient`) restarts the component after a backoff instead,
+    unless `restart` is False (a controller's own task, a coroutine that cannot run twice).
+    Any other failure is logged the moment it happens: the TaskGroup then spends a while
+    handing partitions back before the error surfaces, and a supervisor may kill us first.
+    """
+    attempt = 0
+    while True:
+        cancellation.checkpoint()
+        try:
+            await start()
+            return
+        except Exception as exc:
+            if not (restart and _transient(exc)):
+                log.exception("component failed; stopping", extra={"component": what})
+                raise
+            log.warning(
+                "component failed on a transient error; restarting",
+                extra={"component": what, "error": repr(exc), "attempt": attempt},
+            )
+        await kubeclient.sleep_backoff(attempt, base=0.2, cap=5.0)
+        attempt += 1
+
+
+async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
+    chosen = controllerflags.select(specs, args.controllers) + [
+        controllerflags.load_plugin(path) for path in args.plugin
+    ]
+    if not chosen:
+        raise SystemExit("kcm: no controller selected (see --controllers and --plugin)")
+    await Manager(runnable(chosen, args), args).run()
+
+
+def runnable(chosen: Sequence[Spec], args: argparse.Namespace) -> list[Spec]:
+    """The chosen Specs their `disabled_by` lets run with these flags (the others are logged);
+    SystemExit when none is left."""
+    reasons = {spec.name: spec.disabled_by(args) for spec in chosen if spec.disabled_by is not None}
+    for name, reason in reasons.items():
+        if reason:
+            log.info("controller is disabled", extra={"controller": name, "reason": reason})
+    left = [spec for spec in chosen if not reasons.get(spec.name)]
+    if not left:
+        raise SystemExit(
+            f"kcm: every selected controller is disabled: {'; '.join(r for r in reasons.values() if r)}"
+        )
+    return left

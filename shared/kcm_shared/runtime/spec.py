@@ -1,0 +1,144 @@
+"""What a controller is to the runtime: its `Spec`, and the `Context` its `build` gets.
+
+A controller is a `Spec`: its canonical name and alias (upstream's
+`cmd/kube-controller-manager/names`), the folder it lives in, the resources it reads with the
+view each is decoded into, its primary resource (whose keys it reconciles), and `build(ctx)`,
+which registers the controller's event handlers on `ctx.caches` and returns its reconcile
+function. The Manager (`kcm_shared.runtime.manager`) runs Specs; the launcher's registry and
+`--plugin` name them.
+
+Controllers whose resources are known only at run time (the garbage collector follows
+every resource discovery lists) use the dynamic part of `Context`:
+- `open_cache(res, view)` / `close_cache(res)`: a cache opened after start runs in the
+  Manager's task group and is part of this controller's catch-up before it gains a
+  partition (invariant 6). Open only resources the watcher publishes (`published()` lists
+  those with a progress marker on the bus): the catch-up of a dynamic cache is bounded by
+  `manager.DYNAMIC_CATCH_UP_LIMIT` and logged when it runs out, so a resource the watcher
+  stopped publishing can delay a hand-over but never block it.
+- `keys`: a controller whose work keys are not keys of one primary resource (`primary=None`)
+  sets it in `build`; the runtime calls it when it gains partitions, instead of listing the
+  primary cache, and keeps the keys of the gained partitions.
+- `hand_off(key)`: enqueue durably whichever replica owns the key's partition. `enqueue`
+  drops keys of partitions owned elsewhere because their owner sees the same cache event;
+  a key found while reconciling (a fan-out from local state) has no such event elsewhere.
+- `add_task(coro, ready=event)`: a controller's own loop (e.g. periodic re-discovery), run in
+  the Manager's task group; with `ready`, start-up waits for the event before its first
+  catch-up, so caches opened by the loop's first round count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kcm_shared.apimachinery import gvr
+from kcm_shared.client import kubeclient
+from kcm_shared.runtime import cache, events
+from kcm_shared.workqueue import durable
+
+Reconcile = Callable[[str], Awaitable[durable.Result | None]]
+
+
+class Host(Protocol):
+    """The running Manager, as a Context reaches it (`kcm_shared.runtime.manager.Manager`)."""
+
+    def open_dynamic(
+        self, name: str, res: gvr.Resource, view: type[Any], client: kubeclient.KubeClient
+    ) -> cache.Cache[Any]: ...
+
+    def close_dynamic(self, name: str, res: gvr.Resource, store: cache.Cache[Any]) -> None: ...
+
+    async def published(self) -> set[gvr.Resource]: ...
+
+    async def hand_off(self, name: str, key: str) -> None: ...
+
+    def add_task(self, coro: Coroutine[Any, Any, None], ready: asyncio.Event | None) -> None: ...
+
+
+@dataclass
+class Context:
+    """What a controller's `build` gets: the API, its caches, a way to enqueue keys, Events.
+
+    The methods below are the dynamic part described in the module docstring.
+    """
+
+    name: str
+    client: kubeclient.KubeClient
+    caches: dict[gvr.Resource, cache.Cache[Any]]
+    enqueue: Callable[[str], None]
+    recorder: events.EventRecorder
+    manager: Host | None = field(default=None, repr=False)
+    # Every work key, for a controller without a primary resource (set in `build`).
+    keys: Callable[[], Iterable[str]] | None = None
+    # The process's parsed flags, its Spec's own (`Spec.flags`) among them.
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+
+    def _manager(self) -> Host:
+        if self.manager is None:
+            raise RuntimeError("this Context is not attached to a running Manager")
+        return self.manager
+
+    def open_cache(self, res: gvr.Resource, view: type[Any]) -> cache.Cache[Any]:
+        """A cache of `res` opened now; `caches[res]` holds it until `close_cache(res)`."""
+        store: cache.Cache[Any] = self._manager().open_dynamic(self.name, res, view, self.client)
+        self.caches[res] = store
+        return store
+
+    def close_cache(self, res: gvr.Resource) -> None:
+        """Stop following `res` (gone from discovery); a no-op when it is not open."""
+        store = self.caches.pop(res, None)
+        if store is not None:
+            self._manager().close_dynamic(self.name, res, store)
+
+    async def published(self) -> set[gvr.Resource]:
+        """Resources the watcher publishes: those with a progress marker on the bus."""
+        return await self._manager().published()
+
+    async def hand_off(self, key: str) -> None:
+        """Enqueue `key` durably for whichever replica owns its partition."""
+        await self._manager().hand_off(self.name, key)
+
+    def add_task(self, coro: Coroutine[Any, Any, None], *, ready: asyncio.Event | None = None) -> None:
+        """Run `coro` in the Manager's task group (a failure stops the process, like a cache's)."""
+        self._manager().add_task(coro, ready)
+
+
+class FlagSet(Protocol):
+    """Where a Spec declares its own flags: `add_argument` as argparse's."""
+
+    def add_argument(self, *names: str, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    alias: str
+    primary: gvr.Resource | None  # None: `build` sets `Context.keys`
+    views: dict[gvr.Resource, type[Any]]
+    build: Callable[[Context], Reconcile]
+    workers: int = 5
+    enabled_by_default: bool = True
+    workers_flag: str = ""  # upstream's name where it is not `concurrent-<alias>-syncs`
+    # More names `--controllers` takes, where the one in common use differs from upstream's alias.
+    also_known_as: tuple[str, ...] = ()
+    # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
+    # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
+    flags: Callable[[FlagSet], None] | None = None
+    # Multiplies --kube-api-qps and --kube-api-burst for this controller's client: upstream
+    # gives the chatty namespace controller 20x the qps and 100x the burst.
+    client_rate_scale: tuple[float, float] = (1.0, 1.0)
+    # Why the parsed flags leave it off, or None: upstream starts some controllers only when
+    # configured (the token controller needs --service-account-private-key-file). `run`
+    # logs the reason and runs the others.
+    disabled_by: Callable[[argparse.Namespace], str | None] | None = None
+    # The Events' source component where upstream's differs from `name` (the RC controller
+    # records as "replication-controller").
+    event_component: str = ""
+
+    @property
+    def flag(self) -> str:
+        """`--concurrent-<alias>-syncs`, as upstream names most per-controller worker flags."""
+        return self.workers_flag or f"concurrent-{self.alias}-syncs"
