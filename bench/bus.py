@@ -55,7 +55,7 @@ import nats.js.errors
 import uvloop
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.runtime import cache
 from kcm_shared.workqueue import durable, queue
 from kcm_simulator import podstatus
@@ -323,8 +323,8 @@ async def last_object_time(js: JetStreamContext, last_seq: int) -> float:
     """When the newest object message (not a progress marker) was stored."""
     seq = last_seq
     while True:
-        msg = await js.get_msg(subjects.OBJECTS_STREAM, seq)
-        if msg.subject and msg.subject.startswith("kcm.obj.") and msg.time is not None:
+        msg = await js.get_msg(wire.OBJECTS_STREAM, seq)
+        if msg.subject and not subjects.is_progress_subject(msg.subject) and msg.time is not None:
             return msg.time.timestamp()
         seq -= 1
 
@@ -396,9 +396,9 @@ async def raw_publish_baseline(js: JetStreamContext, count: int, body: bytes) ->
             max_msgs_per_subject=1,
         )
     )
-    headers = {"Kcm-Event": "ADDED", "Kcm-Resource-Version": "1000000"}
+    headers = {wire.EVENT: wire.ADDED, wire.RESOURCE_VERSION: "1000000"}
     messages = (
-        (f"bench.raw.bench.cm-{i:06d}", body, {**headers, "Nats-Msg-Id": f"{i:036d}:1000000:ADDED"})
+        (f"bench.raw.bench.cm-{i:06d}", body, {**headers, wire.MSG_ID: f"{i:036d}:1000000:{wire.ADDED}"})
         for i in range(count)
     )
     try:
@@ -454,15 +454,15 @@ async def watcher_throughput(command: list[str], args: argparse.Namespace, workd
                     if watcher.returncode is not None:
                         raise RuntimeError("kcm watcher exited")
                     try:
-                        state = await stream_state(js, subjects.OBJECTS_STREAM)
+                        state = await stream_state(js, wire.OBJECTS_STREAM)
                     except nats.js.errors.NotFoundError:
                         return False
                     return state.messages >= objects + 1  # every object, and the list's progress marker
 
                 await poll(listed, args.timeout, "the watcher's initial publishes")
-                state = await stream_state(js, subjects.OBJECTS_STREAM)
+                state = await stream_state(js, wire.OBJECTS_STREAM)
                 figures.initial_cpu = benchlib.process_cpu_seconds(watcher.pid) - cpu0
-                first = await stored_at(js, subjects.OBJECTS_STREAM, state.first_seq)
+                first = await stored_at(js, wire.OBJECTS_STREAM, state.first_seq)
                 last = await last_object_time(js, state.last_seq)
                 figures.initial_objects = objects
                 figures.initial_seconds = last - first
@@ -474,14 +474,14 @@ async def watcher_throughput(command: list[str], args: argparse.Namespace, workd
                 figures.live = await create_closed_loop(session, url, "bench-live", count)
 
                 async def published() -> bool:
-                    state = await stream_state(js, subjects.OBJECTS_STREAM)
+                    state = await stream_state(js, wire.OBJECTS_STREAM)
                     return state.messages >= before + figures.live.ok
 
                 try:
                     await poll(published, 60, "the watcher's live publishes")
                 except TimeoutError as exc:
                     figures.problems.append(str(exc))
-                state = await stream_state(js, subjects.OBJECTS_STREAM)
+                state = await stream_state(js, wire.OBJECTS_STREAM)
                 figures.live_cpu = benchlib.process_cpu_seconds(watcher.pid) - cpu0
                 figures.live_seconds = await last_object_time(js, state.last_seq) - figures.live.first
         finally:
@@ -603,7 +603,7 @@ async def bus_arrivals(nats_url: str) -> AsyncIterator[dict[str, float]]:
 
     try:
         # A plain subscription sees what JetStream stores, the moment the server takes it.
-        await nc.subscribe(f"kcm.obj.{subjects.resource_tokens(CONFIGMAPS)}.bench.*", cb=on_msg)
+        await nc.subscribe(f"{wire.OBJECT_PREFIX}.{subjects.resource_tokens(CONFIGMAPS)}.bench.*", cb=on_msg)
         yield seen
     finally:
         await nc.close()
@@ -1134,7 +1134,7 @@ async def cache_memory(args: argparse.Namespace, workdir: Path) -> CacheFigures:
         keys.append(f"{pod['namespace']}/{pod['name']}")
         subject = subjects.object_subject(PODS, pod["namespace"], pod["name"])
         messages.append(
-            (subject, body, {cache.HEADER_EVENT: "ADDED", cache.HEADER_RV: pod["resourceVersion"]})
+            (subject, body, {wire.EVENT: wire.ADDED, wire.RESOURCE_VERSION: pod["resourceVersion"]})
         )
     async with benchlib.nats_server(workdir) as natsd:
         nc = await connect(natsd.url)

@@ -33,7 +33,7 @@ import msgspec
 from kcm_controllers.job import podview
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.base import tracing
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 from kcm_shared.runtime import cache
 from kcm_watcher import objects, publisher, resourcewatch
 from nats.aio.msg import Msg
@@ -185,12 +185,12 @@ def messages(pods: int) -> list[Msg]:
                 Msg(
                     _client=None,  # type: ignore[arg-type]
                     subject=subjects.object_subject(PODS, NAMESPACE, body["metadata"]["name"]),
-                    reply=f"$JS.ACK.KCM_OBJECTS.c1.1.{seq + 50}.{seq}.1764032400000000000.{1 if i < pods - 1 else 0}",
+                    reply=f"$JS.ACK.{wire.OBJECTS_STREAM}.c1.1.{seq + 50}.{seq}.1764032400000000000.{1 if i < pods - 1 else 0}",
                     data=json.dumps(body, separators=(",", ":")).encode(),
                     headers={
-                        cache.HEADER_EVENT: event,
-                        cache.HEADER_RV: body["metadata"]["resourceVersion"],
-                        "traceparent": TRACEPARENT,
+                        wire.EVENT: event,
+                        wire.RESOURCE_VERSION: body["metadata"]["resourceVersion"],
+                        wire.TRACEPARENT: TRACEPARENT,
                     },
                 )
             )
@@ -255,7 +255,11 @@ class _AckingNats:
     async def publish(self, subject: str, body: bytes, reply: str = "", headers: Any = None) -> None:
         self.seq += 1
         assert self.pub is not None
-        ack = Msg(_client=None, subject=reply, data=b'{"stream":"KCM_OBJECTS","seq":%d}' % self.seq)  # type: ignore[arg-type]
+        ack = Msg(
+            _client=None,  # type: ignore[arg-type]
+            subject=reply,
+            data=b'{"stream":"%s","seq":%d}' % (wire.OBJECTS_STREAM.encode(), self.seq),
+        )
         await self.pub._on_reply(ack)
 
 
@@ -264,7 +268,7 @@ async def through_watcher(msgs: list[Msg], profile: cProfile.Profile | None) -> 
     pub = nc.pub = publisher.Publisher(nc)  # type: ignore[arg-type]
     watch = resourcewatch.ResourceWatch(PODS, None, None, pub.lane(str(PODS)))  # type: ignore[arg-type]
     lines = [
-        msgspec.json.encode({"type": m.headers[cache.HEADER_EVENT], "object": msgspec.Raw(m.data)})  # type: ignore[index]
+        msgspec.json.encode({"type": m.headers[wire.EVENT], "object": msgspec.Raw(m.data)})  # type: ignore[index]
         for m in msgs
     ]
     if profile is not None:

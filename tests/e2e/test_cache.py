@@ -17,7 +17,7 @@ import msgspec
 import prometheus_client
 import uvloop
 from kcm_shared.apimachinery import codec, gvr, selectors
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
 from nats.aio.client import Client
@@ -72,8 +72,8 @@ def pod(
 
 async def publish(js: JetStreamContext, res: gvr.Resource, obj: dict[str, Any], event: str = "ADDED") -> None:
     meta = obj["metadata"]
-    headers = {cache.HEADER_EVENT: event, cache.HEADER_RV: meta["resourceVersion"]}
-    if event == cache.DELETED:
+    headers = {wire.EVENT: event, wire.RESOURCE_VERSION: meta["resourceVersion"]}
+    if event == wire.DELETED:
         headers["Nats-TTL"] = "1h"
     await js.publish(
         subjects.object_subject(res, meta["namespace"], meta["name"]),
@@ -85,12 +85,12 @@ async def publish(js: JetStreamContext, res: gvr.Resource, obj: dict[str, Any], 
 async def publish_raw(
     js: JetStreamContext, res: gvr.Resource, ns: str, name: str, rv: str, body: bytes
 ) -> None:
-    headers = {cache.HEADER_EVENT: "MODIFIED", cache.HEADER_RV: rv}
+    headers = {wire.EVENT: "MODIFIED", wire.RESOURCE_VERSION: rv}
     await js.publish(subjects.object_subject(res, ns, name), body, headers=headers)
 
 
 async def marker(js: JetStreamContext, res: gvr.Resource, rv: str) -> None:
-    await js.publish(subjects.progress_subject(res), b"", headers={cache.HEADER_RV: rv})
+    await js.publish(subjects.progress_subject(res), b"", headers={wire.RESOURCE_VERSION: rv})
 
 
 async def until(pred: Callable[[], Any], limit: float = 15.0, what: str = "") -> Any:
@@ -154,7 +154,7 @@ def test_initial_sync_live_changes_indexes_and_bad_messages(nats_server: NatsPro
         for rv in ("1", "2", "3"):
             await publish(js, res, pod("ns1", "a", rv, {"app": "x"}), "MODIFIED")
         await publish(js, res, pod("ns2", "b", "4", {"app": "x"}, owner="rs-1"))
-        await publish(js, res, pod("ns2", "gone", "5"), cache.DELETED)  # tombstone of an unknown object
+        await publish(js, res, pod("ns2", "gone", "5"), wire.DELETED)  # tombstone of an unknown object
         await marker(js, res, "5")
         store = cache.Cache(js, nc, res, PodView, keep_raw=True, heartbeat=1.0)
         rec = Recorder(store)
@@ -170,7 +170,7 @@ def test_initial_sync_live_changes_indexes_and_bad_messages(nats_server: NatsPro
             assert json.loads(store.raw("ns1/a") or b"")["metadata"]["resourceVersion"] == "3"
 
             await publish(js, res, pod("ns1", "a", "6", {"app": "y"}, node="n1"), "MODIFIED")
-            await publish(js, res, pod("ns2", "b", "7", {"app": "x"}, owner="rs-1"), cache.DELETED)
+            await publish(js, res, pod("ns2", "b", "7", {"app": "x"}, owner="rs-1"), wire.DELETED)
             await publish(js, res, pod("ns1", "c", "8", {"app": "x"}, owner="rs-1", node="n1"))
             await publish_raw(js, res, "ns1", "a", "9", b'{"metadata": {"name": 5')  # cannot be decoded
             await publish(js, res, pod("ns1", "d", "10"))
@@ -262,7 +262,7 @@ def test_wait_caught_up_asks_the_watcher_and_waits_for_the_marker(nats_server: N
             waiting = asyncio.create_task(store.wait_caught_up("20"))
             await asyncio.sleep(0)
             assert not waiting.done()
-            sub = await nc.subscribe(subjects.WATCHER_SYNC, cb=fake_watcher)
+            sub = await nc.subscribe(wire.WATCHER_SYNC, cb=fake_watcher)
             await asyncio.wait_for(waiting, 15)
             assert cache.rv_at_least(store.last_resource_version, "20")
             assert len(requests) == 2  # refused once, asked again
@@ -295,7 +295,7 @@ def test_resync_after_a_stop_delivers_what_changed_meanwhile(nats_server: NatsPr
         await asyncio.gather(task, return_exceptions=True)
         # While the cache is away: one object changes, one's tombstone expires (purged here).
         await publish(js, res, pod("ns", "change", "2"), "MODIFIED")
-        await js.purge_stream(subjects.OBJECTS_STREAM, subject=subjects.object_subject(res, "ns", "expire"))
+        await js.purge_stream(wire.OBJECTS_STREAM, subject=subjects.object_subject(res, "ns", "expire"))
         await publish(js, res, pod("ns", "new", "3"))
         rec.calls.clear()
         task = asyncio.create_task(store.run())
@@ -330,7 +330,7 @@ def test_nats_restart_cache_recovers_and_converges(fresh_nats: NatsProc) -> None
             await asyncio.to_thread(fresh_nats.start)
             await until(lambda: nc.is_connected, what="reconnect")
             # The watcher publishes what happened while NATS was down once it is back.
-            await publish(js, res, pod("ns", "a", "2"), cache.DELETED)
+            await publish(js, res, pod("ns", "a", "2"), wire.DELETED)
             await publish(js, res, pod("ns", "b", "3"), "MODIFIED")
             await publish(js, res, pod("ns", "c", "4"))
             await until(lambda: sorted(store.keys()) == ["ns/b", "ns/c"], what="convergence")
@@ -359,7 +359,7 @@ def test_a_purged_stream_is_not_a_mass_delete(fresh_nats: NatsProc) -> None:
         try:
             await asyncio.wait_for(store.wait_caught_up("3"), 15)
             rec.calls.clear()
-            await js.purge_stream(subjects.OBJECTS_STREAM)
+            await js.purge_stream(wire.OBJECTS_STREAM)
             # A restart makes the cache re-read the (now empty) stream from scratch.
             fresh_nats.kill()
             await asyncio.to_thread(fresh_nats.start)

@@ -19,7 +19,7 @@ import nats
 import nats.errors
 import uvloop
 from kcm_shared.apimachinery import gvr
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 from nats.aio.client import Client
 from nats.js import api
 from nats.js.errors import NotFoundError
@@ -98,7 +98,7 @@ def test_the_consumer_reads_objects_but_cannot_forge_one(stack: DevStack) -> Non
     async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
         js = nc.jetstream(timeout=3)
         out: dict[str, Any] = {}
-        last = await js.get_last_msg(subjects.OBJECTS_STREAM, "kcm.obj.core.v1.namespaces._.kube-system")
+        last = await js.get_last_msg(wire.OBJECTS_STREAM, "kcm.obj.core.v1.namespaces._.kube-system")
         out["read"] = json.loads(last.data)["metadata"]["name"]
         out["core publish refused"] = await refused(nc, errors, FORGED)
         try:
@@ -107,7 +107,7 @@ def test_the_consumer_reads_objects_but_cannot_forge_one(stack: DevStack) -> Non
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
             out["jetstream publish"] = "refused"
         try:
-            await js.get_last_msg(subjects.OBJECTS_STREAM, FORGED)
+            await js.get_last_msg(wire.OBJECTS_STREAM, FORGED)
             out["forged state stored"] = True
         except NotFoundError:
             out["forged state stored"] = False
@@ -162,7 +162,7 @@ def test_a_secrets_data_never_reaches_the_bus(stack: DevStack) -> None:
 
     async def body(nc: Client, errors: list[str]) -> bytes | None:
         try:
-            return bytes((await nc.jetstream(timeout=3).get_last_msg(subjects.OBJECTS_STREAM, subject)).data)
+            return bytes((await nc.jetstream(timeout=3).get_last_msg(wire.OBJECTS_STREAM, subject)).data)
         except NotFoundError:
             return None
 

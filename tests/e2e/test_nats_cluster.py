@@ -19,7 +19,7 @@ import pytest
 import uvloop
 from kcm_cli import natsd
 from kcm_shared.apimachinery import gvr
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 from nats.aio.client import Client
 from nats.js.errors import Error as JetStreamError
 
@@ -27,7 +27,7 @@ from tests.conftest import ApiServer, NatsProc, wait_for
 from tests.e2e import bus_stack
 
 CONFIGMAPS = gvr.Resource("", "v1", "configmaps")
-STREAMS = (subjects.OBJECTS_STREAM, subjects.work_stream("probe-controller"), subjects.DLQ_STREAM)
+STREAMS = (wire.OBJECTS_STREAM, subjects.work_stream("probe-controller"), wire.DLQ_STREAM)
 
 
 def distinct_ports(count: int) -> list[int]:
@@ -107,7 +107,7 @@ async def last_object(url: str, workdir: Path, name: str) -> bool:
         js = nc.jetstream(timeout=2)
         subject = subjects.object_subject(CONFIGMAPS, "default", name)
         try:
-            await js.get_last_msg(subjects.OBJECTS_STREAM, subject)
+            await js.get_last_msg(wire.OBJECTS_STREAM, subject)
         except (JetStreamError, nats.errors.TimeoutError):
             return False
         return True

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import nats
 import pytest
 from aiohttp import web
-from kcm_shared.bus import subjects
+from kcm_shared.bus import wire
 from nats.js import api
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
@@ -147,7 +147,7 @@ async def _limit_new_subjects(nats_url: str, admin_seed: str, limited: bool) -> 
     nc = await nats.connect(nats_url, nkeys_seed=admin_seed)
     try:
         js = nc.jetstream()
-        info = await js.stream_info(subjects.OBJECTS_STREAM)
+        info = await js.stream_info(wire.OBJECTS_STREAM)
         config = info.config
         config.max_msgs = info.state.messages if limited else -1
         config.discard = api.DiscardPolicy.NEW if limited else api.DiscardPolicy.OLD

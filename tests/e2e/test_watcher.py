@@ -26,7 +26,7 @@ import nats
 import pytest
 import uvloop
 from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.runtime import cache
 from nats.js import api
 
@@ -67,7 +67,7 @@ async def _last_per_subject(url: str, filter_subject: str) -> dict[str, Entry]:
     try:
         js = nc.jetstream()
         try:
-            await js.stream_info(subjects.OBJECTS_STREAM)
+            await js.stream_info(wire.OBJECTS_STREAM)
         except nats.js.errors.NotFoundError:
             return {}
         config = api.ConsumerConfig(
@@ -75,7 +75,7 @@ async def _last_per_subject(url: str, filter_subject: str) -> dict[str, Entry]:
             ack_policy=api.AckPolicy.NONE,
             inactive_threshold=10.0,
         )
-        sub = await js.pull_subscribe(filter_subject, stream=subjects.OBJECTS_STREAM, config=config)
+        sub = await js.pull_subscribe(filter_subject, stream=wire.OBJECTS_STREAM, config=config)
         out: dict[str, Entry] = {}
         remaining = (await sub.consumer_info()).num_pending or 0
         while remaining > 0:
@@ -96,7 +96,7 @@ def stream_state(server: NatsProc, filter_subject: str = "kcm.>") -> dict[str, E
 async def _last_on(url: str, subject: str) -> Entry | None:
     nc = await nats.connect(url, connect_timeout=2, max_reconnect_attempts=0)
     try:
-        msg = await nc.jetstream().get_last_msg(subjects.OBJECTS_STREAM, subject)
+        msg = await nc.jetstream().get_last_msg(wire.OBJECTS_STREAM, subject)
     except nats.js.errors.NotFoundError:
         return None
     finally:
@@ -389,7 +389,7 @@ def test_sync_request_answers_once_the_stream_reached_the_resource_version(
     rv = create_cm(core, "sync-probe").metadata.resource_version
     for res in (CM, gvr.Resource("apps", "v1", "deployments")):
         body = {"group": res.group, "version": res.version, "resource": res.resource, "resourceVersion": rv}
-        reply = uvloop.run(_request(nats_server.url, subjects.WATCHER_SYNC, body, wait=20))
+        reply = uvloop.run(_request(nats_server.url, wire.WATCHER_SYNC, body, wait=20))
         assert reply["ok"] is True, reply
         assert int(reply["resourceVersion"]) >= int(rv)
         marker = last_on(nats_server, subjects.progress_subject(res))
@@ -397,7 +397,7 @@ def test_sync_request_answers_once_the_stream_reached_the_resource_version(
     # The created object is in the stream by the time the reply says so.
     assert last_on(nats_server, cm_subject("sync-probe")).rv == rv
     unknown = {"group": "nope.io", "version": "v1", "resource": "things", "resourceVersion": rv}
-    reply = uvloop.run(_request(nats_server.url, subjects.WATCHER_SYNC, unknown, wait=20))
+    reply = uvloop.run(_request(nats_server.url, wire.WATCHER_SYNC, unknown, wait=20))
     assert reply["ok"] is False and "not watched" in reply["error"]
 
 
@@ -413,7 +413,7 @@ def test_an_expired_tombstone_frees_its_subject_without_a_relist(
 
     async def expire() -> None:  # what Nats-TTL does to the tombstone an hour later
         nc = await nats.connect(nats_server.url)
-        await nc.jetstream().purge_stream(subjects.OBJECTS_STREAM, subject=subject)
+        await nc.jetstream().purge_stream(wire.OBJECTS_STREAM, subject=subject)
         await nc.close()
 
     uvloop.run(expire())

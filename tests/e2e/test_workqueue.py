@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import uvloop
 from kcm_shared.base import tracing
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.workqueue import durable, ratelimit
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -120,7 +120,7 @@ async def drained(js: JetStreamContext, controller: str, partitions: int) -> boo
 
 
 async def dead_letter(js: JetStreamContext, controller: str) -> Any:
-    return await js.get_last_msg(subjects.DLQ_STREAM, subjects.dlq_subject(controller))
+    return await js.get_last_msg(wire.DLQ_STREAM, subjects.dlq_subject(controller))
 
 
 def dead_letters(controller: str) -> float:

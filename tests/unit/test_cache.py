@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 import uvloop
 from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
 from nats.aio.msg import Msg
@@ -48,12 +48,12 @@ def _body(name: str, rv: str) -> bytes:
 
 
 def _msg(store: cache.Cache[codec.Meta], event: str, name: str, rv: str, body: bytes | None = None) -> None:
-    headers = {cache.HEADER_EVENT: event, cache.HEADER_RV: rv}
+    headers = {wire.EVENT: event, wire.RESOURCE_VERSION: rv}
     store._apply(subjects.object_subject(RES, "ns", name), headers, _body(name, rv) if body is None else body)
 
 
 def _marker(store: cache.Cache[codec.Meta], rv: str) -> None:
-    store._apply(subjects.progress_subject(RES), {cache.HEADER_RV: rv}, b"")
+    store._apply(subjects.progress_subject(RES), {wire.RESOURCE_VERSION: rv}, b"")
 
 
 def _events(store: cache.Cache[codec.Meta]) -> list[tuple[str, str]]:
@@ -118,7 +118,7 @@ def test_too_large_object_is_fetched_and_the_marker_after_it_counts_once_fetched
         store = _cache(api)
         store._synced.set()
         calls = _events(store)
-        headers = {cache.HEADER_EVENT: "ADDED", cache.HEADER_RV: "9", cache.HEADER_TOO_LARGE: "2000000"}
+        headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: "9", wire.TOO_LARGE: "2000000"}
         store._apply(subjects.object_subject(RES, "ns", "big"), headers, b"")
         _marker(store, "10")
         assert store.last_resource_version == ""  # not before the object is here
@@ -138,7 +138,7 @@ def test_a_newer_message_supersedes_a_pending_fetch() -> None:
         api.gate.clear()
         store = _cache(api)
         calls = _events(store)
-        headers = {cache.HEADER_EVENT: "ADDED", cache.HEADER_RV: "9", cache.HEADER_TOO_LARGE: "2000000"}
+        headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: "9", wire.TOO_LARGE: "2000000"}
         store._apply(subjects.object_subject(RES, "ns", "big"), headers, b"")
         _marker(store, "10")
         _msg(store, "MODIFIED", "big", "11")  # shrunk back under the limit

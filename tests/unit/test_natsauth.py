@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
-from kcm_shared.bus import membership, subjects
+from kcm_shared.bus import subjects, wire
 
 NAMES = [spec.name for spec in BUILTIN]
 ALL = {**natsauth.deployment_identities(BUILTIN), "all-controllers": natsauth.controllers(NAMES)}
@@ -52,9 +52,9 @@ def test_only_the_watcher_publishes_object_states_and_progress(subject: str) -> 
 
 
 def test_only_the_coordinator_hears_coordination_and_only_the_watcher_sync_requests() -> None:
-    hear = {name for name, perms in ALL.items() if may_subscribe(perms, membership.HEARTBEAT_SUBJECT)}
+    hear = {name for name, perms in ALL.items() if may_subscribe(perms, wire.COORD_HEARTBEAT)}
     assert hear == {"coordinator"}
-    assert {n for n, p in ALL.items() if may_subscribe(p, subjects.WATCHER_SYNC)} == {"watcher"}
+    assert {n for n, p in ALL.items() if may_subscribe(p, wire.WATCHER_SYNC)} == {"watcher"}
     assert {n for n, p in ALL.items() if p.responses} == {"watcher", "coordinator"}
 
 
@@ -94,7 +94,7 @@ def test_the_consumer_reads_and_publishes_nothing_of_kcm() -> None:
     assert may_subscribe(consumer, "kcm.obj.core.v1.pods.default.a")
     assert may_publish(consumer, "$JS.API.DIRECT.GET.KCM_OBJECTS.kcm.obj.core.v1.pods.default.a")
     assert may_publish(consumer, "$JS.API.CONSUMER.CREATE.KCM_OBJECTS.mine.kcm.obj.>")
-    for stream in (subjects.work_stream("replicaset-controller"), subjects.DLQ_STREAM):
+    for stream in (subjects.work_stream("replicaset-controller"), wire.DLQ_STREAM):
         assert not [p for p in consumer.publish if stream in p]
     assert not consumer.responses
 
@@ -102,11 +102,11 @@ def test_the_consumer_reads_and_publishes_nothing_of_kcm() -> None:
 @pytest.mark.parametrize("op", ["STREAM.DELETE", "STREAM.PURGE", "STREAM.MSG.DELETE", "STREAM.UPDATE"])
 def test_no_one_but_the_declaring_service_changes_or_wipes_a_stream(op: str) -> None:
     for name, perms in ALL.items():
-        for stream in (subjects.OBJECTS_STREAM, subjects.work_stream("replicaset-controller")):
+        for stream in (wire.OBJECTS_STREAM, subjects.work_stream("replicaset-controller")):
             allowed = may_publish(perms, f"$JS.API.{op}.{stream}")
             declares = op == "STREAM.UPDATE" and (
-                (name == "watcher" and stream == subjects.OBJECTS_STREAM)
-                or (name in ("replicaset", "all-controllers") and stream != subjects.OBJECTS_STREAM)
+                (name == "watcher" and stream == wire.OBJECTS_STREAM)
+                or (name in ("replicaset", "all-controllers") and stream != wire.OBJECTS_STREAM)
             )
             assert allowed == declares, (name, op, stream)
 

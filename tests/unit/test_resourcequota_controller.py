@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from kcm_controllers.resourcequota import controller as rq
 from kcm_shared import runtime
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 from kcm_shared.runtime import cache
 from kcm_shared.workqueue import durable
 
@@ -38,19 +38,19 @@ def feed(store: cache.Cache[Any], objects: list[dict[str, Any]], rv: str = "50")
     store._snapshot = set()
     for obj in objects:
         meta = obj["metadata"]
-        headers = {cache.HEADER_EVENT: "ADDED", cache.HEADER_RV: meta["resourceVersion"]}
+        headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: meta["resourceVersion"]}
         store._apply(
             subjects.object_subject(store.resource, meta["namespace"], meta["name"]),
             headers,
             json.dumps(obj).encode(),
         )
-    store._apply(subjects.progress_subject(store.resource), {cache.HEADER_RV: rv}, b"")
+    store._apply(subjects.progress_subject(store.resource), {wire.RESOURCE_VERSION: rv}, b"")
     store._finish_snapshot()
 
 
 def event(store: cache.Cache[Any], kind: str, obj: dict[str, Any]) -> None:
     meta = obj["metadata"]
-    headers = {cache.HEADER_EVENT: kind, cache.HEADER_RV: meta["resourceVersion"]}
+    headers = {wire.EVENT: kind, wire.RESOURCE_VERSION: meta["resourceVersion"]}
     store._apply(
         subjects.object_subject(store.resource, meta["namespace"], meta["name"]),
         headers,

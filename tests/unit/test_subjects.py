@@ -31,3 +31,16 @@ def test_object_subject_round_trips(res: gvr.Resource, namespace: str) -> None:
 def test_other_subjects_are_refused(subject: str) -> None:
     with pytest.raises(ValueError):
         subjects.parse_progress_subject(subject)
+
+
+@pytest.mark.parametrize("res", RESOURCES)
+def test_a_progress_subject_is_told_from_an_object_subject(res: gvr.Resource) -> None:
+    assert subjects.is_progress_subject(subjects.progress_subject(res))
+    assert not subjects.is_progress_subject(subjects.object_subject(res, "kcm", "progress"))
+
+
+def test_health_filters_cover_one_service_or_all() -> None:
+    # Written out: a subscriber outside kcm matches these strings, not our functions.
+    assert subjects.health_filter() == "kcm.health.*.*"
+    assert subjects.health_filter("watch.er") == "kcm.health.watch~2Eer.*"
+    assert subjects.health_subject("watch.er", "w-0") == "kcm.health.watch~2Eer.w-0"

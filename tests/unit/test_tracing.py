@@ -10,6 +10,12 @@ from kcm_shared.base import errors, tracing
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+
+def test_trace_header_names_are_the_propagators() -> None:
+    # kcm_shared.bus.wire lists these among the bus's headers; the propagator writes them.
+    assert TraceContextTextMapPropagator().fields == {tracing.TRACEPARENT, tracing.TRACESTATE}
 
 
 def test_traceparent_round_trip_makes_a_child_in_the_same_trace() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from kcm_shared.bus import wire
 from kcm_watcher import objects
 
 
@@ -67,13 +68,13 @@ def test_empty_list_item_gets_type_meta() -> None:
 
 def test_headers_name_event_version_and_dedup_id() -> None:
     head = objects.decode_head(b'{"metadata":{"name":"a","uid":"u1","resourceVersion":"42"}}')
-    assert objects.headers(objects.MODIFIED, head) == {
+    assert objects.headers(wire.MODIFIED, head) == {
         "Kcm-Event": "MODIFIED",
         "Kcm-Resource-Version": "42",
         "Nats-Msg-Id": "u1:42:MODIFIED",
     }
-    assert objects.ttl_of(objects.DELETED) is not None
-    assert objects.ttl_of(objects.MODIFIED) is None
+    assert objects.ttl_of(wire.DELETED) is not None
+    assert objects.ttl_of(wire.MODIFIED) is None
 
 
 def test_held_entry_ignores_tombstones() -> None:

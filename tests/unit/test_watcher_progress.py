@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import msgspec
 from kcm_shared.apimachinery import gvr
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 from kcm_watcher import objects, resourcewatch
 
 RES = gvr.Resource("", "v1", "pods")
@@ -36,7 +36,7 @@ def added(name: str, rv: str) -> objects.WatchLine:
 
 def markers(lane: RecordingLane) -> list[str]:
     progress = subjects.progress_subject(RES)
-    return [h[objects.RESOURCE_VERSION] for s, h in lane.published if s == progress]
+    return [h[wire.RESOURCE_VERSION] for s, h in lane.published if s == progress]
 
 
 def watch() -> tuple[resourcewatch.ResourceWatch, RecordingLane]:

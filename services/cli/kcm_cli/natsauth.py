@@ -24,17 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nkeys  # type: ignore[import-untyped]
-from kcm_coordinator import fleethealth
 from kcm_shared import runtime
-from kcm_shared.bus import healthbeat, membership, subjects
+from kcm_shared.bus import subjects, wire
 from kcm_shared.runtime import controllerflags
 
 from kcm_cli import pki
 from kcm_cli.controllers import BUILTIN
 
 INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a client publish there
-OBJECTS = subjects.OBJECTS_STREAM
-GRANTS = f"KV_{membership.GRANTS_BUCKET}"
+OBJECTS = wire.OBJECTS_STREAM
+GRANTS = f"KV_{wire.GRANTS_BUCKET}"
 SEED_SUFFIX = ".nk"
 AUTH_CONF = "auth.conf"
 # kube-apiserver takes request bodies up to 3 MiB and etcd values up to about 1.5 MiB; an
@@ -105,11 +104,6 @@ def _kv(bucket: str) -> str:
     return f"$KV.{bucket}.>"
 
 
-def _health(service: str) -> str:
-    """The health beats of every instance of `service` (`kcm_shared.bus.healthbeat`)."""
-    return f"kcm.health.{subjects.encode_token(service)}.*"
-
-
 def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
@@ -119,30 +113,32 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 def watcher() -> Permissions:
     """Publishes every object state and progress marker, and answers sync requests."""
-    publish = ["kcm.obj.>", subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_read(OBJECTS)]
-    publish.append(_health("watcher"))
-    return Permissions(_unique(publish), (subjects.WATCHER_SYNC, INBOX), responses=True)
+    publish = [subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_read(OBJECTS)]
+    publish.append(subjects.health_filter("watcher"))
+    return Permissions(_unique(publish), (wire.WATCHER_SYNC, INBOX), responses=True)
 
 
 def coordinator() -> Permissions:
     """Answers the controllers' membership heartbeats, hears every service's health beats, and
     publishes its own beat and (leading) its verdicts for the standbys."""
-    publish = [_health("coordinator"), fleethealth.STATUS_SUBJECT]
+    publish = [subjects.health_filter("coordinator"), wire.COORD_STATUS]
     # The grants it gives, kept where its successor finds them (docs/bus.md "Coordinator failover").
-    publish += [_kv(membership.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
-    return Permissions(_unique(publish), ("kcm.coord.>", healthbeat.FILTER, INBOX), responses=True)
+    publish += [_kv(wire.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
+    return Permissions(
+        _unique(publish), (subjects.COORD_FILTER, subjects.health_filter(), INBOX), responses=True
+    )
 
 
 def controllers(names: Sequence[str]) -> Permissions:
     """A process running the controllers `names` (canonical names): their work and dead letters
     only, the object stream read-only, heartbeats to the coordinator, sync requests to the watcher."""
-    publish = [membership.HEARTBEAT_SUBJECT, subjects.WATCHER_SYNC]
+    publish = [wire.COORD_HEARTBEAT, wire.WATCHER_SYNC]
     # The caches declare the object stream too (any service may start first); create only:
     # bringing it to another configuration is the watcher's.
-    publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(subjects.DLQ_STREAM)]
+    publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(wire.DLQ_STREAM)]
     # A replica renews its own grant while no coordinator answers (revision-checked by
     # JetStream). Its key is its instance name, which the table does not know: any key.
-    publish += [_kv(membership.GRANTS_BUCKET), _api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
+    publish += [_kv(wire.GRANTS_BUCKET), _api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
     for name in names:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]
@@ -153,7 +149,7 @@ def controllers(names: Sequence[str]) -> Permissions:
 def consumer() -> Permissions:
     """A third party's read-only view: the object stream and live object messages, nothing else."""
     publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_read(OBJECTS)]
-    return Permissions(_unique(publish), ("kcm.obj.>", subjects.PROGRESS_FILTER, INBOX))
+    return Permissions(_unique(publish), (subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, INBOX))
 
 
 # --- credentials ---------------------------------------------------------------------------

@@ -27,7 +27,6 @@ WATCHER = "watcher"
 COORDINATOR = "coordinator"
 FORGET = 300.0  # seconds a silent replica stays listed, so `kcm status` can name it
 LIMIT = 256  # replicas remembered at most, over all services
-STATUS_SUBJECT = "kcm.coord.status"  # the leader's verdicts, for the standbys (docs/bus.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,7 @@ class Verdict(msgspec.Struct, omit_defaults=True):
 
 
 class Verdicts(msgspec.Struct, omit_defaults=True):
-    """What the leader publishes on STATUS_SUBJECT: the verdicts of its `/status`, no listings."""
+    """What the leader publishes on `wire.COORD_STATUS`: the verdicts of its `/status`, no listings."""
 
     identity: str = ""
     ops_url: str = ""

@@ -32,7 +32,17 @@ import nats.errors
 import nats.js.errors
 from aiohttp import web
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import flags, health, healthbeat, leaderelection, membership, natsconn, opsserver
+from kcm_shared.bus import (
+    flags,
+    health,
+    healthbeat,
+    leaderelection,
+    membership,
+    natsconn,
+    opsserver,
+    subjects,
+    wire,
+)
 from kcm_shared.client import kubeclient
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -244,8 +254,8 @@ class Service:
         """On every replica, until cancelled: hear health beats and the leader's verdicts,
         beat our own health, and publish the verdicts while leading (docs/bus.md)."""
         subs = [
-            await self.nc.subscribe(healthbeat.FILTER, cb=self._on_beat),
-            await self.nc.subscribe(fleethealth.STATUS_SUBJECT, cb=self._on_leader_status),
+            await self.nc.subscribe(subjects.health_filter(), cb=self._on_beat),
+            await self.nc.subscribe(wire.COORD_STATUS, cb=self._on_leader_status),
         ]
         beating = asyncio.ensure_future(healthbeat.publish_forever(self.nc, self._beat))
         try:
@@ -254,7 +264,7 @@ class Service:
                 if self.is_leader:
                     with contextlib.suppress(nats.errors.Error, OSError):
                         await self.nc.publish(
-                            fleethealth.STATUS_SUBJECT,
+                            wire.COORD_STATUS,
                             fleethealth.encode_verdicts(fleethealth.verdicts(self.status())),
                         )
                 elif not self.leading:
@@ -278,7 +288,7 @@ class Service:
         self.leading = True
         self.checks.checks.clear()  # STANDBY and the leader's verdicts a standby followed
         self.checks.aggregated.clear()
-        sub = await self.nc.subscribe(membership.HEARTBEAT_SUBJECT, cb=self._on_heartbeat)
+        sub = await self.nc.subscribe(wire.COORD_HEARTBEAT, cb=self._on_heartbeat)
         log.info("leading: answering heartbeats", extra={"identity": self.identity})
         try:
             while True:

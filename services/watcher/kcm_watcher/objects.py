@@ -12,13 +12,11 @@ from typing import Any
 
 import msgspec
 from kcm_shared.apimachinery import resourceversion
-from kcm_shared.bus import natsconn
+from kcm_shared.bus import natsconn, wire
 
-EVENT = "Kcm-Event"
-RESOURCE_VERSION = "Kcm-Resource-Version"
-TOO_LARGE = "Kcm-Too-Large"  # the body's size, on a message whose body was left out (docs/bus.md)
-MSG_ID = "Nats-Msg-Id"
-SYNC, ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "SYNC", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+# Watch event types that are never published; the ones that are, with the message headers,
+# are `kcm_shared.bus.wire`'s (the watch's ADDED, MODIFIED and DELETED go out as they come).
+BOOKMARK, ERROR = "BOOKMARK", "ERROR"
 
 
 # Lighter than kcm_shared.apimachinery.codec's views on purpose: every event of every resource goes
@@ -99,16 +97,20 @@ def is_stale(rv: str, published: str | None) -> bool:
 
 def headers(event: str, head: Head) -> dict[str, str]:
     rv = head.metadata.resource_version
-    return {EVENT: event, RESOURCE_VERSION: rv, MSG_ID: f"{head.metadata.uid}:{rv}:{event}"}
+    return {wire.EVENT: event, wire.RESOURCE_VERSION: rv, wire.MSG_ID: f"{head.metadata.uid}:{rv}:{event}"}
 
 
 def bodiless_tombstone(subject: str, rv: str) -> dict[str, str]:
     """Headers of a delete whose last state the stream lost: the body is empty, the uid unknown."""
-    return {EVENT: DELETED, RESOURCE_VERSION: rv, MSG_ID: f"{subject}:{rv}:{DELETED}"}
+    return {
+        wire.EVENT: wire.DELETED,
+        wire.RESOURCE_VERSION: rv,
+        wire.MSG_ID: f"{subject}:{rv}:{wire.DELETED}",
+    }
 
 
 def ttl_of(event: str) -> float | None:
-    return natsconn.TOMBSTONE_TTL if event == DELETED else None
+    return natsconn.TOMBSTONE_TTL if event == wire.DELETED else None
 
 
 class Relist:
@@ -137,6 +139,6 @@ class Relist:
 def held_entry(msg_headers: Mapping[str, str] | None) -> str | None:
     """The resourceVersion of a stream message that stands for a live object, None for a tombstone
     or a progress marker."""
-    if not msg_headers or msg_headers.get(EVENT, DELETED) == DELETED:
+    if not msg_headers or msg_headers.get(wire.EVENT, wire.DELETED) == wire.DELETED:
         return None
-    return msg_headers.get(RESOURCE_VERSION, "")
+    return msg_headers.get(wire.RESOURCE_VERSION, "")

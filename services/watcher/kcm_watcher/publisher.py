@@ -17,7 +17,7 @@ messages of one subject. A lane therefore never has two messages of one subject 
 (the second waits for the first's ack). `Lane.flush` waits for every message handed over so
 far, which a progress marker needs: it may only land after the changes it vouches for.
 
-Fencing: every message carries `Nats-Expected-Last-Subject-Sequence`, the stream sequence
+Fencing: every message carries `wire.EXPECTED_LAST_SUBJECT_SEQUENCE`, the stream sequence
 this lane last saw on its subject (`Lane.seqs`, filled from the stream by its owner and
 from each PubAck). A deposed watcher that still publishes, or a stream that lost its
 content, answers "wrong last sequence"; the lane then asks its owner's `resolver`, which
@@ -26,7 +26,7 @@ sequence) or is to be dropped. That check comes before JetStream's duplicate det
 a retry of a message that did land is resolved the same way (the stream holds it already).
 
 What is never retried: a message too large for the server (`max_payload`, read from the
-connection) goes out as the same headers plus `Kcm-Too-Large: <size>` and an empty body, so
+connection) goes out as the same headers plus `wire.TOO_LARGE` (its size) and an empty body, so
 subscribers fetch the object from the API server; a request JetStream refuses as bad (400)
 is dropped and logged. Everything else (timeouts, a missing stream, a dead connection) is
 retried with backoff. Health is per lane: `check` names each lane whose oldest message has
@@ -42,12 +42,12 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 import nats.errors
-from kcm_shared.bus import natsconn
+from kcm_shared.bus import natsconn, wire
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 
-from kcm_watcher import metrics, objects
+from kcm_watcher import metrics
 
 log = logging.getLogger("kcm.watcher.publish")
 
@@ -118,7 +118,7 @@ class _Message:
 
     def shrink(self) -> None:
         """Leave the body out (docs/bus.md, "Objects too large for a message")."""
-        self.headers[objects.TOO_LARGE] = str(len(self.body))
+        self.headers[wire.TOO_LARGE] = str(len(self.body))
         self.body = b""
 
     async def wait(self) -> None:
@@ -193,7 +193,7 @@ class Publisher:
 
     async def _send(self, msg: _Message) -> None:
         """Put one attempt on the wire; its answer (or its absence) is handled elsewhere."""
-        msg.headers[api.Header.EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.lane.seqs.get(msg.subject, 0))
+        msg.headers[wire.EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.lane.seqs.get(msg.subject, 0))
         if msg.body and msg.size() > self._nc.max_payload:
             self._too_large(msg, f"{msg.size()} bytes, the server takes {self._nc.max_payload}")
         self._tokens += 1
@@ -359,7 +359,7 @@ class Lane:
             earlier = self._inflight.get(subject)
         await pub._slots.acquire()
         if ttl is not None:
-            headers[api.Header.MSG_TTL] = str(int(ttl))
+            headers[wire.MSG_TTL] = str(int(ttl))
         msg = _Message(self, subject, body, headers)
         self._inflight[subject] = msg
         metrics.INFLIGHT.inc()

@@ -41,7 +41,7 @@ import nats.js.errors
 import prometheus_client
 from kcm_shared.apimachinery import gvr, resourceversion
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.client import kubeclient
 from nats.js import JetStreamContext, api
 
@@ -240,7 +240,7 @@ class ResourceWatch:
             filter_subjects=[subjects.object_filter(self.res), self._progress_subject],
         )
         sub = await self._js.pull_subscribe(
-            subjects.object_filter(self.res), stream=subjects.OBJECTS_STREAM, config=config
+            subjects.object_filter(self.res), stream=wire.OBJECTS_STREAM, config=config
         )
         self.held, self._tombstones = {}, {}
         seqs: dict[str, int] = {}
@@ -257,7 +257,7 @@ class ResourceWatch:
             await sub.unsubscribe()
             with contextlib.suppress(nats.errors.Error, TimeoutError):
                 # pull_subscribe named the ephemeral consumer in `config`.
-                await self._js.delete_consumer(subjects.OBJECTS_STREAM, config.name or "")
+                await self._js.delete_consumer(wire.OBJECTS_STREAM, config.name or "")
         self._lane.seqs = seqs
 
     async def _resolve(self, subject: str, headers: dict[str, str]) -> int | None:
@@ -270,7 +270,7 @@ class ResourceWatch:
         """
         known = self._lane.seqs.get(subject, 0)
         try:
-            last = await self._js.get_last_msg(subjects.OBJECTS_STREAM, subject, direct=True)
+            last = await self._js.get_last_msg(wire.OBJECTS_STREAM, subject, direct=True)
             seq, theirs = last.seq or 0, dict(last.headers or {})
         except nats.js.errors.NotFoundError:
             seq, theirs = 0, {}
@@ -281,10 +281,10 @@ class ResourceWatch:
             self.reset(f"{subject} went back from sequence {known} to {seq}")
             return None
         self._lane.seqs[subject] = seq
-        rv = theirs.get(objects.RESOURCE_VERSION, "")
+        rv = theirs.get(wire.RESOURCE_VERSION, "")
         if not is_marker:
             self._record(subject, objects.held_entry(theirs))
-        ours = headers.get(objects.RESOURCE_VERSION, "")
+        ours = headers.get(wire.RESOURCE_VERSION, "")
         newer = resourceversion.newer(ours, rv)
         if newer:
             return seq
@@ -314,7 +314,7 @@ class ResourceWatch:
             type_meta = objects.TypeMeta(page.kind, page.api_version)
             # One span per page: a span per listed object would cost more than publishing it.
             with tracing.span(
-                "watcher.publish", resource=self._label, event=objects.SYNC, objects=len(page.items)
+                "watcher.publish", resource=self._label, event=wire.SYNC, objects=len(page.items)
             ):
                 trace = self._trace_headers()
                 for item in page.items:
@@ -323,7 +323,7 @@ class ResourceWatch:
                     subject = subjects.object_subject(self.res, meta.namespace, meta.name)
                     if diff.needs_sync(subject, meta.resource_version):
                         body = type_meta.complete(item, head)
-                        await self._publish(subject, body, objects.SYNC, head, trace)
+                        await self._publish(subject, body, wire.SYNC, head, trace)
             if not page.metadata.continue_:
                 break
             params = {"limit": str(PAGE_SIZE), "continue": page.metadata.continue_}
@@ -351,19 +351,19 @@ class ResourceWatch:
         too large): the tombstone then has an empty body, for subscribers that still hold it.
         """
         try:
-            last = await self._js.get_last_msg(subjects.OBJECTS_STREAM, subject, direct=True)
-            body, rv = last.data or b"", (last.headers or {}).get(objects.RESOURCE_VERSION, rv)
+            last = await self._js.get_last_msg(wire.OBJECTS_STREAM, subject, direct=True)
+            body, rv = last.data or b"", (last.headers or {}).get(wire.RESOURCE_VERSION, rv)
         except nats.js.errors.NotFoundError:
             body = b""
         if body:
             head = objects.decode_head(body)
-            with tracing.span("watcher.publish", resource=self._label, event=objects.DELETED, key=_key(head)):
-                await self._publish(subject, body, objects.DELETED, head, self._trace_headers())
+            with tracing.span("watcher.publish", resource=self._label, event=wire.DELETED, key=_key(head)):
+                await self._publish(subject, body, wire.DELETED, head, self._trace_headers())
             return
-        with tracing.span("watcher.publish", resource=self._label, event=objects.DELETED, subject=subject):
+        with tracing.span("watcher.publish", resource=self._label, event=wire.DELETED, subject=subject):
             hdrs = objects.bodiless_tombstone(subject, rv)
             hdrs.update(self._trace_headers())
-            await self._lane.publish(subject, b"", hdrs, objects.ttl_of(objects.DELETED))
+            await self._lane.publish(subject, b"", hdrs, objects.ttl_of(wire.DELETED))
         self._record(subject, None)
 
     async def _mark(self, rv: str) -> None:
@@ -376,7 +376,7 @@ class ResourceWatch:
         if self._reset_wanted.is_set():
             return
         self._forget_expired_tombstones()
-        await self._lane.publish(self._progress_subject, b"", {objects.RESOURCE_VERSION: rv})
+        await self._lane.publish(self._progress_subject, b"", {wire.RESOURCE_VERSION: rv})
         await self._lane.flush()
         if self._reset_wanted.is_set():
             return
@@ -470,7 +470,7 @@ class ResourceWatch:
         hdrs = objects.headers(event, head)
         hdrs.update(trace)
         await self._lane.publish(subject, redact.body(self.res, body), hdrs, objects.ttl_of(event))
-        self._record(subject, None if event == objects.DELETED else head.metadata.resource_version)
+        self._record(subject, None if event == wire.DELETED else head.metadata.resource_version)
 
 
 def _key(head: objects.Head) -> str:

@@ -23,7 +23,7 @@ import nats.errors
 import nats.js.errors
 from kcm_shared.apimachinery import gvr
 from kcm_shared.base import cancellation
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.client import kubeclient
 from nats.aio.client import Client
 
@@ -113,7 +113,7 @@ class Supervisor:
             marked = [(res, run.watch) for res, run in self._running.items() if run.watch.marked]
             try:
                 info = await self._js.stream_info(
-                    subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER
+                    wire.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER
                 )
             except nats.js.errors.NotFoundError:
                 log.warning("the object stream is gone; declaring it again")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import msgspec
 from kcm_shared.apimachinery import gvr
-from kcm_shared.bus import subjects
+from kcm_shared.bus import wire
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -62,7 +62,7 @@ class SyncServer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._sub = await self._nc.subscribe(subjects.WATCHER_SYNC, queue=QUEUE_GROUP, cb=self._on_request)
+        self._sub = await self._nc.subscribe(wire.WATCHER_SYNC, queue=QUEUE_GROUP, cb=self._on_request)
 
     async def stop(self) -> None:
         if self._sub is not None:

@@ -46,6 +46,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from kcm_shared.base import errors
 
 TraceContext = Context  # for modules with a `Context` of their own
+# The W3C trace context headers `_propagator` writes and reads; `kcm_shared.bus.wire` lists
+# them among the bus's headers (it sits above this layer, so the names live here).
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
 _propagator = TraceContextTextMapPropagator()
 _carried: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "kcm_carried", default=None
@@ -199,7 +203,7 @@ class Later:
 def later() -> Later:
     """`current()`, its headers left unparsed until `Later.context()` asks."""
     carried = _carried.get()
-    if carried is not None and "traceparent" in carried:
+    if carried is not None and TRACEPARENT in carried:
         return Later(carried, None)
     return Later(None, otel_context.get_current())
 

@@ -1,10 +1,10 @@
 """Health heartbeats of the services that are not controllers, on `kcm.health.<service>.<instance>`.
 
 The watcher and every coordinator replica run `publish_forever` with a function that
-describes their health now; the leading coordinator subscribes to `FILTER` and aggregates
-what it hears (kcm_coordinator.watcherhealth) beside the controllers' reports, which travel
-on the coordination heartbeat instead (kcm_shared.bus.membership). Plain core-NATS publishes:
-nobody replies, and a heartbeat that is lost is replaced by the next one.
+describes their health now; the leading coordinator subscribes to `subjects.health_filter()`
+and aggregates what it hears (kcm_coordinator.fleethealth) beside the controllers' reports,
+which travel on the coordination heartbeat instead (kcm_shared.bus.membership). Plain
+core-NATS publishes: nobody replies, and a heartbeat that is lost is replaced by the next one.
 
 A publisher that falls silent for `MISSED` intervals plus `MARGIN` counts as gone (frozen,
 dead or cut off), so a stopped watcher turns unhealthy within about four seconds at the
@@ -27,7 +27,6 @@ from kcm_shared.bus import subjects
 
 log = logging.getLogger("kcm.healthbeat")
 
-FILTER = "kcm.health.*.*"
 INTERVAL = 1.0
 MISSED = 3
 MARGIN = 1.0

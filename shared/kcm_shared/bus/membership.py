@@ -44,13 +44,10 @@ from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
 from kcm_shared.base import cancellation
-from kcm_shared.bus import fencing, natsconn
+from kcm_shared.bus import fencing, natsconn, wire
 from kcm_shared.client import kubeclient
 
 log = logging.getLogger("kcm.membership")
-
-HEARTBEAT_SUBJECT = "kcm.coord.heartbeat"
-GRANTS_BUCKET = "kcm-grants"  # JetStream KV: one entry per replica, its granted partitions
 
 # How long a cancelled replica waits for its callbacks to release partitions before it
 # leaves silently (the coordinator then waits for the lease instead).
@@ -106,10 +103,10 @@ async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
         cancellation.checkpoint()
         try:
             try:
-                return await js.key_value(GRANTS_BUCKET)
+                return await js.key_value(wire.GRANTS_BUCKET)
             except nats.js.errors.BucketNotFoundError:
                 return await js.create_key_value(
-                    bucket=GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
+                    bucket=wire.GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
                 )
         except nats.errors.Error as exc:
             if not natsconn.is_transient(exc):
@@ -276,7 +273,7 @@ class Membership:
         if self._valid_until > sent:
             timeout = max(0.05, min(timeout, self._valid_until - sent))
         try:
-            msg = await self.nc.request(HEARTBEAT_SUBJECT, _encode(beat), timeout=timeout)
+            msg = await self.nc.request(wire.COORD_HEARTBEAT, _encode(beat), timeout=timeout)
             return _decode_assignment(msg.data)
         except (nats.errors.Error, TimeoutError, msgspec.DecodeError) as exc:
             # No coordinator (or none leading yet): keep what we have until its lease lapses.
@@ -363,7 +360,7 @@ class Membership:
                     depth={},
                     ops_url=self.ops_url,
                 )
-                await self.nc.publish(HEARTBEAT_SUBJECT, _encode(goodbye))
+                await self.nc.publish(wire.COORD_HEARTBEAT, _encode(goodbye))
                 await self.nc.flush(timeout=1)
         except (nats.errors.Error, TimeoutError, asyncio.CancelledError) as exc:
             log.warning("left without releasing cleanly", extra={"error": repr(exc)})

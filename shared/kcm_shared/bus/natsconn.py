@@ -31,7 +31,7 @@ from nats.js.errors import (
 )
 
 from kcm_shared.base import cancellation, errors
-from kcm_shared.bus import subjects
+from kcm_shared.bus import subjects, wire
 
 log = logging.getLogger("kcm.nats")
 
@@ -223,8 +223,8 @@ async def ensure_object_stream(js: JetStreamContext, replicas: int = 1) -> None:
     await _ensure(
         js,
         api.StreamConfig(
-            name=subjects.OBJECTS_STREAM,
-            subjects=["kcm.obj.>", subjects.PROGRESS_FILTER],
+            name=wire.OBJECTS_STREAM,
+            subjects=[subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER],
             storage=api.StorageType.FILE,
             retention=api.RetentionPolicy.LIMITS,
             max_msgs_per_subject=1,
@@ -256,8 +256,8 @@ async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1) -> None:
     await _ensure(
         js,
         api.StreamConfig(
-            name=subjects.DLQ_STREAM,
-            subjects=["kcm.dlq.>"],
+            name=wire.DLQ_STREAM,
+            subjects=[subjects.DLQ_FILTER],
             storage=api.StorageType.FILE,
             retention=api.RetentionPolicy.LIMITS,
             max_age=7 * 24 * 3600.0,

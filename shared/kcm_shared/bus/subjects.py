@@ -1,8 +1,11 @@
-"""NATS subject names for the bus, and the reversible token encoding they rely on.
+"""NATS subjects of the bus, built and parsed, and the reversible token encoding they rely on.
 
-Every service and third-party subscriber names subjects through this module, so the scheme
-in docs/bus.md has one implementation. Kubernetes names may hold characters that are not
-legal in a NATS token (`.` above all); `encode_token` escapes them as `~XX` per UTF-8 byte.
+Every service and third-party subscriber builds and parses subjects through this module, so
+the scheme in docs/bus.md has one implementation. The split with `kcm_shared.bus.wire`: wire
+holds every name (subject prefixes, stream names, headers), this module the functions and
+subscription filters built from wire's prefixes, and the grammar of the tokens after them.
+Kubernetes names may hold characters that are not legal in a NATS token (`.` above all);
+`encode_token` escapes them as `~XX` per UTF-8 byte.
 """
 
 from __future__ import annotations
@@ -12,12 +15,21 @@ import zlib
 from dataclasses import dataclass
 
 from kcm_shared.apimachinery import gvr
+from kcm_shared.bus import wire
 
-OBJECTS_STREAM = "KCM_OBJECTS"
-DLQ_STREAM = "KCM_DLQ"
 NONE = "_"  # the namespace token of cluster-scoped objects and keys
 CORE = gvr.CORE  # the group token of the legacy core group ""
-WATCHER_SYNC = "kcm.watcher.sync"
+
+# Everything under one prefix: what a stream holds, or a subscription or permission covers.
+OBJECTS_FILTER = f"{wire.OBJECT_PREFIX}.>"
+PROGRESS_FILTER = f"{wire.PROGRESS_PREFIX}.>"
+DLQ_FILTER = f"{wire.DLQ_PREFIX}.>"
+COORD_FILTER = f"{wire.COORD_PREFIX}.>"
+
+_OBJECT = wire.OBJECT_PREFIX.split(".")
+_PROGRESS = wire.PROGRESS_PREFIX.split(".")
+_PROGRESS_START = wire.PROGRESS_PREFIX + "."
+_WORK = wire.WORK_PREFIX.split(".")
 
 _PLAIN = frozenset(chr(c) for c in range(0x21, 0x7F)) - set(".*>~")
 
@@ -60,31 +72,38 @@ def resource_tokens(res: gvr.Resource) -> str:
     return f"{encode_token(res.group or CORE)}.{encode_token(res.version)}.{encode_token(res.resource)}"
 
 
+def _after(prefix: list[str], subject: str, count: int, what: str) -> list[str]:
+    """The `count` tokens that follow `prefix` in `subject`; ValueError if it has other ones."""
+    parts = subject.split(".")
+    if len(parts) != len(prefix) + count or parts[: len(prefix)] != prefix:
+        raise ValueError(f"not {what}: {subject!r}")
+    return parts[len(prefix) :]
+
+
 def _ns_token(namespace: str | None) -> str:
     return encode_token(namespace) if namespace else NONE
 
 
 def object_subject(res: gvr.Resource, namespace: str | None, name: str) -> str:
-    return f"kcm.obj.{resource_tokens(res)}.{_ns_token(namespace)}.{encode_token(name)}"
+    return f"{wire.OBJECT_PREFIX}.{resource_tokens(res)}.{_ns_token(namespace)}.{encode_token(name)}"
 
 
 def object_filter(res: gvr.Resource) -> str:
     """Every object of one resource."""
-    return f"kcm.obj.{resource_tokens(res)}.>"
-
-
-PROGRESS_FILTER = "kcm.progress.>"
+    return f"{wire.OBJECT_PREFIX}.{resource_tokens(res)}.>"
 
 
 def progress_subject(res: gvr.Resource) -> str:
-    return f"kcm.progress.{resource_tokens(res)}"
+    return f"{wire.PROGRESS_PREFIX}.{resource_tokens(res)}"
+
+
+def is_progress_subject(subject: str) -> bool:
+    """Whether a subject of the object stream is a progress marker's (else an object's)."""
+    return subject.startswith(_PROGRESS_START)
 
 
 def parse_progress_subject(subject: str) -> gvr.Resource:
-    parts = subject.split(".")
-    if len(parts) != 5 or parts[:2] != ["kcm", "progress"]:
-        raise ValueError(f"not a progress subject: {subject!r}")
-    return _resource_of(parts[2:5])
+    return _resource_of(_after(_PROGRESS, subject, 3, "a progress subject"))
 
 
 def _resource_of(tokens: list[str]) -> gvr.Resource:
@@ -103,11 +122,9 @@ class ObjectSubject:
 # every change arrives on the same one); the parsed value is immutable.
 @functools.lru_cache(maxsize=4096)
 def parse_object_subject(subject: str) -> ObjectSubject:
-    parts = subject.split(".")
-    if len(parts) != 7 or parts[:2] != ["kcm", "obj"]:
-        raise ValueError(f"not an object subject: {subject!r}")
-    namespace = "" if parts[5] == NONE else decode_token(parts[5])
-    return ObjectSubject(_resource_of(parts[2:5]), namespace, decode_token(parts[6]))
+    tokens = _after(_OBJECT, subject, 5, "an object subject")
+    namespace = "" if tokens[3] == NONE else decode_token(tokens[3])
+    return ObjectSubject(_resource_of(tokens[:3]), namespace, decode_token(tokens[4]))
 
 
 def partition_of(key: str, partitions: int) -> int:
@@ -116,12 +133,12 @@ def partition_of(key: str, partitions: int) -> int:
 
 
 def work_stream(controller: str) -> str:
-    return "KCM_WORK_" + "".join(ch if ch.isalnum() else "_" for ch in controller.upper())
+    return wire.WORK_STREAM_PREFIX + "".join(ch if ch.isalnum() else "_" for ch in controller.upper())
 
 
 def work_filter(controller: str, partition: int | None = None) -> str:
     part = "*" if partition is None else str(partition)
-    return f"kcm.work.{encode_token(controller)}.{part}.>"
+    return f"{wire.WORK_PREFIX}.{encode_token(controller)}.{part}.>"
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -132,20 +149,23 @@ def split_key(key: str) -> tuple[str, str]:
 
 def work_subject(controller: str, partition: int, key: str) -> str:
     namespace, name = split_key(key)
-    return f"kcm.work.{encode_token(controller)}.{partition}.{_ns_token(namespace)}.{encode_token(name)}"
+    return f"{wire.WORK_PREFIX}.{encode_token(controller)}.{partition}.{_ns_token(namespace)}.{encode_token(name)}"
 
 
 def key_of_work_subject(subject: str) -> str:
-    parts = subject.split(".")
-    if len(parts) != 6 or parts[:2] != ["kcm", "work"]:
-        raise ValueError(f"not a work subject: {subject!r}")
-    name = decode_token(parts[5])
-    return name if parts[4] == NONE else f"{decode_token(parts[4])}/{name}"
+    tokens = _after(_WORK, subject, 4, "a work subject")
+    name = decode_token(tokens[3])
+    return name if tokens[2] == NONE else f"{decode_token(tokens[2])}/{name}"
 
 
 def dlq_subject(controller: str) -> str:
-    return f"kcm.dlq.{encode_token(controller)}"
+    return f"{wire.DLQ_PREFIX}.{encode_token(controller)}"
 
 
 def health_subject(service: str, instance: str) -> str:
-    return f"kcm.health.{encode_token(service)}.{encode_token(instance)}"
+    return f"{wire.HEALTH_PREFIX}.{encode_token(service)}.{encode_token(instance)}"
+
+
+def health_filter(service: str | None = None) -> str:
+    """The beats of every instance of `service`, or of every service."""
+    return f"{wire.HEALTH_PREFIX}.{'*' if service is None else encode_token(service)}.*"

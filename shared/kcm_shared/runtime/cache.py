@@ -30,7 +30,7 @@ Guarantees and how they are met:
 - Never back in time (a deposed watcher, a fetch that raced the stream): a message whose
   numeric resourceVersion is older than the state held is ignored (`resourceversion.older`); a DELETED
   at the held resourceVersion (a relist's tombstone) still applies.
-- Too large for a message: an object message with `Kcm-Too-Large` has no body; the object
+- Too large for a message: an object message with `wire.TOO_LARGE` has no body; the object
   is fetched from the API server (GET by name, retried with backoff until the answer is at
   least that resourceVersion, or 404), and a progress marker that follows counts only once
   the fetches before it are done, so a catch-up never waits on a state it has not got.
@@ -69,7 +69,7 @@ from nats.js import JetStreamContext, api
 
 from kcm_shared.apimachinery import codec, gvr, resourceversion, selectors
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import natsconn, subjects
+from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.client import kubeclient
 
 log = logging.getLogger("kcm.cache")
@@ -103,11 +103,6 @@ STREAM_RESETS = prometheus_client.Counter(
     "Re-syncs that found the stream had lost what the watcher published.",
     ["resource"],
 )
-
-HEADER_EVENT = "Kcm-Event"
-HEADER_RV = "Kcm-Resource-Version"
-HEADER_TOO_LARGE = "Kcm-Too-Large"
-DELETED = "DELETED"
 
 NAMESPACE_INDEX = "namespace"
 OWNER_UID_INDEX = "owner-uid"
@@ -334,7 +329,7 @@ class Cache(Generic[T]):
             while not waiter.done():
                 try:
                     # The watcher may relist before it answers: allow for its own 30 s limit.
-                    reply = await self._nc.request(subjects.WATCHER_SYNC, body, timeout=35.0)
+                    reply = await self._nc.request(wire.WATCHER_SYNC, body, timeout=35.0)
                     error = _sync_error(reply.data)
                     if error is None:
                         break  # the watcher has published the marker; consuming it is our part
@@ -437,7 +432,7 @@ class Cache(Generic[T]):
         consumer = None
         try:
             info = await self._js.add_consumer(
-                subjects.OBJECTS_STREAM,
+                wire.OBJECTS_STREAM,
                 api.ConsumerConfig(
                     deliver_subject=inbox,
                     deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
@@ -473,7 +468,7 @@ class Cache(Generic[T]):
                 await asyncio.wait_for(sub.unsubscribe(), 2.0)
             if consumer is not None and self._nc.is_connected:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._js.delete_consumer(subjects.OBJECTS_STREAM, consumer), 2.0)
+                    await asyncio.wait_for(self._js.delete_consumer(wire.OBJECTS_STREAM, consumer), 2.0)
 
     async def _on_msg(self, failure: asyncio.Future[str], msg: Msg) -> None:
         # Runs in the subscription's task, one message at a time, in delivery order.
@@ -516,8 +511,8 @@ class Cache(Generic[T]):
             raise _Restart(f"heartbeat says {last} delivered, {self._next_cseq - 1} received")
 
     def _apply(self, subject: str, headers: dict[str, str], data: bytes) -> None:
-        rv = headers.get(HEADER_RV, "")
-        if subject.startswith("kcm.progress."):
+        rv = headers.get(wire.RESOURCE_VERSION, "")
+        if subjects.is_progress_subject(subject):
             if self._snapshot is not None:
                 self._snapshot_rv = rv
             else:
@@ -538,8 +533,8 @@ class Cache(Generic[T]):
             STALE.labels(self._label).inc()
             return
         self._cancel_fetch(key)  # this message is newer than what a pending fetch was for
-        too_large = HEADER_TOO_LARGE in headers
-        if headers.get(HEADER_EVENT) == DELETED:
+        too_large = wire.TOO_LARGE in headers
+        if headers.get(wire.EVENT) == wire.DELETED:
             if old is not None:
                 self._remove(key)
                 last = self._decode(subject, key, data) if data and not too_large else None

@@ -36,7 +36,7 @@ from nats.js import JetStreamContext
 
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserver, subjects
+from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserver, subjects, wire
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache, controllerflags, events
 from kcm_shared.runtime.spec import Context, Spec
@@ -124,9 +124,7 @@ class Manager:
     async def published(self) -> set[gvr.Resource]:
         assert self._js is not None
         try:
-            info = await self._js.stream_info(
-                subjects.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER
-            )
+            info = await self._js.stream_info(wire.OBJECTS_STREAM, subjects_filter=subjects.PROGRESS_FILTER)
         except nats.js.errors.NotFoundError:
             return set()  # the watcher has not declared its stream yet
         found = (info.state.subjects or {}) if info.state else {}

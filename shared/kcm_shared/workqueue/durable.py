@@ -72,17 +72,14 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import fencing, health, natsconn, subjects
+from kcm_shared.bus import fencing, health, natsconn, subjects, wire
 from kcm_shared.workqueue import metrics, queue, ratelimit
 
 log = logging.getLogger("kcm.workqueue")
 
-NOT_BEFORE = "Kcm-Not-Before"  # header: unix time before which a deferred item is not processed
-FAILURES = "Kcm-Failures"  # header: failed reconciles of the key in a row, on a retried item
 _JS_API = "$JS.API"  # the JetStream API prefix of `nc.jetstream()`, which every service uses
 _STATUS = api.Header.STATUS
-_TRACE_HEADERS = ("traceparent", "tracestate")  # carried over when a deferred item is re-published
-_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_TRACE_HEADERS = (wire.TRACEPARENT, wire.TRACESTATE)  # carried over when a deferred item is re-published
 FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
 
@@ -516,8 +513,8 @@ class DurableQueue:
             return
         headers = msg.headers or {}
         try:
-            not_before = _number(headers, NOT_BEFORE, float)
-            failures = int(_number(headers, FAILURES, int) or 0)
+            not_before = _number(headers, wire.NOT_BEFORE, float)
+            failures = int(_number(headers, wire.FAILURES, int) or 0)
         except ValueError as exc:
             await self._dead_letter(msg, key, f"undecodable work message: {exc}")
             return
@@ -679,14 +676,14 @@ class DurableQueue:
             await self._settle(item.msg.ack(), "ack", item.key)
             return
         headers = {k: v for k, v in (item.msg.headers or {}).items() if k in _TRACE_HEADERS}
-        headers[NOT_BEFORE] = f"{time.time() + delay:.3f}"
+        headers[wire.NOT_BEFORE] = f"{time.time() + delay:.3f}"
         if failures:
-            headers[FAILURES] = str(failures)
+            headers[wire.FAILURES] = str(failures)
         # Bounded: past ack_wait the old message would be redelivered anyway.
         deadline = time.monotonic() + self._ack_wait / 2
         # Only in place of this very message: once another is stored for the key (a change, or
         # the next owner's fill), that one runs and decides; replacing it would postpone it.
-        headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(item.seq)
+        headers[wire.EXPECTED_LAST_SUBJECT_SEQUENCE] = str(item.seq)
         try:
             stored = await self._store(item.key, item.msg.subject, item.msg.data, headers, deadline)
         except nats.errors.Error as exc:
@@ -709,17 +706,17 @@ class DurableQueue:
     async def _dead_letter(self, msg: Msg, key: str, reason: str) -> None:
         deliveries = msg.metadata.num_delivered
         headers = {
-            "Kcm-Key": key,
-            "Kcm-Reason": " ".join(reason.split())[:2000],  # a header value is one line
-            "Kcm-Deliveries": str(deliveries),
-            "Kcm-Subject": msg.subject,
+            wire.KEY: key,
+            wire.REASON: " ".join(reason.split())[:2000],  # a header value is one line
+            wire.DELIVERIES: str(deliveries),
+            wire.ORIGINAL_SUBJECT: msg.subject,
         }
-        failures = (msg.headers or {}).get(FAILURES)
+        failures = (msg.headers or {}).get(wire.FAILURES)
         if failures is not None:
-            headers[FAILURES] = " ".join(failures.split())[:100]
+            headers[wire.FAILURES] = " ".join(failures.split())[:100]
         try:
             await self._js.publish(
-                subjects.dlq_subject(self._controller), msg.data, stream=subjects.DLQ_STREAM, headers=headers
+                subjects.dlq_subject(self._controller), msg.data, stream=wire.DLQ_STREAM, headers=headers
             )
         except nats.errors.Error as exc:
             # Not recorded anywhere yet: keep the item and try again later rather than drop it.
