@@ -1,10 +1,10 @@
 """The official Python client's models, read as the schemas of built-in kinds.
 
-- `_definition` names a model ('V1Deployment') as upstream's OpenAPI does
+- `definition_of` names a model ('V1Deployment') as upstream's OpenAPI does
   ('io.k8s.api.apps.v1.Deployment'). The client drops the Go package from most names, so a
   model takes the group of the first served kind that reaches it, core kinds first.
-- `_fields` reflects a model's fields (JSON name, parsed type, description, required).
-- `_builtin_model` is the model of a served kind or of a kind subresources read and write;
+- `fields_of` reflects a model's fields (JSON name, parsed type, description, required).
+- `builtin_model` is the model of a served kind or of a kind subresources read and write;
   None for custom resources.
 
 Callers: `openapi_v3` (component schemas), `patchtypes` and `unknownfields` (walking a
@@ -23,7 +23,7 @@ import kubernetes.client.models as client_models
 
 from kcm_apiserver.registry import BUILTIN, Registry
 
-_OBJECT_META_MODEL: Final = "V1ObjectMeta"
+OBJECT_META_MODEL: Final = "V1ObjectMeta"
 
 
 # ---------------------------------------------------------------------------
@@ -70,7 +70,7 @@ _GROUP_PACKAGES: Final = {
 }
 
 # Kinds that subresources read and write, beyond those the registry serves as resources.
-_SUBRESOURCE_KINDS: Final = {
+SUBRESOURCE_KINDS: Final = {
     "V1Scale": ("autoscaling", "v1", "Scale"),
     "V1Binding": ("", "v1", "Binding"),
     "V1Eviction": ("policy", "v1", "Eviction"),
@@ -108,7 +108,7 @@ def _packages() -> dict[str, str]:
     for rt in sorted(BUILTIN, key=lambda rt: rt.group != ""):
         if rt.model:
             roots += [(rt.model, rt.group), (rt.model + "List", rt.group)]
-    roots += [(model, gvk[0]) for model, gvk in _SUBRESOURCE_KINDS.items()]
+    roots += [(model, gvk[0]) for model, gvk in SUBRESOURCE_KINDS.items()]
     out: dict[str, str] = {}
     for root, group in roots:
         stack = [root]
@@ -126,24 +126,26 @@ def _packages() -> dict[str, str]:
             else:
                 base = _group_package(group)
             out[model] = f"{base}.{version}"
-            for f in _fields(model).values():
+            for f in fields_of(model).values():
                 stack.extend(f.type.models())
     return out
 
 
-def _definition(model: str) -> str:
+def definition_of(model: str) -> str:
+    """Upstream's OpenAPI name of a model: 'V1Deployment' -> 'io.k8s.api.apps.v1.Deployment'."""
     package = _packages().get(model)
     _, version, name = _split_model(model)
     return f"{package or _group_package('') + '.' + version}.{name}"
 
 
 @cache
-def _models_by_definition() -> dict[str, str]:
-    return {_definition(model): model for model in _packages()}
+def models_by_definition() -> dict[str, str]:
+    """Definition name -> model, for every model a served kind reaches."""
+    return {definition_of(model): model for model in _packages()}
 
 
 @cache
-def _gvks() -> dict[str, list[dict[str, str]]]:
+def model_gvks() -> dict[str, list[dict[str, str]]]:
     """Model -> the x-kubernetes-group-version-kind list of the definition it becomes."""
     out: dict[str, list[dict[str, str]]] = {}
 
@@ -156,7 +158,7 @@ def _gvks() -> dict[str, list[dict[str, str]]]:
         if rt.model:
             add(rt.model, rt.group, rt.version, rt.kind)
             add(rt.model + "List", rt.group, rt.version, rt.kind + "List")
-    for model, (group, version, kind) in _SUBRESOURCE_KINDS.items():
+    for model, (group, version, kind) in SUBRESOURCE_KINDS.items():
         add(model, group, version, kind)
     return out
 
@@ -175,13 +177,13 @@ _SCALARS: Final = {
 
 
 @dataclass(frozen=True)
-class _Type:
+class ClientType:
     """A parsed client type: 'model', 'list', 'map', 'scalar', 'time', 'intstr', 'object' or 'any'."""
 
     kind: str
     name: str = ""  # model name, or the JSON type of a scalar
     fmt: str = ""
-    inner: _Type | None = None
+    inner: ClientType | None = None
 
     def models(self) -> list[str]:
         if self.kind == "model":
@@ -190,32 +192,34 @@ class _Type:
 
 
 @dataclass(frozen=True)
-class _Field:
+class ClientField:
+    """One field of a client model, under its JSON name."""
+
     json_name: str
-    type: _Type
+    type: ClientType
     description: str
     required: bool
 
 
-def _parse_type(spec: str, annotation: Any) -> _Type:
+def _parse_type(spec: str, annotation: Any) -> ClientType:
     """Read the client's type strings: 'List[V1Container]', 'Dict[str, str]', 'V1PodSpec', 'object'..."""
     if m := re.fullmatch(r"(?:List|list)\[(.+)\]", spec):
-        return _Type("list", inner=_parse_type(m.group(1), None))
+        return ClientType("list", inner=_parse_type(m.group(1), None))
     if m := re.fullmatch(r"Dict\[str, (.+)\]|dict\(str, (.+)\)", spec):
-        return _Type("map", inner=_parse_type(m.group(1) or m.group(2), None))
+        return ClientType("map", inner=_parse_type(m.group(1) or m.group(2), None))
     if spec in _SCALARS:
         json_type, fmt = _SCALARS[spec]
-        return _Type("scalar", json_type, fmt)
+        return ClientType("scalar", json_type, fmt)
     if spec == "datetime":
-        return _Type("time")
+        return ClientType("time")
     if spec == "object":
         return _classify_object(annotation)
     if _model_class(spec) is not None:
-        return _Type("model", spec)
-    return _Type("any")
+        return ClientType("model", spec)
+    return ClientType("any")
 
 
-def _classify_object(annotation: Any) -> _Type:
+def _classify_object(annotation: Any) -> ClientType:
     """The client types IntOrString, RawExtension and free-form JSON all as 'object'."""
     leaves: set[Any] = set()
     stack = [annotation]
@@ -231,22 +235,22 @@ def _classify_object(annotation: Any) -> _Type:
             leaves.add(origin or item)
     leaves.discard(type(None))
     if leaves == {int, str}:
-        return _Type("intstr")
+        return ClientType("intstr")
     if leaves == {dict}:
-        return _Type("object")
-    return _Type("any")
+        return ClientType("object")
+    return ClientType("any")
 
 
 @cache
-def _fields(model: str) -> dict[str, _Field]:
+def fields_of(model: str) -> dict[str, ClientField]:
     """JSON field name -> field of a client model."""
     cls = _model_class(model)
     if cls is None:
         return {}
-    out: dict[str, _Field] = {}
+    out: dict[str, ClientField] = {}
     for attr, spec in cls.openapi_types.items():
         info = cls.model_fields.get(attr)
-        out[cls.attribute_map[attr]] = _Field(
+        out[cls.attribute_map[attr]] = ClientField(
             json_name=cls.attribute_map[attr],
             type=_parse_type(spec, info.annotation if info else None),
             description=(info.description or "") if info else "",
@@ -255,16 +259,18 @@ def _fields(model: str) -> dict[str, _Field]:
     return out
 
 
-def _class_description(model: str) -> str:
+def class_description(model: str) -> str:
+    """The model's description: its class docstring without the attribute list."""
     doc = _model_class(model).__doc__ or ""
     return " ".join(doc.split("Attributes:")[0].split())
 
 
-def _builtin_model(registry: Registry, group: str, version: str, kind: str) -> str | None:
+def builtin_model(registry: Registry, group: str, version: str, kind: str) -> str | None:
+    """The client model of a served or subresource kind; None for custom resources and unknown kinds."""
     rt = registry.by_kind(group, version, kind)
     if rt is not None:
         return rt.model
-    for model, gvk in _SUBRESOURCE_KINDS.items():
+    for model, gvk in SUBRESOURCE_KINDS.items():
         if gvk == (group, version, kind):
             return model
     return None

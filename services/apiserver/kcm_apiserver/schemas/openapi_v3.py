@@ -27,15 +27,15 @@ from kcm_apiserver.patch_meta import ATOMIC_STRUCTS, Extensions, field_extension
 from kcm_apiserver.registry import Registry, ResourceType
 
 from .clientmodels import (
-    _SUBRESOURCE_KINDS,
-    _class_description,
-    _definition,
-    _fields,
-    _gvks,
-    _models_by_definition,
-    _Type,
+    SUBRESOURCE_KINDS,
+    ClientType,
+    class_description,
+    definition_of,
+    fields_of,
+    model_gvks,
+    models_by_definition,
 )
-from .crd import JSON, _crd_for, _crd_schema
+from .crd import JSON, crd_for, crd_schema
 
 _REF: Final = "#/components/schemas/"
 _META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -73,9 +73,9 @@ def _ref(definition: str) -> JSON:
     return {"allOf": [{"$ref": _REF + definition}]}
 
 
-def _type_schema(t: _Type, refs: set[str]) -> JSON:
+def _type_schema(t: ClientType, refs: set[str]) -> JSON:
     if t.kind == "model":
-        definition = _definition(t.name)
+        definition = definition_of(t.name)
         refs.add(definition)
         return {**_ref(definition), "default": {}}
     if t.kind == "list" and t.inner:
@@ -100,11 +100,11 @@ def _copy_extensions(ext: Extensions) -> JSON:
 @cache
 def _model_schema(model: str) -> tuple[JSON, frozenset[str]]:
     """The component schema of one model and the definitions it references."""
-    definition = _definition(model)
+    definition = definition_of(model)
     refs: set[str] = set()
     properties: JSON = {}
     required: list[str] = []
-    for name, f in _fields(model).items():
+    for name, f in fields_of(model).items():
         prop = _type_schema(f.type, refs)
         if f.description:
             prop["description"] = f.description
@@ -112,13 +112,13 @@ def _model_schema(model: str) -> tuple[JSON, frozenset[str]]:
         properties[name] = prop
         if f.required:
             required.append(name)
-    schema: JSON = {"description": _class_description(model), "properties": properties, "type": "object"}
+    schema: JSON = {"description": class_description(model), "properties": properties, "type": "object"}
     if required:
         schema["required"] = required
     if definition in ATOMIC_STRUCTS:
         schema["x-kubernetes-map-type"] = "atomic"
-    if model in _gvks():
-        schema["x-kubernetes-group-version-kind"] = [dict(g) for g in _gvks()[model]]
+    if model in model_gvks():
+        schema["x-kubernetes-group-version-kind"] = [dict(g) for g in model_gvks()[model]]
     return schema, frozenset(refs)
 
 
@@ -126,7 +126,7 @@ def _closure(definitions: Iterable[str]) -> dict[str, JSON]:
     """Component schemas for the given definitions and everything they reference."""
     out: dict[str, JSON] = {}
     stack = list(definitions)
-    by_definition = _models_by_definition()
+    by_definition = models_by_definition()
     while stack:
         definition = stack.pop()
         if definition in out:
@@ -364,7 +364,7 @@ def _subresource_operations(
         "ephemeralcontainers": (gvk, target.kind_ref),
         "resize": (gvk, target.kind_ref),
         "approval": (gvk, target.kind_ref),
-        "scale": (_subresource_gvk("V1Scale"), _definition("V1Scale")),
+        "scale": (_subresource_gvk("V1Scale"), definition_of("V1Scale")),
     }
     creates = {"binding": "V1Binding", "eviction": "V1Eviction", "token": "AuthenticationV1TokenRequest"}
     if sub in read_write:
@@ -398,7 +398,7 @@ def _subresource_operations(
         }
     if sub in creates:
         model = creates[sub]
-        ref = _definition(model)
+        ref = definition_of(model)
         refs.add(ref)
         return {
             "post": _operation(
@@ -422,7 +422,7 @@ def _subresource_operations(
 
 
 def _subresource_gvk(model: str) -> dict[str, str]:
-    group, version, kind = _SUBRESOURCE_KINDS[model]
+    group, version, kind = SUBRESOURCE_KINDS[model]
     return {"group": group, "kind": kind, "version": version}
 
 
@@ -451,7 +451,7 @@ def _builtin_parts(types: tuple[ResourceType, ...]) -> tuple[dict[str, JSON], di
     refs: set[str] = set()
     for rt in types:
         assert rt.model is not None
-        target = _Target(rt, _definition(rt.model), _definition(rt.model + "List"), strategic_merge=True)
+        target = _Target(rt, definition_of(rt.model), definition_of(rt.model + "List"), strategic_merge=True)
         rt_paths, rt_refs = _resource_paths(target)
         paths.update(rt_paths)
         refs |= rt_refs
@@ -492,7 +492,7 @@ def _crd_parts(
     refs: set[str] = set()
     schemas: JSON = {}
     for rt in types:
-        crd = _crd_for(crds, group, plural=rt.resource)
+        crd = crd_for(crds, group, plural=rt.resource)
         if crd is None:
             continue
         names = crd["spec"]["names"]
@@ -500,7 +500,7 @@ def _crd_parts(
         list_kind = names.get("listKind") or kind + "List"
         kind_ref = _crd_definition(group, version, kind)
         list_ref = _crd_definition(group, version, list_kind)
-        schema = json.loads(json.dumps(_crd_schema(crd, version)))
+        schema = json.loads(json.dumps(crd_schema(crd, version)))
         schema.setdefault("type", "object")
         schema["properties"] = {
             **(schema.get("properties") or {}),

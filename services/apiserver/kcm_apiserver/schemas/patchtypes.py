@@ -18,8 +18,8 @@ from kcm_apiserver.patch_meta import ATOMIC_STRUCTS, field_extensions
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.typeinfo import TypeInfo
 
-from .clientmodels import _OBJECT_META_MODEL, _builtin_model, _definition, _fields, _Type
-from .crd import JSON, _custom_schema
+from .clientmodels import OBJECT_META_MODEL, ClientType, builtin_model, definition_of, fields_of
+from .crd import JSON, custom_schema
 
 
 def _no_field(name: str) -> TypeInfo | None:
@@ -87,10 +87,10 @@ _NO_META: Final = _Meta()
 
 
 @cache
-def _builtin_node(t: _Type, meta: _Meta) -> TypeInfo | None:
+def _builtin_node(t: ClientType, meta: _Meta) -> TypeInfo | None:
     if t.kind == "model":
         model = t.name
-        atomic = "atomic" if _definition(model) in ATOMIC_STRUCTS else meta.map_type
+        atomic = "atomic" if definition_of(model) in ATOMIC_STRUCTS else meta.map_type
         object_meta = _Meta(meta.strategy, meta.merge_key, None, (), atomic)
         return _typed("object", object_meta, field_of=lambda name: _model_field_node(model, name))
     if t.kind in ("list", "map") and t.inner:
@@ -105,10 +105,10 @@ def _builtin_node(t: _Type, meta: _Meta) -> TypeInfo | None:
 
 @cache
 def _model_field_node(model: str, name: str) -> TypeInfo | None:
-    f = _fields(model).get(name)
+    f = fields_of(model).get(name)
     if f is None:
         return None
-    return _builtin_node(f.type, _meta(field_extensions(_definition(model), name)))
+    return _builtin_node(f.type, _meta(field_extensions(definition_of(model), name)))
 
 
 def _schema_node(schema: Mapping[str, Any], resource_root: bool = False) -> TypeInfo | None:
@@ -127,7 +127,7 @@ def _schema_node(schema: Mapping[str, Any], resource_root: bool = False) -> Type
 
         def field_of(name: str) -> TypeInfo | None:
             if embedded and name == "metadata":
-                return _builtin_node(_Type("model", _OBJECT_META_MODEL), _NO_META)
+                return _builtin_node(ClientType("model", OBJECT_META_MODEL), _NO_META)
             if embedded and name in ("apiVersion", "kind"):
                 return _typed("scalar", _NO_META)
             sub = props.get(name)
@@ -146,8 +146,8 @@ def _schema_node(schema: Mapping[str, Any], resource_root: bool = False) -> Type
 
 def type_info(registry: Registry, group: str, version: str, kind: str, crds: list[JSON]) -> TypeInfo | None:
     """The schema of a kind as patch and apply see it; None when the kind is unknown."""
-    model = _builtin_model(registry, group, version, kind)
+    model = builtin_model(registry, group, version, kind)
     if model is not None:
-        return _builtin_node(_Type("model", model), _NO_META)
-    schema = _custom_schema(crds, group, version, kind)
+        return _builtin_node(ClientType("model", model), _NO_META)
+    schema = custom_schema(crds, group, version, kind)
     return None if schema is None else _schema_node(schema, resource_root=True)

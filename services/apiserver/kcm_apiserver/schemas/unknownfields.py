@@ -4,7 +4,7 @@
 what it finds, Warn warns about each field, and Warn and Ignore drop them (`drop=True`), as
 upstream's decoding into typed objects and its pruning of structural schemas do. Built-in
 kinds are walked along the client's models (`clientmodels`), custom resources along their
-CRD's schema (`crd`); with `unchanged`, only the parts a patch changed are walked.
+CRD's schema (`crd`); with `unchanged`, only what a patch changed in a built-in kind is walked.
 """
 
 from __future__ import annotations
@@ -14,21 +14,21 @@ from typing import Any
 
 from kcm_apiserver.registry import Registry
 
-from .clientmodels import _OBJECT_META_MODEL, _builtin_model, _fields, _Type
-from .crd import JSON, _custom_schema
+from .clientmodels import OBJECT_META_MODEL, ClientType, builtin_model, fields_of
+from .crd import JSON, custom_schema
 
 _ABSENT = object()
 # An unknown field found: its JSON path, the object holding it and its key there.
 _Unknown = tuple[str, dict[str, Any], str]
 
 
-def _unknown_in_type(t: _Type, value: Any, path: str, out: list[_Unknown], was: Any = _ABSENT) -> None:
+def _unknown_in_type(t: ClientType, value: Any, path: str, out: list[_Unknown], was: Any = _ABSENT) -> None:
     """Unknown fields of `value`, skipping each part equal to the same part of `was` (what a
     patch was applied to): C-speed equality spares the walk of what the patch left alone."""
     if was is not _ABSENT and value == was:
         return
     if t.kind == "model" and isinstance(value, dict):
-        fields = _fields(t.name)
+        fields = fields_of(t.name)
         before = was if isinstance(was, dict) else {}
         for key, sub in value.items():
             f = fields.get(key)
@@ -67,7 +67,7 @@ def _unknown_in_schema(
         if embedded and key in ("apiVersion", "kind"):
             continue
         if embedded and key == "metadata":
-            _unknown_in_type(_Type("model", _OBJECT_META_MODEL), sub, here, out)
+            _unknown_in_type(ClientType("model", OBJECT_META_MODEL), sub, here, out)
         elif isinstance(properties.get(key), dict):
             _unknown_in_schema(properties[key], sub, here, out)
         elif isinstance(additional, dict):
@@ -93,11 +93,13 @@ def unknown_fields(
     are also removed from `obj`, as upstream's decoding into typed objects (built-in kinds) and
     its pruning of structural schemas (custom resources) do."""
     found: list[_Unknown] = []
-    model = _builtin_model(registry, group, version, kind)
+    model = builtin_model(registry, group, version, kind)
     if model is not None:
-        _unknown_in_type(_Type("model", model), obj, "", found, _ABSENT if unchanged is None else unchanged)
+        _unknown_in_type(
+            ClientType("model", model), obj, "", found, _ABSENT if unchanged is None else unchanged
+        )
     else:
-        schema = _custom_schema(crds, group, version, kind)
+        schema = custom_schema(crds, group, version, kind)
         if schema is not None:
             _unknown_in_schema(schema, obj, "", found, resource_root=True)
     if drop:
