@@ -40,6 +40,7 @@ from kcm_apiserver.patch import deep_copy
 from kcm_apiserver.registry import Registry, ResourceType, storage_key_of
 from kcm_apiserver.schemas import patchtypes, unknownfields
 from kcm_apiserver.store import Obj, Store
+from kcm_apiserver.validation import fielderrors
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Upstream's NamespaceLifecycle admission refuses to delete these (kube-node-lease may go).
@@ -328,7 +329,7 @@ class Api:
         if not unknown or ctx.field_validation == "Ignore":
             return
         # Go's strict decoder quotes each path with %q.
-        problems = [f"unknown field {validation.go_quote(p.lstrip('.'))}" for p in unknown]
+        problems = [f"unknown field {fielderrors.go_quote(p.lstrip('.'))}" for p in unknown]
         if ctx.field_validation == "Warn":
             ctx.warnings.extend(problems)
             return

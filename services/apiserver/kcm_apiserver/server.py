@@ -34,12 +34,12 @@ from kcm_apiserver import (
     protobuf,
     subresources,
     tables,
-    validation,
 )
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
 from kcm_apiserver.schemas import openapi_v3
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
+from kcm_apiserver.validation import metav1
 
 log = logging.getLogger("kcm.apiserver")
 
@@ -307,11 +307,11 @@ class Server:
         options = _OPTIONS_KINDS.get(method)
         if method == "PATCH":
             apply = _PATCH_TYPES.get(request.content_type) == "apply"
-            causes = validation.patch_options(dry, manager, field_validation, apply=apply, force="force" in q)
+            causes = metav1.patch_options(dry, manager, field_validation, apply=apply, force="force" in q)
         elif method == "DELETE":
-            causes = validation.delete_options(dry)
+            causes = metav1.delete_options(dry)
         elif options is not None:
-            causes = validation.write_options(dry, manager, field_validation)
+            causes = metav1.write_options(dry, manager, field_validation)
         else:
             causes = []  # reads take no write options: upstream ignores them there
         if options is not None and causes:
