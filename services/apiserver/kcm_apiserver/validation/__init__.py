@@ -18,54 +18,56 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .apiextensions import _custom_resource_definition
-from .apps import _daemon_set, _deployment, _replica_set, _stateful_set
-from .autoscaling import _horizontal_pod_autoscaler
-from .batch import _cron_job, _job, _job_status
+from .apiextensions import validate_custom_resource_definition
+from .apps import validate_daemon_set, validate_deployment, validate_replica_set, validate_stateful_set
+from .autoscaling import validate_horizontal_pod_autoscaler
+from .batch import validate_cron_job, validate_job, validate_job_status
 from .core import (
-    _config_map,
-    _endpoints,
-    _node,
-    _pod,
-    _pod_template_object,
-    _replication_controller,
-    _resource_quota,
-    _secret,
-    _service,
+    validate_config_map,
+    validate_endpoints,
+    validate_node,
+    validate_pod,
+    validate_pod_template,
+    validate_replication_controller,
+    validate_resource_quota,
+    validate_secret,
+    validate_service,
 )
-from .discovery import _endpoint_slice
-from .fielderrors import Cause, Obj, _Causes, _dict
-from .metav1 import _metadata, _metadata_update
-from .policy import _pod_disruption_budget
+from .discovery import validate_endpoint_slice
+from .fielderrors import Cause, Causes, Obj, as_dict
+from .metav1 import validate_metadata, validate_metadata_update
+from .policy import validate_pod_disruption_budget
 
-_Validator = Callable[[_Causes, Obj, Obj | None], None]
+# A kind's rules add to the causes what is wrong with `obj`; `old` is the stored object on an
+# update, None on a create.
+_Validator = Callable[[Causes, Obj, Obj | None], None]
 _VALIDATORS: dict[tuple[str, str], _Validator] = {
-    ("", "Pod"): _pod,
-    ("", "PodTemplate"): _pod_template_object,
-    ("", "ReplicationController"): _replication_controller,
-    ("", "Service"): _service,
-    ("", "Node"): _node,
-    ("", "Endpoints"): _endpoints,
-    ("", "ConfigMap"): _config_map,
-    ("", "Secret"): _secret,
-    ("", "ResourceQuota"): _resource_quota,
-    ("apps", "Deployment"): _deployment,
-    ("apps", "ReplicaSet"): _replica_set,
-    ("apps", "StatefulSet"): _stateful_set,
-    ("apps", "DaemonSet"): _daemon_set,
-    ("batch", "Job"): _job,
-    ("batch", "CronJob"): _cron_job,
-    ("policy", "PodDisruptionBudget"): _pod_disruption_budget,
-    ("autoscaling", "HorizontalPodAutoscaler"): _horizontal_pod_autoscaler,
-    ("apiextensions.k8s.io", "CustomResourceDefinition"): _custom_resource_definition,
-    ("discovery.k8s.io", "EndpointSlice"): _endpoint_slice,
+    ("", "Pod"): validate_pod,
+    ("", "PodTemplate"): validate_pod_template,
+    ("", "ReplicationController"): validate_replication_controller,
+    ("", "Service"): validate_service,
+    ("", "Node"): validate_node,
+    ("", "Endpoints"): validate_endpoints,
+    ("", "ConfigMap"): validate_config_map,
+    ("", "Secret"): validate_secret,
+    ("", "ResourceQuota"): validate_resource_quota,
+    ("apps", "Deployment"): validate_deployment,
+    ("apps", "ReplicaSet"): validate_replica_set,
+    ("apps", "StatefulSet"): validate_stateful_set,
+    ("apps", "DaemonSet"): validate_daemon_set,
+    ("batch", "Job"): validate_job,
+    ("batch", "CronJob"): validate_cron_job,
+    ("policy", "PodDisruptionBudget"): validate_pod_disruption_budget,
+    ("autoscaling", "HorizontalPodAutoscaler"): validate_horizontal_pod_autoscaler,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): validate_custom_resource_definition,
+    ("discovery.k8s.io", "EndpointSlice"): validate_endpoint_slice,
 }
 
 
 # Kinds whose /status writes have rules of their own; their spec (copied from the stored
 # object) is then not validated again, as upstream's status strategies do.
-_STATUS_VALIDATORS: dict[tuple[str, str], Callable[[_Causes, Obj, Obj], None]] = {
-    ("batch", "Job"): _job_status,
+_STATUS_VALIDATORS: dict[tuple[str, str], Callable[[Causes, Obj, Obj], None]] = {
+    ("batch", "Job"): validate_job_status,
 }
 
 
@@ -77,11 +79,11 @@ def validate(
     `old` is the stored object on update and None on create; `subresource` is "status" for a
     write through /status.
     """
-    c = _Causes()
-    meta = _dict(obj.get("metadata"))
-    _metadata(c, group, kind, meta)
+    c = Causes()
+    meta = as_dict(obj.get("metadata"))
+    validate_metadata(c, group, kind, meta)
     if old is not None:
-        _metadata_update(c, meta, _dict(old.get("metadata")))
+        validate_metadata_update(c, meta, as_dict(old.get("metadata")))
     status_validator = _STATUS_VALIDATORS.get((group, kind)) if subresource == "status" else None
     if status_validator is not None and old is not None:
         status_validator(c, obj, old)

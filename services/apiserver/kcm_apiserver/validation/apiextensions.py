@@ -6,12 +6,12 @@ Called by the dispatch in `validation/__init__.py`.
 
 from __future__ import annotations
 
-from .fielderrors import Obj, _Causes, _dict
+from .fielderrors import Causes, Obj, as_dict
 
 
-def _custom_resource_definition(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    expected = f"{_dict(spec.get('names')).get('plural', '')}.{spec.get('group', '')}"
-    name = _dict(obj.get("metadata")).get("name")
+def validate_custom_resource_definition(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    expected = f"{as_dict(spec.get('names')).get('plural', '')}.{spec.get('group', '')}"
+    name = as_dict(obj.get("metadata")).get("name")
     if name and name != expected:
         c.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')

@@ -16,21 +16,21 @@ from typing import Any
 
 from kcm_shared.apimachinery.selectors import regex_error
 
-from .core import _pod_template
+from .core import validate_pod_template_spec
 from .fielderrors import (
     IMMUTABLE,
+    Causes,
     GoText,
     Obj,
-    _Causes,
-    _dict,
-    _is_int,
-    _list,
-    _nonnegative,
-    _one_of,
-    _semantic,
+    as_dict,
+    as_list,
     go_label_selector,
+    is_int,
+    semantic,
+    validate_nonnegative,
+    validate_one_of,
 )
-from .metav1 import _selector_matches_template
+from .metav1 import validate_selector_matches_template
 
 # --- workloads ----------------------------------------------------------------------------------
 
@@ -38,14 +38,14 @@ _PERCENT_RE = re.compile("[0-9]+%")
 
 
 def _int_or_percent_value(value: Any) -> int | None:
-    if _is_int(value):
+    if is_int(value):
         return int(value)
     if isinstance(value, str) and _PERCENT_RE.fullmatch(value):
         return int(value[:-1])
     return None
 
 
-def _int_or_percent(c: _Causes, value: Any, path: str) -> None:
+def validate_int_or_percent(c: Causes, value: Any, path: str) -> None:
     """A non-negative integer or a percent string (upstream ValidatePositiveIntOrPercent)."""
     if value is None:
         return
@@ -53,24 +53,25 @@ def _int_or_percent(c: _Causes, value: Any, path: str) -> None:
         if not _PERCENT_RE.fullmatch(value):
             msg = "a valid percent string must be a numeric string followed by an ending '%'"
             c.invalid(path, value, regex_error(msg, "[0-9]+%", "1%", "93%"))
-    elif _is_int(value):
+    elif is_int(value):
         if value < 0:
             c.invalid(path, value, "must be greater than or equal to 0")
     else:
         c.invalid(path, value, "must be an integer or percentage (e.g '5%')")
 
 
-def _not_over_100_percent(c: _Causes, value: Any, path: str) -> None:
+def validate_not_over_100_percent(c: Causes, value: Any, path: str) -> None:
+    """A percent string is at most 100% (upstream IsNotMoreThan100Percent)."""
     if isinstance(value, str) and _PERCENT_RE.fullmatch(value) and int(value[:-1]) > 100:
         c.invalid(path, value, "must not be greater than 100%")
 
 
-def _deployment(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    _nonnegative(c, spec, "replicas", "spec")
-    _selector_matches_template(c, spec, "spec", "deployment")
-    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "ReplicaSet")
-    strategy = _dict(spec.get("strategy"))
+def validate_deployment(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    validate_nonnegative(c, spec, "replicas", "spec")
+    validate_selector_matches_template(c, spec, "spec", "deployment")
+    validate_pod_template_spec(c, spec.get("template"), "spec.template", ("Always",), "ReplicaSet")
+    strategy = as_dict(spec.get("strategy"))
     kind = strategy.get("type")
     if kind == "Recreate":
         if strategy.get("rollingUpdate") is not None:
@@ -83,8 +84,8 @@ def _deployment(c: _Causes, obj: Obj, old: Obj | None) -> None:
             c.required("spec.strategy.rollingUpdate", "this should be defaulted and never be nil")
         else:
             path = "spec.strategy.rollingUpdate"
-            _int_or_percent(c, rolling.get("maxUnavailable"), f"{path}.maxUnavailable")
-            _int_or_percent(c, rolling.get("maxSurge"), f"{path}.maxSurge")
+            validate_int_or_percent(c, rolling.get("maxUnavailable"), f"{path}.maxUnavailable")
+            validate_int_or_percent(c, rolling.get("maxSurge"), f"{path}.maxSurge")
             if (
                 _int_or_percent_value(rolling.get("maxUnavailable"))
                 == 0
@@ -95,34 +96,34 @@ def _deployment(c: _Causes, obj: Obj, old: Obj | None) -> None:
                     rolling.get("maxUnavailable"),
                     "may not be 0 when `maxSurge` is 0",
                 )
-            _not_over_100_percent(c, rolling.get("maxUnavailable"), f"{path}.maxUnavailable")
+            validate_not_over_100_percent(c, rolling.get("maxUnavailable"), f"{path}.maxUnavailable")
     else:
         c.not_supported(
             "spec.strategy", GoText(json.dumps(strategy, sort_keys=True)), ("Recreate", "RollingUpdate")
         )
     for key in ("minReadySeconds", "revisionHistoryLimit", "progressDeadlineSeconds"):
-        _nonnegative(c, spec, key, "spec")
+        validate_nonnegative(c, spec, key, "spec")
     deadline = spec.get("progressDeadlineSeconds")
-    if _is_int(deadline) and deadline <= (spec.get("minReadySeconds") or 0):
+    if is_int(deadline) and deadline <= (spec.get("minReadySeconds") or 0):
         c.invalid("spec.progressDeadlineSeconds", deadline, "must be greater than minReadySeconds")
     if old is not None:
-        _selector_immutable(c, spec, _dict(old.get("spec")))
+        _selector_immutable(c, spec, as_dict(old.get("spec")))
 
 
-def _selector_immutable(c: _Causes, spec: Obj, old_spec: Obj) -> None:
-    if _semantic(spec.get("selector")) != _semantic(old_spec.get("selector")):
-        c.invalid("spec.selector", go_label_selector(_dict(spec.get("selector"))), IMMUTABLE)
+def _selector_immutable(c: Causes, spec: Obj, old_spec: Obj) -> None:
+    if semantic(spec.get("selector")) != semantic(old_spec.get("selector")):
+        c.invalid("spec.selector", go_label_selector(as_dict(spec.get("selector"))), IMMUTABLE)
 
 
-def _replica_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    _nonnegative(c, spec, "replicas", "spec")
-    _nonnegative(c, spec, "minReadySeconds", "spec")
+def validate_replica_set(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    validate_nonnegative(c, spec, "replicas", "spec")
+    validate_nonnegative(c, spec, "minReadySeconds", "spec")
     # Upstream reuses the Deployment wording here.
-    _selector_matches_template(c, spec, "spec", "deployment")
-    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "ReplicaSet")
+    validate_selector_matches_template(c, spec, "spec", "deployment")
+    validate_pod_template_spec(c, spec.get("template"), "spec.template", ("Always",), "ReplicaSet")
     if old is not None:
-        _selector_immutable(c, spec, _dict(old.get("spec")))
+        _selector_immutable(c, spec, as_dict(old.get("spec")))
 
 
 _STS_MUTABLE = (
@@ -136,14 +137,14 @@ _STS_MUTABLE = (
 )
 
 
-def _stateful_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
+def validate_stateful_set(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
     policy = spec.get("podManagementPolicy")
     if not policy:
         c.required("spec.podManagementPolicy", "")
     elif policy not in ("OrderedReady", "Parallel"):
         c.invalid("spec.podManagementPolicy", policy, "must be 'OrderedReady' or 'Parallel'")
-    strategy = _dict(spec.get("updateStrategy"))
+    strategy = as_dict(spec.get("updateStrategy"))
     kind = strategy.get("type")
     if not kind:
         c.required("spec.updateStrategy", "")
@@ -155,18 +156,20 @@ def _stateful_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
                 "only allowed for updateStrategy 'RollingUpdate'",
             )
     elif kind == "RollingUpdate":
-        rolling = _dict(strategy.get("rollingUpdate"))
-        _nonnegative(c, rolling, "partition", "spec.updateStrategy.rollingUpdate")
-        _int_or_percent(c, rolling.get("maxUnavailable"), "spec.updateStrategy.rollingUpdate.maxUnavailable")
+        rolling = as_dict(strategy.get("rollingUpdate"))
+        validate_nonnegative(c, rolling, "partition", "spec.updateStrategy.rollingUpdate")
+        validate_int_or_percent(
+            c, rolling.get("maxUnavailable"), "spec.updateStrategy.rollingUpdate.maxUnavailable"
+        )
     else:
         c.invalid(
             "spec.updateStrategy",
             GoText(json.dumps(strategy, sort_keys=True)),
             "must be 'RollingUpdate' or 'OnDelete'",
         )
-    retention = _dict(spec.get("persistentVolumeClaimRetentionPolicy"))
+    retention = as_dict(spec.get("persistentVolumeClaimRetentionPolicy"))
     for key in ("whenDeleted", "whenScaled"):
-        _one_of(
+        validate_one_of(
             c,
             retention,
             key,
@@ -175,25 +178,25 @@ def _stateful_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
             required=False,
         )
     for key in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
-        _nonnegative(c, spec, key, "spec")
-    _nonnegative(c, _dict(spec.get("ordinals")), "start", "spec.ordinals")
-    _selector_matches_template(c, spec, "spec", "statefulset")
+        validate_nonnegative(c, spec, key, "spec")
+    validate_nonnegative(c, as_dict(spec.get("ordinals")), "start", "spec.ordinals")
+    validate_selector_matches_template(c, spec, "spec", "statefulset")
     # Containers may mount a volumeClaimTemplate by name: the controller adds that volume to
     # each pod, so count the claims as volumes here (upstream skips the template's volume check).
     template = spec.get("template")
     if isinstance(template, dict):
         claims = [
             {"name": name}
-            for t in map(_dict, _list(spec.get("volumeClaimTemplates")))
-            if (name := _dict(t.get("metadata")).get("name"))
+            for t in map(as_dict, as_list(spec.get("volumeClaimTemplates")))
+            if (name := as_dict(t.get("metadata")).get("name"))
         ]
-        pod = _dict(template.get("spec"))
-        template = {**template, "spec": {**pod, "volumes": [*_list(pod.get("volumes")), *claims]}}
-    _pod_template(c, template, "spec.template", ("Always",), "StatefulSet")
+        pod = as_dict(template.get("spec"))
+        template = {**template, "spec": {**pod, "volumes": [*as_list(pod.get("volumes")), *claims]}}
+    validate_pod_template_spec(c, template, "spec.template", ("Always",), "StatefulSet")
     if old is not None:
-        old_spec = _dict(old.get("spec"))
+        old_spec = as_dict(old.get("spec"))
         allowed = {**old_spec, **{k: spec.get(k) for k in _STS_MUTABLE}}
-        if _semantic(allowed) != _semantic(spec):
+        if semantic(allowed) != semantic(spec):
             c.forbidden(
                 "spec",
                 "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
@@ -202,13 +205,13 @@ def _stateful_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
             )
 
 
-def _daemon_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    _selector_matches_template(c, spec, "spec", "daemonset")
-    _pod_template(c, spec.get("template"), "spec.template", ("Always",), "DaemonSet")
+def validate_daemon_set(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    validate_selector_matches_template(c, spec, "spec", "daemonset")
+    validate_pod_template_spec(c, spec.get("template"), "spec.template", ("Always",), "DaemonSet")
     for key in ("minReadySeconds", "revisionHistoryLimit"):
-        _nonnegative(c, spec, key, "spec")
-    strategy = _dict(spec.get("updateStrategy"))
+        validate_nonnegative(c, spec, key, "spec")
+    strategy = as_dict(spec.get("updateStrategy"))
     kind = strategy.get("type")
     if kind == "RollingUpdate":
         rolling = strategy.get("rollingUpdate")
@@ -218,8 +221,8 @@ def _daemon_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
             path = "spec.updateStrategy.rollingUpdate"
             unavailable, surge = rolling.get("maxUnavailable"), rolling.get("maxSurge")
             for key, value in (("maxUnavailable", unavailable), ("maxSurge", surge)):
-                _int_or_percent(c, value, f"{path}.{key}")
-                _not_over_100_percent(c, value, f"{path}.{key}")
+                validate_int_or_percent(c, value, f"{path}.{key}")
+                validate_not_over_100_percent(c, value, f"{path}.{key}")
             has_unavailable = _int_or_percent_value(unavailable) not in (0, None)
             has_surge = _int_or_percent_value(surge) not in (0, None)
             if has_unavailable and has_surge:
@@ -231,4 +234,4 @@ def _daemon_set(c: _Causes, obj: Obj, old: Obj | None) -> None:
             "spec.updateStrategy", GoText(json.dumps(strategy, sort_keys=True)), ("OnDelete", "RollingUpdate")
         )
     if old is not None:
-        _selector_immutable(c, spec, _dict(old.get("spec")))
+        _selector_immutable(c, spec, as_dict(old.get("spec")))

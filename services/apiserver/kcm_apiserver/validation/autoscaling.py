@@ -7,19 +7,19 @@ Called by the dispatch in `validation/__init__.py`.
 
 from __future__ import annotations
 
-from .fielderrors import Obj, _Causes, _dict, _is_int
+from .fielderrors import Causes, Obj, as_dict, is_int
 
 
-def _horizontal_pod_autoscaler(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    ref = _dict(spec.get("scaleTargetRef"))
+def validate_horizontal_pod_autoscaler(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    ref = as_dict(spec.get("scaleTargetRef"))
     for key in ("kind", "name"):
         if not ref.get(key):
             c.required(f"spec.scaleTargetRef.{key}", "")
     low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    if low is not None and (not _is_int(low) or low < 1):
+    if low is not None and (not is_int(low) or low < 1):
         c.invalid("spec.minReplicas", low, "must be greater than or equal to 1")
-    if not _is_int(high) or high < 1:
+    if not is_int(high) or high < 1:
         c.invalid("spec.maxReplicas", high, "must be greater than 0")
-    elif _is_int(low) and high < low:
+    elif is_int(low) and high < low:
         c.invalid("spec.maxReplicas", high, "must be greater than or equal to `minReplicas`")

@@ -1,11 +1,11 @@
 """Validation of batch/v1 kinds, after upstream 1.32's pkg/apis/batch/validation.
 
-- Jobs on create and update (`_job`): the job spec a CronJob's job template shares (counts,
-  Indexed limits, podFailurePolicy, successPolicy, managedBy, the restart policy), the
-  selector the server generated, and what may change afterwards.
-- Job /status writes (`_job_status`), with the rules 1.32.10's status strategy applies.
-- CronJobs (`_cron_job`): name length, the schedule (`cron_schedule_error`, with robfig/cron's
-  messages), the time zone, the concurrency policy and the job template.
+- Jobs on create and update (`validate_job`): the job spec a CronJob's job template shares
+  (counts, Indexed limits, podFailurePolicy, successPolicy, managedBy, the restart policy),
+  the selector the server generated, and what may change afterwards.
+- Job /status writes (`validate_job_status`), with the rules 1.32.10's status strategy applies.
+- CronJobs (`validate_cron_job`): name length, the schedule (`cron_schedule_error`, with
+  robfig/cron's messages), the time zone, the concurrency policy and the job template.
 
 `indexes_format` reads "1,3-5,7" index lists (completedIndexes, failedIndexes,
 succeededIndexes) as upstream does. Callers: the dispatch in `validation/__init__.py`.
@@ -29,23 +29,23 @@ from kcm_shared.apimachinery.selectors import (
 )
 from kcm_shared.apis import cron
 
-from .core import _POD_RESTART_POLICIES, _pod_template
+from .core import POD_RESTART_POLICIES, validate_pod_template_spec
 from .fielderrors import (
     IMMUTABLE,
+    Causes,
     GoText,
     Obj,
-    _Causes,
-    _dict,
-    _is_int,
-    _list,
-    _nonnegative,
-    _one_of,
-    _semantic,
+    as_dict,
+    as_list,
     go_label_selector,
     go_quote,
     go_string_map,
+    is_int,
+    semantic,
+    validate_nonnegative,
+    validate_one_of,
 )
-from .metav1 import _label_selector, _labels, _selector_matches_template
+from .metav1 import validate_label_selector, validate_labels, validate_selector_matches_template
 
 _JOB_RESTART_POLICIES = ("OnFailure", "Never")
 _JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -86,7 +86,7 @@ def _go_success_policy(policy: Obj) -> GoText:
     # Upstream prints the internal struct with %#v, where the optional fields are pointers
     # (addresses); their values are shown here instead.
     rules = []
-    for rule in map(_dict, _list(policy.get("rules"))):
+    for rule in map(as_dict, as_list(policy.get("rules"))):
         indexes = rule.get("succeededIndexes")
         count = rule.get("succeededCount")
         rules.append(
@@ -97,7 +97,7 @@ def _go_success_policy(policy: Obj) -> GoText:
     return GoText("batch.SuccessPolicy{Rules:[]batch.SuccessPolicyRule{" + ", ".join(rules) + "}}")
 
 
-def is_domain_prefixed_path(c: _Causes, path: str, value: str) -> None:
+def is_domain_prefixed_path(c: Causes, path: str, value: str) -> None:
     """apimachinery IsDomainPrefixedPath: "acme.io/foo" (a DNS subdomain, '/', an HTTP path)."""
     if not value:
         c.required(path, "")
@@ -112,7 +112,7 @@ def is_domain_prefixed_path(c: _Causes, path: str, value: str) -> None:
         c.invalid(path, rest, regex_error("Invalid path", _HTTP_PATH_FMT))
 
 
-def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
+def _job_spec(c: Causes, spec: Obj, path: str) -> None:
     """validateJobSpec: what a Job and a CronJob's job template share."""
     for key in (
         "parallelism",
@@ -123,7 +123,7 @@ def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
         "backoffLimitPerIndex",
         "maxFailedIndexes",
     ):
-        _nonnegative(c, spec, key, path)
+        validate_nonnegative(c, spec, key, path)
     completions = spec.get("completions")
     per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
     if max_failed is not None and per_index is None:
@@ -154,7 +154,7 @@ def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
                 _go_success_policy(success_policy),
                 "requires indexed completion mode",
             )
-        elif _is_int(completions):
+        elif is_int(completions):
             _success_policy(c, success_policy, completions, f"{path}.successPolicy")
     replacement = spec.get("podReplacementPolicy")
     if replacement is not None:
@@ -162,8 +162,8 @@ def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
         if replacement not in allowed:
             c.not_supported(f"{path}.podReplacementPolicy", replacement, allowed)
     # The pod-level rule accepts Always; a Job's pods must end, so it is refused here.
-    _pod_template(c, spec.get("template"), f"{path}.template", _POD_RESTART_POLICIES)
-    restart = _dict(_dict(spec.get("template")).get("spec")).get("restartPolicy")
+    validate_pod_template_spec(c, spec.get("template"), f"{path}.template", POD_RESTART_POLICIES)
+    restart = as_dict(as_dict(spec.get("template")).get("spec")).get("restartPolicy")
     restart_path = f"{path}.template.spec.restartPolicy"
     if restart in ("Always", "", None):
         c.required(restart_path, 'valid values: "OnFailure", "Never"')
@@ -172,42 +172,42 @@ def _job_spec(c: _Causes, spec: Obj, path: str) -> None:
     elif spec.get("podFailurePolicy") is not None and restart != "Never":
         c.invalid(restart_path, restart, 'only "Never" is supported when podFailurePolicy is specified')
     if spec.get("manualSelector") is True:
-        _selector_matches_template(c, spec, path, "job")
+        validate_selector_matches_template(c, spec, path, "job")
     elif isinstance(spec.get("selector"), dict):
-        _label_selector(c, spec["selector"], f"{path}.selector")
+        validate_label_selector(c, spec["selector"], f"{path}.selector")
 
 
-def _indexed_limits(c: _Causes, spec: Obj, path: str) -> None:
+def _indexed_limits(c: Causes, spec: Obj, path: str) -> None:
     completions, parallelism = spec.get("completions"), spec.get("parallelism")
     per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
     if completions is None:
         c.required(f"{path}.completions", "when completion mode is Indexed")
-    if _is_int(parallelism) and parallelism > _MAX_INDEXED_PARALLELISM:
+    if is_int(parallelism) and parallelism > _MAX_INDEXED_PARALLELISM:
         c.invalid(
             f"{path}.parallelism",
             parallelism,
             f"must be less than or equal to {_MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
         )
-    if _is_int(completions) and _is_int(max_failed) and max_failed > completions:
+    if is_int(completions) and is_int(max_failed) and max_failed > completions:
         c.invalid(f"{path}.maxFailedIndexes", max_failed, "must be less than or equal to completions")
-    if _is_int(max_failed) and max_failed > _MAX_FAILED_INDEXES:
+    if is_int(max_failed) and max_failed > _MAX_FAILED_INDEXES:
         c.invalid(
             f"{path}.maxFailedIndexes", max_failed, f"must be less than or equal to {_MAX_FAILED_INDEXES}"
         )
-    if _is_int(completions) and completions > _COMPLETIONS_SOFT_LIMIT and per_index is not None:
+    if is_int(completions) and completions > _COMPLETIONS_SOFT_LIMIT and per_index is not None:
         high = f"when completions are above {_COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
         if max_failed is None:
             c.required(
                 f"{path}.maxFailedIndexes",
                 f"must be specified when completions is above {_COMPLETIONS_SOFT_LIMIT}",
             )
-        if _is_int(parallelism) and parallelism > _PARALLELISM_LIMIT_HIGH_COMPLETIONS:
+        if is_int(parallelism) and parallelism > _PARALLELISM_LIMIT_HIGH_COMPLETIONS:
             c.invalid(
                 f"{path}.parallelism",
                 parallelism,
                 f"must be less than or equal to {_PARALLELISM_LIMIT_HIGH_COMPLETIONS} {high}",
             )
-        if _is_int(max_failed) and max_failed > _MAX_FAILED_INDEXES_HIGH_COMPLETIONS:
+        if is_int(max_failed) and max_failed > _MAX_FAILED_INDEXES_HIGH_COMPLETIONS:
             c.invalid(
                 f"{path}.maxFailedIndexes",
                 max_failed,
@@ -215,17 +215,17 @@ def _indexed_limits(c: _Causes, spec: Obj, path: str) -> None:
             )
 
 
-def _pod_failure_policy(c: _Causes, spec: Obj, path: str) -> None:
-    rules = _list(spec["podFailurePolicy"].get("rules"))
+def _pod_failure_policy(c: Causes, spec: Obj, path: str) -> None:
+    rules = as_list(spec["podFailurePolicy"].get("rules"))
     if len(rules) > _MAX_POD_FAILURE_POLICY_RULES:
         c.too_many(f"{path}.rules", len(rules), _MAX_POD_FAILURE_POLICY_RULES)
-    pod_spec = _dict(_dict(spec.get("template")).get("spec"))
+    pod_spec = as_dict(as_dict(spec.get("template")).get("spec"))
     containers = {
-        str(_dict(x).get("name"))
+        str(as_dict(x).get("name"))
         for key in ("containers", "initContainers")
-        for x in _list(pod_spec.get(key))
+        for x in as_list(pod_spec.get(key))
     }
-    for i, rule in enumerate(map(_dict, rules)):
+    for i, rule in enumerate(map(as_dict, rules)):
         at = f"{path}.rules[{i}]"
         action = rule.get("action")
         if not action:
@@ -235,9 +235,9 @@ def _pod_failure_policy(c: _Causes, spec: Obj, path: str) -> None:
                 c.invalid(f"{at}.action", action, "requires the backoffLimitPerIndex to be set")
         elif action not in _POD_FAILURE_POLICY_ACTIONS:
             c.not_supported(f"{at}.action", action, _POD_FAILURE_POLICY_ACTIONS)
-        on_exit_codes, on_conditions = rule.get("onExitCodes"), _list(rule.get("onPodConditions"))
+        on_exit_codes, on_conditions = rule.get("onExitCodes"), as_list(rule.get("onPodConditions"))
         if on_exit_codes is not None:
-            _on_exit_codes(c, _dict(on_exit_codes), f"{at}.onExitCodes", containers)
+            _on_exit_codes(c, as_dict(on_exit_codes), f"{at}.onExitCodes", containers)
         if on_conditions:
             _on_pod_conditions(c, on_conditions, f"{at}.onPodConditions")
         if on_exit_codes is not None and on_conditions:
@@ -246,10 +246,10 @@ def _pod_failure_policy(c: _Causes, spec: Obj, path: str) -> None:
             c.invalid_omitted(at, "specifying one of OnExitCodes and OnPodConditions is required")
 
 
-def _on_pod_conditions(c: _Causes, patterns: list[Any], path: str) -> None:
+def _on_pod_conditions(c: Causes, patterns: list[Any], path: str) -> None:
     if len(patterns) > _MAX_ON_POD_CONDITIONS_PATTERNS:
         c.too_many(path, len(patterns), _MAX_ON_POD_CONDITIONS_PATTERNS)
-    for j, pattern in enumerate(map(_dict, patterns)):
+    for j, pattern in enumerate(map(as_dict, patterns)):
         type_ = str(pattern.get("type") or "")
         for msg in is_qualified_name(type_):
             c.invalid(f"{path}[{j}].type", type_, msg)
@@ -260,7 +260,7 @@ def _on_pod_conditions(c: _Causes, patterns: list[Any], path: str) -> None:
             c.not_supported(f"{path}[{j}].status", status, _CONDITION_STATUSES)
 
 
-def _on_exit_codes(c: _Causes, req: Obj, path: str, containers: set[str]) -> None:
+def _on_exit_codes(c: Causes, req: Obj, path: str, containers: set[str]) -> None:
     operator = req.get("operator")
     if not operator:
         c.required(f"{path}.operator", f"valid values: {_go_list(_ON_EXIT_CODES_OPERATORS)}")
@@ -273,7 +273,7 @@ def _on_exit_codes(c: _Causes, req: Obj, path: str, containers: set[str]) -> Non
             name,
             "must be one of the container or initContainer names in the pod template",
         )
-    values = _list(req.get("values"))
+    values = as_list(req.get("values"))
     if not values:
         c.invalid(f"{path}.values", _go_int32s(values), "at least one value is required")
     elif len(values) > _MAX_ON_EXIT_CODES_VALUES:
@@ -285,19 +285,19 @@ def _on_exit_codes(c: _Causes, req: Obj, path: str, containers: set[str]) -> Non
         if value in seen:
             c.duplicate(f"{path}.values[{j}]", value)
         seen.add(value)
-    if any(_is_int(a) and _is_int(b) and a > b for a, b in itertools.pairwise(values)):
+    if any(is_int(a) and is_int(b) and a > b for a, b in itertools.pairwise(values)):
         c.invalid(f"{path}.values", _go_int32s(values), "must be ordered")
 
 
-def _success_policy(c: _Causes, policy: Obj, completions: int, path: str) -> None:
-    rules = _list(policy.get("rules"))
+def _success_policy(c: Causes, policy: Obj, completions: int, path: str) -> None:
+    rules = as_list(policy.get("rules"))
     if not rules:
         c.required(
             f"{path}.rules", "at least one rules must be specified when the successPolicy is specified"
         )
     if len(rules) > _MAX_SUCCESS_POLICY_RULES:
         c.too_many(f"{path}.rules", len(rules), _MAX_SUCCESS_POLICY_RULES)
-    for i, rule in enumerate(map(_dict, rules)):
+    for i, rule in enumerate(map(as_dict, rules)):
         at = f"{path}.rules[{i}]"
         indexes, count = rule.get("succeededIndexes"), rule.get("succeededCount")
         if indexes is None and count is None:
@@ -311,14 +311,14 @@ def _success_policy(c: _Causes, policy: Obj, completions: int, path: str) -> Non
                 c.invalid(f"{at}.succeededIndexes", indexes, f"error parsing succeededIndexes: {error}")
             total = sum(last - first + 1 for first, last in parsed)
         if count is not None:
-            _nonnegative(c, rule, "succeededCount", at)
-            if _is_int(count) and count > completions:
+            validate_nonnegative(c, rule, "succeededCount", at)
+            if is_int(count) and count > completions:
                 c.invalid(
                     f"{at}.succeededCount",
                     count,
                     f"must be less than or equal to {completions} (the number of specified completions)",
                 )
-            if _is_int(count) and indexes is not None and count > total:
+            if is_int(count) and indexes is not None and count > total:
                 c.invalid(
                     f"{at}.succeededCount",
                     count,
@@ -392,15 +392,15 @@ def _failed_overlapping_completed(completed: str, failed: str, completions: int)
     return ""
 
 
-def _generated_selector(c: _Causes, obj: Obj) -> None:
+def _generated_selector(c: Causes, obj: Obj) -> None:
     """On create, a Job without a manual selector must carry the labels the server generated."""
-    spec, meta = _dict(obj.get("spec")), _dict(obj.get("metadata"))
+    spec, meta = as_dict(obj.get("spec")), as_dict(obj.get("metadata"))
     if spec.get("manualSelector") is True or spec.get("selector") is None:
         return
     uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
     if not uid:
         c.required("metadata.uid", "")
-    labels = _dict(_dict(_dict(spec.get("template")).get("metadata")).get("labels"))
+    labels = as_dict(as_dict(as_dict(spec.get("template")).get("metadata")).get("labels"))
     expected = {**dict.fromkeys(_JOB_UID_LABELS, uid), **dict.fromkeys(_JOB_NAME_LABELS, name)}
     for key in (*_JOB_UID_LABELS, *_JOB_NAME_LABELS):
         at = f"spec.template.metadata.labels[{key}]"
@@ -410,20 +410,20 @@ def _generated_selector(c: _Causes, obj: Obj) -> None:
             c.invalid(at, go_string_map(labels), f"must be '{expected[key]}'")
     selector = spec["selector"]
     try:
-        matches = label_selector_from_dict(_dict(selector)).matches(expected)
+        matches = label_selector_from_dict(as_dict(selector)).matches(expected)
     except ValueError:
         return  # already reported by the selector's own validation
     if not matches:
-        c.invalid("spec.selector", go_label_selector(_dict(selector)), "`selector` not auto-generated")
+        c.invalid("spec.selector", go_label_selector(as_dict(selector)), "`selector` not auto-generated")
 
 
-def _job(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
+def validate_job(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
     _job_spec(c, spec, "spec")
     completions = spec.get("completions")
-    if spec.get("completionMode") == "Indexed" and _is_int(completions) and completions > 0:
+    if spec.get("completionMode") == "Indexed" and is_int(completions) and completions > 0:
         # The controller names each pod's hostname "<job>-<index>": the last must be a DNS label.
-        name = str(_dict(obj.get("metadata")).get("name") or "")
+        name = str(as_dict(obj.get("metadata")).get("name") or "")
         hostname = f"{name}-{completions - 1}"
         if is_dns1123_label(hostname):
             c.invalid(
@@ -432,26 +432,26 @@ def _job(c: _Causes, obj: Obj, old: Obj | None) -> None:
     if old is None:
         _generated_selector(c, obj)
         return
-    old_spec = _dict(old.get("spec"))
+    old_spec = as_dict(old.get("spec"))
     if spec.get("completionMode") == "Indexed" and completions is not None:
         # Elastic Indexed Jobs: completions may change, but only together with parallelism.
-        if _semantic(completions) != _semantic(old_spec.get("completions")) and completions != spec.get(
+        if semantic(completions) != semantic(old_spec.get("completions")) and completions != spec.get(
             "parallelism"
         ):
             c.invalid("spec.completions", completions, "can only be modified in tandem with spec.parallelism")
     elif spec.get("completionMode") != "Indexed":
         c.immutable("spec.completions", completions, old_spec.get("completions"))
-    if _semantic(spec.get("selector")) != _semantic(old_spec.get("selector")):
-        c.invalid("spec.selector", go_label_selector(_dict(spec.get("selector"))), IMMUTABLE)
+    if semantic(spec.get("selector")) != semantic(old_spec.get("selector")):
+        c.invalid("spec.selector", go_label_selector(as_dict(spec.get("selector"))), IMMUTABLE)
     for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
         c.immutable(f"spec.{key}", spec.get(key), old_spec.get(key))
-    template, old_template = _dict(spec.get("template")), copy.deepcopy(_dict(old_spec.get("template")))
-    never_started = old_spec.get("suspend") is True and not _dict(old.get("status")).get("startTime")
+    template, old_template = as_dict(spec.get("template")), copy.deepcopy(as_dict(old_spec.get("template")))
+    never_started = old_spec.get("suspend") is True and not as_dict(old.get("status")).get("startTime")
     if never_started:
         old_template["metadata"] = template.get("metadata")
-        old_pod_spec = _dict(old_template.setdefault("spec", {}))
+        old_pod_spec = as_dict(old_template.setdefault("spec", {}))
         for key in _JOB_SCHEDULING_FIELDS:
-            old_pod_spec[key] = _dict(template.get("spec")).get(key)
+            old_pod_spec[key] = as_dict(template.get("spec")).get(key)
     c.immutable("spec.template", template, old_template)
 
 
@@ -460,15 +460,15 @@ def _job(c: _Causes, obj: Obj, old: Obj | None) -> None:
 
 def _condition_true(status: Obj, type_: str) -> bool:
     return any(
-        _dict(cond).get("type") == type_ and _dict(cond).get("status") == "True"
-        for cond in _list(status.get("conditions"))
+        as_dict(cond).get("type") == type_ and as_dict(cond).get("status") == "True"
+        for cond in as_list(status.get("conditions"))
     )
 
 
 def _condition_status(status: Obj, type_: str) -> str | None:
-    for cond in _list(status.get("conditions")):
-        if _dict(cond).get("type") == type_:
-            status_: str | None = _dict(cond).get("status")
+    for cond in as_list(status.get("conditions")):
+        if as_dict(cond).get("type") == type_:
+            status_: str | None = as_dict(cond).get("status")
             return status_
     return None
 
@@ -507,22 +507,26 @@ def _go_uncounted(uncounted: Obj) -> GoText:
         values = uncounted.get(key)
         if values is None:
             return "[]types.UID(nil)"
-        return "[]types.UID{" + ", ".join(go_quote(str(v)) for v in _list(values)) + "}"
+        return "[]types.UID{" + ", ".join(go_quote(str(v)) for v in as_list(values)) + "}"
 
     return GoText(f"batch.UncountedTerminatedPods{{Succeeded:{uids('succeeded')}, Failed:{uids('failed')}}}")
 
 
-def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
+def validate_job_status(c: Causes, obj: Obj, old: Obj) -> None:
     """A /status write: ValidateJobUpdateStatus with the options 1.32's status strategy picks
     (JobManagedBy on): most rules apply only when the fields they look at changed, so a status
     that was already wrong does not block unrelated updates."""
-    spec, status, old_status = _dict(obj.get("spec")), _dict(obj.get("status")), _dict(old.get("status"))
+    spec, status, old_status = (
+        as_dict(obj.get("spec")),
+        as_dict(obj.get("status")),
+        as_dict(old.get("status")),
+    )
     for key in ("active", "succeeded", "failed", "ready", "terminating"):
-        _nonnegative(c, status, key, "status")
+        validate_nonnegative(c, status, key, "status")
     uncounted = status.get("uncountedTerminatedPods")
     seen: set[str] = set()
     for key in ("succeeded", "failed"):
-        for i, uid in enumerate(_list(_dict(uncounted).get(key))):
+        for i, uid in enumerate(as_list(as_dict(uncounted).get(key))):
             at = f"status.uncountedTerminatedPods.{key}[{i}]"
             if not uid:
                 c.invalid(at, uid, "must not be empty")
@@ -547,7 +551,7 @@ def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
     start, completion = status.get("startTime"), status.get("completionTime")
     start_changed = not _same_time(start, old_status.get("startTime"))
     completion_changed = not _same_time(completion, old_status.get("completionTime"))
-    uncounted_changed = _semantic(uncounted) != _semantic(old_status.get("uncountedTerminatedPods"))
+    uncounted_changed = semantic(uncounted) != semantic(old_status.get("uncountedTerminatedPods"))
     conditions = "status.conditions"
 
     if (complete_changed or failed_changed) and complete and failed:
@@ -568,25 +572,25 @@ def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
             "status.completionTime", _go_time(completion), "completionTime cannot be set before startTime"
         )
     active = status.get("active", 0)
-    if (finished_changed or active_changed) and _is_int(active) and active > 0 and finished:
+    if (finished_changed or active_changed) and is_int(active) and active > 0 and finished:
         c.invalid("status.active", active, "active>0 is invalid for finished job")
     if (finished_changed or start_changed) and start is None and finished:
         c.required("status.startTime", "startTime is required for finished job")
-    pending = _list(_dict(uncounted).get("succeeded")) + _list(_dict(uncounted).get("failed"))
+    pending = as_list(as_dict(uncounted).get("succeeded")) + as_list(as_dict(uncounted).get("failed"))
     if (finished_changed or uncounted_changed) and finished and pending:
         c.invalid(
             "status.uncountedTerminatedPods",
-            _go_uncounted(_dict(uncounted)),
+            _go_uncounted(as_dict(uncounted)),
             "uncountedTerminatedPods needs to be empty for finished job",
         )
     completions = spec.get("completions")
-    if completed_changed and _is_int(completions):
+    if completed_changed and is_int(completions):
         _, error = indexes_format(completed_text, completions)
         if error:
             c.invalid("status.completedIndexes", completed_text, f"error parsing completedIndexes: {error}")
     if (
         failed_indexes_changed
-        and _is_int(completions)
+        and is_int(completions)
         and spec.get("backoffLimitPerIndex") is not None
         and failed_indexes is not None
     ):
@@ -608,7 +612,7 @@ def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
     overlap = (
         _failed_overlapping_completed(completed_text, str(failed_indexes), completions)
         if (failed_indexes_changed or completed_changed)
-        and _is_int(completions)
+        and is_int(completions)
         and failed_indexes is not None
         else ""
     )
@@ -629,7 +633,7 @@ def _job_status(c: _Causes, obj: Obj, old: Obj) -> None:
     for key in ("failed", "succeeded"):
         new_count, old_count = status.get(key, 0), old_status.get(key, 0)
         may_decrease = key == "succeeded" and indexed and completions == spec.get("parallelism")
-        if _is_int(new_count) and _is_int(old_count) and new_count < old_count and not may_decrease:
+        if is_int(new_count) and is_int(old_count) and new_count < old_count and not may_decrease:
             c.invalid(f"status.{key}", new_count, f"cannot decrease the {key} counter")
     old_completion = old_status.get("completionTime")
     if completion is not None and old_completion is not None and completion_changed:
@@ -669,7 +673,7 @@ def cron_schedule_error(schedule: str) -> str | None:
 _TIME_ZONE_PART = re.compile(r"[A-Za-z.\-_0-9+]{1,14}")
 
 
-def _time_zone(c: _Causes, zone: object) -> None:
+def _time_zone(c: Causes, zone: object) -> None:
     """spec.timeZone: an IANA zone the tz database knows (upstream validateTimeZone)."""
     if zone is None:
         return
@@ -693,12 +697,12 @@ def _time_zone(c: _Causes, zone: object) -> None:
         c.invalid("spec.timeZone", zone, str(exc))
 
 
-def _cron_job(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    name = str(_dict(obj.get("metadata")).get("name") or "")
+def validate_cron_job(c: Causes, obj: Obj, old: Obj | None) -> None:
+    name = str(as_dict(obj.get("metadata")).get("name") or "")
     # The controller appends an 11-character suffix and job names end up as 63-character labels.
     if len(name) > 52:
         c.invalid("metadata.name", name, "must be no more than 52 characters")
-    spec = _dict(obj.get("spec"))
+    spec = as_dict(obj.get("spec"))
     schedule = spec.get("schedule")
     if not schedule:
         c.required("spec.schedule", "")
@@ -713,9 +717,11 @@ def _cron_job(c: _Causes, obj: Obj, old: Obj | None) -> None:
             )
             c.invalid("spec.schedule", schedule, detail)
     _time_zone(c, spec.get("timeZone"))
-    _one_of(c, spec, "concurrencyPolicy", "spec", ("Allow", "Forbid", "Replace"))
+    validate_one_of(c, spec, "concurrencyPolicy", "spec", ("Allow", "Forbid", "Replace"))
     for key in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
-        _nonnegative(c, spec, key, "spec")
-    job_template = _dict(spec.get("jobTemplate"))
-    _labels(c, _dict(job_template.get("metadata")).get("labels"), "spec.jobTemplate.metadata.labels")
-    _job_spec(c, _dict(job_template.get("spec")), "spec.jobTemplate.spec")
+        validate_nonnegative(c, spec, key, "spec")
+    job_template = as_dict(spec.get("jobTemplate"))
+    validate_labels(
+        c, as_dict(job_template.get("metadata")).get("labels"), "spec.jobTemplate.metadata.labels"
+    )
+    _job_spec(c, as_dict(job_template.get("spec")), "spec.jobTemplate.spec")

@@ -28,29 +28,29 @@ from kcm_shared.controllerutil.endpoints import endpointutil
 
 from .fielderrors import (
     IMMUTABLE,
+    Causes,
     GoText,
     Obj,
-    _Causes,
-    _dict,
-    _is_int,
-    _list,
-    _nonnegative,
-    _one_of,
-    _semantic,
+    as_dict,
+    as_list,
     go_quote,
     go_string_map,
+    is_int,
+    semantic,
+    validate_nonnegative,
+    validate_one_of,
 )
-from .metav1 import _annotations, _labels
+from .metav1 import validate_annotations, validate_labels
 
 MAX_INT32 = 2**31 - 1
 
 
 # --- pod specs ----------------------------------------------------------------------------------
 
-_PROTOCOLS = ("SCTP", "TCP", "UDP")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
 _PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 _DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
-_POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _PORT_NAME_CHARS = re.compile("[-a-z0-9]+")
 _PORT_NAME_LETTER = re.compile("[a-z]")
 
@@ -71,14 +71,14 @@ def is_valid_port_name(name: str) -> list[str]:
     return errs
 
 
-def _port_number(c: _Causes, value: Any, path: str) -> None:
-    if not _is_int(value) or not 1 <= value <= 65535:
+def _port_number(c: Causes, value: Any, path: str) -> None:
+    if not is_int(value) or not 1 <= value <= 65535:
         c.invalid(path, value, "must be between 1 and 65535, inclusive")
 
 
-def _volumes(c: _Causes, volumes: Any, path: str) -> set[str]:
+def _volumes(c: Causes, volumes: Any, path: str) -> set[str]:
     names: set[str] = set()
-    for i, volume in enumerate(map(_dict, _list(volumes))):
+    for i, volume in enumerate(map(as_dict, as_list(volumes))):
         at = f"{path}[{i}].name"
         name = volume.get("name")
         if not name:
@@ -92,7 +92,7 @@ def _volumes(c: _Causes, volumes: Any, path: str) -> set[str]:
     return names
 
 
-def _container(c: _Causes, container: Obj, at: str, volumes: set[str]) -> None:
+def _container(c: Causes, container: Obj, at: str, volumes: set[str]) -> None:
     if not container.get("image"):
         c.required(f"{at}.image", "")
     elif str(container["image"]) != str(container["image"]).strip():
@@ -101,7 +101,7 @@ def _container(c: _Causes, container: Obj, at: str, volumes: set[str]) -> None:
     if policy not in (None, "") and policy not in _PULL_POLICIES:
         c.not_supported(f"{at}.imagePullPolicy", policy, _PULL_POLICIES)
     port_names: set[str] = set()
-    for j, port in enumerate(map(_dict, _list(container.get("ports")))):
+    for j, port in enumerate(map(as_dict, as_list(container.get("ports")))):
         pat = f"{at}.ports[{j}]"
         if name := port.get("name"):
             for msg in is_valid_port_name(str(name)):
@@ -115,8 +115,8 @@ def _container(c: _Causes, container: Obj, at: str, volumes: set[str]) -> None:
             _port_number(c, port["containerPort"], f"{pat}.containerPort")
         if port.get("hostPort"):
             _port_number(c, port["hostPort"], f"{pat}.hostPort")
-        _one_of(c, port, "protocol", pat, _PROTOCOLS, required=False)
-    for j, mount in enumerate(map(_dict, _list(container.get("volumeMounts")))):
+        validate_one_of(c, port, "protocol", pat, PROTOCOLS, required=False)
+    for j, mount in enumerate(map(as_dict, as_list(container.get("volumeMounts")))):
         mat = f"{at}.volumeMounts[{j}]"
         if not mount.get("name"):
             c.required(f"{mat}.name", "")
@@ -126,13 +126,13 @@ def _container(c: _Causes, container: Obj, at: str, volumes: set[str]) -> None:
             c.required(f"{mat}.mountPath", "")
 
 
-def _pod_spec(c: _Causes, spec: Obj, path: str, restart_policies: tuple[str, ...]) -> None:
+def _pod_spec(c: Causes, spec: Obj, path: str, restart_policies: tuple[str, ...]) -> None:
     volumes = _volumes(c, spec.get("volumes"), f"{path}.volumes")
-    if not _list(spec.get("containers")):
+    if not as_list(spec.get("containers")):
         c.required(f"{path}.containers", "")
     names: set[str] = set()
     for key in ("initContainers", "containers"):
-        for i, container in enumerate(map(_dict, _list(spec.get(key)))):
+        for i, container in enumerate(map(as_dict, as_list(spec.get(key)))):
             at = f"{path}.{key}[{i}]"
             name = container.get("name")
             if not name:
@@ -144,24 +144,24 @@ def _pod_spec(c: _Causes, spec: Obj, path: str, restart_policies: tuple[str, ...
                     c.duplicate(f"{at}.name", name)
                 names.add(str(name))
             _container(c, container, at, volumes)
-    _one_of(c, spec, "restartPolicy", path, restart_policies)
-    _one_of(c, spec, "dnsPolicy", path, _DNS_POLICIES)
+    validate_one_of(c, spec, "restartPolicy", path, restart_policies)
+    validate_one_of(c, spec, "dnsPolicy", path, _DNS_POLICIES)
     deadline = spec.get("activeDeadlineSeconds")
-    if deadline is not None and (not _is_int(deadline) or not 1 <= deadline <= MAX_INT32):
+    if deadline is not None and (not is_int(deadline) or not 1 <= deadline <= MAX_INT32):
         c.invalid(f"{path}.activeDeadlineSeconds", deadline, f"must be between 1 and {MAX_INT32}, inclusive")
 
 
-def _pod_template(
-    c: _Causes, template: Any, path: str, restart_policies: tuple[str, ...], owner: str = ""
+def validate_pod_template_spec(
+    c: Causes, template: Any, path: str, restart_policies: tuple[str, ...], owner: str = ""
 ) -> None:
     """A PodTemplateSpec; `owner` names the workload kind that may not set activeDeadlineSeconds."""
     if not isinstance(template, dict):
         c.required(path, "")
         return
-    meta = _dict(template.get("metadata"))
-    _labels(c, meta.get("labels"), f"{path}.metadata.labels")
-    _annotations(c, meta.get("annotations"), f"{path}.metadata.annotations")
-    spec = _dict(template.get("spec"))
+    meta = as_dict(template.get("metadata"))
+    validate_labels(c, meta.get("labels"), f"{path}.metadata.labels")
+    validate_annotations(c, meta.get("annotations"), f"{path}.metadata.annotations")
+    spec = as_dict(template.get("spec"))
     _pod_spec(c, spec, f"{path}.spec", restart_policies)
     if owner and spec.get("activeDeadlineSeconds") is not None:
         c.forbidden(
@@ -177,69 +177,69 @@ _POD_UPDATE_RULE = (
 )
 
 
-def _pod_update(c: _Causes, spec: Obj, old_spec: Obj) -> None:
+def _pod_update(c: Causes, spec: Obj, old_spec: Obj) -> None:
     if spec == old_spec:
         # Status, binding and metadata writes, nearly every pod update: nothing here can fail.
         return
     new_deadline, old_deadline = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
     if new_deadline is None and old_deadline is not None:
         c.invalid("spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value")
-    elif _is_int(new_deadline) and _is_int(old_deadline) and new_deadline > old_deadline:
+    elif is_int(new_deadline) and is_int(old_deadline) and new_deadline > old_deadline:
         c.invalid("spec.activeDeadlineSeconds", new_deadline, "must be less than or equal to previous value")
     # Start from the old spec, let through what may change, and compare with what was sent.
     allowed = copy.deepcopy(old_spec)
     for key in ("containers", "initContainers"):
-        for mine, sent in zip(_list(allowed.get(key)), _list(spec.get(key)), strict=False):
+        for mine, sent in zip(as_list(allowed.get(key)), as_list(spec.get(key)), strict=False):
             if isinstance(mine, dict) and isinstance(sent, dict):
                 mine["image"] = sent.get("image")
     allowed["activeDeadlineSeconds"] = new_deadline
-    old_tolerations, new_tolerations = _list(old_spec.get("tolerations")), _list(spec.get("tolerations"))
+    old_tolerations, new_tolerations = as_list(old_spec.get("tolerations")), as_list(spec.get("tolerations"))
     if all(t in new_tolerations for t in old_tolerations):
         allowed["tolerations"] = new_tolerations
     old_grace = old_spec.get("terminationGracePeriodSeconds")
-    if _is_int(old_grace) and old_grace < 0 and spec.get("terminationGracePeriodSeconds") == 1:
+    if is_int(old_grace) and old_grace < 0 and spec.get("terminationGracePeriodSeconds") == 1:
         allowed["terminationGracePeriodSeconds"] = 1
-    gates = _list(spec.get("schedulingGates"))
-    if all(g in _list(old_spec.get("schedulingGates")) for g in gates):
+    gates = as_list(spec.get("schedulingGates"))
+    if all(g in as_list(old_spec.get("schedulingGates")) for g in gates):
         allowed["schedulingGates"] = gates
     # Ephemeral containers change only through their own subresource.
     allowed["ephemeralContainers"] = spec.get("ephemeralContainers")
-    if _semantic(allowed) != _semantic(spec):
+    if semantic(allowed) != semantic(spec):
         c.forbidden("spec", _POD_UPDATE_RULE)
 
 
-def _replication_controller(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    _nonnegative(c, spec, "replicas", "spec")
-    _nonnegative(c, spec, "minReadySeconds", "spec")
+def validate_replication_controller(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    validate_nonnegative(c, spec, "replicas", "spec")
+    validate_nonnegative(c, spec, "minReadySeconds", "spec")
     selector = spec.get("selector")
     if not selector:
         c.required("spec.selector", "")
     else:
-        _labels(c, selector, "spec.selector")
+        validate_labels(c, selector, "spec.selector")
     template = spec.get("template")
     if template is None:
         c.required("spec.template", "")
         return
-    labels = _dict(_dict(template).get("metadata")).get("labels")
-    if isinstance(selector, dict) and any(_dict(labels).get(k) != v for k, v in selector.items()):
+    labels = as_dict(as_dict(template).get("metadata")).get("labels")
+    if isinstance(selector, dict) and any(as_dict(labels).get(k) != v for k, v in selector.items()):
         c.invalid(
             "spec.template.metadata.labels",
             go_string_map(labels),
             "`selector` does not match template `labels`",
         )
-    _pod_template(c, template, "spec.template", ("Always",), "ReplicationController")
+    validate_pod_template_spec(c, template, "spec.template", ("Always",), "ReplicationController")
 
 
-def _pod(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
-    _pod_spec(c, spec, "spec", _POD_RESTART_POLICIES)
+def validate_pod(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
+    _pod_spec(c, spec, "spec", POD_RESTART_POLICIES)
     if old is not None:
-        _pod_update(c, spec, _dict(old.get("spec")))
+        _pod_update(c, spec, as_dict(old.get("spec")))
 
 
-def _pod_template_object(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    _pod_template(c, obj.get("template"), "template", _POD_RESTART_POLICIES)
+def validate_pod_template(c: Causes, obj: Obj, old: Obj | None) -> None:
+    validate_pod_template_spec(c, obj.get("template"), "template", POD_RESTART_POLICIES)
 
 
 # --- services and other kinds -------------------------------------------------------------------
@@ -247,12 +247,12 @@ def _pod_template_object(c: _Causes, obj: Obj, old: Obj | None) -> None:
 _SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 
 
-def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
+def validate_service(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
     svc_type = spec.get("type")
-    _one_of(c, spec, "type", "spec", _SERVICE_TYPES)
-    _one_of(c, spec, "sessionAffinity", "spec", ("ClientIP", "None"))
-    ports = _list(spec.get("ports"))
+    validate_one_of(c, spec, "type", "spec", _SERVICE_TYPES)
+    validate_one_of(c, spec, "sessionAffinity", "spec", ("ClientIP", "None"))
+    ports = as_list(spec.get("ports"))
     if svc_type == "ExternalName":
         if not spec.get("externalName"):
             c.required("spec.externalName", "")
@@ -262,7 +262,7 @@ def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
     elif not ports and spec.get("clusterIP") != "None":
         c.required("spec.ports", "")
     names: set[str] = set()
-    for i, port in enumerate(map(_dict, ports)):
+    for i, port in enumerate(map(as_dict, ports)):
         at = f"spec.ports[{i}]"
         name = port.get("name")
         if not name:
@@ -275,7 +275,7 @@ def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
                 c.duplicate(f"{at}.name", name)
             names.add(str(name))
         _port_number(c, port.get("port"), f"{at}.port")
-        _one_of(c, port, "protocol", at, _PROTOCOLS)
+        validate_one_of(c, port, "protocol", at, PROTOCOLS)
         target = port.get("targetPort")
         if isinstance(target, str):
             for msg in is_valid_port_name(target):
@@ -283,18 +283,18 @@ def _service(c: _Causes, obj: Obj, old: Obj | None) -> None:
         elif target is not None:
             _port_number(c, target, f"{at}.targetPort")
     _node_ports(c, spec, ports)
-    _labels(c, spec.get("selector"), "spec.selector")
+    validate_labels(c, spec.get("selector"), "spec.selector")
     if old is not None:
-        old_spec = _dict(old.get("spec"))
+        old_spec = as_dict(old.get("spec"))
         if "ExternalName" not in (svc_type, old_spec.get("type")) and old_spec.get("clusterIP"):
             c.immutable("spec.clusterIP", spec.get("clusterIP", ""), old_spec.get("clusterIP"))
 
 
-def _node_ports(c: _Causes, spec: Obj, ports: list[Any]) -> None:
+def _node_ports(c: Causes, spec: Obj, ports: list[Any]) -> None:
     """Upstream ValidateService's nodePort rules: none on a ClusterIP Service, each valid, and
     no two ports with the same nodePort and protocol."""
     seen: set[tuple[Any, Any]] = set()
-    for i, port in enumerate(map(_dict, ports)):
+    for i, port in enumerate(map(as_dict, ports)):
         node_port = port.get("nodePort")
         if not node_port:
             continue
@@ -309,10 +309,10 @@ def _node_ports(c: _Causes, spec: Obj, ports: list[Any]) -> None:
         seen.add(key)
 
 
-def _node(c: _Causes, obj: Obj, old: Obj | None) -> None:
+def validate_node(c: Causes, obj: Obj, old: Obj | None) -> None:
     """Upstream ValidateNode's and ValidateNodeUpdate's podCIDRs rules: valid CIDRs, at most one
     per family, no duplicate, and no change once set (the node IPAM controller sets them once)."""
-    cidrs = _list(_dict(obj.get("spec")).get("podCIDRs"))
+    cidrs = as_list(as_dict(obj.get("spec")).get("podCIDRs"))
     families = []
     for i, value in enumerate(cidrs):
         try:
@@ -333,7 +333,7 @@ def _node(c: _Causes, obj: Obj, old: Obj | None) -> None:
         if value in cidrs[:i]:
             c.duplicate(f"spec.podCIDRs[{i}]", value)
     if old is not None:
-        before = _list(_dict(old.get("spec")).get("podCIDRs"))
+        before = as_list(as_dict(old.get("spec")).get("podCIDRs"))
         if before and before != cidrs:
             c.forbidden("spec.podCIDRs", 'node updates may not change podCIDR except from "" to valid')
 
@@ -350,7 +350,7 @@ def _link_local_multicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> 
     return packed[0] == 0xFF and packed[1] & 0x0F == 0x02
 
 
-def validate_non_special_ip(c: _Causes, value: str, path: str) -> None:
+def validate_non_special_ip(c: Causes, value: str, path: str) -> None:
     """Upstream ValidateNonSpecialIP (Endpoints, EndpointSlices, external IPs): a valid IP that
     is not unspecified, loopback, link-local or link-local multicast."""
     ip = endpointutil.parse_ip(value)
@@ -367,7 +367,7 @@ def validate_non_special_ip(c: _Causes, value: str, path: str) -> None:
         c.invalid(path, value, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")
 
 
-def _endpoint_address(c: _Causes, address: Obj, path: str) -> None:
+def _endpoint_address(c: Causes, address: Obj, path: str) -> None:
     ip = str(address.get("ip") or "")
     if endpointutil.parse_ip(ip) is None:
         c.invalid(f"{path}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
@@ -382,7 +382,7 @@ def _endpoint_address(c: _Causes, address: Obj, path: str) -> None:
     validate_non_special_ip(c, ip, f"{path}.ip")
 
 
-def _endpoint_port(c: _Causes, port: Obj, require_name: bool, path: str) -> None:
+def _endpoint_port(c: Causes, port: Obj, require_name: bool, path: str) -> None:
     name = port.get("name")
     if require_name and not name:
         c.required(f"{path}.name", "")
@@ -390,27 +390,27 @@ def _endpoint_port(c: _Causes, port: Obj, require_name: bool, path: str) -> None
         for msg in is_dns1123_label(str(name)):
             c.invalid(f"{path}.name", name, msg)
     _port_number(c, port.get("port"), f"{path}.port")
-    _one_of(c, port, "protocol", path, _PROTOCOLS)
+    validate_one_of(c, port, "protocol", path, PROTOCOLS)
     app_protocol = port.get("appProtocol")
     if app_protocol is not None:
         for msg in is_qualified_name(str(app_protocol)):
             c.invalid(f"{path}.appProtocol", app_protocol, msg)
 
 
-def _endpoints(c: _Causes, obj: Obj, old: Obj | None) -> None:
+def validate_endpoints(c: Causes, obj: Obj, old: Obj | None) -> None:
     """Upstream ValidateEndpoints / ValidateEndpointsUpdate (the subsets; metadata is common)."""
-    for i, subset in enumerate(map(_dict, _list(obj.get("subsets")))):
+    for i, subset in enumerate(map(as_dict, as_list(obj.get("subsets")))):
         at = f"subsets[{i}]"
-        ready = _list(subset.get("addresses"))
-        not_ready = _list(subset.get("notReadyAddresses"))
+        ready = as_list(subset.get("addresses"))
+        not_ready = as_list(subset.get("notReadyAddresses"))
         if not ready and not not_ready:
             c.required(at, "must specify `addresses` or `notReadyAddresses`")
-        for j, address in enumerate(map(_dict, ready)):
+        for j, address in enumerate(map(as_dict, ready)):
             _endpoint_address(c, address, f"{at}.addresses[{j}]")
-        for j, address in enumerate(map(_dict, not_ready)):
+        for j, address in enumerate(map(as_dict, not_ready)):
             _endpoint_address(c, address, f"{at}.notReadyAddresses[{j}]")
-        ports = _list(subset.get("ports"))
-        for j, port in enumerate(map(_dict, ports)):
+        ports = as_list(subset.get("ports"))
+        for j, port in enumerate(map(as_dict, ports)):
             _endpoint_port(c, port, len(ports) > 1, f"{at}.ports[{j}]")
 
 
@@ -434,10 +434,10 @@ def is_config_map_key(key: str) -> list[str]:
     return errs
 
 
-def _data_keys(c: _Causes, obj: Obj, fields: tuple[str, ...]) -> None:
+def _data_keys(c: Causes, obj: Obj, fields: tuple[str, ...]) -> None:
     seen: set[str] = set()
     for name in fields:
-        for key in sorted(_dict(obj.get(name))):
+        for key in sorted(as_dict(obj.get(name))):
             for msg in is_config_map_key(key):
                 c.invalid(f"{name}[{key}]", key, msg)
             if key in seen:
@@ -445,17 +445,17 @@ def _data_keys(c: _Causes, obj: Obj, fields: tuple[str, ...]) -> None:
             seen.add(key)
 
 
-def _immutable_data(c: _Causes, obj: Obj, old: Obj | None, fields: tuple[str, ...]) -> None:
+def _immutable_data(c: Causes, obj: Obj, old: Obj | None, fields: tuple[str, ...]) -> None:
     if old is None or old.get("immutable") is not True:
         return
     if obj.get("immutable") is not True:
         c.forbidden("immutable", "field is immutable when `immutable` is set")
     for name in fields:
-        if _semantic(obj.get(name)) != _semantic(old.get(name)):
+        if semantic(obj.get(name)) != semantic(old.get(name)):
             c.forbidden(name, "field is immutable when `immutable` is set")
 
 
-def _config_map(c: _Causes, obj: Obj, old: Obj | None) -> None:
+def validate_config_map(c: Causes, obj: Obj, old: Obj | None) -> None:
     _data_keys(c, obj, ("data", "binaryData"))
     _immutable_data(c, obj, old, ("data", "binaryData"))
 
@@ -464,10 +464,10 @@ SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 SERVICE_ACCOUNT_NAME_KEY = "kubernetes.io/service-account.name"
 
 
-def _secret(c: _Causes, obj: Obj, old: Obj | None) -> None:
+def validate_secret(c: Causes, obj: Obj, old: Obj | None) -> None:
     # Upstream ValidateSecret: a token Secret must say whose token it holds.
-    if obj.get("type") == SERVICE_ACCOUNT_TOKEN and not _dict(
-        _dict(obj.get("metadata")).get("annotations")
+    if obj.get("type") == SERVICE_ACCOUNT_TOKEN and not as_dict(
+        as_dict(obj.get("metadata")).get("annotations")
     ).get(SERVICE_ACCOUNT_NAME_KEY):
         c.required(f"metadata.annotations[{SERVICE_ACCOUNT_NAME_KEY}]")
     _data_keys(c, obj, ("data",))
@@ -540,8 +540,8 @@ def _quota_scope_fits(scope: str, resource: str) -> bool:
     return True
 
 
-def _quota_quantities(c: _Causes, values: Any, path: str) -> None:
-    for name, value in _dict(values).items():
+def _quota_quantities(c: Causes, values: Any, path: str) -> None:
+    for name, value in as_dict(values).items():
         try:
             amount = quantity.parse(value)
         except quantity.QuantityError as exc:
@@ -553,15 +553,15 @@ def _quota_quantities(c: _Causes, values: Any, path: str) -> None:
             c.invalid(f"{path}[{name}]", str(amount), "must be an integer")
 
 
-def _resource_quota(c: _Causes, obj: Obj, old: Obj | None) -> None:
+def validate_resource_quota(c: Causes, obj: Obj, old: Obj | None) -> None:
     """Upstream ValidateResourceQuota(Update): quantities, and which scopes go with which resources."""
-    spec = _dict(obj.get("spec"))
+    spec = as_dict(obj.get("spec"))
     _quota_quantities(c, spec.get("hard"), "spec.hard")
-    status = _dict(obj.get("status"))
+    status = as_dict(obj.get("status"))
     _quota_quantities(c, status.get("hard"), "status.hard")
     _quota_quantities(c, status.get("used"), "status.used")
-    hard = sorted(_dict(spec.get("hard")))
-    scopes = [s for s in _list(spec.get("scopes")) if isinstance(s, str)]
+    hard = sorted(as_dict(spec.get("hard")))
+    scopes = [s for s in as_list(spec.get("scopes")) if isinstance(s, str)]
     for scope in scopes:
         if scope not in STANDARD_SCOPES:
             c.invalid("spec.scopes", scopes, "unsupported scope")
@@ -574,12 +574,12 @@ def _resource_quota(c: _Causes, obj: Obj, old: Obj | None) -> None:
     if isinstance(selector, dict):
         path = "spec.scopeSelector.matchExpressions"
         chosen: set[str] = set()
-        for raw in _list(selector.get("matchExpressions")):
-            req = _dict(raw)
+        for raw in as_list(selector.get("matchExpressions")):
+            req = as_dict(raw)
             name_of_scope, operator, values = (
                 req.get("scopeName"),
                 req.get("operator"),
-                _list(req.get("values")),
+                as_list(req.get("values")),
             )
             if name_of_scope not in STANDARD_SCOPES:
                 c.invalid(f"{path}.scopeName", name_of_scope, "unsupported scope")
@@ -613,6 +613,6 @@ def _resource_quota(c: _Causes, obj: Obj, old: Obj | None) -> None:
         if any(set(pair) <= chosen for pair in _CONFLICTING_SCOPES):
             c.invalid(path, scopes, "conflicting scopes")
     if old is not None:
-        old_scopes = set(_list(_dict(old.get("spec")).get("scopes")))
+        old_scopes = set(as_list(as_dict(old.get("spec")).get("scopes")))
         if old_scopes != set(scopes):
             c.invalid("spec.scopes", scopes, IMMUTABLE)

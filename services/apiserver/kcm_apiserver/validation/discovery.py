@@ -18,9 +18,9 @@ from kcm_shared.apimachinery.selectors import (
 )
 from kcm_shared.controllerutil.endpoints import endpointutil
 
-from .core import _PROTOCOLS, validate_non_special_ip
-from .fielderrors import Obj, _Causes, _dict, _list
-from .metav1 import _labels
+from .core import PROTOCOLS, validate_non_special_ip
+from .fielderrors import Causes, Obj, as_dict, as_list
+from .metav1 import validate_labels
 
 _ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
 _SLICE_MAX_ENDPOINTS = 1000
@@ -30,7 +30,7 @@ _SLICE_MAX_ZONE_HINTS = 8
 _SLICE_MAX_TOPOLOGY_LABELS = 16
 
 
-def _fqdn(c: _Causes, value: str, path: str) -> None:
+def _fqdn(c: Causes, value: str, path: str) -> None:
     """upstream IsFullyQualifiedDomainName (an FQDN EndpointSlice's addresses)."""
     if not value:
         c.required(path, "")
@@ -51,7 +51,7 @@ def _fqdn(c: _Causes, value: str, path: str) -> None:
             return
 
 
-def _slice_address(c: _Causes, address: str, address_type: str, path: str) -> None:
+def _slice_address(c: Causes, address: str, address_type: str, path: str) -> None:
     if address_type in ("IPv4", "IPv6"):
         ip = endpointutil.parse_ip(address)
         if ip is None or (ip.version == 4) != (address_type == "IPv4"):
@@ -63,8 +63,8 @@ def _slice_address(c: _Causes, address: str, address_type: str, path: str) -> No
     # Other (deprecated or unknown) types' addresses are not checked, as upstream.
 
 
-def _slice_endpoint(c: _Causes, ep: Obj, address_type: str, path: str) -> None:
-    addresses = _list(ep.get("addresses"))
+def _slice_endpoint(c: Causes, ep: Obj, address_type: str, path: str) -> None:
+    addresses = as_list(ep.get("addresses"))
     if not addresses:
         c.required(f"{path}.addresses", "must contain at least 1 address")
     elif len(addresses) > _SLICE_MAX_ADDRESSES:
@@ -75,23 +75,23 @@ def _slice_endpoint(c: _Causes, ep: Obj, address_type: str, path: str) -> None:
     if node_name is not None:
         for msg in is_dns1123_subdomain(str(node_name)):
             c.invalid(f"{path}.nodeName", node_name, msg)
-    topology = _dict(ep.get("deprecatedTopology"))
+    topology = as_dict(ep.get("deprecatedTopology"))
     if len(topology) > _SLICE_MAX_TOPOLOGY_LABELS:
         c.too_many(f"{path}.deprecatedTopology", len(topology), _SLICE_MAX_TOPOLOGY_LABELS)
-    _labels(c, topology, f"{path}.deprecatedTopology")
+    validate_labels(c, topology, f"{path}.deprecatedTopology")
     hostname = ep.get("hostname")
     if hostname is not None:
         for msg in is_dns1123_label(str(hostname)):
             c.invalid(f"{path}.hostname", hostname, msg)
     hints = ep.get("hints")
     if hints is not None:
-        zones = _list(_dict(hints).get("forZones"))
+        zones = as_list(as_dict(hints).get("forZones"))
         if len(zones) > _SLICE_MAX_ZONE_HINTS:
             c.too_many(f"{path}.hints.forZones", len(zones), _SLICE_MAX_ZONE_HINTS)
             return
         seen: set[str] = set()
         for i, zone in enumerate(zones):
-            name = str(_dict(zone).get("name") or "")
+            name = str(as_dict(zone).get("name") or "")
             at = f"{path}.hints.forZones[{i}].name"
             if name in seen:
                 c.duplicate(at, name)
@@ -100,7 +100,7 @@ def _slice_endpoint(c: _Causes, ep: Obj, address_type: str, path: str) -> None:
                 c.invalid(at, name, msg)
 
 
-def _slice_port(c: _Causes, port: Obj, names: set[str], path: str) -> None:
+def _slice_port(c: Causes, port: Obj, names: set[str], path: str) -> None:
     name = str(port.get("name") or "")
     if name:
         for msg in is_dns1123_label(name):
@@ -111,15 +111,15 @@ def _slice_port(c: _Causes, port: Obj, names: set[str], path: str) -> None:
     protocol = port.get("protocol")
     if protocol is None:
         c.required(f"{path}.protocol", "")
-    elif protocol not in _PROTOCOLS:
-        c.not_supported(f"{path}.protocol", protocol, _PROTOCOLS)
+    elif protocol not in PROTOCOLS:
+        c.not_supported(f"{path}.protocol", protocol, PROTOCOLS)
     app_protocol = port.get("appProtocol")
     if app_protocol is not None:
         for msg in is_qualified_name(str(app_protocol)):
             c.invalid(f"{path}.appProtocol", app_protocol, msg)
 
 
-def _endpoint_slice(c: _Causes, obj: Obj, old: Obj | None) -> None:
+def validate_endpoint_slice(c: Causes, obj: Obj, old: Obj | None) -> None:
     """upstream ValidateEndpointSlice(Create/Update): addressType required, supported and
     immutable; 1..100 addresses per endpoint, valid for the address type; at most 1,000
     endpoints and 20,000 ports; ports, hostnames, node names and zone hints well-formed."""
@@ -128,18 +128,18 @@ def _endpoint_slice(c: _Causes, obj: Obj, old: Obj | None) -> None:
         c.required("addressType", "")
     elif address_type not in _ADDRESS_TYPES:
         c.not_supported("addressType", address_type, _ADDRESS_TYPES)
-    endpoints = _list(obj.get("endpoints"))
+    endpoints = as_list(obj.get("endpoints"))
     if len(endpoints) > _SLICE_MAX_ENDPOINTS:
         c.too_many("endpoints", len(endpoints), _SLICE_MAX_ENDPOINTS)
     else:
         for i, ep in enumerate(endpoints):
-            _slice_endpoint(c, _dict(ep), address_type, f"endpoints[{i}]")
-    ports = _list(obj.get("ports"))
+            _slice_endpoint(c, as_dict(ep), address_type, f"endpoints[{i}]")
+    ports = as_list(obj.get("ports"))
     if len(ports) > _SLICE_MAX_PORTS:
         c.too_many("ports", len(ports), _SLICE_MAX_PORTS)
     else:
         names: set[str] = set()
         for i, port in enumerate(ports):
-            _slice_port(c, _dict(port), names, f"ports[{i}]")
+            _slice_port(c, as_dict(port), names, f"ports[{i}]")
     if old is not None:
         c.immutable("addressType", address_type, old.get("addressType"))

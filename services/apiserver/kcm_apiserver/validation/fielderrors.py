@@ -1,12 +1,12 @@
 """Field errors as upstream's apimachinery `util/validation/field` builds and prints them.
 
-- `Cause` is one metav1.StatusCause; `_Causes` collects them with upstream's message shapes
+- `Cause` is one metav1.StatusCause; `Causes` collects them with upstream's message shapes
   (field.Error.ErrorBody: "Required value", "Invalid value: <value>: <detail>", ...), the
   values printed as Go prints them (`go_value`; `go_quote` is Go's %q; a `GoText` is already
   rendered).
-- The helpers every group's rules share: tolerant readers of JSON values (`_dict`, `_list`,
-  `_is_int`), equality that does not tell a missing field from an empty one (`_semantic`),
-  and the two commonest field rules (`_nonnegative`, `_one_of`).
+- The helpers every group's rules share: tolerant readers of JSON values (`as_dict`, `as_list`,
+  `is_int`), equality that does not tell a missing field from an empty one (`semantic`),
+  and the two commonest field rules (`validate_nonnegative`, `validate_one_of`).
 
 Callers: every module of this package; `operations` quotes unknown-field paths with `go_quote`.
 """
@@ -111,7 +111,7 @@ def go_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-class _Causes(list[Cause]):
+class Causes(list[Cause]):
     """Collects causes with upstream's message shapes (field.Error.ErrorBody)."""
 
     def _add(self, reason: str, path: str, message: str, detail: str = "") -> None:
@@ -154,49 +154,54 @@ class _Causes(list[Cause]):
         self._add(NOT_FOUND, path, f"Not found: {go_value(value)}")
 
     def immutable(self, path: str, new: Any, old: Any) -> None:
-        if _semantic(new) != _semantic(old):
+        if semantic(new) != semantic(old):
             self.invalid(path, new, IMMUTABLE)
 
 
 # --- small helpers --------------------------------------------------------------------------
 
 
-def _dict(value: Any) -> Obj:
+def as_dict(value: Any) -> Obj:
+    """`value` if it is a JSON object, else {}: rules read malformed input without failing."""
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
+    """`value` if it is a JSON array, else []."""
     return value if isinstance(value, list) else []
 
 
-def _is_int(value: Any) -> TypeGuard[int]:
+def is_int(value: Any) -> TypeGuard[int]:
+    """A JSON integer (Python's bool is an int, JSON's is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _semantic(value: Any) -> Any:
+def semantic(value: Any) -> Any:
     """A form for equality checks that, like apimachinery's Semantic.DeepEqual, does not tell
     a missing field from a null, empty string, empty map or empty list."""
     if isinstance(value, dict):
-        out = {k: _semantic(v) for k, v in value.items()}
+        out = {k: semantic(v) for k, v in value.items()}
         return {k: v for k, v in out.items() if v not in (None, "", {}, [])}
     if isinstance(value, list):
-        return [_semantic(v) for v in value]
+        return [semantic(v) for v in value]
     return value
 
 
-def _nonnegative(c: _Causes, obj: Obj, key: str, path: str) -> None:
+def validate_nonnegative(c: Causes, obj: Obj, key: str, path: str) -> None:
+    """`obj[key]`, when set, is an integer of at least 0."""
     value = obj.get(key)
     if value is None:
         return
-    if not _is_int(value):
+    if not is_int(value):
         c.invalid(f"{path}.{key}", value, "must be an integer")
     elif value < 0:
         c.invalid(f"{path}.{key}", value, "must be greater than or equal to 0")
 
 
-def _one_of(
-    c: _Causes, obj: Obj, key: str, path: str, allowed: tuple[str, ...], *, required: bool = True
+def validate_one_of(
+    c: Causes, obj: Obj, key: str, path: str, allowed: tuple[str, ...], *, required: bool = True
 ) -> None:
+    """`obj[key]` is one of `allowed`; unset or empty is Required unless not `required`."""
     value = obj.get(key)
     if value in (None, ""):
         if required:

@@ -1,10 +1,12 @@
 """Validation of apimachinery's meta/v1 parts: object names and metadata, label selectors, write options.
 
-- `_metadata` and `_metadata_update` check every object's metadata (upstream's ValidateObjectMeta
-  and ValidateObjectMetaUpdate) with its kind's name rule: Namespaces are DNS-1123 labels,
-  Services DNS-1035 labels, RBAC objects and CSRs path segments, the rest DNS-1123 subdomains.
-- `_labels`, `_annotations`, `_label_selector` and `_selector_matches_template` check labels,
-  annotations, a LabelSelector, and a workload's selector against its pod template.
+- `validate_metadata` and `validate_metadata_update` check every object's metadata (upstream's
+  ValidateObjectMeta and ValidateObjectMetaUpdate) with its kind's name rule: Namespaces are
+  DNS-1123 labels, Services DNS-1035 labels, RBAC objects and CSRs path segments, the rest
+  DNS-1123 subdomains.
+- `validate_labels`, `validate_annotations`, `validate_label_selector` and
+  `validate_selector_matches_template` check labels, annotations, a LabelSelector, and a
+  workload's selector against its pod template.
 - `write_options`, `patch_options` and `delete_options` check the query of a write (upstream's
   Validate{Create,Update,Patch,Delete}Options).
 
@@ -33,15 +35,15 @@ from kcm_apiserver.registry import BUILTIN
 from .fielderrors import (
     IMMUTABLE,
     Cause,
+    Causes,
     GoText,
     Obj,
-    _Causes,
-    _dict,
-    _list,
-    _nonnegative,
+    as_dict,
+    as_list,
     go_label_selector,
     go_quote,
     go_string_map,
+    validate_nonnegative,
 )
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
@@ -97,7 +99,8 @@ def _as_prefix(name: str) -> str:
 # --- metadata -----------------------------------------------------------------------------------
 
 
-def _labels(c: _Causes, labels: Any, path: str) -> None:
+def validate_labels(c: Causes, labels: Any, path: str) -> None:
+    """A label map: qualified-name keys, label-value values (upstream ValidateLabels)."""
     if labels is None:
         return
     if not isinstance(labels, dict):
@@ -114,7 +117,8 @@ def _labels(c: _Causes, labels: Any, path: str) -> None:
             c.invalid(path, value, msg)
 
 
-def _annotations(c: _Causes, annotations: Any, path: str) -> None:
+def validate_annotations(c: Causes, annotations: Any, path: str) -> None:
+    """An annotation map: qualified-name keys, at most 256 KiB in all (upstream ValidateAnnotations)."""
     if annotations is None:
         return
     if not isinstance(annotations, dict):
@@ -129,9 +133,9 @@ def _annotations(c: _Causes, annotations: Any, path: str) -> None:
         c.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT)
 
 
-def _owner_references(c: _Causes, refs: Any, path: str) -> None:
+def _owner_references(c: Causes, refs: Any, path: str) -> None:
     first_controller = ""
-    for ref in map(_dict, _list(refs)):
+    for ref in map(as_dict, as_list(refs)):
         api_version = str(ref.get("apiVersion") or "")
         if not api_version.rsplit("/", 1)[-1]:
             c.invalid(f"{path}.apiVersion", api_version, "version must not be empty")
@@ -151,7 +155,8 @@ def _owner_references(c: _Causes, refs: Any, path: str) -> None:
                 first_controller = current
 
 
-def _metadata(c: _Causes, group: str, kind: str, meta: Obj) -> None:
+def validate_metadata(c: Causes, group: str, kind: str, meta: Obj) -> None:
+    """Any object's metadata, its name checked by its kind's rule."""
     check = _NAME_CHECKS.get((group, kind), is_dns1123_subdomain)
     generate_name = meta.get("generateName")
     if generate_name:
@@ -172,13 +177,14 @@ def _metadata(c: _Causes, group: str, kind: str, meta: Obj) -> None:
     elif namespace:
         for msg in is_dns1123_label(str(namespace)):
             c.invalid("metadata.namespace", namespace, msg)
-    _nonnegative(c, meta, "generation", "metadata")
-    _labels(c, meta.get("labels"), "metadata.labels")
-    _annotations(c, meta.get("annotations"), "metadata.annotations")
+    validate_nonnegative(c, meta, "generation", "metadata")
+    validate_labels(c, meta.get("labels"), "metadata.labels")
+    validate_annotations(c, meta.get("annotations"), "metadata.annotations")
     _owner_references(c, meta.get("ownerReferences"), "metadata.ownerReferences")
 
 
-def _metadata_update(c: _Causes, meta: Obj, old_meta: Obj) -> None:
+def validate_metadata_update(c: Causes, meta: Obj, old_meta: Obj) -> None:
+    """Name, namespace and uid never change once set."""
     for key in ("name", "namespace", "uid"):
         if old_meta.get(key) and meta.get(key) != old_meta.get(key):
             c.invalid(f"metadata.{key}", meta.get(key, ""), IMMUTABLE)
@@ -187,12 +193,12 @@ def _metadata_update(c: _Causes, meta: Obj, old_meta: Obj) -> None:
 # --- label selectors ----------------------------------------------------------------------------
 
 
-def _label_selector(c: _Causes, sel: Obj, path: str) -> None:
+def validate_label_selector(c: Causes, sel: Obj, path: str) -> None:
     """Structure of a metav1.LabelSelector (upstream ValidateLabelSelector)."""
-    _labels(c, sel.get("matchLabels"), f"{path}.matchLabels")
-    for i, expr in enumerate(map(_dict, _list(sel.get("matchExpressions")))):
+    validate_labels(c, sel.get("matchLabels"), f"{path}.matchLabels")
+    for i, expr in enumerate(map(as_dict, as_list(sel.get("matchExpressions")))):
         at = f"{path}.matchExpressions[{i}]"
-        op, values = expr.get("operator"), _list(expr.get("values"))
+        op, values = expr.get("operator"), as_list(expr.get("values"))
         if op in ("In", "NotIn"):
             if not values:
                 c.required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'")
@@ -210,7 +216,9 @@ def _label_selector(c: _Causes, sel: Obj, path: str) -> None:
                 c.invalid(f"{at}.values[{j}]", value, msg)
 
 
-def _selector_matches_template(c: _Causes, spec: Obj, base: str, what: str, *, required: bool = True) -> None:
+def validate_selector_matches_template(
+    c: Causes, spec: Obj, base: str, what: str, *, required: bool = True
+) -> None:
     """A workload's selector: present, valid, non-empty and selecting its own pod template."""
     sel = spec.get("selector")
     if sel is None:
@@ -221,12 +229,12 @@ def _selector_matches_template(c: _Causes, spec: Obj, base: str, what: str, *, r
         c.invalid(f"{base}.selector", sel, "must be a label selector")
         return
     before = len(c)
-    _label_selector(c, sel, f"{base}.selector")
+    validate_label_selector(c, sel, f"{base}.selector")
     if not sel.get("matchLabels") and not sel.get("matchExpressions"):
         c.invalid(f"{base}.selector", go_label_selector(sel), f"empty selector is invalid for {what}")
     elif len(c) == before:
-        labels = _dict(_dict(spec.get("template")).get("metadata")).get("labels")
-        if not label_selector_from_dict(sel).matches(_dict(labels)):
+        labels = as_dict(as_dict(spec.get("template")).get("metadata")).get("labels")
+        if not label_selector_from_dict(sel).matches(as_dict(labels)):
             c.invalid(
                 f"{base}.template.metadata.labels",
                 go_string_map(labels),
@@ -240,14 +248,14 @@ FIELD_MANAGER_MAX_LENGTH = 128
 FIELD_VALIDATION_VALUES = ("", "Ignore", "Strict", "Warn")
 
 
-def _dry_run(c: _Causes, dry_run: list[str]) -> None:
+def _dry_run(c: Causes, dry_run: list[str]) -> None:
     if any(v != "All" for v in dry_run):
         c.not_supported("dryRun", GoText("[]string{" + ", ".join(map(go_quote, dry_run)) + "}"), ["All"])
 
 
 def write_options(dry_run: list[str], field_manager: str, field_validation: str) -> list[Cause]:
     """ValidateCreateOptions and ValidateUpdateOptions: the query of a create or an update."""
-    c = _Causes()
+    c = Causes()
     if len(field_manager) > FIELD_MANAGER_MAX_LENGTH:
         c.too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH)
     position = 0
@@ -267,7 +275,7 @@ def patch_options(
     dry_run: list[str], field_manager: str, field_validation: str, *, apply: bool, force: bool
 ) -> list[Cause]:
     """ValidatePatchOptions: `force` belongs to apply patches, which must name their field manager."""
-    c = _Causes()
+    c = Causes()
     if not apply and force:
         c.forbidden("force", "may not be specified for non-apply patch")
     if apply and not field_manager:
@@ -277,6 +285,6 @@ def patch_options(
 
 def delete_options(dry_run: list[str]) -> list[Cause]:
     """The dryRun part of ValidateDeleteOptions (`operations.delete` checks the propagation policy)."""
-    c = _Causes()
+    c = Causes()
     _dry_run(c, dry_run)
     return c

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 
-from .apps import _int_or_percent, _not_over_100_percent
-from .fielderrors import GoText, Obj, _Causes, _dict
-from .metav1 import _label_selector
+from .apps import validate_int_or_percent, validate_not_over_100_percent
+from .fielderrors import Causes, GoText, Obj, as_dict
+from .metav1 import validate_label_selector
 
 
-def _pod_disruption_budget(c: _Causes, obj: Obj, old: Obj | None) -> None:
-    spec = _dict(obj.get("spec"))
+def validate_pod_disruption_budget(c: Causes, obj: Obj, old: Obj | None) -> None:
+    spec = as_dict(obj.get("spec"))
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
         c.invalid(
             "spec",
@@ -23,7 +23,7 @@ def _pod_disruption_budget(c: _Causes, obj: Obj, old: Obj | None) -> None:
             "minAvailable and maxUnavailable cannot be both set",
         )
     for key in ("minAvailable", "maxUnavailable"):
-        _int_or_percent(c, spec.get(key), f"spec.{key}")
-        _not_over_100_percent(c, spec.get(key), f"spec.{key}")
+        validate_int_or_percent(c, spec.get(key), f"spec.{key}")
+        validate_not_over_100_percent(c, spec.get(key), f"spec.{key}")
     if isinstance(spec.get("selector"), dict):
-        _label_selector(c, spec["selector"], "spec.selector")
+        validate_label_selector(c, spec["selector"], "spec.selector")
