@@ -7,7 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from kcm_apiserver.validation import indexes_format, validate
+from kcm_apiserver.validation import validate
+from kcm_apiserver.validation.batch import indexes_format
 
 from tests.unit.test_validation import check, fields, make
 

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from kcm_apiserver import schemas
 from kcm_apiserver.registry import Registry, ResourceType
+from kcm_apiserver.schemas import openapi_v3, patchtypes, unknownfields
 
 CORE = "io.k8s.api.core.v1."
 APPS = "io.k8s.api.apps.v1."
@@ -75,7 +75,7 @@ def registry_with_crontab() -> Registry:
 
 
 def component(group: str, version: str, definition: str) -> dict[str, Any]:
-    doc = schemas.group_version_document(Registry(), group, version, [])
+    doc = openapi_v3.group_version_document(Registry(), group, version, [])
     result: dict[str, Any] = doc["components"]["schemas"][definition]
     return result
 
@@ -180,7 +180,7 @@ def _refs(node: Any) -> set[str]:
 
 @pytest.mark.parametrize(("group", "version"), _all_group_versions())
 def test_every_document_is_json_with_all_references_resolvable(group: str, version: str) -> None:
-    doc = json.loads(json.dumps(schemas.group_version_document(Registry(), group, version, [])))
+    doc = json.loads(json.dumps(openapi_v3.group_version_document(Registry(), group, version, [])))
     assert doc["openapi"].startswith("3.0")
     names = {"#/components/schemas/" + name for name in doc["components"]["schemas"]}
     assert _refs(doc) - names == set()
@@ -190,7 +190,7 @@ def test_every_document_is_json_with_all_references_resolvable(group: str, versi
 def test_every_patch_operation_declares_field_validation_gvk_and_strategic_merge(
     group: str, version: str
 ) -> None:
-    doc = schemas.group_version_document(Registry(), group, version, [])
+    doc = openapi_v3.group_version_document(Registry(), group, version, [])
     patched = 0
     for item in doc["paths"].values():
         patch = item.get("patch")
@@ -230,33 +230,35 @@ def test_every_patch_operation_declares_field_validation_gvk_and_strategic_merge
 def test_paths_are_laid_out_like_upstream(
     group: str, path: str, method: str, gvk: tuple[str, str, str]
 ) -> None:
-    doc = schemas.group_version_document(Registry(), group, "v1", [])
+    doc = openapi_v3.group_version_document(Registry(), group, "v1", [])
     op = doc["paths"][path][method]
     assert op["x-kubernetes-group-version-kind"] == {"group": gvk[0], "version": gvk[1], "kind": gvk[2]}
 
 
 def test_root_lists_every_group_version_with_a_stable_hash() -> None:
     registry = registry_with_crontab()
-    root = schemas.openapi_v3_root(registry, [crontab_crd()])
+    root = openapi_v3.openapi_v3_root(registry, [crontab_crd()])
     expected = {f"apis/{g}/{v}" if g else f"api/{v}" for g, vs in registry.groups().items() for v in vs}
     assert set(root["paths"]) == expected
     url = root["paths"]["apis/apps/v1"]["serverRelativeURL"]
     assert url.startswith("/openapi/v3/apis/apps/v1?hash=")
-    assert schemas.openapi_v3_root(registry, [crontab_crd()]) == root
+    assert openapi_v3.openapi_v3_root(registry, [crontab_crd()]) == root
 
 
 def test_root_hash_changes_when_a_crd_schema_changes() -> None:
     registry = registry_with_crontab()
-    before = schemas.openapi_v3_root(registry, [crontab_crd()])["paths"]
+    before = openapi_v3.openapi_v3_root(registry, [crontab_crd()])["paths"]
     changed = {**CRONTAB_SCHEMA, "description": "Changed."}
-    after = schemas.openapi_v3_root(registry, [crontab_crd(changed)])["paths"]
+    after = openapi_v3.openapi_v3_root(registry, [crontab_crd(changed)])["paths"]
     key = "apis/stable.example.com/v1"
     assert before[key] != after[key]
     assert before["api/v1"] == after["api/v1"]
 
 
 def test_crd_document_is_built_from_its_schema() -> None:
-    doc = schemas.group_version_document(registry_with_crontab(), "stable.example.com", "v1", [crontab_crd()])
+    doc = openapi_v3.group_version_document(
+        registry_with_crontab(), "stable.example.com", "v1", [crontab_crd()]
+    )
     json.dumps(doc)
     crontab = doc["components"]["schemas"]["com.example.stable.v1.CronTab"]
     assert crontab["properties"]["spec"]["properties"]["cronSpec"]["type"] == "string"
@@ -307,12 +309,12 @@ def test_crd_document_is_built_from_its_schema() -> None:
 )
 def test_unknown_fields_of_builtin_kinds(kind: str, obj: dict[str, Any], expected: list[str]) -> None:
     group = "apps" if kind == "ControllerRevision" else ""
-    assert schemas.unknown_fields(Registry(), group, "v1", kind, obj, []) == expected
+    assert unknownfields.unknown_fields(Registry(), group, "v1", kind, obj, []) == expected
 
 
 def test_unknown_fields_in_nested_template() -> None:
     deployment = {"spec": {"template": {"spec": {"containers": [{"name": "a", "imag": "x"}]}}, "replica": 1}}
-    found = schemas.unknown_fields(Registry(), "apps", "v1", "Deployment", deployment, [])
+    found = unknownfields.unknown_fields(Registry(), "apps", "v1", "Deployment", deployment, [])
     assert found == [".spec.template.spec.containers[0].imag", ".spec.replica"]
 
 
@@ -328,15 +330,17 @@ def test_unknown_fields_of_a_patch_are_those_it_changed() -> None:
         "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "z", "imagee": "z"}]},
         "stauts": {},
     }
-    found = schemas.unknown_fields(Registry(), "", "v1", "Pod", after, [], unchanged=before)
+    found = unknownfields.unknown_fields(Registry(), "", "v1", "Pod", after, [], unchanged=before)
     assert found == [".spec.containers[1].imagee", ".stauts"]
-    assert schemas.unknown_fields(Registry(), "", "v1", "Pod", after, []) == [
+    assert unknownfields.unknown_fields(Registry(), "", "v1", "Pod", after, []) == [
         ".metadata.legacy",
         ".spec.containers[1].imagee",
         ".stauts",
     ]
-    assert schemas.unknown_fields(Registry(), "", "v1", "Pod", before, [], unchanged=before) == []
-    dropped = schemas.unknown_fields(Registry(), "", "v1", "Pod", after, [], unchanged=before, drop=True)
+    assert unknownfields.unknown_fields(Registry(), "", "v1", "Pod", before, [], unchanged=before) == []
+    dropped = unknownfields.unknown_fields(
+        Registry(), "", "v1", "Pod", after, [], unchanged=before, drop=True
+    )
     assert dropped == [".spec.containers[1].imagee", ".stauts"]
     assert after["spec"]["containers"][1] == {"name": "b", "image": "z"} and "stauts" not in after
     assert after["metadata"] == {"name": "p", "legacy": 1}  # not the patch's: left alone
@@ -344,7 +348,7 @@ def test_unknown_fields_of_a_patch_are_those_it_changed() -> None:
 
 def test_dropping_unknown_fields_of_custom_resources_keeps_preserved_ones() -> None:
     obj = {"spec": {"cronSpec": "x", "cronspec": "y", "extra": {"any": {"thing": 1}}}, "other": 1}
-    dropped = schemas.unknown_fields(
+    dropped = unknownfields.unknown_fields(
         registry_with_crontab(), "stable.example.com", "v1", "CronTab", obj, [crontab_crd()], drop=True
     )
     assert dropped == [".spec.cronspec", ".other"]
@@ -362,7 +366,7 @@ def test_dropping_unknown_fields_of_custom_resources_keeps_preserved_ones() -> N
     ],
 )
 def test_unknown_fields_of_custom_resources(obj: dict[str, Any], expected: list[str]) -> None:
-    found = schemas.unknown_fields(
+    found = unknownfields.unknown_fields(
         registry_with_crontab(), "stable.example.com", "v1", "CronTab", obj, [crontab_crd()]
     )
     assert found == expected
@@ -372,7 +376,9 @@ def test_preserve_unknown_fields_crd_accepts_anything() -> None:
     crd = crontab_crd({"type": "object", "x-kubernetes-preserve-unknown-fields": True})
     obj = {"spec": {"a": 1}, "b": [1]}
     assert (
-        schemas.unknown_fields(registry_with_crontab(), "stable.example.com", "v1", "CronTab", obj, [crd])
+        unknownfields.unknown_fields(
+            registry_with_crontab(), "stable.example.com", "v1", "CronTab", obj, [crd]
+        )
         == []
     )
 
@@ -397,7 +403,7 @@ def test_type_info_navigates_deployment(
     list_type: str | None,
     keys: tuple[str, ...],
 ) -> None:
-    node = schemas.type_info(Registry(), "apps", "v1", "Deployment", [])
+    node = patchtypes.type_info(Registry(), "apps", "v1", "Deployment", [])
     for name in path:
         assert node is not None
         node = node.field(name)
@@ -418,7 +424,7 @@ def test_type_info_navigates_deployment(
 
 
 def test_type_info_elements_of_lists_and_maps() -> None:
-    spec = schemas.type_info(Registry(), "", "v1", "Pod", [])
+    spec = patchtypes.type_info(Registry(), "", "v1", "Pod", [])
     assert spec is not None
     containers = spec.field("spec")
     assert containers is not None
@@ -443,11 +449,13 @@ def test_type_info_elements_of_lists_and_maps() -> None:
     [("", "v1", "Nope"), ("stable.example.com", "v1", "CronTab"), ("apps", "v9", "Deployment")],
 )
 def test_type_info_unknown_kind_is_none(group: str, version: str, kind: str) -> None:
-    assert schemas.type_info(Registry(), group, version, kind, []) is None
+    assert patchtypes.type_info(Registry(), group, version, kind, []) is None
 
 
 def test_type_info_of_custom_resource_reads_list_extensions() -> None:
-    root = schemas.type_info(registry_with_crontab(), "stable.example.com", "v1", "CronTab", [crontab_crd()])
+    root = patchtypes.type_info(
+        registry_with_crontab(), "stable.example.com", "v1", "CronTab", [crontab_crd()]
+    )
     assert root is not None and root.kind == "object"
     spec = root.field("spec")
     assert spec is not None
@@ -469,7 +477,7 @@ def test_type_info_of_custom_resource_reads_list_extensions() -> None:
 
 
 def test_scale_kind_has_type_info_for_the_scale_subresource() -> None:
-    scale = schemas.type_info(Registry(), "autoscaling", "v1", "Scale", [])
+    scale = patchtypes.type_info(Registry(), "autoscaling", "v1", "Scale", [])
     assert scale is not None
     spec = scale.field("spec")
     assert spec is not None

@@ -11,18 +11,11 @@ from typing import Any
 
 import pytest
 from kcm_apiserver.defaults import apply_defaults, generate_job_selector
-from kcm_apiserver.validation import (
-    Cause,
-    cron_schedule_error,
-    delete_options,
-    go_quote,
-    is_dns1035_label,
-    is_dns1123_label,
-    is_dns1123_subdomain,
-    patch_options,
-    validate,
-    write_options,
-)
+from kcm_apiserver.validation import validate
+from kcm_apiserver.validation.batch import cron_schedule_error
+from kcm_apiserver.validation.fielderrors import Cause, go_quote
+from kcm_apiserver.validation.metav1 import delete_options, is_dns1035_label, patch_options, write_options
+from kcm_shared.apimachinery.selectors import is_dns1123_label, is_dns1123_subdomain
 
 Obj = dict[str, Any]
 Mutator = Callable[[Obj], None]

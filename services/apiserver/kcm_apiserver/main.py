@@ -22,9 +22,10 @@ from pathlib import Path
 from aiohttp import web
 from kcm_shared.apis import satoken
 
-from kcm_apiserver import audit, authn, kubeconfig, kubernetesendpoints, nodeports, persist, schemas
+from kcm_apiserver import audit, authn, kubeconfig, kubernetesendpoints, nodeports, persist
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
+from kcm_apiserver.schemas import openapi_v3
 from kcm_apiserver.server import Server
 from kcm_apiserver.store import Store
 
@@ -133,7 +134,7 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     authn.ensure_tracking(api, dt.datetime.now(dt.UTC).date())
     # Building the OpenAPI documents loads every client model (about a second): do it
     # before announcing readiness so kubectl's first call is not the slow one.
-    schemas.openapi_v3_root(api.registry, api.crds.crds())
+    openapi_v3.openapi_v3_root(api.registry, api.crds.crds())
     # Everything loaded so far lives as long as the process: move it out of the
     # collector's sight, and collect the young generation less often. Full collections
     # over a large heap otherwise pause every request for ~100 ms (bench/apiserver.py).

@@ -4,7 +4,7 @@ kubectl fetches /openapi/v2 as protobuf (`application/com.github.proto-openapi.s
 for client-side validation, which it runs on every item of a `kind: List` manifest (server-side
 field validation cannot take a List), and for `kubectl explain --output plaintext-openapiv2`.
 
-There is one schema source, `schemas`: this module merges its per group-version OpenAPI v3
+There is one schema source, `schemas.openapi_v3`: this module merges its per group-version OpenAPI v3
 documents and rewrites them as Swagger 2.0 the way kube-apiserver's v2 differs from its v3:
 `#/definitions/` references, plain `$ref` instead of a one-element `allOf`, body parameters
 instead of request bodies, parameter types inline, IntOrString as a string with format
@@ -29,8 +29,8 @@ from typing import Any, Final
 
 import msgspec
 
-from . import schemas
 from .registry import Registry
+from .schemas import openapi_v3
 
 JSON = dict[str, Any]
 
@@ -207,14 +207,14 @@ def _parts(
 ) -> dict[tuple[str, str], _Part]:
     """Every served group-version's part, reusing those whose v3 document is the same object.
 
-    `schemas` caches the documents of built-in group-versions, so after a CRD change only the
+    `openapi_v3` caches the documents of built-in group-versions, so after a CRD change only the
     custom ones are converted again.
     """
-    custom = schemas.crd_definitions(crds)
+    custom = openapi_v3.crd_definitions(crds)
     out = {}
     for group, versions in registry.groups().items():
         for version in versions:
-            v3 = schemas.group_version_document(registry, group, version, crds)
+            v3 = openapi_v3.group_version_document(registry, group, version, crds)
             old = previous.get((group, version))
             out[(group, version)] = old if old is not None and old.source is v3 else _part(v3, custom)
     return out
@@ -249,7 +249,7 @@ def _document(parts: Iterable[_Part], version: str) -> JSON:
 
 
 def document(registry: Registry, crds: list[JSON], version: str) -> JSON:
-    """The Swagger 2.0 document of everything served: read-only for callers, like `schemas`' documents."""
+    """The Swagger 2.0 document of everything served: read-only for callers, like `openapi_v3`' documents."""
     return _document(_parts(registry, crds, {}).values(), version)
 
 

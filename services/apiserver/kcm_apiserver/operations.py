@@ -33,13 +33,14 @@ from kcm_apiserver import (
     nodeports,
     patch,
     quota,
-    schemas,
     strategies,
     validation,
 )
 from kcm_apiserver.patch import deep_copy
 from kcm_apiserver.registry import Registry, ResourceType, storage_key_of
+from kcm_apiserver.schemas import patchtypes, unknownfields
 from kcm_apiserver.store import Obj, Store
+from kcm_apiserver.validation import fielderrors
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Upstream's NamespaceLifecycle admission refuses to delete these (kube-node-lease may go).
@@ -315,7 +316,7 @@ class Api:
         """Strict refuses a body with unknown fields; Warn and Ignore drop them (with a
         warning each for Warn), as upstream stores only the fields its types know."""
         rt = ctx.rt
-        unknown = schemas.unknown_fields(
+        unknown = unknownfields.unknown_fields(
             self.registry,
             rt.group,
             rt.version,
@@ -328,7 +329,7 @@ class Api:
         if not unknown or ctx.field_validation == "Ignore":
             return
         # Go's strict decoder quotes each path with %q.
-        problems = [f"unknown field {validation.go_quote(p.lstrip('.'))}" for p in unknown]
+        problems = [f"unknown field {fielderrors.go_quote(p.lstrip('.'))}" for p in unknown]
         if ctx.field_validation == "Warn":
             ctx.warnings.extend(problems)
             return
@@ -346,7 +347,7 @@ class Api:
             raise errors.invalid(rt.group, rt.kind, name, causes)
 
     def _type_info(self, rt: ResourceType) -> Any:
-        return schemas.type_info(self.registry, rt.group, rt.version, rt.kind, self.crds.crds())
+        return patchtypes.type_info(self.registry, rt.group, rt.version, rt.kind, self.crds.crds())
 
     def _generated_name(self, rt: ResourceType, namespace: str, base: str) -> str:
         """`base` (cut to leave room for the suffix) plus a random suffix no object has yet.

@@ -2,9 +2,9 @@
 
 Kubernetes declares these as Go struct tags (`patchStrategy`, `patchMergeKey`) and
 markers (`+listType`, `+listMapKey`, `+structType`); its published OpenAPI carries
-them as `x-kubernetes-*` extensions. `schemas` copies them into the OpenAPI
-documents it serves (kubectl computes strategic merge patches from them) and into
-the `TypeInfo` trees patch and apply read.
+them as `x-kubernetes-*` extensions. `schemas.openapi_v3` copies them into the OpenAPI
+documents it serves (kubectl computes strategic merge patches from them) and
+`schemas.patchtypes` into the `TypeInfo` trees patch and apply read.
 
 Keys are OpenAPI definition names plus a JSON field name; values are the extensions
 as they appear on that property in upstream's v3 spec.

@@ -32,14 +32,14 @@ from kcm_apiserver import (
     metrics_api,
     openapi_v2,
     protobuf,
-    schemas,
     subresources,
     tables,
-    validation,
 )
 from kcm_apiserver.operations import Api, Ctx, ListResult
 from kcm_apiserver.registry import ResourceType, storage_key_of
+from kcm_apiserver.schemas import openapi_v3
 from kcm_apiserver.store import BOOKMARK, Event, Obj, Watcher
+from kcm_apiserver.validation import metav1
 
 log = logging.getLogger("kcm.apiserver")
 
@@ -220,7 +220,7 @@ class Server:
             return self._openapi_v2_response(request)
         crds = self.api.crds.crds()
         if parts[1:] == ["v3"]:
-            return _json(schemas.openapi_v3_root(self.api.registry, crds))
+            return _json(openapi_v3.openapi_v3_root(self.api.registry, crds))
         if len(parts) >= 4 and parts[1] == "v3":
             gv = parts[2:]
             if gv[0] == "api" and len(gv) == 2:
@@ -231,7 +231,7 @@ class Server:
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
             if not self.api.registry.in_group_version(group, version):
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-            resp = _json(schemas.group_version_document(self.api.registry, group, version, crds))
+            resp = _json(openapi_v3.group_version_document(self.api.registry, group, version, crds))
             if "hash" in request.query:
                 resp.headers["Cache-Control"] = "public, immutable"
             return resp
@@ -307,11 +307,11 @@ class Server:
         options = _OPTIONS_KINDS.get(method)
         if method == "PATCH":
             apply = _PATCH_TYPES.get(request.content_type) == "apply"
-            causes = validation.patch_options(dry, manager, field_validation, apply=apply, force="force" in q)
+            causes = metav1.patch_options(dry, manager, field_validation, apply=apply, force="force" in q)
         elif method == "DELETE":
-            causes = validation.delete_options(dry)
+            causes = metav1.delete_options(dry)
         elif options is not None:
-            causes = validation.write_options(dry, manager, field_validation)
+            causes = metav1.write_options(dry, manager, field_validation)
         else:
             causes = []  # reads take no write options: upstream ignores them there
         if options is not None and causes:

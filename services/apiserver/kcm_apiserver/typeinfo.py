@@ -1,6 +1,6 @@
 """The type information that patching and server-side apply need about a field.
 
-`schemas` builds these from the official client's models plus upstream's patch
+`schemas.patchtypes` builds these from the official client's models plus upstream's patch
 metadata; `patch` (strategic merge) and `apply` (managed fields) only read them.
 A `None` where a `TypeInfo` is expected means "unknown type": treat the value as
 opaque JSON (what upstream does for custom resources without a schema).
