@@ -91,7 +91,7 @@ def _build(ctx: runtime.Context) -> runtime.Reconcile:
     # O_APPEND, one write per record: lines never interleave and nothing is buffered in here.
     fd = os.open(os.environ[RECORDS_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    async def reconcile(key: str) -> durable.Result | None:
+    async def reconcile(key: str) -> runtime.Result | None:
         start = time.time()
         obj = store.get_key(key)
         sent = (obj.data or {}).get(SENT) if obj is not None else None
@@ -902,7 +902,7 @@ async def durable_queue(nats_url: str, replicas: int, count: int, limit: float) 
     reconciled: set[str] = set()
     finished = asyncio.Event()
 
-    async def reconcile(key: str) -> durable.Result | None:
+    async def reconcile(key: str) -> runtime.Result | None:
         reconciled.add(key)
         if len(reconciled) == count:
             finished.set()

@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kcm_shared import reconcile
 from kcm_shared.apimachinery import gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
-
-Reconcile = Callable[[str], Awaitable[durable.Result | None]]
 
 
 class Host(Protocol):
@@ -118,7 +116,7 @@ class Spec:
     alias: str
     primary: gvr.Resource | None  # None: `build` sets `Context.keys`
     views: dict[gvr.Resource, type[Any]]
-    build: Callable[[Context], Reconcile]
+    build: Callable[[Context], reconcile.Reconcile]
     workers: int = 5
     enabled_by_default: bool = True
     workers_flag: str = ""  # upstream's name where it is not `concurrent-<alias>-syncs`

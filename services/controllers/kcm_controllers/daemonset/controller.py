@@ -41,7 +41,6 @@ from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, history, ownwrites, podcontrol, podranking
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.daemonset import update, util, views
 
@@ -301,7 +300,7 @@ class DaemonSetsController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         ds = self.own_writes.latest(key, self.daemonsets.get_key(key))
         if ds is None:
             self.expectations.delete_expectations(key)
@@ -671,8 +670,8 @@ def _same_but_heartbeat(old: views.NodeView, cur: views.NodeView) -> bool:
     )
 
 
-def _result(delays: list[float]) -> durable.Result | None:
-    return durable.Result(requeue_after=min(delays)) if delays else None
+def _result(delays: list[float]) -> runtime.Result | None:
+    return runtime.Result(requeue_after=min(delays)) if delays else None
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:

@@ -45,7 +45,6 @@ from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import ownwrites, podcontrol
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpoint import subsets as sub
 
@@ -167,7 +166,7 @@ class EndpointsController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         namespace, _, name = key.rpartition("/")
         service = self.services.get(namespace, name)
         if service is None:

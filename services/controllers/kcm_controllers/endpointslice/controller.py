@@ -26,7 +26,6 @@ from kcm_shared.bus import flags as sharedflags
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.runtime import addafter, cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpointslice import reconciler, topologycache, views
 
@@ -169,7 +168,7 @@ class EndpointSliceController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         try:
             await self.sync_service(key)
         except Exception:

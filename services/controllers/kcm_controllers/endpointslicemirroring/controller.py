@@ -28,7 +28,6 @@ from kcm_shared.bus import flags as sharedflags
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.runtime import addafter, cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpointslicemirroring import metrics, reconciler, utils
 from kcm_controllers.endpointslicemirroring.utils import ENDPOINTS, ENDPOINTSLICES, SERVICES
@@ -127,7 +126,7 @@ class MirroringController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         start = time.monotonic()
         try:
             await self.sync_endpoints(key)

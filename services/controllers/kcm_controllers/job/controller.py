@@ -53,7 +53,6 @@ from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
 from kcm_shared.runtime import addafter, cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.job import (
     backoff,
@@ -400,7 +399,7 @@ class JobController:
             result.append(pod)
         return result
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         if key.startswith(ORPHAN_POD_PREFIX):
             await self.sync_orphan_pod(key[len(ORPHAN_POD_PREFIX) :])
             return None
@@ -436,7 +435,7 @@ class JobController:
         finally:
             record.observe(job, ok, (self.now() - started).total_seconds())
 
-    async def _sync_job(self, key: str, job: JobView, record: metrics.SyncRecord) -> durable.Result | None:
+    async def _sync_job(self, key: str, job: JobView, record: metrics.SyncRecord) -> runtime.Result | None:
         try:
             sel = self.selector(job)
         except selectors.SelectorError as exc:
@@ -509,7 +508,7 @@ class JobController:
             await self._settle_counts(key, c, counting)
         if manage_error is not None:
             raise manage_error
-        return durable.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
+        return runtime.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
 
     def _context(self, key: str, job: JobView, pods: list[Pod], record: metrics.SyncRecord) -> _Sync:
         uncounted = job.status.uncounted_terminated_pods or jobview.UncountedTerminatedPods()

@@ -37,7 +37,6 @@ from kcm_shared.controllerutil.serviceaccounts import (
     ServiceAccountView,
 )
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.legacytokencleaner import podsecrets
 
@@ -86,11 +85,11 @@ class Cleaner:
         self.interval = min(DEFAULT_SYNC_INTERVAL, clean_up_period)
         self.now = now
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key != EVALUATE:
-            raise durable.TerminalError(f"not a key of this controller: {key!r}")
+            raise runtime.TerminalError(f"not a key of this controller: {key!r}")
         await self.evaluate()
-        return durable.Result(requeue_after=self.interval)
+        return runtime.Result(requeue_after=self.interval)
 
     async def tracked_since(self) -> dt.datetime:
         """Midnight (UTC) after the day the API server began tracking legacy token use."""

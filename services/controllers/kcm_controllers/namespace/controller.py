@@ -27,7 +27,6 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec
 from kcm_shared.bus import leaderelection
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.namespace import conditions, deleter
 
@@ -80,24 +79,24 @@ class NamespaceController:
     def keys(self) -> list[str]:
         return [RESYNC, *self.terminating()]
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key == RESYNC:
             for name in self.terminating():
                 await self.ctx.hand_off(name)
-            return durable.Result(requeue_after=self.sync_period)
+            return runtime.Result(requeue_after=self.sync_period)
         ns = self.namespaces.get_key(key)
         deleted_at = ns.metadata.deletion_timestamp if ns is not None else None
         if ns is None or deleted_at is None:
             return None  # gone, or not being deleted
         wait = grace_left(deleted_at, self.now())
         if wait > 0:
-            return durable.Result(requeue_after=wait)
+            return runtime.Result(requeue_after=wait)
         try:
             await self.deleter.delete(ns.metadata.name)
         except deleter.ResourcesRemaining as exc:
             wait = conditions.requeue_seconds(exc.estimate)
             log.info("content remaining in namespace", extra={"namespace": key, "waitSeconds": wait})
-            return durable.Result(requeue_after=wait)
+            return runtime.Result(requeue_after=wait)
         return None
 
 

@@ -4,7 +4,7 @@ Upstream pkg/controller/podautoscaler/horizontal.go (v1.32, autoscaling/v2) on o
 the replica arithmetic is `replica_calculator.py`, behavior (stabilization windows, policies)
 is `behavior.py`. Each HPA key is synced when the HPA is added or its spec changes, and then
 every --horizontal-pod-autoscaler-sync-period through the durable work queue
-(`durable.Result(requeue_after=...)`), failures included, as upstream's fixed-interval queue.
+(`runtime.Result(requeue_after=...)`), failures included, as upstream's fixed-interval queue.
 
 One sync (`HorizontalController.sync`, upstream reconcileAutoscaler): read the HPA, resolve
 spec.scaleTargetRef to a resource (the workload kinds directly, anything else through
@@ -40,7 +40,6 @@ from kcm_shared.client import discovery, kubeclient
 from kcm_shared.client.scale import ScaleTargets
 from kcm_shared.controllerutil import podcontrol
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.podautoscaler import behavior as rate
 from kcm_controllers.podautoscaler import replica_calculator as calc
@@ -539,7 +538,7 @@ class HorizontalController:
 
     # --- sync ---------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         namespace, _, name = key.partition("/")
         try:
             hpa = await self.client.get(
@@ -560,7 +559,7 @@ class HorizontalController:
         finally:
             RECONCILIATIONS.labels(outcome.action, outcome.error).inc()
             RECONCILIATION_DURATION.labels(outcome.action, outcome.error).observe(time.monotonic() - started)
-        return durable.Result(requeue_after=self.sync_period)
+        return runtime.Result(requeue_after=self.sync_period)
 
     async def reconcile(self, key: str, hpa: Obj, outcome: Outcome) -> None:
         """One reconcileAutoscaler; `outcome` gets its reconciliations_total labels."""

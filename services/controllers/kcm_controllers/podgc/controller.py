@@ -37,7 +37,6 @@ from kcm_shared.base import fanout
 from kcm_shared.bus import leaderelection
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.podgc import selection
 from kcm_controllers.podgc.selection import NodeView, PodView
@@ -103,11 +102,11 @@ class PodGC:
         self.now = now
         self.monotonic = monotonic
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key != GC_KEY:
-            raise durable.TerminalError(f"not a key of this controller: {key!r}")
+            raise runtime.TerminalError(f"not a key of this controller: {key!r}")
         await self.gc()
-        return durable.Result(requeue_after=self.check_period)
+        return runtime.Result(requeue_after=self.check_period)
 
     async def gc(self) -> None:
         pods = self.pods.list()

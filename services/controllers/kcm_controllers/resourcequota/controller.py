@@ -47,7 +47,6 @@ from kcm_shared.bus import leaderelection
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.controllerutil import ownwrites
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 log = logging.getLogger("kcm.resourcequota")
 
@@ -140,19 +139,19 @@ class ResourceQuotaController:
 
     # --- sync --------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key == RESYNC_KEY:
             known = self.quotas.keys()  # a copy: the cache moves on while we hand off
             for quota_key in known:
                 await self.ctx.hand_off(quota_key)
-            return durable.Result(requeue_after=self.resync_period)
+            return runtime.Result(requeue_after=self.resync_period)
         quota = self.own_writes.latest(key, self.quotas.get_key(key))
         if quota is None:
             self._counted.pop(key, None)
             return None
         return await self.sync(quota)
 
-    async def sync(self, quota: views.QuotaView) -> durable.Result | None:
+    async def sync(self, quota: views.QuotaView) -> runtime.Result | None:
         hard = resources.parse_list(quota.spec.hard)
         scopes = evaluators.quota_scopes(quota.spec)
         namespace = quota.metadata.namespace
@@ -180,7 +179,7 @@ class ResourceQuotaController:
         written = await self._write_status(quota, hard, used)
         self._counted[quota_key] = (rv, written or rv)
         if len(used) < len(hard):
-            return durable.Result(requeue_after=UNKNOWN_RETRY)
+            return runtime.Result(requeue_after=UNKNOWN_RETRY)
         return None
 
     async def _source(

@@ -29,7 +29,6 @@ from kcm_shared.apimachinery import codec, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, history, podranking
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from . import control, utils
 
@@ -122,7 +121,7 @@ class StatefulSetController:
 
     # --- sync ---------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         sts = self.control.own_writes.latest(key, self.sets.get_key(key))
         if sts is None:
             return None
@@ -144,7 +143,7 @@ class StatefulSetController:
         )
         status = await self.control.update(sts, sel, pods)
         if sts.spec.min_ready_seconds > 0 and status.available_replicas != sts.spec.replicas:
-            return durable.Result(requeue_after=float(sts.spec.min_ready_seconds))
+            return runtime.Result(requeue_after=float(sts.spec.min_ready_seconds))
         return None
 
     async def adopt_orphan_revisions(

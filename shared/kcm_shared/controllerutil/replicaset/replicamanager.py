@@ -44,7 +44,6 @@ from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
 from kcm_shared.controllerutil.replicaset import replicastatus as status
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 PODS = gvr.Resource("", "v1", "pods")
 STATUS_UPDATE_RETRIES = 1
@@ -253,7 +252,7 @@ class ReplicaManager:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         rs = self.own_writes.latest(key, self.replicasets.get_key(key))
         if rs is None:
             self.expectations.delete_expectations(key)
@@ -296,7 +295,7 @@ class ReplicaManager:
         if manage_error is not None:
             raise manage_error
         delay = status.requeue_after(rs, new_status)
-        return durable.Result(requeue_after=delay) if delay is not None else None
+        return runtime.Result(requeue_after=delay) if delay is not None else None
 
     async def manage_replicas(
         self, key: str, rs: status.ReplicaSetView, pods: list[podranking.PodView]
