@@ -32,8 +32,7 @@ from typing import Any
 
 import msgspec
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr, selectors
-from kcm_shared.bus import leaderelection
+from kcm_shared.apimachinery import codec, goduration, gvr, selectors
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.client.scale import ScaleTargets
 from kcm_shared.controllerutil import ownwrites
@@ -375,7 +374,7 @@ def flags(p: runtime.FlagSet) -> None:
     # Test-only (not an upstream flag): upstream waits a fixed two minutes.
     p.add_argument(
         "--disruption-test-stale-timeout",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=budget.STALE_POD_DISRUPTION_TIMEOUT,
         help=argparse.SUPPRESS,
     )

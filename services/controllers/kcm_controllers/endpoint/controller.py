@@ -39,8 +39,7 @@ from typing import Any
 
 import msgspec
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.bus import flags as sharedflags
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import ownwrites, podcontrol
 from kcm_shared.controllerutil.endpoints import endpointutil
@@ -315,7 +314,7 @@ class EndpointsController:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--endpoint-updates-batch-period",
-        type=sharedflags.non_negative_duration,
+        type=goduration.non_negative_seconds,
         default=0.0,
         metavar="DURATION",
         help="the length of endpoint updates batching period; processing of pod changes will be "

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable
 
 from kcm_shared import runtime
-from kcm_shared.bus.leaderelection import positive_duration
+from kcm_shared.apimachinery import goduration
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import serviceaccounts
 from kcm_shared.controllerutil.serviceaccounts import (
@@ -192,7 +192,7 @@ class Cleaner:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--legacy-service-account-token-clean-up-period",
-        type=positive_duration,
+        type=goduration.positive_seconds,
         default=DEFAULT_CLEAN_UP_PERIOD,
         metavar="DURATION",
         help="how long an auto-generated legacy token may go unused before it is invalidated, and "

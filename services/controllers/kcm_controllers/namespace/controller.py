@@ -24,8 +24,7 @@ import logging
 from collections.abc import Callable
 
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec
-from kcm_shared.bus import leaderelection
+from kcm_shared.apimachinery import codec, goduration
 from kcm_shared.runtime import cache
 
 from kcm_controllers.namespace import conditions, deleter
@@ -103,7 +102,7 @@ class NamespaceController:
 def _flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--namespace-sync-period",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=300.0,
         metavar="DURATION",
         help="the period for syncing namespace life-cycle updates (default 5m0s)",

@@ -33,9 +33,8 @@ from typing import Any
 import msgspec
 import prometheus_client
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr, selectors
+from kcm_shared.apimachinery import codec, goduration, gvr, selectors
 from kcm_shared.apimachinery import quantity as quantities
-from kcm_shared.bus import leaderelection
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.client.scale import ScaleTargets
 from kcm_shared.controllerutil import podcontrol
@@ -209,7 +208,7 @@ def pod_info(pod: PodView) -> calc.PodInfo:
 
 def _parse_window(text: str) -> dt.timedelta:
     try:
-        return dt.timedelta(seconds=leaderelection.parse_duration(text))
+        return dt.timedelta(seconds=goduration.seconds(text))
     except (ValueError, TypeError):
         return dt.timedelta(seconds=30)
 
@@ -774,7 +773,7 @@ class HorizontalController:
 
 
 def flags(p: runtime.FlagSet) -> None:
-    duration = leaderelection.positive_duration
+    duration = goduration.positive_seconds
     p.add_argument(
         "--horizontal-pod-autoscaler-sync-period",
         type=duration,
@@ -791,7 +790,7 @@ def flags(p: runtime.FlagSet) -> None:
     )
     p.add_argument(
         "--horizontal-pod-autoscaler-downscale-stabilization",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=300.0,
         metavar="DURATION",
         help="the period for which autoscaler will look backwards and not scale down below any "
@@ -799,14 +798,14 @@ def flags(p: runtime.FlagSet) -> None:
     )
     p.add_argument(
         "--horizontal-pod-autoscaler-cpu-initialization-period",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=300.0,
         metavar="DURATION",
         help="the period after pod start when CPU samples might be skipped",
     )
     p.add_argument(
         "--horizontal-pod-autoscaler-initial-readiness-delay",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=30.0,
         metavar="DURATION",
         help="the period after pod start during which readiness changes will be treated as initial readiness",

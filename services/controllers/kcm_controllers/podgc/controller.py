@@ -32,9 +32,8 @@ from collections.abc import Callable, Sequence
 
 import prometheus_client
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.base import fanout
-from kcm_shared.bus import leaderelection
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
 
@@ -213,13 +212,13 @@ def flags(p: runtime.FlagSet) -> None:
     # Test-only (not upstream flags): shorter periods so tests need not wait upstream's.
     p.add_argument(
         "--podgc-test-check-period",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=GC_CHECK_PERIOD,
         help=argparse.SUPPRESS,
     )
     p.add_argument(
         "--podgc-test-quarantine-time",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=QUARANTINE_TIME,
         help=argparse.SUPPRESS,
     )

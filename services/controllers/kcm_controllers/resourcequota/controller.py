@@ -40,10 +40,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.apis.quota import evaluators, resources, views
 from kcm_shared.apis.quota.evaluators import Evaluator
-from kcm_shared.bus import leaderelection
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.controllerutil import ownwrites
 from kcm_shared.runtime import cache
@@ -323,7 +322,7 @@ def _scope_facts(evaluator: Evaluator, obj: Any) -> tuple[bool, ...]:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--resource-quota-sync-period",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=300.0,
         help="the period for syncing quota usage status in the system (default 5m0s)",
     )
