@@ -36,7 +36,8 @@ _LAYERS = {
         "opsserver",
         "flags",
     ),
-    "runtime": ("cache", "events", "addafter"),
+    # `addafter` is gone, not moved: its AddAfter became `Context.enqueue_after`.
+    "runtime": ("cache", "events"),
     "controllerutil": (
         "podcontrol",
         "controllerref",

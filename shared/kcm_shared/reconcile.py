@@ -46,6 +46,14 @@ points here):
 Besides those, a work message the queue cannot handle at all is dead-lettered at once: one whose
 subject holds no key, or whose `Kcm-Not-Before` / `Kcm-Failures` header is not a number
 (docs/bus.md describes the dead letters).
+
+When to look at a key again later, `Result(requeue_after=d)` or `Context.enqueue_after(key, d)`:
+the result is the reconcile's own "again later" (a progress deadline, a TTL, a sync period,
+minReadySeconds still running), a work item on the bus that must outlive a restart.
+`enqueue_after` (upstream's `AddAfter`, `kcm_shared.runtime.delaying`) is for event handlers: a
+batch period that gathers several events into one reconcile, or a wake-up once a pod that just
+became ready is available. Its timer lives in this process only, which is enough there: a
+restart or a hand-over enqueues every key of the partition anyway.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ controller_utils) and `kcm_shared.testing` (fakes for tests) this is all a contr
 
 The names below are the public face; the modules behind them: `spec` (Spec, Context),
 `kcm_shared.reconcile` (Reconcile and its outcomes: Result, TerminalError, NotOwner, with the
-table of what each leads to), `cache` (the informer), `events` (the Event recorder),
-`controllerflags` (the command line), `manager` (what runs it all).
+table of what each leads to), `delaying` (`Context.enqueue_after` and the `Clock` it waits on),
+`cache` (the informer), `events` (the Event recorder), `controllerflags` (the command line),
+`manager` (what runs it all).
 """
 
 from kcm_shared.reconcile import NotOwner, Reconcile, Result, TerminalError

@@ -132,6 +132,7 @@ class DaemonSetsController:
         nodes: cache.Cache[views.NodeView],
         revisions: cache.Cache[history.ControllerRevisionView],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         pod_control: podcontrol.PodControl,
         recorder: events.EventRecorder,
         *,
@@ -145,6 +146,7 @@ class DaemonSetsController:
         self.nodes = nodes
         self.revisions = revisions
         self.enqueue = enqueue
+        self.enqueue_after = enqueue_after
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
@@ -274,8 +276,7 @@ class DaemonSetsController:
             and podranking.is_pod_ready(cur)
         ):
             # Available only minReadySeconds from now; one second more absorbs clock skew.
-            key = codec.key_of(ds)
-            asyncio.get_running_loop().call_later(ds.spec.min_ready_seconds + 1, self.enqueue, key)
+            self.enqueue_after(codec.key_of(ds), ds.spec.min_ready_seconds + 1)
 
     def delete_pod(self, pod: views.DaemonPodView) -> None:
         ds = self.resolve(pod.metadata.namespace, codec.controller_ref(pod))
@@ -682,6 +683,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.caches[NODES],
         ctx.caches[REVISIONS],
         ctx.enqueue,
+        ctx.enqueue_after,
         podcontrol.RealPodControl(ctx.client, ctx.recorder),
         ctx.recorder,
     )

@@ -24,7 +24,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
-from kcm_shared.runtime import addafter, cache, controllerflags, events
+from kcm_shared.runtime import cache, controllerflags, events
 
 from kcm_controllers.endpointslice import reconciler, topologycache, views
 
@@ -74,7 +74,7 @@ class EndpointSliceController:
         self.reconciler = reconciler.Reconciler(
             ctx.client, self.tracker, max_per_slice, topology=self.topology, record=self._record
         )
-        self.enqueue_after = addafter.AddAfter(ctx.enqueue)
+        self.enqueue_after = ctx.enqueue_after
 
     def register(self) -> None:
         self.slices.add_index(_SERVICE_INDEX, _service_of)

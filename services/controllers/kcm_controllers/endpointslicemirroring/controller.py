@@ -26,7 +26,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, goduration
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
-from kcm_shared.runtime import addafter, cache, controllerflags
+from kcm_shared.runtime import cache, controllerflags
 
 from kcm_controllers.endpointslicemirroring import metrics, reconciler, utils
 from kcm_controllers.endpointslicemirroring.utils import ENDPOINTS, ENDPOINTSLICES, SERVICES
@@ -63,7 +63,7 @@ class MirroringController:
         self.batch_period = batch_period
         self.tracker = EndpointSliceTracker()
         self.reconciler = reconciler.Reconciler(ctx.client, self.tracker, ctx.recorder, max_per_subset)
-        self.enqueue_after = addafter.AddAfter(ctx.enqueue)
+        self.enqueue_after = ctx.enqueue_after
 
     def register(self) -> None:
         self.slices.add_index(_MIRRORED_INDEX, _mirrored_for)

@@ -52,7 +52,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
-from kcm_shared.runtime import addafter, cache, events
+from kcm_shared.runtime import cache, events
 
 from kcm_controllers.job import (
     backoff,
@@ -156,6 +156,7 @@ class JobController:
         jobs: cache.Cache[JobView],
         pods: cache.Cache[Pod],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         pod_control: podcontrol.PodControl,
         recorder: events.EventRecorder,
         *,
@@ -165,7 +166,7 @@ class JobController:
         self.jobs = jobs
         self.pods = pods
         self.enqueue = enqueue
-        self._enqueue_after = addafter.AddAfter(enqueue)
+        self.enqueue_after = enqueue_after
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
@@ -235,7 +236,7 @@ class JobController:
 
     def enqueue_batched(self, key: str) -> None:
         """Sync the Job after the batch period (upstream enqueueSyncJobBatched)."""
-        self._enqueue_after(key, SYNC_JOB_BATCH_PERIOD)
+        self.enqueue_after(key, SYNC_JOB_BATCH_PERIOD)
 
     def update_job(self, old: JobView, cur: JobView) -> None:
         if old.metadata.uid != cur.metadata.uid:
@@ -1151,6 +1152,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.caches[JOBS],
         ctx.caches[PODS],
         ctx.enqueue,
+        ctx.enqueue_after,
         podcontrol.RealPodControl(ctx.client, ctx.recorder),
         ctx.recorder,
     )

@@ -19,7 +19,6 @@ caches; nothing here waits on a timer besides that requeue.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from typing import Any
@@ -56,6 +55,7 @@ class StatefulSetController:
         self.pods: cache.Cache[podranking.PodView] = ctx.caches[PODS]
         self.revisions: cache.Cache[history.ControllerRevisionView] = ctx.caches[REVISIONS]
         self.enqueue = ctx.enqueue
+        self.enqueue_after = ctx.enqueue_after
         self.control = control.StatefulSetControl(
             ctx.client, ctx.caches[CLAIMS], self.revisions, ctx.recorder, now
         )
@@ -112,7 +112,7 @@ class StatefulSetController:
         delay = sts.spec.min_ready_seconds
         if delay > 0 and not podranking.is_pod_ready(old) and podranking.is_pod_ready(cur):
             # Available only minReadySeconds from now; one second more absorbs clock skew.
-            asyncio.get_running_loop().call_later(delay + 1, self.enqueue, codec.key_of(sts))
+            self.enqueue_after(codec.key_of(sts), delay + 1)
 
     def delete_pod(self, pod: podranking.PodView) -> None:
         sts = self.resolve(pod.metadata.namespace, codec.controller_ref(pod))

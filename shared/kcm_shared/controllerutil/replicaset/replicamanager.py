@@ -88,6 +88,7 @@ class ReplicaManager:
         replicasets: cache.Cache[status.ReplicaSetView],
         pods: cache.Cache[podranking.PodView],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         pod_control: podcontrol.PodControl,
         *,
         now: Callable[[], dt.datetime] = _utcnow,
@@ -97,6 +98,7 @@ class ReplicaManager:
         self.replicasets = replicasets
         self.pods = pods
         self.enqueue = enqueue
+        self.enqueue_after = enqueue_after
         self.pod_control = pod_control
         self.now = now
         self.burst_replicas = burst_replicas
@@ -115,6 +117,7 @@ class ReplicaManager:
             ctx.caches[cls.adapter.resource],
             ctx.caches[PODS],
             ctx.enqueue,
+            ctx.enqueue_after,
             podcontrol.RealPodControl(ctx.client, ctx.recorder),
         )
         manager.register()
@@ -236,8 +239,7 @@ class ReplicaManager:
             and podranking.is_pod_ready(cur)
         ):
             # Available only minReadySeconds from now; one second more absorbs clock skew.
-            key = codec.key_of(rs)
-            asyncio.get_running_loop().call_later(rs.spec.min_ready_seconds + 1, self.enqueue, key)
+            self.enqueue_after(codec.key_of(rs), rs.spec.min_ready_seconds + 1)
 
     def delete_pod(self, pod: podranking.PodView) -> None:
         ref = codec.controller_ref(pod)
