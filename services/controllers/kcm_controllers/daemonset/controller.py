@@ -27,7 +27,6 @@ for OnDelete) and the history cleanup; last, write the status counters. Pure hel
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import time
@@ -39,7 +38,15 @@ import msgspec
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import controllerref, expectations, history, ownwrites, podcontrol, podranking
+from kcm_shared.controllerutil import (
+    controllerref,
+    expectations,
+    history,
+    ownwrites,
+    podcontrol,
+    podranking,
+    settle,
+)
 from kcm_shared.runtime import cache, events
 
 from kcm_controllers.daemonset import update, util, views
@@ -517,18 +524,14 @@ class DaemonSetsController:
             # A fresh record even with nothing to do, as upstream's SetExpectations.
             self.expectations.set_expectations(key, 0, delete_diff)
         if delete_diff:
-            doomed = to_delete[:delete_diff]
-            results = await asyncio.gather(
-                *(self.pod_control.delete_pod(ds.metadata.namespace, name, ds) for name in doomed),
-                return_exceptions=True,
+            settled = await settle.each(
+                to_delete[:delete_diff],
+                lambda name: self.pod_control.delete_pod(ds.metadata.namespace, name, ds),
             )
-            for result in results:
-                if isinstance(result, BaseException) and not isinstance(result, Exception):
-                    raise result
-                if isinstance(result, Exception):
-                    self.expectations.deletion_observed(key)
-                    if not (isinstance(result, kubeclient.ApiError) and result.not_found):
-                        errors.append(result)
+            for _ in settled.raised:  # its delete event will never come
+                self.expectations.deletion_observed(key)
+            if settled.error is not None:
+                errors.append(settled.error)
         if errors:
             raise errors[0]
 

@@ -51,7 +51,7 @@ import msgspec
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
+from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
 from kcm_shared.runtime import cache, events
 
 from kcm_controllers.job import (
@@ -844,46 +844,21 @@ class JobController:
                     raise RuntimeError(f"removing completion finalizer: {exc}") from exc
             await self.pod_control.delete_pod(meta.namespace, meta.name, job)
 
-        results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
-        ready = deleted = 0
-        first: Exception | None = None
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-            if isinstance(result, Exception):
-                # Its delete event will never come.
-                self.expectations.deletion_observed(key)
-                if _not_found(result):
-                    deleted += 1
-                else:
-                    first = first or result
-                    continue
-            else:
-                deleted += 1
-            if podranking.is_pod_ready(pod):
-                ready += 1
-        return ready, deleted, first
+        settled = await settle.each(pods, one)
+        for _ in settled.raised:  # its delete event will never come
+            self.expectations.deletion_observed(key)
+        ready = sum(1 for pod in settled.done if podranking.is_pod_ready(pod))
+        return ready, len(settled.done), settled.error
 
     async def delete_active_pods(
         self, job: JobView, pods: Sequence[Pod]
     ) -> tuple[int, int, Exception | None]:
         """Delete a finishing Job's active pods, leaving their finalizers for the tracking."""
-        results = await asyncio.gather(
-            *(self.pod_control.delete_pod(p.metadata.namespace, p.metadata.name, job) for p in pods),
-            return_exceptions=True,
+        settled = await settle.each(
+            pods, lambda p: self.pod_control.delete_pod(p.metadata.namespace, p.metadata.name, job)
         )
-        ready = deleted = 0
-        first: Exception | None = None
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-            if isinstance(result, Exception) and not _not_found(result):
-                first = first or result
-                continue
-            deleted += 1
-            if podranking.is_pod_ready(pod):
-                ready += 1
-        return ready, deleted, first
+        ready = sum(1 for pod in settled.done if podranking.is_pod_ready(pod))
+        return ready, len(settled.done), settled.error
 
     async def remove_finalizers(self, key: str, pods: Sequence[Pod]) -> tuple[set[str], Exception | None]:
         """Take the tracking finalizer off `pods`; returns the UIDs done (a pod already gone
@@ -900,20 +875,10 @@ class JobController:
             async with in_flight:
                 await self.client.patch(path, tracking.remove_finalizer_patch(), "strategic")
 
-        results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
-        done: set[str] = set()
-        first: Exception | None = None
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-            if isinstance(result, Exception):
-                # No update will show the removal: stop expecting it.
-                self.finalizer_expectations.removal_observed(key, pod.metadata.uid)
-                if not _not_found(result):
-                    first = first or result
-                    continue
-            done.add(pod.metadata.uid)
-        return done, first
+        settled = await settle.each(pods, one)
+        for pod in settled.raised:  # no update will show the removal: stop expecting it
+            self.finalizer_expectations.removal_observed(key, pod.metadata.uid)
+        return {pod.metadata.uid for pod in settled.done}, settled.error
 
     # --- status -----------------------------------------------------------------------------
 
@@ -1139,11 +1104,6 @@ async def _together(first: Awaitable[_A], second: Awaitable[_B]) -> tuple[_A, _B
 
 def _orphan_namespace(pod: Pod) -> list[str]:
     return [pod.metadata.namespace] if codec.controller_ref(pod) is None else []
-
-
-def _not_found(exc: BaseException) -> bool:
-    cause = exc.__cause__ if isinstance(exc, RuntimeError) else exc
-    return isinstance(cause, kubeclient.ApiError) and cause.not_found
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:

@@ -29,7 +29,6 @@ minReadySeconds while ready pods are not yet available. Pure helpers live in
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
@@ -41,7 +40,7 @@ import prometheus_client
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
+from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
 from kcm_shared.controllerutil.replicaset import replicastatus as status
 from kcm_shared.runtime import cache
 
@@ -332,21 +331,13 @@ class ReplicaManager:
                     SORTING_DELETION_AGE_RATIO.observe(ratio)
             # Expect these exact pods to go, so a pod seen deleted twice counts once.
             self.expectations.expect_deletions_of(key, [codec.key_of(p) for p in doomed])
-            results = await asyncio.gather(
-                *(self.pod_control.delete_pod(namespace, p.metadata.name, rs) for p in doomed),
-                return_exceptions=True,
+            settled = await settle.each(
+                doomed, lambda p: self.pod_control.delete_pod(namespace, p.metadata.name, rs)
             )
-            errors: list[Exception] = []
-            for pod, result in zip(doomed, results, strict=True):
-                if isinstance(result, BaseException) and not isinstance(result, Exception):
-                    raise result
-                if isinstance(result, Exception):
-                    # Its delete event will never come.
-                    self.expectations.deletion_observed_of(key, codec.key_of(pod))
-                    if not (isinstance(result, kubeclient.ApiError) and result.not_found):
-                        errors.append(result)
-            if errors:
-                raise errors[0]
+            for pod in settled.raised:  # its delete event will never come
+                self.expectations.deletion_observed_of(key, codec.key_of(pod))
+            if settled.error is not None:
+                raise settled.error
 
     async def write_status(
         self, key: str, path: str, rs: status.ReplicaSetView, new: status.ReplicaSetStatus
