@@ -150,6 +150,9 @@ class Spec:
     # The Events' source component where upstream's differs from `name` (the RC controller
     # records as "replication-controller").
     event_component: str = ""
+    # The package of the controller's folder, whose deploy.yaml `kcm manifests` reads: every
+    # built-in Spec sets `package=__package__`; a plugin may leave it empty.
+    package: str = ""
 
     @property
     def flag(self) -> str:

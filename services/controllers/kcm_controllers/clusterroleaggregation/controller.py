@@ -87,4 +87,5 @@ SPEC = runtime.Spec(
     views={CLUSTERROLES: rules.ClusterRoleView},
     build=build,
     workers=5,  # upstream starts it with five workers and no flag
+    package=__package__,
 )

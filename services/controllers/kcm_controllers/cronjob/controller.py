@@ -441,4 +441,5 @@ SPEC = runtime.Spec(
     views={CRONJOBS: utils.CronJobView, JOBS: utils.JobView},
     build=build,
     workers=5,
+    package=__package__,
 )

@@ -706,4 +706,5 @@ SPEC = runtime.Spec(
     },
     build=build,
     workers=2,  # upstream's --concurrent-daemonset-syncs default
+    package=__package__,
 )

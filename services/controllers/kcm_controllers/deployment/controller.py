@@ -595,4 +595,5 @@ SPEC = runtime.Spec(
     views={views.DEPLOYMENTS: views.Deployment, views.REPLICASETS: views.ReplicaSet, views.PODS: views.Pod},
     build=build,
     workers=5,
+    package=__package__,
 )

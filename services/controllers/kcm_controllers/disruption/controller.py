@@ -408,4 +408,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # upstream runs one worker and has no --concurrent flag for it
     flags=flags,
+    package=__package__,
 )

@@ -337,4 +337,5 @@ SPEC = runtime.Spec(
     workers=5,
     flags=flags,
     event_component="endpoint-controller",
+    package=__package__,
 )

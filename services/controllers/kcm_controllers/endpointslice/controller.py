@@ -249,4 +249,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-service-endpoint-syncs",
     flags=flags,
+    package=__package__,
 )

@@ -209,4 +209,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="mirroring-concurrent-service-endpoint-syncs",
     flags=flags,
+    package=__package__,
 )

@@ -495,4 +495,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=20,
     workers_flag="concurrent-gc-syncs",
+    package=__package__,
 )

@@ -1128,4 +1128,5 @@ SPEC = runtime.Spec(
     views={JOBS: JobView, PODS: podview.JobPodView},
     build=build,
     workers=5,
+    package=__package__,
 )

@@ -221,4 +221,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,
     flags=flags,
+    package=__package__,
 )

@@ -128,4 +128,5 @@ SPEC = runtime.Spec(
     # Upstream multiplies the namespace controller's client qps by 20 and burst by 100: it
     # makes a discovery round and two requests per resource for every namespace it empties.
     client_rate_scale=(20.0, 100.0),
+    package=__package__,
 )

@@ -856,4 +856,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-horizontal-pod-autoscaler-syncs",
     flags=flags,
+    package=__package__,
 )

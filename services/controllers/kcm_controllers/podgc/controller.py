@@ -245,4 +245,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # one key: the pass
     flags=flags,
+    package=__package__,
 )

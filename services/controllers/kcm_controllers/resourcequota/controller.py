@@ -352,4 +352,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-resource-quota-syncs",
     flags=flags,
+    package=__package__,
 )

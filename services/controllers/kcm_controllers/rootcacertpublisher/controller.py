@@ -161,4 +161,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
     flags=identityflags.add_root_ca_file,
+    package=__package__,
 )

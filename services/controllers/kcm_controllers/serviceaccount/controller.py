@@ -93,4 +93,5 @@ SPEC = runtime.Spec(
     views={NAMESPACES: codec.NamespaceView, SERVICEACCOUNTS: codec.Meta},
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
+    package=__package__,
 )

@@ -294,4 +294,5 @@ SPEC = runtime.Spec(
     workers=5,
     flags=flags,
     disabled_by=disabled_by,
+    package=__package__,
 )

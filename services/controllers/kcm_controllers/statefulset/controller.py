@@ -177,4 +177,5 @@ SPEC = runtime.Spec(
     },
     build=build,
     workers=5,
+    package=__package__,
 )

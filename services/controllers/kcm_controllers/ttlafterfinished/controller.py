@@ -144,4 +144,5 @@ SPEC = runtime.Spec(
     views={JOBS: ttl.JobView},
     build=build,
     workers=5,  # upstream's --concurrent-ttl-after-finished-syncs default
+    package=__package__,
 )

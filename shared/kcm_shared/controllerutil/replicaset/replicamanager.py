@@ -108,9 +108,7 @@ class ReplicaManager:
 
     @classmethod
     def start(cls, ctx: runtime.Context) -> runtime.Reconcile:
-        """What the Spec's `build` does: one manager over the adapter's cache and the pods'.
-        (`build` itself stays in the controller's module: `kcm manifests` finds the
-        controller's folder from it.)"""
+        """The Spec's `build`: one manager over the adapter's cache and the pods'."""
         manager = cls(
             ctx.client,
             ctx.caches[cls.adapter.resource],
