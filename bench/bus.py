@@ -53,6 +53,7 @@ import msgspec
 import nats
 import nats.js.errors
 import uvloop
+from benchlib import footprint
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.bus import natsconn, subjects
@@ -1146,7 +1147,7 @@ async def cache_memory(args: argparse.Namespace, workdir: Path) -> CacheFigures:
             for keep_raw in (False, True):
                 print(f"[4] cache: syncing (keep_raw={keep_raw}) under tracemalloc ...", flush=True)
                 store: cache.Cache[PodView] = cache.Cache(js, nc, PODS, PodView, keep_raw=keep_raw)
-                size = await asyncio.wait_for(cache.sync_footprint(store), args.timeout)
+                size = await asyncio.wait_for(footprint.sync_footprint(store), args.timeout)
                 if len(store) != args.pods:
                     figures.problems.append(
                         f"cache (keep_raw={keep_raw}) holds {len(store)} of {args.pods} pods"
