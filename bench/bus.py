@@ -53,6 +53,7 @@ import msgspec
 import nats
 import nats.js.errors
 import uvloop
+from benchlib import footprint
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.bus import natsconn, subjects, wire
@@ -91,7 +92,7 @@ def _build(ctx: runtime.Context) -> runtime.Reconcile:
     # O_APPEND, one write per record: lines never interleave and nothing is buffered in here.
     fd = os.open(os.environ[RECORDS_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    async def reconcile(key: str) -> durable.Result | None:
+    async def reconcile(key: str) -> runtime.Result | None:
         start = time.time()
         obj = store.get_key(key)
         sent = (obj.data or {}).get(SENT) if obj is not None else None
@@ -902,7 +903,7 @@ async def durable_queue(nats_url: str, replicas: int, count: int, limit: float) 
     reconciled: set[str] = set()
     finished = asyncio.Event()
 
-    async def reconcile(key: str) -> durable.Result | None:
+    async def reconcile(key: str) -> runtime.Result | None:
         reconciled.add(key)
         if len(reconciled) == count:
             finished.set()
@@ -1146,7 +1147,7 @@ async def cache_memory(args: argparse.Namespace, workdir: Path) -> CacheFigures:
             for keep_raw in (False, True):
                 print(f"[4] cache: syncing (keep_raw={keep_raw}) under tracemalloc ...", flush=True)
                 store: cache.Cache[PodView] = cache.Cache(js, nc, PODS, PodView, keep_raw=keep_raw)
-                size = await asyncio.wait_for(cache.sync_footprint(store), args.timeout)
+                size = await asyncio.wait_for(footprint.sync_footprint(store), args.timeout)
                 if len(store) != args.pods:
                     figures.problems.append(
                         f"cache (keep_raw={keep_raw}) holds {len(store)} of {args.pods} pods"

@@ -5,6 +5,8 @@
     runtime          Spec, Context, Manager, Cache, Events: a controller author's face
     workqueue        the in-process queue, rate limiters and the durable NATS queue
     bus              NATS, subjects, membership, fencing, leader election, health, ops endpoint
+    reconcile        what a reconcile returns or raises (Result, TerminalError, NotOwner) and
+                     what each leads to: the outcome table
     client           HTTP/1.1, rate limits, KubeClient, discovery, scale
     apis             upstream API semantics: cron, quota, node affinity, service account tokens
     apimachinery     codec and views, selectors, quantities, resourceVersions, GVR

@@ -4,10 +4,10 @@ Plugins (`kcm controller --plugin`) written against `kcm_shared.controller`,
 `kcm_shared.cache`, `kcm_shared.podcontrol` and the rest keep importing: an old name resolves
 to the module it became (the same module object, so its state is not duplicated), with a
 DeprecationWarning naming the new path. `kcm_shared.controller`, which was split in three,
-resolves to a module holding the public names of all three. Nothing in this repository
-imports an old path (an import-linter contract cannot see these, so `tests/unit/shared/
-test_moved.py` checks every entry instead). Installed by `kcm_shared/__init__.py`; to be
-removed once plugins had a release to move.
+resolves to a module holding the public names of all three (and of `kcm_shared.reconcile`,
+where its `Reconcile` went). Nothing in this repository imports an old path (an import-linter
+contract cannot see these, so `tests/unit/shared/test_moved.py` checks every entry instead).
+Installed by `kcm_shared/__init__.py`; to be removed once plugins had a release to move.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ _LAYERS = {
         "opsserver",
         "flags",
     ),
-    "runtime": ("cache", "events", "addafter"),
+    # `addafter` is gone, not moved: its AddAfter became `Context.enqueue_after`.
+    "runtime": ("cache", "events"),
     "controllerutil": (
         "podcontrol",
         "controllerref",
@@ -59,6 +60,7 @@ MOVED["controller"] = (
     "kcm_shared.runtime.spec",
     "kcm_shared.runtime.controllerflags",
     "kcm_shared.runtime.manager",
+    "kcm_shared.reconcile",  # `controller.Reconcile`, which spec defined until issue 26
 )
 
 

@@ -3,7 +3,7 @@
 Each reconcile appends one JSON line (pid, key, start, end, the `value` it saw) to the file
 named by $PROBE_LOG, with O_APPEND so lines from several replicas never interleave. The
 ConfigMap's data steers it: `fail: "true"` raises (retried with backoff for ever),
-`fail: "terminal"` raises `durable.TerminalError` (straight to the dead-letter subject),
+`fail: "terminal"` raises `runtime.TerminalError` (straight to the dead-letter subject),
 `sleep: "S"` holds the reconcile S seconds (to catch overlaps and stuck loops).
 Run as `kcm controller --plugin tests.e2e.probe_controller:SPEC ...`.
 """
@@ -17,7 +17,6 @@ import time
 
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.workqueue import durable
 
 CONFIGMAPS = gvr.Resource("", "v1", "configmaps")
 
@@ -43,7 +42,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         on_delete=lambda obj: ctx.enqueue(codec.key_of(obj.metadata)),
     )
 
-    async def reconcile(key: str) -> durable.Result | None:
+    async def reconcile(key: str) -> runtime.Result | None:
         start = time.time()
         obj = store.get_key(key)
         data = (obj.data if obj is not None else None) or {}
@@ -56,7 +55,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         if data.get("fail") == "true":
             raise RuntimeError(f"probe told to fail on {key}")
         if data.get("fail") == "terminal":
-            raise durable.TerminalError(f"probe told to fail on {key} for good")
+            raise runtime.TerminalError(f"probe told to fail on {key} for good")
         return None
 
     return reconcile

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import prometheus_client
 import uvloop
+from benchlib import footprint
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.client import kubeclient
@@ -417,7 +418,7 @@ def test_memory_of_10000_pods(nats_server: NatsProc) -> None:
         try:
             for keep_raw in (False, True):
                 store = cache.Cache(js, nc, res, PodView, keep_raw=keep_raw)
-                used = await asyncio.wait_for(cache.sync_footprint(store), 60)
+                used = await asyncio.wait_for(footprint.sync_footprint(store), 60)
                 assert len(store) == 10_000
                 print(f"cache of 10,000 small pods, keep_raw={keep_raw}: {used / 1e6:.1f} MB")
         finally:

@@ -53,6 +53,7 @@ async def scenario(server: ApiServer) -> tuple[int, dict[str, Any], status.Repli
         cache.Cache(unfed, unfed, replicaset.REPLICASETS, status.ReplicaSetView),
         cache.Cache(unfed, unfed, replicaset.PODS, podranking.PodView),
         lambda key: None,
+        lambda key, delay: None,
         podcontrol.RecordingPodControl(),
     )
     try:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import uvloop
+from kcm_shared import runtime
 from kcm_shared.base import tracing
 from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.workqueue import durable, ratelimit
@@ -91,9 +92,9 @@ class Recorder:
         return [c for c in self.calls if c.key == key]
 
     def reconciler(
-        self, replica: str, body: Callable[[str, int], Awaitable[durable.Result | None]] | None = None
-    ) -> durable.Reconcile:
-        async def reconcile(key: str) -> durable.Result | None:
+        self, replica: str, body: Callable[[str, int], Awaitable[runtime.Result | None]] | None = None
+    ) -> runtime.Reconcile:
+        async def reconcile(key: str) -> runtime.Result | None:
             call = self.enter(replica, key)
             try:
                 return await body(key, len(self.of(key))) if body else None
@@ -146,7 +147,7 @@ class Replica:
 
     @classmethod
     async def start(
-        cls, server: NatsProc, controller: str, reconcile: durable.Reconcile, **kw: Any
+        cls, server: NatsProc, controller: str, reconcile: runtime.Reconcile, **kw: Any
     ) -> Replica:
         nc, js = await connect(server, f"replica-{controller}")
         dq = durable.DurableQueue(js, nc, controller, reconcile, **kw)
@@ -290,10 +291,10 @@ def test_a_change_during_a_requeueing_reconcile_is_not_postponed(nats_server: Na
     async def body() -> None:
         rec = Recorder()
 
-        async def requeue_first(key: str, n: int) -> durable.Result | None:
+        async def requeue_first(key: str, n: int) -> runtime.Result | None:
             if n == 1:
                 await release.wait()
-                return durable.Result(requeue_after=300)
+                return runtime.Result(requeue_after=300)
             return None
 
         r = await Replica.start(nats_server, ctl, rec.reconciler("a", requeue_first))
@@ -545,7 +546,7 @@ def test_terminal_error_and_malformed_message_go_straight_to_dlq(nats_server: Na
 
         async def terminal(key: str, n: int) -> None:
             if key == "ns/doomed":
-                raise durable.TerminalError("object is invalid forever")
+                raise runtime.TerminalError("object is invalid forever")
 
         r = await Replica.start(nats_server, ctl, rec.reconciler("a", terminal))
         try:
@@ -592,8 +593,8 @@ def test_requeue_after_reconciles_again_later(nats_server: NatsProc) -> None:
     async def body() -> None:
         rec = Recorder()
 
-        async def requeue_once(key: str, n: int) -> durable.Result | None:
-            return durable.Result(requeue_after=0.7) if n == 1 else None
+        async def requeue_once(key: str, n: int) -> runtime.Result | None:
+            return runtime.Result(requeue_after=0.7) if n == 1 else None
 
         r = await Replica.start(nats_server, ctl, rec.reconciler("a", requeue_once), max_deliveries=1)
         try:

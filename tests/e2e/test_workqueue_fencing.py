@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kcm_shared import runtime
 from kcm_shared.bus import fencing
 from kcm_shared.workqueue import durable
 
@@ -30,10 +31,10 @@ def test_a_deferral_never_replaces_a_change_published_by_another_replica(nats_se
     async def body() -> None:
         rec = Recorder()
 
-        async def requeue_first(key: str, n: int) -> durable.Result | None:
+        async def requeue_first(key: str, n: int) -> runtime.Result | None:
             if n == 1:
                 await release.wait()
-                return durable.Result(requeue_after=300)
+                return runtime.Result(requeue_after=300)
             return None
 
         old = await Replica.start(nats_server, ctl, rec.reconciler("old", requeue_first))
@@ -70,12 +71,12 @@ def test_a_write_refused_by_fencing_hands_the_item_back_uncounted(nats_server: N
     async def body() -> None:
         rec = Recorder()
 
-        async def write(key: str, n: int) -> durable.Result | None:
+        async def write(key: str, n: int) -> runtime.Result | None:
             if n == 1:
                 owned["valid"] = False  # the grant lapses mid-reconcile
             try:
                 fencing.check_write("POST", "/api/v1/namespaces/ns/pods")
-            except fencing.NotOwner:
+            except runtime.NotOwner:
                 refused.set()
                 raise
             return None

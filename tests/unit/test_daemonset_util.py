@@ -491,6 +491,7 @@ def manager(fake: podcontrol.RecordingPodControl, recorder: Recorder, clock: lis
         cache.Cache(unfed, unfed, daemon_controller.NODES, views.NodeView),
         cache.Cache(unfed, unfed, daemon_controller.REVISIONS, history.ControllerRevisionView),
         lambda key: None,
+        lambda key, delay: None,
         fake,
         cast(Any, recorder),
         now=lambda: NOW,

@@ -15,7 +15,7 @@ from kcm_controllers.endpoint import controller as ec
 from kcm_controllers.endpoint import subsets as sub
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil.endpoints import endpointutil
-from kcm_shared.runtime import cache, events
+from kcm_shared.runtime import cache, delaying, events
 
 NS = "default"
 CREATED = "2024-01-01T00:00:00Z"
@@ -214,6 +214,7 @@ class Harness:
             self.pods,
             self.endpoints,
             self.queued.append,
+            delaying.DelayedEnqueue(self.queued.append, delaying.LoopClock()),
             cast(events.EventRecorder, self.recorder),
         )
         self.ctl.register()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import uvloop
+from kcm_shared import reconcile
 from kcm_shared.bus import fencing, membership
 from kcm_shared.client import kubeclient
 
@@ -69,7 +70,7 @@ def test_claim_holds_until_the_grant_lapses_on_the_replicas_clock() -> None:
         nc.down = True  # no reply from here on: a frozen process or a stalled connection
         await m.beat()
         clock.now += 0.1  # the send time of the heartbeat that got the grant + 5 s
-        with pytest.raises(fencing.NotOwner, match="ns/web"):
+        with pytest.raises(reconcile.NotOwner, match="ns/web"):
             claim.check("POST /api/v1/namespaces/ns/pods")
         assert m.claim("rs", "ns/web", 1) is None
         assert not m.owns("rs", 1) and m.owned("rs") == set()
@@ -118,7 +119,7 @@ def test_only_writes_inside_a_void_claim_are_refused() -> None:
     with fencing.holding(claim):
         fencing.check_write("POST", "/x")
         valid = False
-        with pytest.raises(fencing.NotOwner):
+        with pytest.raises(reconcile.NotOwner):
             fencing.check_write("DELETE", "/x")
     fencing.check_write("DELETE", "/x")
 
@@ -129,7 +130,7 @@ def test_client_asks_the_guard_before_every_write_and_never_for_reads() -> None:
 
         def guard(method: str, path: str) -> None:
             asked.append((method, path))
-            raise fencing.NotOwner("gone")
+            raise reconcile.NotOwner("gone")
 
         # Nothing listens there: a write that got past the guard would fail to connect.
         client = kubeclient.KubeClient(kubeclient.Connection("http://127.0.0.1:9"), write_guard=guard)
@@ -140,7 +141,7 @@ def test_client_asks_the_guard_before_every_write_and_never_for_reads() -> None:
                 client.patch("/api/v1/namespaces/ns/pods/p", {}),
                 client.delete("/api/v1/namespaces/ns/pods/p"),
             ):
-                with pytest.raises(fencing.NotOwner):
+                with pytest.raises(reconcile.NotOwner):
                     await write
             with pytest.raises(OSError):
                 await client.get("/api/v1/namespaces/ns/pods/p")

@@ -18,7 +18,6 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.runtime import events
-from kcm_shared.workqueue import durable
 
 CONFIGMAPS = "/api/v1/namespaces/ns/configmaps"
 MAPPER = discovery.Mapper(
@@ -113,7 +112,7 @@ def collector(api: FakeApi) -> tuple[garbagecollector.GarbageCollector, Recordin
     return gc, ctx
 
 
-def run(gc: garbagecollector.GarbageCollector, key: str) -> durable.Result | None:
+def run(gc: garbagecollector.GarbageCollector, key: str) -> runtime.Result | None:
     return asyncio.run(gc.reconcile(key))
 
 

@@ -171,6 +171,7 @@ def controller(
         cast(Any, FakeCache([server.job_view()])),
         cast(Any, FakeCache(server.pod_views())),
         lambda key: None,
+        lambda key, delay: None,
         pod_control or podcontrol.RecordingPodControl(),
         cast(Any, events),
         now=lambda: now,

@@ -98,28 +98,6 @@ def test_record_round_trips_through_a_lease_spec() -> None:
     assert Record.from_lease({}) == Record()
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("15s", 15.0),
-        ("1m", 60.0),
-        ("500ms", 0.5),
-        ("1h30m", 5400.0),
-        ("1.5s", 1.5),
-        ("0", 0.0),
-        ("-2s", -2.0),
-    ],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert leaderelection.parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "15", "s", "1x", "1s2"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError):
-        leaderelection.parse_duration(text)
-
-
 def parse(*argv: str) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     leaderelection.add_arguments(p, "kcm-thing")

@@ -7,6 +7,7 @@ fail when someone edits a generated file by hand, adds a controller without runn
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -56,3 +57,9 @@ def test_a_file_without_the_markers_is_refused(root: Path) -> None:
     compose.write_text(compose.read_text().replace(manifests.BEGIN, "# gone"))
     with pytest.raises(ValueError, match="markers are missing"):
         manifests.render(root, BUILTIN)
+
+
+def test_a_spec_without_its_package_is_refused() -> None:
+    plugin = dataclasses.replace(BUILTIN[0], name="plugin-controller", package="")
+    with pytest.raises(ValueError, match="plugin-controller: its Spec names no package"):
+        manifests.load(plugin)

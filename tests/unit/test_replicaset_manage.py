@@ -57,6 +57,7 @@ def controller(
         cache.Cache(unfed, unfed, replicaset.REPLICASETS, status.ReplicaSetView),
         cache.Cache(unfed, unfed, replicaset.PODS, podranking.PodView),
         lambda key: None,
+        lambda key, delay: None,
         fake,
         burst_replicas=burst,
     )

@@ -55,6 +55,7 @@ def manager(fake: podcontrol.RecordingPodControl) -> rcc.ReplicationManager:
         cache.Cache(unfed, unfed, rcc.RCS, replicastatus.ReplicaSetView),
         cache.Cache(unfed, unfed, rcc.PODS, podranking.PodView),
         lambda key: None,
+        lambda key, delay: None,
         fake,
     )
 

@@ -11,7 +11,6 @@ from kcm_controllers.resourcequota import controller as rq
 from kcm_shared import runtime
 from kcm_shared.bus import subjects, wire
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 NS = "ns"
 
@@ -110,7 +109,7 @@ def test_the_resync_key_hands_every_quota_to_its_owner_and_requeues_itself() -> 
     rqc, _, handed, _ = setup([quota({"pods": "5"})], [])
     assert list(rqc.keys()) == [rq.RESYNC_KEY, "ns/q"]
     result = asyncio.run(rqc.reconcile(rq.RESYNC_KEY))
-    assert result == durable.Result(requeue_after=300.0)
+    assert result == runtime.Result(requeue_after=300.0)
     assert handed == ["ns/q"]
 
 
@@ -162,5 +161,5 @@ def test_a_resource_nobody_serves_stays_out_of_used_and_is_looked_for_again() ->
 
     rqc._resource = nothing_known  # type: ignore[method-assign]
     result = asyncio.run(rqc.reconcile("ns/q"))
-    assert result == durable.Result(requeue_after=rq.UNKNOWN_RETRY)
+    assert result == runtime.Result(requeue_after=rq.UNKNOWN_RETRY)
     assert client.patches[0][1]["status"]["used"] == {"pods": "0"}

@@ -11,9 +11,9 @@ import msgspec
 import pytest
 from kcm_controllers.ttlafterfinished import controller as ttlafterfinished_controller
 from kcm_controllers.ttlafterfinished import ttl
+from kcm_shared import runtime
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 SECOND = dt.timedelta(seconds=1)
@@ -122,7 +122,7 @@ class FakeClient:
 
 def sync(
     cached: dict[str, Any] | None, fresh: dict[str, Any] | None
-) -> tuple[durable.Result | None, FakeClient]:
+) -> tuple[runtime.Result | None, FakeClient]:
     unfed = cast(Any, None)
     jobs: cache.Cache[ttl.JobView] = cache.Cache(unfed, unfed, ttlafterfinished_controller.JOBS, ttl.JobView)
     if cached is not None:
@@ -148,13 +148,13 @@ def test_an_expired_job_is_deleted_in_the_foreground_with_the_fresh_uid() -> Non
 
 def test_a_job_not_expired_yet_comes_back_at_expiry_without_a_request() -> None:
     result, client = sync(job(completed=NOW - 2 * SECOND, ttl_seconds=5), None)
-    assert result == durable.Result(requeue_after=3.0)
+    assert result == runtime.Result(requeue_after=3.0)
     assert client.gets == 0 and not client.deletes
 
 
 def test_a_ttl_raised_since_the_cache_saw_it_is_honoured() -> None:
     result, client = sync(EXPIRED, job(completed=NOW - 10 * SECOND, ttl_seconds=60))
-    assert result == durable.Result(requeue_after=50.0)
+    assert result == runtime.Result(requeue_after=50.0)
     assert client.gets == 1 and not client.deletes
 
 

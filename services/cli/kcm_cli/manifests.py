@@ -46,8 +46,13 @@ class Deploy:
 
 
 def load(spec: runtime.Spec) -> Deploy:
-    """The `deploy.yaml` in the folder of the controller whose module defines `spec.build`."""
-    package = ".".join(spec.build.__module__.split(".")[:2])  # kcm_controllers.<name>
+    """The `deploy.yaml` in the controller's folder, the package its Spec names."""
+    package = spec.package
+    if not package:
+        raise ValueError(
+            f"{spec.name}: its Spec names no package, so its deploy.yaml cannot be found "
+            "(set package=__package__ in the Spec, in the controller's folder)"
+        )
     path = importlib.resources.files(package) / "deploy.yaml"
     text = path.read_text()
     data: Any = yaml.safe_load(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from kcm_shared.apimachinery import goduration
 from kcm_shared.bus import flags, leaderelection
 
 from kcm_coordinator import service
@@ -25,14 +26,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     g.add_argument(
         "--member-lease",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=5.0,
         metavar="DURATION",
         help="how long a partition grant lasts without a fresh heartbeat",
     )
     g.add_argument(
         "--member-fence-margin",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=1.0,
         metavar="DURATION",
         help="extra wait, beyond the lease, before a silent replica's partitions go to another",

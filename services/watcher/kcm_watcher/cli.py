@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from kcm_shared.apimachinery import goduration
 from kcm_shared.bus import flags, leaderelection
 
 from kcm_watcher import main
@@ -15,7 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("watcher", help="list and watch the API server, publish every object change to NATS")
     flags.add_common(p, ops_port=OPS_PORT)
     leaderelection.add_arguments(p, "kcm-watcher")
-    duration = leaderelection.parse_duration
+    duration = goduration.seconds
     g = p.add_argument_group("watcher")
     g.add_argument(
         "--resources",

@@ -1,11 +1,16 @@
 """Go's time.ParseDuration (`1h30m`, `1.5s`, `-2m`, `300ms`) in nanoseconds, with Go's error
 messages: what Kubernetes flags and robfig/cron's `@every` accept.
 
-Used by `kcm_shared.apis.cron` and by `leaderelection.parse_duration`, the type of every duration flag.
+- `parse`: nanoseconds or ValueError; used by `kcm_shared.apis.cron`.
+- `seconds`, `positive_seconds`, `non_negative_seconds`: the argparse types of every duration
+  flag, in seconds (leader election's, the coordinator's and the watcher's, the controllers'
+  own periods); here rather than beside the flags of the bus so that a controller's flags
+  need nothing of the bus.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 
 _INT64 = 1 << 63
@@ -54,3 +59,28 @@ def parse(text: str) -> int:
             raise ValueError(f"time: invalid duration {quoted}")
         rest = rest[match.end() :]
     return sign * total
+
+
+def seconds(text: str) -> float:
+    """Seconds in a Go duration string (`15s`, `1m30s`, `500ms`, `0`), as Kubernetes flags take them."""
+    try:
+        return parse(text.strip()) / 1e9
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 15s, 1m, 500ms)") from None
+
+
+def positive_seconds(text: str) -> float:
+    """`seconds` for a flag that must be above zero (a period, an interval)."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"want a positive duration, got {text!r}")
+    return value
+
+
+def non_negative_seconds(text: str) -> float:
+    """`seconds` for a flag that may not be negative, as upstream's option validation refuses a
+    negative batch period."""
+    value = seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
+    return value

@@ -3,11 +3,12 @@
 The durable queue runs each reconcile inside `holding(claim)`, a claim on the key's partition
 that `membership.Membership.claim` made when the reconcile started. Every mutating request of
 the controller's `KubeClient` calls `check_write` (the client's write guard) right before it
-is sent; it raises `NotOwner` once the claim is void: the grant lapsed on this process's
-monotonic clock (which keeps running while the process is frozen), or the partition was lost
-(and perhaps regained since: a reconcile that began under one grant never writes under the
-next). Tasks a reconcile starts inherit the claim, as contextvars are copied into them; the
-Event recorder carries it over to the Events it writes later.
+is sent; it raises `NotOwner` (`kcm_shared.reconcile`, whose table says what the queue then
+does) once the claim is void: the grant lapsed on this process's monotonic clock (which keeps
+running while the process is frozen), or the partition was lost (and perhaps regained since:
+a reconcile that began under one grant never writes under the next). Tasks a reconcile starts
+inherit the claim, as contextvars are copied into them; the Event recorder carries it over to
+the Events it writes later.
 
 Writes made on behalf of no key (leader election, the watcher) hold no claim and are never
 refused here. docs/bus.md "Fencing" has the argument for why a valid claim means that no
@@ -23,19 +24,15 @@ from dataclasses import dataclass
 
 import prometheus_client
 
+# By name, not as a module: plugins written before the outcomes had a module of their own
+# (issue 26) still catch `fencing.NotOwner`.
+from kcm_shared.reconcile import NotOwner
+
 FENCED_WRITES = prometheus_client.Counter(
     "kcm_fenced_writes_total",
     "API writes refused because the key's partition was no longer owned (grant lapsed or lost).",
     ["controller"],
 )
-
-
-class NotOwner(Exception):
-    """The key's partition is no longer this replica's: stop, do not retry here.
-
-    The durable queue hands the work item back (no ack, no retry counted, no dead letter);
-    the partition's next owner reconciles the key.
-    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,7 @@ Each service's `cli.register` calls `add_common` on its subparser; `kube_client`
 turns an unreadable kubeconfig into `errors.ConfigError`) and `opsserver` then read the
 parsed namespace, so `--kubeconfig`, `--master`,
 `--kube-api-qps`, `--kube-api-burst`, the `--nats-*` options and the ops endpoint mean the
-same thing everywhere. `non_negative_duration` and `int_in_range` are argparse types of the
-controllers' own flags (the endpoint controllers' batch periods and slice sizes).
+same thing everywhere. The argparse types of duration flags are `apimachinery.goduration`'s.
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from collections.abc import Callable
 
 from kcm_shared.base import errors
-from kcm_shared.bus import leaderelection, natsconn
+from kcm_shared.bus import natsconn
 from kcm_shared.client import kubeclient
 
 
@@ -60,28 +58,3 @@ def kube_client(
         user_agent=user_agent,
         write_guard=write_guard,
     )
-
-
-def non_negative_duration(text: str) -> float:
-    """A Go duration flag (seconds) that may not be negative, as upstream's option validation
-    refuses a negative batch period."""
-    value = leaderelection.parse_duration(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"want a non-negative duration, got {text!r}")
-    return value
-
-
-def int_in_range(flag: str, low: int, high: int) -> Callable[[str], int]:
-    """The argparse type of an integer flag that must lie in [low, high], with upstream's
-    "<flag> must be between <low> and <high>, got <value>" error."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{flag} must be between {low} and {high}, got {text}")
-        return value
-
-    return parse

@@ -46,22 +46,6 @@ _JITTER = 1.2
 _RELEASE_TIMEOUT = 5.0
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in a Go duration string (`15s`, `1m30s`, `500ms`, `0`), as Kubernetes flags take them."""
-    try:
-        return goduration.parse(text.strip()) / 1e9
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 15s, 1m, 500ms)") from None
-
-
-def positive_duration(text: str) -> float:
-    """`parse_duration` for a flag that must be above zero (a period, an interval)."""
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"want a positive duration, got {text!r}")
-    return seconds
-
-
 def parse_bool(text: str) -> bool:
     """A Go-style boolean flag value (`--leader-elect=false`)."""
     lowered = text.strip().lower()
@@ -344,9 +328,9 @@ def add_arguments(p: argparse.ArgumentParser, default_name: str) -> None:
         default=True,
         help="run only while holding the lease (--leader-elect=false: always active)",
     )
-    g.add_argument("--leader-elect-lease-duration", type=parse_duration, default=15.0, metavar="DURATION")
-    g.add_argument("--leader-elect-renew-deadline", type=parse_duration, default=10.0, metavar="DURATION")
-    g.add_argument("--leader-elect-retry-period", type=parse_duration, default=2.0, metavar="DURATION")
+    g.add_argument("--leader-elect-lease-duration", type=goduration.seconds, default=15.0, metavar="DURATION")
+    g.add_argument("--leader-elect-renew-deadline", type=goduration.seconds, default=10.0, metavar="DURATION")
+    g.add_argument("--leader-elect-retry-period", type=goduration.seconds, default=2.0, metavar="DURATION")
     g.add_argument("--leader-elect-resource-lock", default="leases", choices=["leases"])
     g.add_argument("--leader-elect-resource-namespace", default="kube-system")
     g.add_argument("--leader-elect-resource-name", default=default_name)

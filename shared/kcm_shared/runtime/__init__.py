@@ -7,10 +7,13 @@ which a controller touches directly. With `kcm_shared.controllerutil` (upstream'
 controller_utils) and `kcm_shared.testing` (fakes for tests) this is all a controller needs.
 
 The names below are the public face; the modules behind them: `spec` (Spec, Context),
+`kcm_shared.reconcile` (Reconcile and its outcomes: Result, TerminalError, NotOwner, with the
+table of what each leads to), `delaying` (`Context.enqueue_after` and the `Clock` it waits on),
 `cache` (the informer), `events` (the Event recorder), `controllerflags` (the command line),
 `manager` (what runs it all).
 """
 
-from kcm_shared.runtime.spec import Context, FlagSet, Reconcile, Spec
+from kcm_shared.reconcile import NotOwner, Reconcile, Result, TerminalError
+from kcm_shared.runtime.spec import Context, FlagSet, Spec
 
-__all__ = ["Context", "FlagSet", "Reconcile", "Spec"]
+__all__ = ["Context", "FlagSet", "NotOwner", "Reconcile", "Result", "Spec", "TerminalError"]

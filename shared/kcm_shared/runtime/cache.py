@@ -50,14 +50,12 @@ import asyncio
 import builtins
 import contextlib
 import functools
-import gc
 import json
 import logging
 import time
-import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import aiohttp
 import msgspec
@@ -724,25 +722,3 @@ class Cache(Generic[T]):
             fn(*args)
         except Exception:
             log.exception("cache event handler failed", extra={"resource": self._label})
-
-
-async def sync_footprint(store: Cache[Any]) -> int:
-    """Bytes of Python memory a cache holds once synced, measured with tracemalloc.
-
-    Runs `store` until it has synced, then stops it. Slow (tracemalloc traces every
-    allocation): for tests and benchmarks, which print the number for a given object mix.
-    """
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        task = asyncio.create_task(store.run())
-        try:
-            await store.wait_synced()
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()

@@ -2,14 +2,16 @@
 of the Specs it runs (worker counts, each Spec's own), `--plugin`, and the work queue's.
 
 Called by the launcher (`kcm controllers`, `kcm controller`, and `kcm dev`, which passes
-`passthrough_flags` on to the controllers it starts) and by `manager.run`.
+`passthrough_flags` on to the controllers it starts) and by `manager.run`. `int_in_range` is an
+argparse type for a Spec's own flags (the endpoint controllers' slice sizes); their durations
+take `kcm_shared.apimachinery.goduration`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kcm_shared.bus import flags
@@ -118,6 +120,22 @@ def passthrough_flags(specs: Iterable[Spec]) -> dict[str, bool]:
             spec.flags(probe)
             own.update(name for action in probe._actions for name in action.option_strings)
     return {name: action.nargs != 0 for name, action in p._option_string_actions.items() if name in own}
+
+
+def int_in_range(flag: str, low: int, high: int) -> Callable[[str], int]:
+    """The argparse type of an integer flag that must lie in [low, high], with upstream's
+    "<flag> must be between <low> and <high>, got <value>" error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} must be between {low} and {high}, got {text}")
+        return value
+
+    return parse
 
 
 def _positive(text: str) -> int:

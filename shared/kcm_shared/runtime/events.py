@@ -39,6 +39,7 @@ from typing import Any
 import aiohttp
 import prometheus_client
 
+from kcm_shared import reconcile
 from kcm_shared.apimachinery import codec
 from kcm_shared.bus import fencing
 from kcm_shared.client import kubeclient, tokenbucket
@@ -179,7 +180,7 @@ class EventRecorder:
             try:
                 with fencing.holding(claim):
                     await self._record(event)
-            except fencing.NotOwner:
+            except reconcile.NotOwner:
                 DROPPED.labels(self.component, "fenced").inc()
             except Exception:
                 log.exception("recording an event failed", extra={"reason": event["reason"]})

@@ -5,7 +5,8 @@ A controller is a `Spec`: its canonical name and alias (upstream's
 view each is decoded into, its primary resource (whose keys it reconciles), and `build(ctx)`,
 which registers the controller's event handlers on `ctx.caches` and returns its reconcile
 function. The Manager (`kcm_shared.runtime.manager`) runs Specs; the launcher's registry and
-`--plugin` name them.
+`--plugin` name them. Event handlers enqueue keys with `ctx.enqueue(key)`, or with
+`ctx.enqueue_after(key, delay)` later (upstream's AddAfter, `kcm_shared.runtime.delaying`).
 
 Controllers whose resources are known only at run time (the garbage collector follows
 every resource discovery lists) use the dynamic part of `Context`:
@@ -30,16 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kcm_shared import reconcile
 from kcm_shared.apimachinery import gvr
 from kcm_shared.client import kubeclient
-from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
-
-Reconcile = Callable[[str], Awaitable[durable.Result | None]]
+from kcm_shared.runtime import cache, delaying, events
 
 
 class Host(Protocol):
@@ -60,9 +59,11 @@ class Host(Protocol):
 
 @dataclass
 class Context:
-    """What a controller's `build` gets: the API, its caches, a way to enqueue keys, Events.
+    """What a controller's `build` gets: the API, its caches, ways to enqueue keys (now, or
+    later), Events.
 
-    The methods below are the dynamic part described in the module docstring.
+    `enqueue_after` is the delayed enqueue; the other methods are the dynamic part described
+    in the module docstring.
     """
 
     name: str
@@ -75,6 +76,18 @@ class Context:
     keys: Callable[[], Iterable[str]] | None = None
     # The process's parsed flags, its Spec's own (`Spec.flags`) among them.
     args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    # What `enqueue_after` waits on: the event loop's, or a test's fake.
+    clock: delaying.Clock = field(default_factory=delaying.LoopClock, repr=False)
+    _delayed: delaying.DelayedEnqueue = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._delayed = delaying.DelayedEnqueue(self.enqueue, self.clock)
+
+    def enqueue_after(self, key: str, delay: float) -> None:
+        """`enqueue(key)` once `delay` seconds passed, for event handlers (upstream's AddAfter):
+        a key already waiting keeps its earliest time, and a delay <= 0 enqueues at once.
+        In memory only; a reconcile's own "again later" is `Result(requeue_after=...)`."""
+        self._delayed(key, delay)
 
     def _manager(self) -> Host:
         if self.manager is None:
@@ -118,7 +131,7 @@ class Spec:
     alias: str
     primary: gvr.Resource | None  # None: `build` sets `Context.keys`
     views: dict[gvr.Resource, type[Any]]
-    build: Callable[[Context], Reconcile]
+    build: Callable[[Context], reconcile.Reconcile]
     workers: int = 5
     enabled_by_default: bool = True
     workers_flag: str = ""  # upstream's name where it is not `concurrent-<alias>-syncs`
@@ -137,6 +150,9 @@ class Spec:
     # The Events' source component where upstream's differs from `name` (the RC controller
     # records as "replication-controller").
     event_component: str = ""
+    # The package of the controller's folder, whose deploy.yaml `kcm manifests` reads: every
+    # built-in Spec sets `package=__package__`; a plugin may leave it empty.
+    package: str = ""
 
     @property
     def flag(self) -> str:

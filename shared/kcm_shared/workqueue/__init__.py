@@ -18,6 +18,7 @@ Two layers, like client-go's `util/workqueue` plus a bus underneath:
   moment loses no change (architecture invariants 1 to 4).
 
 `ratelimit` holds the per-item and overall retry delays (upstream's default controller rate
-limiter) and `metrics` the upstream `workqueue_*` Prometheus metrics. Controllers and the
-controller runner import this package; nothing here imports a service.
+limiter) and `metrics` the upstream `workqueue_*` Prometheus metrics. The controller runner
+(`kcm_shared.runtime.manager`) imports this package; controllers never do (an import-linter
+contract): what a reconcile may return or raise is `kcm_shared.reconcile`'s.
 """

@@ -20,18 +20,12 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   change anyway. Under load this spares a JetStream publish per event.
 - Fencing (architecture invariant 8): each reconcile holds a `fencing.Claim` on its key's
   partition (from the `claim` the runtime passes) and the controller's API writes are checked
-  against it. A reconcile refused with `fencing.NotOwner`, or one whose claim is void by the
-  time it ends, hands its message back (re-published in its own place: no delivery or retry
-  counted, nothing dead-lettered): the partition's next owner reconciles the key. A deferred item is re-published only in place of
-  the message it came from (expected last subject sequence), so a replica that lost the
-  partition can never replace a newer change's message with its deferral.
-- Retries: a failing key is retried for ever, after the rate limiter's delay for its count
-  of failures in a row (upstream: 5 ms doubling to 1000 s), while other keys flow on. Only
-  what cannot be handled at all goes to `kcm.dlq.<controller>`, with the reason: a work
-  message whose subject holds no key or whose headers cannot be read, a reconcile raising
-  `TerminalError` (the controller's explicit verdict), and a poison message, one delivered
-  `max_deliveries` times without any outcome (the replica died, or the ack deadline passed,
-  mid-reconcile every time; a hand-back by `stop_partition` counts too).
+  against it. A deferred item is re-published only in place of the message it came from
+  (expected last subject sequence), so a replica that lost the partition can never replace a
+  newer change's message with its deferral.
+- Outcomes: what each return or exception of a reconcile leads to (backoff retry, dead
+  letter, hand-back to the next owner, timed retry, success) is the table in
+  `kcm_shared.reconcile`; this module carries it out, as below.
 
 A retry, like `Result(requeue_after=d)`, does not nak: a nak counts a delivery, so the
 delivery count could not tell failures from deliveries that never finished. Instead the key
@@ -73,6 +67,10 @@ from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import fencing, health, natsconn, subjects, wire
+
+# By name, not as a module: plugins written before the outcomes had a module of their own
+# (issue 26) still return `durable.Result` and raise `durable.TerminalError`.
+from kcm_shared.reconcile import NotOwner, Reconcile, Result, TerminalError
 from kcm_shared.workqueue import metrics, queue, ratelimit
 
 log = logging.getLogger("kcm.workqueue")
@@ -84,22 +82,6 @@ FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """What a reconcile returns; returning None means plain success."""
-
-    requeue_after: float | None = None  # reconcile the key again after this many seconds
-
-
-class TerminalError(Exception):
-    """Raised by a reconcile that retrying cannot fix: the key is dead-lettered at once.
-
-    Any other exception is retried for ever with backoff; raise this only when no later
-    state of the object or the cluster can make the reconcile succeed.
-    """
-
-
-Reconcile = Callable[[str], Awaitable[Result | None]]
 # (key, partition) -> the claim writes for the key are checked against; None: not owned now.
 ClaimFor = Callable[[str, int], fencing.Claim | None]
 
@@ -619,7 +601,7 @@ class DurableQueue:
             await self._settle(item.msg.nak(), "hand back", key)
             return
         exc = item.task.exception()
-        if isinstance(exc, fencing.NotOwner) or (claim is not None and not claim.valid()):
+        if isinstance(exc, NotOwner) or (claim is not None and not claim.valid()):
             # Whatever it did or failed at, the key is the next owner's now.
             await self._hand_back(item, "partition lost during the reconcile")
             return

@@ -21,7 +21,6 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.clusterroleaggregation import rules
 
@@ -56,7 +55,7 @@ class ClusterRoleAggregationController:
             if role.aggregation_rule is not None:
                 self.enqueue(role.metadata.name)
 
-    async def sync(self, name: str) -> durable.Result | None:
+    async def sync(self, name: str) -> runtime.Result | None:
         role = self.roles.get("", name)
         if role is None or role.aggregation_rule is None:
             return None
@@ -88,4 +87,5 @@ SPEC = runtime.Spec(
     views={CLUSTERROLES: rules.ClusterRoleView},
     build=build,
     workers=5,  # upstream starts it with five workers and no flag
+    package=__package__,
 )

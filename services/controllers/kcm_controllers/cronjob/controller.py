@@ -37,7 +37,6 @@ from kcm_shared.apis import cron
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, ownwrites, podcontrol
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.cronjob import utils
 
@@ -134,7 +133,7 @@ class CronJobController:
                 found.append(job)
         return found
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         cj = self.own_writes.latest(key, self.cronjobs.get_key(key))
         if cj is None:
             return None
@@ -156,7 +155,7 @@ class CronJobController:
         if delay is not None:
             # The delay counts from the sync's start: the writes since must not push it back.
             spent = (self.now() - started).total_seconds()
-            return durable.Result(requeue_after=max(delay - spent, 0.0))
+            return runtime.Result(requeue_after=max(delay - spent, 0.0))
         if sync_error is not None:
             raise sync_error
         return None
@@ -442,4 +441,5 @@ SPEC = runtime.Spec(
     views={CRONJOBS: utils.CronJobView, JOBS: utils.JobView},
     build=build,
     workers=5,
+    package=__package__,
 )

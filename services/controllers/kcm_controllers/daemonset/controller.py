@@ -27,7 +27,6 @@ for OnDelete) and the history cleanup; last, write the status counters. Pure hel
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import time
@@ -39,9 +38,16 @@ import msgspec
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import controllerref, expectations, history, ownwrites, podcontrol, podranking
+from kcm_shared.controllerutil import (
+    controllerref,
+    expectations,
+    history,
+    ownwrites,
+    podcontrol,
+    podranking,
+    settle,
+)
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.daemonset import update, util, views
 
@@ -133,6 +139,7 @@ class DaemonSetsController:
         nodes: cache.Cache[views.NodeView],
         revisions: cache.Cache[history.ControllerRevisionView],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         pod_control: podcontrol.PodControl,
         recorder: events.EventRecorder,
         *,
@@ -146,6 +153,7 @@ class DaemonSetsController:
         self.nodes = nodes
         self.revisions = revisions
         self.enqueue = enqueue
+        self.enqueue_after = enqueue_after
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
@@ -275,8 +283,7 @@ class DaemonSetsController:
             and podranking.is_pod_ready(cur)
         ):
             # Available only minReadySeconds from now; one second more absorbs clock skew.
-            key = codec.key_of(ds)
-            asyncio.get_running_loop().call_later(ds.spec.min_ready_seconds + 1, self.enqueue, key)
+            self.enqueue_after(codec.key_of(ds), ds.spec.min_ready_seconds + 1)
 
     def delete_pod(self, pod: views.DaemonPodView) -> None:
         ds = self.resolve(pod.metadata.namespace, codec.controller_ref(pod))
@@ -301,7 +308,7 @@ class DaemonSetsController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         ds = self.own_writes.latest(key, self.daemonsets.get_key(key))
         if ds is None:
             self.expectations.delete_expectations(key)
@@ -517,18 +524,14 @@ class DaemonSetsController:
             # A fresh record even with nothing to do, as upstream's SetExpectations.
             self.expectations.set_expectations(key, 0, delete_diff)
         if delete_diff:
-            doomed = to_delete[:delete_diff]
-            results = await asyncio.gather(
-                *(self.pod_control.delete_pod(ds.metadata.namespace, name, ds) for name in doomed),
-                return_exceptions=True,
+            settled = await settle.each(
+                to_delete[:delete_diff],
+                lambda name: self.pod_control.delete_pod(ds.metadata.namespace, name, ds),
             )
-            for result in results:
-                if isinstance(result, BaseException) and not isinstance(result, Exception):
-                    raise result
-                if isinstance(result, Exception):
-                    self.expectations.deletion_observed(key)
-                    if not (isinstance(result, kubeclient.ApiError) and result.not_found):
-                        errors.append(result)
+            for _ in settled.raised:  # its delete event will never come
+                self.expectations.deletion_observed(key)
+            if settled.error is not None:
+                errors.append(settled.error)
         if errors:
             raise errors[0]
 
@@ -671,8 +674,8 @@ def _same_but_heartbeat(old: views.NodeView, cur: views.NodeView) -> bool:
     )
 
 
-def _result(delays: list[float]) -> durable.Result | None:
-    return durable.Result(requeue_after=min(delays)) if delays else None
+def _result(delays: list[float]) -> runtime.Result | None:
+    return runtime.Result(requeue_after=min(delays)) if delays else None
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:
@@ -683,6 +686,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.caches[NODES],
         ctx.caches[REVISIONS],
         ctx.enqueue,
+        ctx.enqueue_after,
         podcontrol.RealPodControl(ctx.client, ctx.recorder),
         ctx.recorder,
     )
@@ -702,4 +706,5 @@ SPEC = runtime.Spec(
     },
     build=build,
     workers=2,  # upstream's --concurrent-daemonset-syncs default
+    package=__package__,
 )

@@ -14,7 +14,7 @@ every API write:
 - The deployment's revision annotation goes through `/status` with the status, as upstream's
   UpdateStatus carries it (the status strategy keeps annotation changes and does not bump
   `metadata.generation`, so a new deployment stays at generation 1); the progress deadline is
-  re-checked with `durable.Result(requeue_after)`.
+  re-checked with `runtime.Result(requeue_after)`.
 
 Registered by the launcher as `SPEC` (services/cli/kcm_cli/controllers.py).
 """
@@ -33,7 +33,6 @@ from kcm_shared.apimachinery import codec, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, ownwrites, podcontrol
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.deployment import util, views
 
@@ -425,13 +424,13 @@ class DeploymentSync:
 
     async def _sync_rollout_status(
         self, d: views.Deployment, all_rss: Sequence[views.ReplicaSet | None], new_rs: views.ReplicaSet | None
-    ) -> durable.Result | None:
+    ) -> runtime.Result | None:
         """Status with the Progressing condition; requeue for the deadline when nothing changed."""
         now = self.clock()
         status = util.rollout_status(d, all_rss, new_rs, now)
         if status == d.status:
             after = util.stuck_requeue_after(d, status, now)
-            return durable.Result(requeue_after=after) if after is not None else None
+            return runtime.Result(requeue_after=after) if after is not None else None
         await self._write_status(d, status)
         return None
 
@@ -462,7 +461,7 @@ class DeploymentSync:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         cached = self.own_writes.latest(key, self.deployments.get_key(key))
         if cached is None:
             return None  # deleted: its replica sets go with the garbage collector
@@ -504,7 +503,7 @@ class DeploymentSync:
         d: views.Deployment,
         new_rs: views.ReplicaSet | None,
         old: list[views.ReplicaSet],
-    ) -> durable.Result | None:
+    ) -> runtime.Result | None:
         """One step of a rolling update (upstream rolloutRolling)."""
         if new_rs is None:
             d, new_rs = await self._create_replica_set(d, old, util.max_revision(old) + 1)
@@ -552,7 +551,7 @@ class DeploymentSync:
         d: views.Deployment,
         new_rs: views.ReplicaSet | None,
         old: list[views.ReplicaSet],
-    ) -> durable.Result | None:
+    ) -> runtime.Result | None:
         """Kill every old pod, then start the new ones (upstream rolloutRecreate)."""
         all_rss: list[views.ReplicaSet | None] = [*old, new_rs]
         scaled = False
@@ -596,4 +595,5 @@ SPEC = runtime.Spec(
     views={views.DEPLOYMENTS: views.Deployment, views.REPLICASETS: views.ReplicaSet, views.PODS: views.Pod},
     build=build,
     workers=5,
+    package=__package__,
 )

@@ -32,13 +32,11 @@ from typing import Any
 
 import msgspec
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr, selectors
-from kcm_shared.bus import leaderelection
+from kcm_shared.apimachinery import codec, goduration, gvr, selectors
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.client.scale import ScaleTargets
 from kcm_shared.controllerutil import ownwrites
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.disruption import budget
 
@@ -156,7 +154,7 @@ class DisruptionController:
 
     # --- syncs ------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key.startswith(PDB_PREFIX):
             return await self.sync_pdb(key.removeprefix(PDB_PREFIX))
         if key.startswith(STALE_PREFIX):
@@ -164,7 +162,7 @@ class DisruptionController:
         log.error("unknown work key", extra={"key": key})
         return None
 
-    async def sync_pdb(self, key: str) -> durable.Result | None:
+    async def sync_pdb(self, key: str) -> runtime.Result | None:
         # Our last status write, while the cache still shows what it replaced (kcm_shared.controllerutil.ownwrites).
         pdb = self.own_writes.latest(key, self.pdbs.get_key(key))
         if pdb is None:
@@ -181,7 +179,7 @@ class DisruptionController:
         await self.write_status(pdb, budget.fail_safe_status(pdb, discovery.error_text(failure), self.now()))
         return None
 
-    async def try_sync(self, pdb: budget.PDBView) -> durable.Result | None:
+    async def try_sync(self, pdb: budget.PDBView) -> runtime.Result | None:
         try:
             sel = selectors.label_selector_from_dict(pdb.spec.selector)
         except selectors.SelectorError as exc:
@@ -230,7 +228,7 @@ class DisruptionController:
             await self.write_status(pdb, budget.new_status(pdb, current, desired, expected, disrupted, now))
         if recheck is None:
             return None
-        return durable.Result(requeue_after=max((recheck - now).total_seconds(), 0.0))
+        return runtime.Result(requeue_after=max((recheck - now).total_seconds(), 0.0))
 
     async def write_status(self, pdb: budget.PDBView, new: budget.PDBStatus) -> None:
         path = kubeclient.resource_path(
@@ -330,7 +328,7 @@ class DisruptionController:
 
     # --- stale DisruptionTarget conditions --------------------------------------------------
 
-    async def sync_stale(self, key: str) -> durable.Result | None:
+    async def sync_stale(self, key: str) -> runtime.Result | None:
         pod = self.pods.get_key(key)
         if pod is None:
             return None
@@ -338,7 +336,7 @@ class DisruptionController:
         if wait is None:
             return None
         if wait > 0:
-            return durable.Result(requeue_after=wait)
+            return runtime.Result(requeue_after=wait)
         path = kubeclient.resource_path("", "v1", "pods", pod.metadata.namespace, pod.metadata.name)
         # A strategic merge patch keyed by condition type, conditional on the version read
         # (upstream applies it server-side with Force as field manager DisruptionController).
@@ -376,7 +374,7 @@ def flags(p: runtime.FlagSet) -> None:
     # Test-only (not an upstream flag): upstream waits a fixed two minutes.
     p.add_argument(
         "--disruption-test-stale-timeout",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=budget.STALE_POD_DISRUPTION_TIMEOUT,
         help=argparse.SUPPRESS,
     )
@@ -410,4 +408,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # upstream runs one worker and has no --concurrent flag for it
     flags=flags,
+    package=__package__,
 )

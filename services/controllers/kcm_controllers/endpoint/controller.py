@@ -31,7 +31,6 @@ Called by the runtime through `SPEC`.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -39,13 +38,11 @@ from typing import Any
 
 import msgspec
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.bus import flags as sharedflags
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import ownwrites, podcontrol
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.endpoint import subsets as sub
 
@@ -82,6 +79,7 @@ class EndpointsController:
         pods: cache.Cache[endpointutil.EndpointPodView],
         endpoints: cache.Cache[EndpointsView],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         recorder: events.EventRecorder,
         *,
         batch_period: float = 0.0,
@@ -91,12 +89,12 @@ class EndpointsController:
         self.pods = pods
         self.endpoints = endpoints
         self.enqueue = enqueue
+        self.enqueue_after = enqueue_after
         self.recorder = recorder
         self.batch_period = batch_period
         self.selectors = endpointutil.SelectorCache()
         self.trigger_times = endpointutil.TriggerTimeTracker()
         self.own_writes: ownwrites.OwnWrites[EndpointsView] = ownwrites.OwnWrites()
-        self._delayed: dict[str, asyncio.TimerHandle] = {}
         # Endpoints this replica created that its cache has not shown yet: the next sync
         # updates them instead of creating them again (a 409 and a FailedToCreateEndpoint).
         self._created: dict[str, EndpointsView] = {}
@@ -129,31 +127,16 @@ class EndpointsController:
         self.enqueue(key)
 
     def _pod_added(self, pod: endpointutil.EndpointPodView) -> None:
-        """A pod added or deleted: the Services selecting it."""
+        """A pod added or deleted: the Services selecting it, after the batch period (upstream's
+        AddAfter: pod changes within it make one sync)."""
         services = self.services.list(pod.metadata.namespace)
         for key in self.selectors.pod_service_memberships(services, pod):
-            self._enqueue_batched(key)
+            self.enqueue_after(key, self.batch_period)
 
     def _pod_updated(self, old: endpointutil.EndpointPodView, new: endpointutil.EndpointPodView) -> None:
         services = self.services.list(new.metadata.namespace)
         for key in endpointutil.services_to_update_on_pod_change(services, self.selectors, old, new):
-            self._enqueue_batched(key)
-
-    def _enqueue_batched(self, key: str) -> None:
-        """Upstream's AddAfter(key, batch period): pod changes within the period make one sync.
-        The delay is in memory: a replica that dies meanwhile loses it, and the partition's
-        next owner queues every Service anyway."""
-        if self.batch_period <= 0:
-            self.enqueue(key)
-            return
-        if key in self._delayed:
-            return
-        loop = asyncio.get_running_loop()
-        self._delayed[key] = loop.call_later(self.batch_period, self._fire, key)
-
-    def _fire(self, key: str) -> None:
-        self._delayed.pop(key, None)
-        self.enqueue(key)
+            self.enqueue_after(key, self.batch_period)
 
     def keys(self) -> list[str]:
         """Every Service, and every Endpoints but leader-election locks (checkLeftoverEndpoints)."""
@@ -167,7 +150,7 @@ class EndpointsController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         namespace, _, name = key.rpartition("/")
         service = self.services.get(namespace, name)
         if service is None:
@@ -316,7 +299,7 @@ class EndpointsController:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--endpoint-updates-batch-period",
-        type=sharedflags.non_negative_duration,
+        type=goduration.non_negative_seconds,
         default=0.0,
         metavar="DURATION",
         help="the length of endpoint updates batching period; processing of pod changes will be "
@@ -332,6 +315,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.caches[PODS],
         ctx.caches[ENDPOINTS],
         ctx.enqueue,
+        ctx.enqueue_after,
         ctx.recorder,
         batch_period=float(getattr(ctx.args, "endpoint_updates_batch_period", 0.0)),
     )
@@ -353,4 +337,5 @@ SPEC = runtime.Spec(
     workers=5,
     flags=flags,
     event_component="endpoint-controller",
+    package=__package__,
 )

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import prometheus_client
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
-from kcm_shared.bus import flags as sharedflags
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
-from kcm_shared.runtime import addafter, cache, events
-from kcm_shared.workqueue import durable
+from kcm_shared.runtime import cache, controllerflags, events
 
 from kcm_controllers.endpointslice import reconciler, topologycache, views
 
@@ -76,7 +74,7 @@ class EndpointSliceController:
         self.reconciler = reconciler.Reconciler(
             ctx.client, self.tracker, max_per_slice, topology=self.topology, record=self._record
         )
-        self.enqueue_after = addafter.AddAfter(ctx.enqueue)
+        self.enqueue_after = ctx.enqueue_after
 
     def register(self) -> None:
         self.slices.add_index(_SERVICE_INDEX, _service_of)
@@ -169,7 +167,7 @@ class EndpointSliceController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         try:
             await self.sync_service(key)
         except Exception:
@@ -224,13 +222,13 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--max-endpoints-per-slice",
-        type=sharedflags.int_in_range("max-endpoints-per-slice", *MAX_ENDPOINTS_PER_SLICE_RANGE),
+        type=controllerflags.int_in_range("max-endpoints-per-slice", *MAX_ENDPOINTS_PER_SLICE_RANGE),
         default=100,
         help="the maximum number of endpoints that will be added to an EndpointSlice",
     )
     p.add_argument(
         "--endpointslice-updates-batch-period",
-        type=sharedflags.non_negative_duration,
+        type=goduration.non_negative_seconds,
         default=0.0,
         help="the length of endpoint slice updates batching period: pod changes wait this long, "
         "so that several changes of one Service are written together",
@@ -251,4 +249,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-service-endpoint-syncs",
     flags=flags,
+    package=__package__,
 )

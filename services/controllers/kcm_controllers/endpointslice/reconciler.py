@@ -344,7 +344,7 @@ class SyncError(Exception):
         super().__init__(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
 
 
-# What a failed write raises (fencing.NotOwner is not among them: the runtime must see it).
+# What a failed write raises (runtime.NotOwner is not among them: the runtime must see it).
 _WRITE_ERRORS = (kubeclient.ApiError, OSError, TimeoutError)
 
 

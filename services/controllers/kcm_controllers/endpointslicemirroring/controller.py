@@ -23,12 +23,10 @@ from __future__ import annotations
 import time
 
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec
-from kcm_shared.bus import flags as sharedflags
+from kcm_shared.apimachinery import codec, goduration
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
-from kcm_shared.runtime import addafter, cache
-from kcm_shared.workqueue import durable
+from kcm_shared.runtime import cache, controllerflags
 
 from kcm_controllers.endpointslicemirroring import metrics, reconciler, utils
 from kcm_controllers.endpointslicemirroring.utils import ENDPOINTS, ENDPOINTSLICES, SERVICES
@@ -65,7 +63,7 @@ class MirroringController:
         self.batch_period = batch_period
         self.tracker = EndpointSliceTracker()
         self.reconciler = reconciler.Reconciler(ctx.client, self.tracker, ctx.recorder, max_per_subset)
-        self.enqueue_after = addafter.AddAfter(ctx.enqueue)
+        self.enqueue_after = ctx.enqueue_after
 
     def register(self) -> None:
         self.slices.add_index(_MIRRORED_INDEX, _mirrored_for)
@@ -127,7 +125,7 @@ class MirroringController:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         start = time.monotonic()
         try:
             await self.sync_endpoints(key)
@@ -176,7 +174,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     return mirror.reconcile
 
 
-max_endpoints_per_subset = sharedflags.int_in_range(
+max_endpoints_per_subset = controllerflags.int_in_range(
     "mirroring-max-endpoints-per-subset", *MAX_ENDPOINTS_PER_SUBSET_RANGE
 )
 
@@ -191,7 +189,7 @@ def flags(p: runtime.FlagSet) -> None:
     )
     p.add_argument(
         "--mirroring-endpointslice-updates-batch-period",
-        type=sharedflags.non_negative_duration,
+        type=goduration.non_negative_seconds,
         default=0.0,
         help="the length of EndpointSlice updates batching period for EndpointSliceMirroring "
         "controller: changes of mirrored slices wait this long, so that several are handled together",
@@ -211,4 +209,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="mirroring-concurrent-service-endpoint-syncs",
     flags=flags,
+    package=__package__,
 )

@@ -49,7 +49,6 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.base import cancellation
 from kcm_shared.client import discovery, kubeclient
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.garbagecollector import graph
 
@@ -207,7 +206,7 @@ class GarbageCollector:
 
     # --- the work queue --------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         queue, _, uid = key.partition("/")
         node = self.graph.get(uid)
         if node is None:
@@ -220,7 +219,7 @@ class GarbageCollector:
         except discovery.MappingError as exc:
             # A kind discovery does not list (yet): a CRD may be on its way; retry after discovery.
             log.error("error syncing item", extra={"item": str(node.identity), "error": str(exc)})
-            return durable.Result(requeue_after=DISCOVERY_PERIOD)
+            return runtime.Result(requeue_after=DISCOVERY_PERIOD)
 
     async def _hand_off(self, fx: graph.Effects) -> None:
         await self._hand_off_keys(
@@ -250,7 +249,7 @@ class GarbageCollector:
             )
         node.invalid_namespace_refs.clear()
 
-    async def _attempt_to_delete(self, node: graph.Node) -> durable.Result | None:
+    async def _attempt_to_delete(self, node: graph.Node) -> runtime.Result | None:
         if node.being_deleted and not node.deleting_dependents:
             return None  # a one-way trip: its dependents are handled once it is gone
         self._report_invalid_namespace(node)
@@ -271,7 +270,7 @@ class GarbageCollector:
                 return None
         if node.virtual:
             # It exists but no cache showed it yet: look again until one does (upstream requeues).
-            return durable.Result(requeue_after=VIRTUAL_RECHECK)
+            return runtime.Result(requeue_after=VIRTUAL_RECHECK)
         return None
 
     async def _collect(self, node: graph.Node, latest: Live) -> None:
@@ -496,4 +495,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=20,
     workers_flag="concurrent-gc-syncs",
+    package=__package__,
 )

@@ -51,9 +51,8 @@ import msgspec
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
-from kcm_shared.runtime import addafter, cache, events
-from kcm_shared.workqueue import durable
+from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
+from kcm_shared.runtime import cache, events
 
 from kcm_controllers.job import (
     backoff,
@@ -157,6 +156,7 @@ class JobController:
         jobs: cache.Cache[JobView],
         pods: cache.Cache[Pod],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         pod_control: podcontrol.PodControl,
         recorder: events.EventRecorder,
         *,
@@ -166,7 +166,7 @@ class JobController:
         self.jobs = jobs
         self.pods = pods
         self.enqueue = enqueue
-        self._enqueue_after = addafter.AddAfter(enqueue)
+        self.enqueue_after = enqueue_after
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
@@ -236,7 +236,7 @@ class JobController:
 
     def enqueue_batched(self, key: str) -> None:
         """Sync the Job after the batch period (upstream enqueueSyncJobBatched)."""
-        self._enqueue_after(key, SYNC_JOB_BATCH_PERIOD)
+        self.enqueue_after(key, SYNC_JOB_BATCH_PERIOD)
 
     def update_job(self, old: JobView, cur: JobView) -> None:
         if old.metadata.uid != cur.metadata.uid:
@@ -400,7 +400,7 @@ class JobController:
             result.append(pod)
         return result
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         if key.startswith(ORPHAN_POD_PREFIX):
             await self.sync_orphan_pod(key[len(ORPHAN_POD_PREFIX) :])
             return None
@@ -436,7 +436,7 @@ class JobController:
         finally:
             record.observe(job, ok, (self.now() - started).total_seconds())
 
-    async def _sync_job(self, key: str, job: JobView, record: metrics.SyncRecord) -> durable.Result | None:
+    async def _sync_job(self, key: str, job: JobView, record: metrics.SyncRecord) -> runtime.Result | None:
         try:
             sel = self.selector(job)
         except selectors.SelectorError as exc:
@@ -509,7 +509,7 @@ class JobController:
             await self._settle_counts(key, c, counting)
         if manage_error is not None:
             raise manage_error
-        return durable.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
+        return runtime.Result(requeue_after=c.requeue_after) if c.requeue_after is not None else None
 
     def _context(self, key: str, job: JobView, pods: list[Pod], record: metrics.SyncRecord) -> _Sync:
         uncounted = job.status.uncounted_terminated_pods or jobview.UncountedTerminatedPods()
@@ -844,46 +844,21 @@ class JobController:
                     raise RuntimeError(f"removing completion finalizer: {exc}") from exc
             await self.pod_control.delete_pod(meta.namespace, meta.name, job)
 
-        results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
-        ready = deleted = 0
-        first: Exception | None = None
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-            if isinstance(result, Exception):
-                # Its delete event will never come.
-                self.expectations.deletion_observed(key)
-                if _not_found(result):
-                    deleted += 1
-                else:
-                    first = first or result
-                    continue
-            else:
-                deleted += 1
-            if podranking.is_pod_ready(pod):
-                ready += 1
-        return ready, deleted, first
+        settled = await settle.each(pods, one)
+        for _ in settled.raised:  # its delete event will never come
+            self.expectations.deletion_observed(key)
+        ready = sum(1 for pod in settled.done if podranking.is_pod_ready(pod))
+        return ready, len(settled.done), settled.error
 
     async def delete_active_pods(
         self, job: JobView, pods: Sequence[Pod]
     ) -> tuple[int, int, Exception | None]:
         """Delete a finishing Job's active pods, leaving their finalizers for the tracking."""
-        results = await asyncio.gather(
-            *(self.pod_control.delete_pod(p.metadata.namespace, p.metadata.name, job) for p in pods),
-            return_exceptions=True,
+        settled = await settle.each(
+            pods, lambda p: self.pod_control.delete_pod(p.metadata.namespace, p.metadata.name, job)
         )
-        ready = deleted = 0
-        first: Exception | None = None
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-            if isinstance(result, Exception) and not _not_found(result):
-                first = first or result
-                continue
-            deleted += 1
-            if podranking.is_pod_ready(pod):
-                ready += 1
-        return ready, deleted, first
+        ready = sum(1 for pod in settled.done if podranking.is_pod_ready(pod))
+        return ready, len(settled.done), settled.error
 
     async def remove_finalizers(self, key: str, pods: Sequence[Pod]) -> tuple[set[str], Exception | None]:
         """Take the tracking finalizer off `pods`; returns the UIDs done (a pod already gone
@@ -900,20 +875,10 @@ class JobController:
             async with in_flight:
                 await self.client.patch(path, tracking.remove_finalizer_patch(), "strategic")
 
-        results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
-        done: set[str] = set()
-        first: Exception | None = None
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-            if isinstance(result, Exception):
-                # No update will show the removal: stop expecting it.
-                self.finalizer_expectations.removal_observed(key, pod.metadata.uid)
-                if not _not_found(result):
-                    first = first or result
-                    continue
-            done.add(pod.metadata.uid)
-        return done, first
+        settled = await settle.each(pods, one)
+        for pod in settled.raised:  # no update will show the removal: stop expecting it
+            self.finalizer_expectations.removal_observed(key, pod.metadata.uid)
+        return {pod.metadata.uid for pod in settled.done}, settled.error
 
     # --- status -----------------------------------------------------------------------------
 
@@ -1141,17 +1106,13 @@ def _orphan_namespace(pod: Pod) -> list[str]:
     return [pod.metadata.namespace] if codec.controller_ref(pod) is None else []
 
 
-def _not_found(exc: BaseException) -> bool:
-    cause = exc.__cause__ if isinstance(exc, RuntimeError) else exc
-    return isinstance(cause, kubeclient.ApiError) and cause.not_found
-
-
 def build(ctx: runtime.Context) -> runtime.Reconcile:
     jc = JobController(
         ctx.client,
         ctx.caches[JOBS],
         ctx.caches[PODS],
         ctx.enqueue,
+        ctx.enqueue_after,
         podcontrol.RealPodControl(ctx.client, ctx.recorder),
         ctx.recorder,
     )
@@ -1167,4 +1128,5 @@ SPEC = runtime.Spec(
     views={JOBS: JobView, PODS: podview.JobPodView},
     build=build,
     workers=5,
+    package=__package__,
 )

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable
 
 from kcm_shared import runtime
-from kcm_shared.bus.leaderelection import positive_duration
+from kcm_shared.apimachinery import goduration
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import serviceaccounts
 from kcm_shared.controllerutil.serviceaccounts import (
@@ -37,7 +37,6 @@ from kcm_shared.controllerutil.serviceaccounts import (
     ServiceAccountView,
 )
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.legacytokencleaner import podsecrets
 
@@ -86,11 +85,11 @@ class Cleaner:
         self.interval = min(DEFAULT_SYNC_INTERVAL, clean_up_period)
         self.now = now
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key != EVALUATE:
-            raise durable.TerminalError(f"not a key of this controller: {key!r}")
+            raise runtime.TerminalError(f"not a key of this controller: {key!r}")
         await self.evaluate()
-        return durable.Result(requeue_after=self.interval)
+        return runtime.Result(requeue_after=self.interval)
 
     async def tracked_since(self) -> dt.datetime:
         """Midnight (UTC) after the day the API server began tracking legacy token use."""
@@ -193,7 +192,7 @@ class Cleaner:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--legacy-service-account-token-clean-up-period",
-        type=positive_duration,
+        type=goduration.positive_seconds,
         default=DEFAULT_CLEAN_UP_PERIOD,
         metavar="DURATION",
         help="how long an auto-generated legacy token may go unused before it is invalidated, and "
@@ -222,4 +221,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,
     flags=flags,
+    package=__package__,
 )

@@ -24,10 +24,8 @@ import logging
 from collections.abc import Callable
 
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec
-from kcm_shared.bus import leaderelection
+from kcm_shared.apimachinery import codec, goduration
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.namespace import conditions, deleter
 
@@ -80,31 +78,31 @@ class NamespaceController:
     def keys(self) -> list[str]:
         return [RESYNC, *self.terminating()]
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key == RESYNC:
             for name in self.terminating():
                 await self.ctx.hand_off(name)
-            return durable.Result(requeue_after=self.sync_period)
+            return runtime.Result(requeue_after=self.sync_period)
         ns = self.namespaces.get_key(key)
         deleted_at = ns.metadata.deletion_timestamp if ns is not None else None
         if ns is None or deleted_at is None:
             return None  # gone, or not being deleted
         wait = grace_left(deleted_at, self.now())
         if wait > 0:
-            return durable.Result(requeue_after=wait)
+            return runtime.Result(requeue_after=wait)
         try:
             await self.deleter.delete(ns.metadata.name)
         except deleter.ResourcesRemaining as exc:
             wait = conditions.requeue_seconds(exc.estimate)
             log.info("content remaining in namespace", extra={"namespace": key, "waitSeconds": wait})
-            return durable.Result(requeue_after=wait)
+            return runtime.Result(requeue_after=wait)
         return None
 
 
 def _flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--namespace-sync-period",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=300.0,
         metavar="DURATION",
         help="the period for syncing namespace life-cycle updates (default 5m0s)",
@@ -130,4 +128,5 @@ SPEC = runtime.Spec(
     # Upstream multiplies the namespace controller's client qps by 20 and burst by 100: it
     # makes a discovery round and two requests per resource for every namespace it empties.
     client_rate_scale=(20.0, 100.0),
+    package=__package__,
 )

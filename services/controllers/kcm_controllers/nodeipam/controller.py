@@ -34,4 +34,5 @@ SPEC = runtime.Spec(
     flags=config.flags,
     disabled_by=config.disabled_by,
     event_component="cidrAllocator",  # upstream's range allocator records as this
+    package=__package__,
 )

@@ -33,12 +33,11 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 import prometheus_client
+from kcm_shared import runtime
 from kcm_shared.apimachinery import codec
 from kcm_shared.base import fanout
-from kcm_shared.bus import fencing
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.nodeipam import config
 from kcm_controllers.nodeipam.cidrset import CIDRSet, CIDRSetError, Network
@@ -126,9 +125,9 @@ class RangeAllocator:
 
         self.nodes.add_handler(lambda _: enqueue(PASS_KEY), on_update, lambda _: enqueue(PASS_KEY))
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key != PASS_KEY:
-            raise durable.TerminalError(f"not a key of this controller: {key!r}")
+            raise runtime.TerminalError(f"not a key of this controller: {key!r}")
         await self.allocate_pass()
         return None
 
@@ -236,7 +235,7 @@ class RangeAllocator:
                     continue
                 log.info("Set Node PodCIDR", extra={"node": name, "CIDR": texts})
                 return
-        except fencing.NotOwner:
+        except runtime.NotOwner:
             self.pending.pop(name, None)  # never sent: the next owner starts from the cache
             raise
         except BaseException:

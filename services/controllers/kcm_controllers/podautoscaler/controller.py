@@ -4,7 +4,7 @@ Upstream pkg/controller/podautoscaler/horizontal.go (v1.32, autoscaling/v2) on o
 the replica arithmetic is `replica_calculator.py`, behavior (stabilization windows, policies)
 is `behavior.py`. Each HPA key is synced when the HPA is added or its spec changes, and then
 every --horizontal-pod-autoscaler-sync-period through the durable work queue
-(`durable.Result(requeue_after=...)`), failures included, as upstream's fixed-interval queue.
+(`runtime.Result(requeue_after=...)`), failures included, as upstream's fixed-interval queue.
 
 One sync (`HorizontalController.sync`, upstream reconcileAutoscaler): read the HPA, resolve
 spec.scaleTargetRef to a resource (the workload kinds directly, anything else through
@@ -33,14 +33,12 @@ from typing import Any
 import msgspec
 import prometheus_client
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr, selectors
+from kcm_shared.apimachinery import codec, goduration, gvr, selectors
 from kcm_shared.apimachinery import quantity as quantities
-from kcm_shared.bus import leaderelection
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.client.scale import ScaleTargets
 from kcm_shared.controllerutil import podcontrol
 from kcm_shared.runtime import cache, events
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.podautoscaler import behavior as rate
 from kcm_controllers.podautoscaler import replica_calculator as calc
@@ -210,7 +208,7 @@ def pod_info(pod: PodView) -> calc.PodInfo:
 
 def _parse_window(text: str) -> dt.timedelta:
     try:
-        return dt.timedelta(seconds=leaderelection.parse_duration(text))
+        return dt.timedelta(seconds=goduration.seconds(text))
     except (ValueError, TypeError):
         return dt.timedelta(seconds=30)
 
@@ -539,7 +537,7 @@ class HorizontalController:
 
     # --- sync ---------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         namespace, _, name = key.partition("/")
         try:
             hpa = await self.client.get(
@@ -560,7 +558,7 @@ class HorizontalController:
         finally:
             RECONCILIATIONS.labels(outcome.action, outcome.error).inc()
             RECONCILIATION_DURATION.labels(outcome.action, outcome.error).observe(time.monotonic() - started)
-        return durable.Result(requeue_after=self.sync_period)
+        return runtime.Result(requeue_after=self.sync_period)
 
     async def reconcile(self, key: str, hpa: Obj, outcome: Outcome) -> None:
         """One reconcileAutoscaler; `outcome` gets its reconciliations_total labels."""
@@ -775,7 +773,7 @@ class HorizontalController:
 
 
 def flags(p: runtime.FlagSet) -> None:
-    duration = leaderelection.positive_duration
+    duration = goduration.positive_seconds
     p.add_argument(
         "--horizontal-pod-autoscaler-sync-period",
         type=duration,
@@ -792,7 +790,7 @@ def flags(p: runtime.FlagSet) -> None:
     )
     p.add_argument(
         "--horizontal-pod-autoscaler-downscale-stabilization",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=300.0,
         metavar="DURATION",
         help="the period for which autoscaler will look backwards and not scale down below any "
@@ -800,14 +798,14 @@ def flags(p: runtime.FlagSet) -> None:
     )
     p.add_argument(
         "--horizontal-pod-autoscaler-cpu-initialization-period",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=300.0,
         metavar="DURATION",
         help="the period after pod start when CPU samples might be skipped",
     )
     p.add_argument(
         "--horizontal-pod-autoscaler-initial-readiness-delay",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=30.0,
         metavar="DURATION",
         help="the period after pod start during which readiness changes will be treated as initial readiness",
@@ -858,4 +856,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-horizontal-pod-autoscaler-syncs",
     flags=flags,
+    package=__package__,
 )

@@ -32,12 +32,10 @@ from collections.abc import Callable, Sequence
 
 import prometheus_client
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.base import fanout
-from kcm_shared.bus import leaderelection
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.podgc import selection
 from kcm_controllers.podgc.selection import NodeView, PodView
@@ -103,11 +101,11 @@ class PodGC:
         self.now = now
         self.monotonic = monotonic
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key != GC_KEY:
-            raise durable.TerminalError(f"not a key of this controller: {key!r}")
+            raise runtime.TerminalError(f"not a key of this controller: {key!r}")
         await self.gc()
-        return durable.Result(requeue_after=self.check_period)
+        return runtime.Result(requeue_after=self.check_period)
 
     async def gc(self) -> None:
         pods = self.pods.list()
@@ -214,13 +212,13 @@ def flags(p: runtime.FlagSet) -> None:
     # Test-only (not upstream flags): shorter periods so tests need not wait upstream's.
     p.add_argument(
         "--podgc-test-check-period",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=GC_CHECK_PERIOD,
         help=argparse.SUPPRESS,
     )
     p.add_argument(
         "--podgc-test-quarantine-time",
-        type=leaderelection.positive_duration,
+        type=goduration.positive_seconds,
         default=QUARANTINE_TIME,
         help=argparse.SUPPRESS,
     )
@@ -247,4 +245,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # one key: the pass
     flags=flags,
+    package=__package__,
 )

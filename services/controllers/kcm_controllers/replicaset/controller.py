@@ -29,15 +29,12 @@ class ReplicaSetController(replicamanager.ReplicaManager):
     adapter = ADAPTER
 
 
-def build(ctx: runtime.Context) -> runtime.Reconcile:
-    return ReplicaSetController.start(ctx)
-
-
 SPEC = runtime.Spec(
     name="replicaset-controller",
     alias="replicaset",
     primary=REPLICASETS,
     views={REPLICASETS: status.ReplicaSetView, PODS: podranking.PodView},
-    build=build,
+    build=ReplicaSetController.start,
     workers=5,
+    package=__package__,
 )

@@ -41,17 +41,14 @@ class ReplicationManager(replicamanager.ReplicaManager):
     adapter = ADAPTER
 
 
-def build(ctx: runtime.Context) -> runtime.Reconcile:
-    return ReplicationManager.start(ctx)
-
-
 SPEC = runtime.Spec(
     name="replicationcontroller-controller",
     alias="replicationcontroller",
     primary=RCS,
     views={RCS: status.ReplicaSetView, PODS: podranking.PodView},
-    build=build,
+    build=ReplicationManager.start,
     workers=5,
     workers_flag="concurrent-rc-syncs",
     event_component="replication-controller",
+    package=__package__,
 )

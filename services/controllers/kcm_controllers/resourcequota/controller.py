@@ -40,14 +40,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kcm_shared import runtime
-from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.apis.quota import evaluators, resources, views
 from kcm_shared.apis.quota.evaluators import Evaluator
-from kcm_shared.bus import leaderelection
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.controllerutil import ownwrites
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 log = logging.getLogger("kcm.resourcequota")
 
@@ -140,19 +138,19 @@ class ResourceQuotaController:
 
     # --- sync --------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         if key == RESYNC_KEY:
             known = self.quotas.keys()  # a copy: the cache moves on while we hand off
             for quota_key in known:
                 await self.ctx.hand_off(quota_key)
-            return durable.Result(requeue_after=self.resync_period)
+            return runtime.Result(requeue_after=self.resync_period)
         quota = self.own_writes.latest(key, self.quotas.get_key(key))
         if quota is None:
             self._counted.pop(key, None)
             return None
         return await self.sync(quota)
 
-    async def sync(self, quota: views.QuotaView) -> durable.Result | None:
+    async def sync(self, quota: views.QuotaView) -> runtime.Result | None:
         hard = resources.parse_list(quota.spec.hard)
         scopes = evaluators.quota_scopes(quota.spec)
         namespace = quota.metadata.namespace
@@ -180,7 +178,7 @@ class ResourceQuotaController:
         written = await self._write_status(quota, hard, used)
         self._counted[quota_key] = (rv, written or rv)
         if len(used) < len(hard):
-            return durable.Result(requeue_after=UNKNOWN_RETRY)
+            return runtime.Result(requeue_after=UNKNOWN_RETRY)
         return None
 
     async def _source(
@@ -324,7 +322,7 @@ def _scope_facts(evaluator: Evaluator, obj: Any) -> tuple[bool, ...]:
 def flags(p: runtime.FlagSet) -> None:
     p.add_argument(
         "--resource-quota-sync-period",
-        type=leaderelection.parse_duration,
+        type=goduration.seconds,
         default=300.0,
         help="the period for syncing quota usage status in the system (default 5m0s)",
     )
@@ -354,4 +352,5 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-resource-quota-syncs",
     flags=flags,
+    package=__package__,
 )

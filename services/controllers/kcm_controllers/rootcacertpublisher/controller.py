@@ -29,7 +29,6 @@ from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import identityflags, podcontrol
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 log = logging.getLogger("kcm.rootcacertpublisher")
 
@@ -114,7 +113,7 @@ class Publisher:
         if cm.metadata.name == CONFIGMAP_NAME:
             self.enqueue(cm.metadata.namespace)
 
-    async def sync(self, namespace: str) -> durable.Result | None:
+    async def sync(self, namespace: str) -> runtime.Result | None:
         start = time.monotonic()
         try:
             await self.publish(namespace)
@@ -162,4 +161,5 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
     flags=identityflags.add_root_ca_file,
+    package=__package__,
 )

@@ -20,7 +20,6 @@ from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import podcontrol
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 log = logging.getLogger("kcm.serviceaccount")
 
@@ -52,7 +51,7 @@ class ServiceAccountsController:
         )
         self.accounts.add_handler(on_delete=lambda sa: self.enqueue(sa.metadata.namespace))
 
-    async def sync(self, namespace: str) -> durable.Result | None:
+    async def sync(self, namespace: str) -> runtime.Result | None:
         ns = self.namespaces.get("", namespace)
         if ns is None or ns.status.phase != ACTIVE:
             return None
@@ -94,4 +93,5 @@ SPEC = runtime.Spec(
     views={NAMESPACES: codec.NamespaceView, SERVICEACCOUNTS: codec.Meta},
     build=build,
     workers=1,  # upstream runs it with one worker and no flag
+    package=__package__,
 )

@@ -40,7 +40,6 @@ from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import identityflags, serviceaccounts
 from kcm_shared.controllerutil.serviceaccounts import SECRETS, SERVICEACCOUNTS, SecretView, ServiceAccountView
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 log = logging.getLogger("kcm.serviceaccount-token")
 
@@ -133,7 +132,7 @@ class TokensController:
 
     # -- sync -----------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         kind, _, rest = key.partition("/")
         parts = rest.split("/")
         if kind == SECRET_KEY and len(parts) == 2:
@@ -141,7 +140,7 @@ class TokensController:
         elif kind == UNREF_KEY and len(parts) == 4:
             await self.remove_reference(*parts)
         else:
-            raise durable.TerminalError(f"not a key of this controller: {key!r}")
+            raise runtime.TerminalError(f"not a key of this controller: {key!r}")
         return None
 
     async def _live(self, path: str) -> dict[str, Any] | None:
@@ -295,4 +294,5 @@ SPEC = runtime.Spec(
     workers=5,
     flags=flags,
     disabled_by=disabled_by,
+    package=__package__,
 )

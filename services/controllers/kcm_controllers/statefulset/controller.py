@@ -19,7 +19,6 @@ caches; nothing here waits on a timer besides that requeue.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from typing import Any
@@ -29,7 +28,6 @@ from kcm_shared.apimachinery import codec, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, history, podranking
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from . import control, utils
 
@@ -57,6 +55,7 @@ class StatefulSetController:
         self.pods: cache.Cache[podranking.PodView] = ctx.caches[PODS]
         self.revisions: cache.Cache[history.ControllerRevisionView] = ctx.caches[REVISIONS]
         self.enqueue = ctx.enqueue
+        self.enqueue_after = ctx.enqueue_after
         self.control = control.StatefulSetControl(
             ctx.client, ctx.caches[CLAIMS], self.revisions, ctx.recorder, now
         )
@@ -113,7 +112,7 @@ class StatefulSetController:
         delay = sts.spec.min_ready_seconds
         if delay > 0 and not podranking.is_pod_ready(old) and podranking.is_pod_ready(cur):
             # Available only minReadySeconds from now; one second more absorbs clock skew.
-            asyncio.get_running_loop().call_later(delay + 1, self.enqueue, codec.key_of(sts))
+            self.enqueue_after(codec.key_of(sts), delay + 1)
 
     def delete_pod(self, pod: podranking.PodView) -> None:
         sts = self.resolve(pod.metadata.namespace, codec.controller_ref(pod))
@@ -122,7 +121,7 @@ class StatefulSetController:
 
     # --- sync ---------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         sts = self.control.own_writes.latest(key, self.sets.get_key(key))
         if sts is None:
             return None
@@ -144,7 +143,7 @@ class StatefulSetController:
         )
         status = await self.control.update(sts, sel, pods)
         if sts.spec.min_ready_seconds > 0 and status.available_replicas != sts.spec.replicas:
-            return durable.Result(requeue_after=float(sts.spec.min_ready_seconds))
+            return runtime.Result(requeue_after=float(sts.spec.min_ready_seconds))
         return None
 
     async def adopt_orphan_revisions(
@@ -178,4 +177,5 @@ SPEC = runtime.Spec(
     },
     build=build,
     workers=5,
+    package=__package__,
 )

@@ -9,7 +9,7 @@ deleted, has `spec.ttlSecondsAfterFinished` and has finished (a True Complete or
 condition). A reconcile reads the Job from the cache and ignores it when it is gone, being
 deleted, unfinished or without a TTL. While the TTL (counted from the finish condition's
 lastTransitionTime) has not run out, the key comes back when it does
-(`durable.Result(requeue_after=...)`, which survives restarts and hand-overs): nothing polls.
+(`runtime.Result(requeue_after=...)`, which survives restarts and hand-overs): nothing polls.
 Once it has run out, the Job is read again from the API server, because the cached TTL may be
 stale (a user may just have raised it); only if the fresh Job has expired too is it deleted,
 with propagation Foreground (its pods go first, through the garbage collector) and a
@@ -29,7 +29,6 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 from kcm_controllers.ttlafterfinished import ttl
 
@@ -95,7 +94,7 @@ class TTLAfterFinishedController:
         )
         return left.total_seconds(), expire_at
 
-    async def reconcile(self, key: str) -> durable.Result | None:
+    async def reconcile(self, key: str) -> runtime.Result | None:
         log.debug("Checking if Job is ready for cleanup", extra={"job": key})
         cached = self.jobs.get_key(key)
         if cached is None:
@@ -104,7 +103,7 @@ class TTLAfterFinishedController:
         if expiry is None:
             return None
         if expiry[0] > 0:
-            return durable.Result(requeue_after=expiry[0])
+            return runtime.Result(requeue_after=expiry[0])
         # The cached TTL may be stale: decide on the Job as the API server has it now.
         path = kubeclient.resource_path(
             JOBS.group, JOBS.version, JOBS.resource, cached.metadata.namespace, cached.metadata.name
@@ -119,7 +118,7 @@ class TTLAfterFinishedController:
         if expiry is None:
             return None
         if expiry[0] > 0:
-            return durable.Result(requeue_after=expiry[0])
+            return runtime.Result(requeue_after=expiry[0])
         log.debug("Cleaning up Job", extra={"job": key})
         options = {"propagationPolicy": "Foreground", "preconditions": {"uid": fresh.metadata.uid}}
         try:
@@ -145,4 +144,5 @@ SPEC = runtime.Spec(
     views={JOBS: ttl.JobView},
     build=build,
     workers=5,  # upstream's --concurrent-ttl-after-finished-syncs default
+    package=__package__,
 )

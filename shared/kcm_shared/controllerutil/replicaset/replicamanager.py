@@ -29,7 +29,6 @@ minReadySeconds while ready pods are not yet available. Pure helpers live in
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
@@ -41,10 +40,9 @@ import prometheus_client
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking
+from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
 from kcm_shared.controllerutil.replicaset import replicastatus as status
 from kcm_shared.runtime import cache
-from kcm_shared.workqueue import durable
 
 PODS = gvr.Resource("", "v1", "pods")
 STATUS_UPDATE_RETRIES = 1
@@ -89,6 +87,7 @@ class ReplicaManager:
         replicasets: cache.Cache[status.ReplicaSetView],
         pods: cache.Cache[podranking.PodView],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         pod_control: podcontrol.PodControl,
         *,
         now: Callable[[], dt.datetime] = _utcnow,
@@ -98,6 +97,7 @@ class ReplicaManager:
         self.replicasets = replicasets
         self.pods = pods
         self.enqueue = enqueue
+        self.enqueue_after = enqueue_after
         self.pod_control = pod_control
         self.now = now
         self.burst_replicas = burst_replicas
@@ -108,14 +108,13 @@ class ReplicaManager:
 
     @classmethod
     def start(cls, ctx: runtime.Context) -> runtime.Reconcile:
-        """What the Spec's `build` does: one manager over the adapter's cache and the pods'.
-        (`build` itself stays in the controller's module: `kcm manifests` finds the
-        controller's folder from it.)"""
+        """The Spec's `build`: one manager over the adapter's cache and the pods'."""
         manager = cls(
             ctx.client,
             ctx.caches[cls.adapter.resource],
             ctx.caches[PODS],
             ctx.enqueue,
+            ctx.enqueue_after,
             podcontrol.RealPodControl(ctx.client, ctx.recorder),
         )
         manager.register()
@@ -237,8 +236,7 @@ class ReplicaManager:
             and podranking.is_pod_ready(cur)
         ):
             # Available only minReadySeconds from now; one second more absorbs clock skew.
-            key = codec.key_of(rs)
-            asyncio.get_running_loop().call_later(rs.spec.min_ready_seconds + 1, self.enqueue, key)
+            self.enqueue_after(codec.key_of(rs), rs.spec.min_ready_seconds + 1)
 
     def delete_pod(self, pod: podranking.PodView) -> None:
         ref = codec.controller_ref(pod)
@@ -253,7 +251,7 @@ class ReplicaManager:
 
     # --- sync -------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> durable.Result | None:
+    async def sync(self, key: str) -> runtime.Result | None:
         rs = self.own_writes.latest(key, self.replicasets.get_key(key))
         if rs is None:
             self.expectations.delete_expectations(key)
@@ -296,7 +294,7 @@ class ReplicaManager:
         if manage_error is not None:
             raise manage_error
         delay = status.requeue_after(rs, new_status)
-        return durable.Result(requeue_after=delay) if delay is not None else None
+        return runtime.Result(requeue_after=delay) if delay is not None else None
 
     async def manage_replicas(
         self, key: str, rs: status.ReplicaSetView, pods: list[podranking.PodView]
@@ -331,21 +329,13 @@ class ReplicaManager:
                     SORTING_DELETION_AGE_RATIO.observe(ratio)
             # Expect these exact pods to go, so a pod seen deleted twice counts once.
             self.expectations.expect_deletions_of(key, [codec.key_of(p) for p in doomed])
-            results = await asyncio.gather(
-                *(self.pod_control.delete_pod(namespace, p.metadata.name, rs) for p in doomed),
-                return_exceptions=True,
+            settled = await settle.each(
+                doomed, lambda p: self.pod_control.delete_pod(namespace, p.metadata.name, rs)
             )
-            errors: list[Exception] = []
-            for pod, result in zip(doomed, results, strict=True):
-                if isinstance(result, BaseException) and not isinstance(result, Exception):
-                    raise result
-                if isinstance(result, Exception):
-                    # Its delete event will never come.
-                    self.expectations.deletion_observed_of(key, codec.key_of(pod))
-                    if not (isinstance(result, kubeclient.ApiError) and result.not_found):
-                        errors.append(result)
-            if errors:
-                raise errors[0]
+            for pod in settled.raised:  # its delete event will never come
+                self.expectations.deletion_observed_of(key, codec.key_of(pod))
+            if settled.error is not None:
+                raise settled.error
 
     async def write_status(
         self, key: str, path: str, rs: status.ReplicaSetView, new: status.ReplicaSetStatus
