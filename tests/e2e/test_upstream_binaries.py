@@ -37,10 +37,11 @@ def version_output(binary: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-# A cold build (empty Go caches) compiles all of Kubernetes' server code on this machine's two cores.
-@pytest.mark.timeout(3600)
+# With empty Go caches the build compiles all of Kubernetes' server code: about 11 minutes on two
+# busy cores when measured, 40 s with warm caches, well under a second when .upstream/ is current.
+@pytest.mark.timeout(1800)
 def test_each_binary_reports_the_pinned_version() -> None:
-    build = subprocess.run([sys.executable, str(BUILD)], capture_output=True, text=True, timeout=3500)
+    build = subprocess.run([sys.executable, str(BUILD)], capture_output=True, text=True, timeout=1750)
     reason = (build.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
     assert build.returncode == 0, f"build.py exited {build.returncode}: {reason}"
     bin_dir = Path(build.stdout.strip())
@@ -51,13 +52,14 @@ def test_each_binary_reports_the_pinned_version() -> None:
         # version.Info{Major:"1", Minor:"32", GitVersion:"v1.32.13", ...}: what `kubectl version` shows.
         info = dict(re.findall(r'(\w+):"([^"]*)"', version_output(bin_dir / name, "--version=raw")))
         major, minor = KUBERNETES.removeprefix("v").split(".")[:2]
-        assert (info.get("GitVersion"), info.get("Major"), info.get("Minor")) == (KUBERNETES, major, minor), (
-            info
-        )
+        got = (info.get("GitVersion"), info.get("Major"), info.get("Minor"))
+        assert got == (KUBERNETES, major, minor), (name, info)
 
     etcd = version_output(bin_dir / "etcd", "--version").splitlines()
     assert etcd[0] == f"etcd Version: {ETCD.removeprefix('v')}"
 
     # A second run reuses the cache and names the same directory.
-    again = subprocess.run([sys.executable, str(BUILD), "--print-dir"], capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, str(BUILD), "--print-dir"], capture_output=True, text=True, timeout=60
+    )
     assert (again.returncode, again.stdout.strip()) == (0, str(bin_dir)), again.stderr
