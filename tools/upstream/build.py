@@ -17,8 +17,9 @@ static (CGO_ENABLED=0), `-trimpath`, `-ldflags "-s -w -X ..."` setting the versi
 k8s.io/component-base/version and k8s.io/client-go/pkg/version, tags `selinux,notest`. The build
 date is the release's own time from the module proxy (SOURCE_DATE_EPOCH's role), so two builds of
 one pin give the same bytes; `-buildvcs=false` keeps this repository's commit out of them. The git
-commit is left empty: the proxy does not say which commit a release tag is. etcd's version is a
-constant in its module, so its build sets nothing.
+commit is left empty, as the proxy does not say which commit a release tag is, and the tree state
+is `archive`, upstream's word for a build from a source archive. etcd's version is a constant in
+its module, so its build sets nothing (its Git SHA reads "Not provided").
 
 Go is looked for in $GO, then on PATH, then at /usr/local/go/bin/go. A missing Go, or one older than
 a go.mod's `go` line, ends the script with one line on stderr and exit status 1. Unless GOTOOLCHAIN
