@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench manifests clean
+.PHONY: setup run test lint bench manifests upstream clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,11 @@ manifests: setup
 
 bench: setup
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+# The pinned upstream kube-apiserver, kube-controller-manager, kube-scheduler and etcd, built with Go
+# from their published modules (tools/upstream/*/go.mod) into .upstream/; reused while the pins stand.
+upstream:
+	$(PYTHON) tools/upstream/build.py
 
 clean:
 	rm -rf $(VENV) .kcm .mypy_cache .ruff_cache .pytest_cache
