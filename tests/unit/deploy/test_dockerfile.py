@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kcm_cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 from kcm_controllers.job import tracking
 from kcm_shared.controllerutil import podcontrol
 
-from tests.unit.test_job_tracking_crash import (
+from tests.unit.controllers.job.test_tracking_crash import (
     NS,
     FakeServer,
     NoEvents,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kcm_shared.bus import subjects, wire
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "bus.md"
+DOC = Path(__file__).resolve().parents[4] / "docs" / "bus.md"
 TEXT = DOC.read_text()
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 

@@ -10,7 +10,7 @@ import sys
 
 from kcm_shared import _moved
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 PROBE = """

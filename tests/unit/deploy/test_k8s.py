@@ -30,7 +30,7 @@ import yaml
 from kcm_cli import controllers, main, natsauth
 from kcm_shared.runtime import controllerflags
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 K8S = REPO / "k8s"
 OVERLAYS = ("dev", "production")
 NAMESPACE = "kcm-system"

@@ -26,7 +26,7 @@ from kcm_cli import controllers, main, natsauth
 from kcm_shared.base import tracing
 from kcm_shared.runtime import controllerflags
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA = REPO / "tests" / "data" / "compose-spec.json"
 _VARIABLE = re.compile(r"\$(?:\$|\{(\w+)(?::?-([^}]*))?\})")
 

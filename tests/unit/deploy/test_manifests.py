@@ -16,7 +16,7 @@ import yaml
 from kcm_cli import manifests
 from kcm_cli.controllers import BUILTIN
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from kcm_shared.apimachinery import gvr
 from kcm_shared.bus import health
 from kcm_watcher import healthreport, publisher, supervisor
 
-from tests.unit.test_watcher_publisher import ScriptedNats, _publisher
+from tests.unit.watcher.test_publisher import ScriptedNats, _publisher
 
 
 @dataclass
