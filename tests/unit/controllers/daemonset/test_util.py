@@ -15,8 +15,9 @@ from kcm_controllers.daemonset import update, util, views
 from kcm_shared.apimachinery import intstr, selectors
 from kcm_shared.apis import nodeaffinity
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import history, podcontrol
+from kcm_shared.controllerutil import history
 from kcm_shared.runtime import cache
+from kcm_shared.testing import recorders
 
 Obj = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -482,7 +483,7 @@ class Recorder:
         self.events.append((type_, reason, message))
 
 
-def manager(fake: podcontrol.RecordingPodControl, recorder: Recorder, clock: list[float]) -> Any:
+def manager(fake: recorders.RecordingPodControl, recorder: Recorder, clock: list[float]) -> Any:
     unfed = cast(Any, None)
     return daemon_controller.DaemonSetsController(
         unfed,
@@ -516,7 +517,7 @@ def failed(name: str, node_name: str) -> views.DaemonPodView:
 def test_failed_pods_are_deleted_with_a_backoff_and_an_event() -> None:
     clock = [100.0]
     recorder = Recorder()
-    dsc = manager(podcontrol.RecordingPodControl(), recorder, clock)
+    dsc = manager(recorders.RecordingPodControl(), recorder, clock)
     s = state(ds(), [node("n1")])
     mapping = {"n1": [failed("f1", "n1")]}
     assert dsc.pods_should_be_on_node(s, node("n1"), mapping) == ([], ["f1"])
@@ -532,13 +533,13 @@ def test_failed_pods_are_deleted_with_a_backoff_and_an_event() -> None:
 
 
 def test_extra_pods_beyond_the_oldest_are_deleted_without_surge() -> None:
-    dsc = manager(podcontrol.RecordingPodControl(), Recorder(), [0.0])
+    dsc = manager(recorders.RecordingPodControl(), Recorder(), [0.0])
     mapping = {"n1": [pod("young", "new", "n1", created=9), pod("old", "old", "n1", created=1)]}
     assert dsc.pods_should_be_on_node(state(ds(), [node("n1")]), node("n1"), mapping) == ([], ["young"])
 
 
 def test_surge_keeps_old_and_new_until_the_new_one_is_available() -> None:
-    dsc = manager(podcontrol.RecordingPodControl(), Recorder(), [0.0])
+    dsc = manager(recorders.RecordingPodControl(), Recorder(), [0.0])
     s = state(ds(SURGE), [node("n1")])
     waiting = {"n1": [pod("old", "old", "n1", created=1), pod("new", "new", "n1", created=9, ready=False)]}
     assert dsc.pods_should_be_on_node(s, node("n1"), waiting) == ([], [])
@@ -547,14 +548,14 @@ def test_surge_keeps_old_and_new_until_the_new_one_is_available() -> None:
 
 
 def test_a_node_that_should_not_run_the_pod_loses_it() -> None:
-    dsc = manager(podcontrol.RecordingPodControl(), Recorder(), [0.0])
+    dsc = manager(recorders.RecordingPodControl(), Recorder(), [0.0])
     tainted = node("n1", taints=[taint("k", "NoExecute")])
     mapping = {"n1": [pod("p", "new", "n1"), pod("gone", "new", "n1", deleting=True)]}
     assert dsc.pods_should_be_on_node(state(ds(), [tainted]), tainted, mapping) == ([], ["p"])
 
 
 def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batch() -> None:
-    fake = podcontrol.RecordingPodControl()
+    fake = recorders.RecordingPodControl()
     dsc = manager(fake, Recorder(), [0.0])
     s = state(ds(), [node(f"n{i}") for i in range(3)])
     asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))
@@ -571,7 +572,7 @@ def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batc
     ]
     assert all(t.metadata.labels == {"app": "a", util.REVISION_HASH_LABEL: "new"} for t in fake.templates)
     assert dsc.expectations.get_expectations("default/ds").add == 3  # none observed yet
-    failing = podcontrol.RecordingPodControl(err=RuntimeError("quota"))
+    failing = recorders.RecordingPodControl(err=RuntimeError("quota"))
     dsc = manager(failing, Recorder(), [0.0])
     with pytest.raises(RuntimeError, match="quota"):
         asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))

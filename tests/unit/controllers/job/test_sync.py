@@ -10,7 +10,7 @@ import datetime as dt
 from typing import Any
 
 from kcm_controllers.job import tracking
-from kcm_shared.controllerutil import podcontrol
+from kcm_shared.testing import recorders
 
 from tests.unit.controllers.job.test_tracking_crash import (
     NS,
@@ -35,7 +35,7 @@ def running_pod(i: int) -> dict[str, Any]:
 def test_parallelism_caps_the_pods_created() -> None:
     job = new_job(10, indexed=False)
     job["spec"]["parallelism"] = 3
-    server, fake = FakeServer(job, []), podcontrol.RecordingPodControl()
+    server, fake = FakeServer(job, []), recorders.RecordingPodControl()
     asyncio.run(controller(server, NoEvents(), fake).sync(KEY))
     assert len(fake.templates) == 3
     assert all(tracking.JOB_TRACKING_FINALIZER in t.metadata.finalizers for t in fake.templates)
@@ -48,7 +48,7 @@ def test_failed_pod_is_replaced_only_after_the_backoff() -> None:
     failed["status"]["containerStatuses"] = [
         {"name": "c", "state": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:00:00Z"}}}
     ]
-    server, fake = FakeServer(new_job(1, indexed=False), [failed]), podcontrol.RecordingPodControl()
+    server, fake = FakeServer(new_job(1, indexed=False), [failed]), recorders.RecordingPodControl()
     jc = controller(server, NoEvents(), fake, now=T0 + dt.timedelta(seconds=1))
     result = asyncio.run(jc.sync(KEY))
     assert server.job["status"]["failed"] == 1
@@ -62,7 +62,7 @@ def test_failed_pod_is_replaced_only_after_the_backoff() -> None:
 def test_suspended_job_deletes_its_active_pods() -> None:
     job = new_job(2, indexed=False)
     job["spec"]["suspend"] = True
-    server, fake = FakeServer(job, [running_pod(0), running_pod(1)]), podcontrol.RecordingPodControl()
+    server, fake = FakeServer(job, [running_pod(0), running_pod(1)]), recorders.RecordingPodControl()
     events = NoEvents()
     asyncio.run(controller(server, events, fake).sync(KEY))
     assert sorted(fake.deleted) == ["p0", "p1"]
@@ -93,7 +93,7 @@ def test_active_deadline_comes_back_as_a_timed_retry() -> None:
 def test_job_managed_by_another_controller_is_not_touched() -> None:
     job = new_job(1, indexed=False)
     job["spec"]["managedBy"] = "example.com/other"
-    server, fake = FakeServer(job, [finished_pod(0, "Succeeded", None)]), podcontrol.RecordingPodControl()
+    server, fake = FakeServer(job, [finished_pod(0, "Succeeded", None)]), recorders.RecordingPodControl()
     assert asyncio.run(controller(server, NoEvents(), fake).sync(KEY)) is None
     assert server.rv == 1 and fake.templates == []
     assert server.pods["p0"]["metadata"]["finalizers"] == [tracking.JOB_TRACKING_FINALIZER]

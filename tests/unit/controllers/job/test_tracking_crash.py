@@ -24,8 +24,8 @@ from kcm_controllers.job import controller as job_controller
 from kcm_controllers.job import jobview, podview, tracking
 from kcm_shared.apimachinery import selectors
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import podcontrol
 from kcm_shared.runtime import cache
+from kcm_shared.testing import recorders
 
 NS = "ns"
 UID = "job-uid"
@@ -162,7 +162,7 @@ def finished_pod(i: int, phase: str, index: int | None) -> dict[str, Any]:
 def controller(
     server: FakeServer,
     events: NoEvents,
-    pod_control: podcontrol.RecordingPodControl | None = None,
+    pod_control: recorders.RecordingPodControl | None = None,
     now: dt.datetime = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC),
 ) -> job_controller.JobController:
     """A controller whose caches hold what `server` holds now."""
@@ -172,7 +172,7 @@ def controller(
         cast(Any, FakeCache(server.pod_views())),
         lambda key: None,
         lambda key, delay: None,
-        pod_control or podcontrol.RecordingPodControl(),
+        pod_control or recorders.RecordingPodControl(),
         cast(Any, events),
         now=lambda: now,
     )

@@ -14,6 +14,7 @@ from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import podcontrol, podranking
 from kcm_shared.controllerutil.replicaset import replicastatus as status
 from kcm_shared.runtime import cache
+from kcm_shared.testing import recorders
 
 KEY = "default/rs"
 
@@ -48,7 +49,7 @@ def pod(name: str, phase: str = "Running", ready: bool = True, node: str = "n1")
 
 
 def controller(
-    fake: podcontrol.RecordingPodControl, burst: int = podcontrol.BURST_REPLICAS
+    fake: recorders.RecordingPodControl, burst: int = podcontrol.BURST_REPLICAS
 ) -> replicaset.ReplicaSetController:
     # Caches that are never fed: the manage step reads them only for related pods (none here).
     unfed = cast(Any, None)
@@ -64,7 +65,7 @@ def controller(
 
 
 def test_creates_the_missing_pods_and_waits_for_them() -> None:
-    fake = podcontrol.RecordingPodControl()
+    fake = recorders.RecordingPodControl()
     rsc = controller(fake)
     asyncio.run(rsc.manage_replicas(KEY, replica_set(3), [pod("p0")]))
     assert len(fake.templates) == 2
@@ -76,7 +77,7 @@ def test_creates_the_missing_pods_and_waits_for_them() -> None:
 
 
 def test_burst_caps_one_sync() -> None:
-    fake = podcontrol.RecordingPodControl()
+    fake = recorders.RecordingPodControl()
     rsc = controller(fake, burst=10)
     asyncio.run(rsc.manage_replicas(KEY, replica_set(25), []))
     assert len(fake.templates) == 10
@@ -85,7 +86,7 @@ def test_burst_caps_one_sync() -> None:
 
 
 def test_a_failing_create_stops_the_slow_start_and_lowers_expectations() -> None:
-    fake = podcontrol.RecordingPodControl(err=kubeclient.ApiError(403, "Forbidden", "exceeded quota"))
+    fake = recorders.RecordingPodControl(err=kubeclient.ApiError(403, "Forbidden", "exceeded quota"))
     rsc = controller(fake)
     with pytest.raises(kubeclient.ApiError):
         asyncio.run(rsc.manage_replicas(KEY, replica_set(5), []))
@@ -103,13 +104,13 @@ def test_a_failing_create_stops_the_slow_start_and_lowers_expectations() -> None
 
 def test_a_terminating_namespace_is_not_an_error() -> None:
     causes = {"details": {"causes": [{"reason": podcontrol.NAMESPACE_TERMINATING_CAUSE}]}}
-    fake = podcontrol.RecordingPodControl(err=kubeclient.ApiError(403, "Forbidden", "terminating", causes))
+    fake = recorders.RecordingPodControl(err=kubeclient.ApiError(403, "Forbidden", "terminating", causes))
     asyncio.run(controller(fake).manage_replicas(KEY, replica_set(2), []))
     assert len(fake.templates) == 2
 
 
 def test_deletes_the_lowest_ranked_pods_and_expects_exactly_them() -> None:
-    fake = podcontrol.RecordingPodControl()
+    fake = recorders.RecordingPodControl()
     rsc = controller(fake)
     pods = [pod("ready"), pod("not-ready", ready=False), pod("pending", phase="Pending", node="")]
     asyncio.run(rsc.manage_replicas(KEY, replica_set(1), pods))
@@ -124,7 +125,7 @@ def test_deletes_the_lowest_ranked_pods_and_expects_exactly_them() -> None:
 
 @pytest.mark.parametrize(("code", "raises"), [(404, False), (500, True)])
 def test_failed_deletes_lower_expectations_and_404_is_no_error(code: int, raises: bool) -> None:
-    fake = podcontrol.RecordingPodControl(err=kubeclient.ApiError(code, "x", "delete failed"))
+    fake = recorders.RecordingPodControl(err=kubeclient.ApiError(code, "x", "delete failed"))
     rsc = controller(fake)
     run = rsc.manage_replicas(KEY, replica_set(0), [pod("a"), pod("b")])
     if raises:

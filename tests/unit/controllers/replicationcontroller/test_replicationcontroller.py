@@ -12,9 +12,10 @@ from typing import Any, cast
 import msgspec
 import pytest
 from kcm_controllers.replicationcontroller import controller as rcc
-from kcm_shared.controllerutil import podcontrol, podranking
+from kcm_shared.controllerutil import podranking
 from kcm_shared.controllerutil.replicaset import replicastatus
 from kcm_shared.runtime import cache
+from kcm_shared.testing import recorders
 
 KEY = "default/rc"
 
@@ -48,7 +49,7 @@ def pod(name: str, labels: dict[str, str]) -> podranking.PodView:
     )
 
 
-def manager(fake: podcontrol.RecordingPodControl) -> rcc.ReplicationManager:
+def manager(fake: recorders.RecordingPodControl) -> rcc.ReplicationManager:
     unfed = cast(Any, None)  # caches never fed: these steps do not read them
     return rcc.ReplicationManager(
         unfed,
@@ -77,7 +78,7 @@ def test_label_map_selector_reads_as_upstream_conversion(
 
 
 def test_creates_pods_owned_by_the_rc() -> None:
-    fake = podcontrol.RecordingPodControl()
+    fake = recorders.RecordingPodControl()
     asyncio.run(manager(fake).manage_replicas(KEY, rc(2, {"app": "a"}), []))
     assert len(fake.templates) == 2
     assert {(r.api_version, r.kind, r.name, r.uid, r.controller) for r in fake.refs} == {
@@ -97,7 +98,7 @@ def test_status_counts_in_the_replicaset_shape() -> None:
 
 
 def test_a_changed_selector_takes_effect() -> None:
-    m = manager(podcontrol.RecordingPodControl())
+    m = manager(recorders.RecordingPodControl())
     assert m.selector(rc(1, {"app": "a"})).matches({"app": "a"})
     changed = m.selector(rc(1, {"app": "b"}))  # same uid: the memo must not hide the edit
     assert changed.matches({"app": "b"}) and not changed.matches({"app": "a"})

@@ -10,6 +10,7 @@ import pytest
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, podcontrol
+from kcm_shared.testing import recorders
 
 FAIL = RuntimeError("fake error")
 
@@ -123,7 +124,7 @@ def test_namespace_terminating_cause() -> None:
 
 
 def test_recording_pod_control_records_and_fails_on_request() -> None:
-    fake = podcontrol.RecordingPodControl()
+    fake = recorders.RecordingPodControl()
     ref = controllerref.new_controller_ref(OWNER, "apps/v1", "ReplicaSet")
     asyncio.run(fake.create_pods("ns", template(), OWNER, ref))
     asyncio.run(fake.delete_pod("ns", "p1", OWNER))
