@@ -68,10 +68,16 @@ class Where:
     resource: str
     name: str = ""
     subresource: str = ""
+    group: str = ""
 
     @property
     def object_path(self) -> str:
         return f"{self.collection}/{self.name}"
+
+    @property
+    def qualified(self) -> str:
+        """The resource as the API server's messages name it: `jobs.batch`, `pods`."""
+        return f"{self.resource}.{self.group}" if self.group else self.resource
 
 
 def where(path: str) -> Where:
@@ -87,7 +93,8 @@ def where(path: str) -> Where:
     ):
         head, rest = parts[: base + 2], rest[2:]
     collection = "/" + "/".join([*head, rest[0]])
-    return Where(collection, rest[0], rest[1] if len(rest) > 1 else "", "/".join(rest[2:]))
+    group = parts[1] if parts[0] == "apis" else ""
+    return Where(collection, rest[0], rest[1] if len(rest) > 1 else "", "/".join(rest[2:]), group)
 
 
 def _status_error(code: int, reason: str, message: str, resource: str, name: str) -> kubeclient.ApiError:
@@ -149,14 +156,17 @@ class FakeClient(kubeclient.KubeClient):
         *,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         write_guard: kubeclient.WriteGuard | None = None,
+        resource_version: int = 0,
     ) -> None:
+        """`objects` by path; `now` stamps creations and deletions; `write_guard` is called as
+        `KubeClient`'s is; `resource_version` is the store's before any write or object."""
         super().__init__(kubeclient.Connection("http://fake.invalid"), qps=0)
         self.objects: dict[str, Obj] = {}
         self.actions: list[Action] = []
         self.now = now
         self.write_guard = write_guard
         self._failures: list[_Failure] = []
-        self._rv = 0
+        self._rv = resource_version
         self._created = 0
         for path, obj in (objects or {}).items():
             self.add(path, obj)
@@ -239,7 +249,7 @@ class FakeClient(kubeclient.KubeClient):
             return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
         stored = self.objects.get(at.object_path)
         if stored is None:
-            raise not_found(at.resource, urllib.parse.unquote(at.name))
+            raise not_found(at.qualified, urllib.parse.unquote(at.name))
         if action.verb == "get":
             return _clone(stored)
         if action.verb == "delete":
@@ -273,7 +283,7 @@ class FakeClient(kubeclient.KubeClient):
             meta["name"] = f"{meta.get('generateName', '')}{self._created}"
         path = f"{at.collection}/{urllib.parse.quote(meta['name'], safe='')}"
         if path in self.objects:
-            raise already_exists(at.resource, meta["name"])
+            raise already_exists(at.qualified, meta["name"])
         if "/namespaces/" in at.collection:
             meta["namespace"] = at.collection.split("/namespaces/", 1)[1].split("/", 1)[0]
         meta.update(uid=f"uid-{self._created}", resourceVersion=self._next_rv(), generation=1)
@@ -287,9 +297,9 @@ class FakeClient(kubeclient.KubeClient):
         name = meta.get("name", "")
         if sent.get("uid") and sent["uid"] != meta.get("uid"):
             why = f"Precondition failed: UID in precondition: {sent['uid']}, UID in object meta: {meta.get('uid', '')}"
-            raise conflict(at.resource, name, why)
+            raise conflict(at.qualified, name, why)
         if sent.get("resourceVersion") and sent["resourceVersion"] != meta.get("resourceVersion"):
-            raise conflict(at.resource, name, STALE)
+            raise conflict(at.qualified, name, STALE)
         if at.subresource == "status":
             new = {**stored, "status": _copy(new.get("status"))} if "status" in new else _copy(stored)
         elif at.subresource == "finalize":
@@ -314,7 +324,7 @@ class FakeClient(kubeclient.KubeClient):
             if pre.get(key) and pre[key] != meta.get(key):
                 at = where(path)
                 message = f"Precondition failed: {why} in precondition: {pre[key]}, {why} in object meta: {meta.get(key, '')}"
-                raise conflict(at.resource, at.name, message)
+                raise conflict(at.qualified, at.name, message)
         if meta.get("finalizers"):
             meta.setdefault("deletionTimestamp", self._timestamp())
             meta["resourceVersion"] = self._next_rv()

@@ -2,7 +2,8 @@
 record.FakeRecorder and controller.FakePodControl are the model).
 
 - `RecordingEventRecorder` is a `runtime.events.EventRecorder` that keeps each event it is
-  given (type, reason, message, involved object) in `events` instead of writing it.
+  given in `events`, as a `RecordedEvent` tuple (type, reason, message, involved object),
+  instead of writing it.
 - `RecordingPodControl` is a `controllerutil.podcontrol.PodControl` that records the pods it
   is asked to create and delete, and fails every call with `err` when it is set.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kcm_shared.apimachinery import codec
 from kcm_shared.controllerutil import podcontrol
@@ -19,8 +20,7 @@ from kcm_shared.runtime import events
 from kcm_shared.testing import fakeclient
 
 
-@dataclass(frozen=True)
-class RecordedEvent:
+class RecordedEvent(NamedTuple):
     type: str
     reason: str
     message: str

@@ -1,4 +1,4 @@
-"""The endpoints controller's pure helpers and its sync against a recording client, with cases
+"""The endpoints controller's pure helpers and its sync against the testing kit's fake client, with cases
 from upstream endpoints_controller_test.go (TestSyncEndpoints*, TestTruncateEndpoints,
 TestCapacityAnnotationSetCorrectly, checkLeftoverEndpoints) and pkg/api/v1/endpoints
 util_test.go (TestPackSubsets)."""
@@ -9,13 +9,13 @@ import asyncio
 import datetime as dt
 from typing import Any, cast
 
-import msgspec
 import pytest
 from kcm_controllers.endpoint import controller as ec
 from kcm_controllers.endpoint import subsets as sub
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil.endpoints import endpointutil
-from kcm_shared.runtime import cache, delaying, events
+from kcm_shared.runtime import cache, delaying
+from kcm_shared.testing import caches, fakeclient, recorders
 
 NS = "default"
 CREATED = "2024-01-01T00:00:00Z"
@@ -109,47 +109,6 @@ def test_subsets_equal_ignore_resource_version() -> None:
 # --- the sync against a recording client -----------------------------------------------------
 
 
-class FakeClient:
-    """Records creates, updates and deletes; `fail` makes writes answer with that error."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, Any]] = []
-        self.fail: kubeclient.ApiError | None = None
-        self.rv = 100
-
-    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.fail is not None:
-            raise self.fail
-        self.rv += 1
-        out = msgspec.json.decode(msgspec.json.encode(body))
-        out["metadata"]["resourceVersion"] = str(self.rv)
-        return cast(dict[str, Any], out)
-
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("create", path, body))
-        return self._answer(body)
-
-    async def update(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("update", path, body))
-        return self._answer(body)
-
-    async def delete(self, path: str) -> dict[str, Any]:
-        self.calls.append(("delete", path, None))
-        raise kubeclient.ApiError(404, "NotFound", "endpoints not found")
-
-
-class FakeRecorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str, dict[str, Any]]] = []
-
-    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message, events.reference(obj)))
-
-
-def _view(view: type[Any], doc: dict[str, Any]) -> Any:
-    return msgspec.json.decode(msgspec.json.encode(doc), type=view)
-
-
 def service(name: str = "foo", **spec: Any) -> dict[str, Any]:
     spec.setdefault("selector", {"foo": "bar"})
     spec.setdefault("ports", [{"port": 80, "protocol": "TCP", "targetPort": 8080}])
@@ -194,40 +153,39 @@ def pod_doc(
 
 
 class Harness:
+    """Caches fed as the stream feeds them, the API server (holding the Endpoints the cache
+    shows), and the controller registered on them."""
+
     def __init__(self) -> None:
-        unfed = cast(Any, None)
-        self.services: cache.Cache[endpointutil.ServiceView] = cache.Cache(
-            unfed, unfed, ec.SERVICES, endpointutil.ServiceView
-        )
-        self.pods: cache.Cache[endpointutil.EndpointPodView] = cache.Cache(
-            unfed, unfed, ec.PODS, endpointutil.EndpointPodView
-        )
-        self.endpoints: cache.Cache[ec.EndpointsView] = cache.Cache(
-            unfed, unfed, ec.ENDPOINTS, ec.EndpointsView
-        )
-        self.client = FakeClient()
-        self.recorder = FakeRecorder()
+        self.services = caches.new(ec.SERVICES, endpointutil.ServiceView)
+        self.pods = caches.new(ec.PODS, endpointutil.EndpointPodView)
+        self.endpoints = caches.new(ec.ENDPOINTS, ec.EndpointsView)
+        self.client = fakeclient.FakeClient(resource_version=100)
+        self.recorder = recorders.RecordingEventRecorder()
         self.queued: list[str] = []
         self.ctl = ec.EndpointsController(
-            cast(kubeclient.KubeClient, self.client),
+            self.client,
             self.services,
             self.pods,
             self.endpoints,
             self.queued.append,
             delaying.DelayedEnqueue(self.queued.append, delaying.LoopClock()),
-            cast(events.EventRecorder, self.recorder),
+            self.recorder,
         )
         self.ctl.register()
 
     def add(self, store: cache.Cache[Any], doc: dict[str, Any]) -> None:
-        meta = doc["metadata"]
-        store._store(f"{meta.get('namespace', NS)}/{meta['name']}", _view(store._view, doc), b"")
+        """`doc` as the stream delivers it (the handlers see an add or an update)."""
+        if store is self.endpoints:
+            meta = doc["metadata"]
+            self.client.add(f"/api/v1/namespaces/{meta['namespace']}/endpoints/{meta['name']}", doc)
+        caches.deliver(store, caches.ADDED, doc)
 
     def sync(self, key: str = f"{NS}/foo") -> None:
         asyncio.run(self.ctl.sync(key))
 
     def written(self) -> dict[str, Any]:
-        verb, _path, body = self.client.calls[-1]
+        verb, _path, body = self.client.calls()[-1]
         assert verb in ("create", "update")
         return cast(dict[str, Any], body)
 
@@ -247,7 +205,7 @@ def test_creates_endpoints_with_ready_and_not_ready_addresses() -> None:
     h.add(h.pods, pod_doc(1, ready=False))
     h.add(h.pods, pod_doc(2, labels={"other": "x"}))  # not selected
     h.sync()
-    verb, path, body = h.client.calls[0]
+    verb, path, body = h.client.calls()[0]
     assert (verb, path) == ("create", "/api/v1/namespaces/default/endpoints")
     assert body["metadata"]["name"] == "foo"
     assert body["metadata"]["labels"] == {"app": "foo"}  # the Service's labels
@@ -281,9 +239,9 @@ def test_nothing_written_when_nothing_changed() -> None:
     body = h.written()
     body["metadata"]["resourceVersion"] = "5"
     h.add(h.endpoints, body)
-    h.client.calls.clear()
+    h.client.actions.clear()
     h.sync()
-    assert h.client.calls == []
+    assert h.client.calls() == []
     # A pod update that only bumps its resourceVersion queues nothing either.
     newer = pod_doc(0)
     newer["metadata"]["resourceVersion"] = "2"
@@ -307,7 +265,7 @@ def test_readiness_change_updates_with_the_transition_as_trigger_time() -> None:
     h.add(h.pods, changed)
     assert h.queued == [f"{NS}/foo"]
     h.sync()
-    verb, path, update = h.client.calls[-1]
+    verb, path, update = h.client.calls()[-1]
     assert (verb, path) == ("update", "/api/v1/namespaces/default/endpoints/foo")
     assert update["metadata"]["resourceVersion"] == "5"
     assert ready_ips(update) == [] and not_ready_ips(update) == ["1.2.3.4"]
@@ -431,13 +389,13 @@ def test_services_without_selector_or_external_name_are_left_alone(svc: dict[str
     h.add(h.pods, pod_doc(0))
     h.add(h.endpoints, {"metadata": {"name": "foo", "namespace": NS, "resourceVersion": "3"}})
     h.sync()
-    assert h.client.calls == []
+    assert h.client.calls() == []
 
 
 def test_deleted_service_deletes_its_endpoints() -> None:
     h = Harness()
     h.sync("ns/gone")
-    assert h.client.calls == [("delete", "/api/v1/namespaces/ns/endpoints/gone", None)]
+    assert h.client.calls() == [("delete", "/api/v1/namespaces/ns/endpoints/gone", None)]
 
 
 def test_keys_include_leftover_endpoints_but_not_leader_election_locks() -> None:
@@ -466,11 +424,11 @@ def test_over_capacity_truncates_and_annotates_then_clears() -> None:
     assert len(ready_ips(body)) == 1000
     body["metadata"]["resourceVersion"] = "7"
     h.add(h.endpoints, body)
-    h.client.calls.clear()
+    h.client.actions.clear()
     h.sync()
-    assert h.client.calls == []  # unchanged and truncated the same way: nothing to write
-    h.pods._remove(f"{NS}/pod0")
-    h.pods._remove(f"{NS}/pod1")
+    assert h.client.calls() == []  # unchanged and truncated the same way: nothing to write
+    h.pods.evict(f"{NS}/pod0")
+    h.pods.evict(f"{NS}/pod1")
     h.sync()
     body = h.written()
     assert sub.OVER_CAPACITY not in body["metadata"]["annotations"]
@@ -484,7 +442,11 @@ def test_failed_update_records_the_event_and_retries() -> None:
     h.add(
         h.endpoints, {"metadata": {"name": "foo", "namespace": NS, "uid": "ep-uid", "resourceVersion": "3"}}
     )
-    h.client.fail = kubeclient.ApiError(409, "Conflict", 'Operation cannot be fulfilled on endpoints "foo"')
+    h.client.fail(
+        "update",
+        None,
+        kubeclient.ApiError(409, "Conflict", 'Operation cannot be fulfilled on endpoints "foo"'),
+    )
     with pytest.raises(kubeclient.ApiError):
         h.sync()
     assert h.recorder.events == [
@@ -507,18 +469,22 @@ def test_failed_update_records_the_event_and_retries() -> None:
 def test_failed_create_records_the_event_but_a_terminating_namespace_is_dropped() -> None:
     h = Harness()
     h.add(h.services, service())
-    h.client.fail = kubeclient.ApiError(500, "InternalError", "etcd is gone")
+    h.client.fail("create", None, kubeclient.ApiError(500, "InternalError", "etcd is gone"), times=1)
     with pytest.raises(kubeclient.ApiError):
         h.sync()
     assert [(e[1], e[2]) for e in h.recorder.events] == [
         (ec.FAILED_TO_CREATE, "Failed to create endpoint for service default/foo: etcd is gone")
     ]
     h.recorder.events.clear()
-    h.client.fail = kubeclient.ApiError(
-        403,
-        "Forbidden",
-        "namespace default is being terminated",
-        {"details": {"causes": [{"reason": "NamespaceTerminating"}]}},
+    h.client.fail(
+        "create",
+        None,
+        kubeclient.ApiError(
+            403,
+            "Forbidden",
+            "namespace default is being terminated",
+            {"details": {"causes": [{"reason": "NamespaceTerminating"}]}},
+        ),
     )
     h.sync()  # no error: the key is dropped
     assert h.recorder.events == []
@@ -531,7 +497,7 @@ def test_a_create_the_cache_has_not_shown_yet_is_updated_not_created_again() -> 
     h.sync()
     h.add(h.pods, {**pod_doc(1), "metadata": {**pod_doc(1)["metadata"], "resourceVersion": "2"}})
     h.sync()
-    assert [c[0] for c in h.client.calls] == ["create", "update"]
+    assert [c[0] for c in h.client.calls()] == ["create", "update"]
     assert h.written()["metadata"]["resourceVersion"] == "101"  # the create's answer
 
 

@@ -16,6 +16,7 @@ from kcm_controllers.endpointslice import reconciler, utils, views
 from kcm_shared.apimachinery import codec
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
+from kcm_shared.testing import fakeclient
 
 NS = "test"
 NODE = codec.Meta(metadata=codec.ObjectMeta(name="node-1"))
@@ -370,35 +371,16 @@ def test_pod_on_unknown_node_is_left_out_and_reported() -> None:
 # --- writes --------------------------------------------------------------------------------------
 
 
-class FakeClient:
-    """Records the writes; answers a create with a named generation-1 slice."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, Any]] = []
-
-    async def request_bytes(self, method: str, path: str, *, body: bytes, **_: Any) -> bytes:
-        doc = msgspec.json.decode(body)
-        self.calls.append((method, path, doc))
-        doc["metadata"].setdefault("name", doc["metadata"].get("generateName", "") + str(len(self.calls)))
-        doc["metadata"]["uid"] = f"uid-{len(self.calls)}"
-        doc["metadata"]["generation"] = 1 + (method == "PUT")
-        return msgspec.json.encode(doc)
-
-    async def delete(self, path: str) -> dict[str, Any]:
-        self.calls.append(("DELETE", path, None))
-        return {}
-
-
 def test_reconcile_writes_and_tracks_what_it_wrote() -> None:
-    client = FakeClient()
+    client = fakeclient.FakeClient()  # a create is named generateName + a count, uid-<count>, generation 1
     tracker = EndpointSliceTracker()
-    r = reconciler.Reconciler(client, tracker, 100)  # type: ignore[arg-type]
+    r = reconciler.Reconciler(client, tracker, 100)
     trigger = dt.datetime(2024, 5, 1, 12, 0, 0, 500000, tzinfo=dt.UTC)
     asyncio.run(r.reconcile(service(), pods(150), [], nodes, trigger))
-    assert [(m, p) for m, p, _ in client.calls] == [
-        ("POST", "/apis/discovery.k8s.io/v1/namespaces/test/endpointslices")
+    assert [(m, p) for m, p, _ in client.calls()] == [
+        ("create", "/apis/discovery.k8s.io/v1/namespaces/test/endpointslices")
     ] * 2
-    body = client.calls[0][2]
+    body = client.calls()[0][2]
     assert body["metadata"]["annotations"] == {views.LAST_CHANGE_TRIGGER_TIME: "2024-05-01T12:00:00.5Z"}
     assert body["metadata"]["generateName"] == "foo-"
     assert body["addressType"] == "IPv4"
@@ -408,13 +390,13 @@ def test_reconcile_writes_and_tracks_what_it_wrote() -> None:
 
 
 def test_reconcile_reports_a_pod_on_a_missing_node_after_writing_the_rest() -> None:
-    client = FakeClient()
-    r = reconciler.Reconciler(client, EndpointSliceTracker(), 100)  # type: ignore[arg-type]
+    client = fakeclient.FakeClient()
+    r = reconciler.Reconciler(client, EndpointSliceTracker(), 100)
     with pytest.raises(
         reconciler.SyncError, match='skipping Pod pod2 for Service test/foo: node "gone" not found'
     ):
         asyncio.run(r.reconcile(service(), [pod(1), pod(2, node="gone")], [], nodes, None))
-    assert len(client.calls) == 1
+    assert len(client.calls()) == 1
 
 
 # --- flags ---------------------------------------------------------------------------------------

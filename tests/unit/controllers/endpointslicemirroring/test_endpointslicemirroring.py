@@ -17,6 +17,7 @@ from kcm_controllers.endpointslicemirroring import controller as ctl
 from kcm_controllers.endpointslicemirroring import reconciler, utils
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
 from kcm_shared.runtime import events
+from kcm_shared.testing import fakeclient, recorders
 
 Obj = dict[str, Any]
 
@@ -229,38 +230,15 @@ def test_max_per_subset_counts_ready_then_not_ready() -> None:
     assert p.skipped == 4 and p.invalid == 0
 
 
-class FakeClient:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, Obj | None]] = []
-        self.n = 0
-
-    async def create(self, path: str, body: Obj) -> Obj:
-        self.calls.append(("create", path, body))
-        self.n += 1
-        return {"metadata": {"uid": f"uid-{self.n}", "generation": 1}}
-
-    async def update(self, path: str, body: Obj) -> Obj:
-        self.calls.append(("update", path, body))
-        return {"metadata": {"uid": "uid-u", "generation": 2}}
-
-    async def delete(self, path: str) -> Obj:
-        self.calls.append(("delete", path, None))
-        return {}
-
-
-class FakeRecorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, _obj: object, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message))
-
-
 def run_reconcile(
     ep: utils.EndpointsView, max_per_subset: int
-) -> tuple[FakeClient, FakeRecorder, EndpointSliceTracker]:
-    client, recorder, tracker = FakeClient(), FakeRecorder(), EndpointSliceTracker()
-    r = reconciler.Reconciler(client, tracker, recorder, max_per_subset)  # type: ignore[arg-type]
+) -> tuple[fakeclient.FakeClient, recorders.RecordingEventRecorder, EndpointSliceTracker]:
+    client, recorder, tracker = (
+        fakeclient.FakeClient(),
+        recorders.RecordingEventRecorder(),
+        EndpointSliceTracker(),
+    )
+    r = reconciler.Reconciler(client, tracker, recorder, max_per_subset)
     asyncio.run(r.reconcile(ep, []))
     return client, recorder, tracker
 
@@ -270,14 +248,14 @@ def test_invalid_ips_skipped_with_upstream_event() -> None:
         [{"ports": PORTS, "addresses": [{"ip": "10.0.0.1"}, {"ip": "not-an-ip"}, {"ip": "1.2.3"}]}]
     )
     client, recorder, tracker = run_reconcile(ep, 1000)
-    assert recorder.events == [
+    assert recorder.seen() == [
         (
             events.WARNING,
             "InvalidIPAddress",
             "Skipped 2 invalid IP addresses when mirroring to EndpointSlices",
         )
     ]
-    created = [c for c in client.calls if c[0] == "create"]
+    created = client.calls("create")
     assert (
         len(created) == 1 and created[0][1] == "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
     )
@@ -287,7 +265,7 @@ def test_invalid_ips_skipped_with_upstream_event() -> None:
 def test_too_many_addresses_event() -> None:
     ep = endpoints([{"ports": PORTS, "addresses": [{"ip": f"10.0.0.{i}"} for i in range(1, 6)]}])
     _, recorder, _ = run_reconcile(ep, 2)
-    assert recorder.events == [
+    assert recorder.seen() == [
         (
             events.WARNING,
             "TooManyAddressesToMirror",
@@ -300,7 +278,7 @@ def test_endpoints_being_deleted_creates_nothing() -> None:
     ep = endpoints([{"ports": PORTS, "addresses": [{"ip": "10.0.0.1"}]}])
     ep.metadata.deletion_timestamp = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     client, _, _ = run_reconcile(ep, 1000)
-    assert client.calls == []
+    assert client.calls() == []
 
 
 @pytest.mark.parametrize(

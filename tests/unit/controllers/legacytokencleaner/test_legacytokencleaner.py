@@ -1,13 +1,12 @@
-"""The legacy token cleaner's pass against a recording client (upstream's
+"""The legacy token cleaner's pass against the testing kit's fake client (upstream's
 TestLegacyServiceAccountTokenCleanUp cases in legacy_serviceaccount_token_cleaner_test.go)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any, cast
+from typing import Any
 
-import msgspec
 import pytest
 from kcm_controllers.legacytokencleaner import controller as cleaner
 from kcm_controllers.legacytokencleaner import podsecrets
@@ -19,7 +18,7 @@ from kcm_shared.controllerutil.serviceaccounts import (
     SecretView,
     ServiceAccountView,
 )
-from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 PERIOD = 365 * 24 * 3600.0
@@ -30,31 +29,6 @@ TRACKED = (NOW - dt.timedelta(days=500)).date().isoformat()
 
 def _date(moment: dt.datetime) -> str:
     return moment.date().isoformat()
-
-
-class FakeClient:
-    """Answers the tracking ConfigMap and records the writes."""
-
-    def __init__(self, configmap: dict[str, Any] | None) -> None:
-        self.configmap = configmap
-        self.writes: list[tuple[str, str, Any]] = []
-
-    async def get(self, path: str) -> dict[str, Any]:
-        if self.configmap is None:
-            raise kubeclient.ApiError(404, "NotFound", "configmaps not found")
-        return self.configmap
-
-    async def patch(self, path: str, body: Any) -> dict[str, Any]:
-        self.writes.append(("PATCH", path, body))
-        return {}
-
-    async def delete(self, path: str, options: Any = None) -> dict[str, Any]:
-        self.writes.append(("DELETE", path, options))
-        return {}
-
-
-def _decoded(view: type[Any], doc: dict[str, Any]) -> Any:
-    return msgspec.json.decode(msgspec.json.encode(doc), type=view)
 
 
 def _secret(
@@ -92,33 +66,33 @@ def _pod(mounts: bool) -> dict[str, Any]:
     return {"metadata": {"name": "pod-1", "namespace": "default"}, "spec": {"volumes": volumes}}
 
 
+TRACKING_PATH = f"/api/v1/namespaces/{cleaner.TRACKING_NAMESPACE}/configmaps/{cleaner.TRACKING_CONFIGMAP}"
+PATH = "/api/v1/namespaces/default/secrets/token-secret-1"
+
+
 def _run(
     secret: dict[str, Any],
     sa: dict[str, Any] | None,
     pod: dict[str, Any] | None,
     configmap: dict[str, Any] | None,
 ) -> list[tuple[str, str, Any]]:
-    unfed = cast(Any, None)
-    secrets: cache.Cache[SecretView] = cache.Cache(unfed, unfed, SECRETS, SecretView)
-    sas: cache.Cache[ServiceAccountView] = cache.Cache(unfed, unfed, SERVICEACCOUNTS, ServiceAccountView)
-    pods: cache.Cache[podsecrets.PodSecretsView] = cache.Cache(unfed, unfed, PODS, podsecrets.PodSecretsView)
-    secrets._put("default/token-secret-1", _decoded(SecretView, secret), b"")
-    if sa is not None:
-        sas._put("default/default", _decoded(ServiceAccountView, sa), b"")
-    if pod is not None:
-        pods._put("default/pod-1", _decoded(podsecrets.PodSecretsView, pod), b"")
-    client = FakeClient(configmap)
-    pass_ = cleaner.Cleaner(cast(kubeclient.KubeClient, client), secrets, sas, pods, PERIOD, now=lambda: NOW)
+    """One pass over the caches holding `secret`, `sa` and `pod`; the writes it made."""
+    secrets = caches.new(SECRETS, SecretView, [secret])
+    sas = caches.new(SERVICEACCOUNTS, ServiceAccountView, [sa] if sa is not None else [])
+    pods = caches.new(PODS, podsecrets.PodSecretsView, [pod] if pod is not None else [])
+    client = fakeclient.FakeClient(
+        {PATH: secret, **({TRACKING_PATH: configmap} if configmap is not None else {})}
+    )
+    pass_ = cleaner.Cleaner(client, secrets, sas, pods, PERIOD, now=lambda: NOW)
     asyncio.run(pass_.evaluate())
-    return client.writes
+    return client.calls(*fakeclient.WRITES)
 
 
 TRACKING = {"data": {"since": TRACKED}}
-PATH = "/api/v1/namespaces/default/secrets/token-secret-1"
 LABELLED = [
-    ("PATCH", PATH, {"metadata": {"uid": "secret-uid", "labels": {cleaner.INVALID_SINCE_LABEL: _date(NOW)}}})
+    ("patch", PATH, {"metadata": {"uid": "secret-uid", "labels": {cleaner.INVALID_SINCE_LABEL: _date(NOW)}}})
 ]
-DELETED = [("DELETE", PATH, {"preconditions": {"resourceVersion": "7"}})]
+DELETED = [("delete", PATH, {"preconditions": {"resourceVersion": "7"}})]
 
 
 @pytest.mark.parametrize(

@@ -10,17 +10,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
-from kcm_controllers.nodeipam import config
+from kcm_controllers.nodeipam import config, range_allocator
 from kcm_controllers.nodeipam import controller as node_ipam_controller
 from kcm_controllers.nodeipam.cidrset import CIDRSet, CIDRSetError
 from kcm_controllers.nodeipam.range_allocator import NodeView, RangeAllocator
 from kcm_shared.base import errors
 from kcm_shared.client import kubeclient
-from kcm_shared.runtime import cache, events
+from kcm_shared.testing import caches, fakeclient, recorders
 
 
 def net(text: str) -> Any:
@@ -277,46 +277,39 @@ def test_off_without_allocate_node_cidrs() -> None:
 # -- the allocator's pass ------------------------------------------------------------------
 
 
-class FakeClient:
-    def __init__(self, refuse: int = 0) -> None:
-        self.patches: dict[str, Any] = {}
-        self.refuse = refuse  # answer this code to every patch
-
-    async def patch(self, path: str, body: Any, patch_type: str = "merge") -> dict[str, Any]:
-        assert patch_type == "strategic"
-        if self.refuse:
-            raise kubeclient.ApiError(self.refuse, "Invalid", "no")
-        self.patches[path.rsplit("/", 1)[-1]] = body
-        return {}
-
-
 class Harness:
-    def __init__(self, nodes: list[dict[str, Any]], client: FakeClient | None = None, **flags: Any) -> None:
-        unfed = cast(Any, None)
-        self.nodes: cache.Cache[NodeView] = cache.Cache(unfed, unfed, node_ipam_controller.NODES, NodeView)
+    """Nodes in the cache and the API server alike, and a RangeAllocator over them."""
+
+    def __init__(
+        self, nodes: list[dict[str, Any]], client: fakeclient.FakeClient | None = None, **flags: Any
+    ) -> None:
+        self.nodes = caches.new(node_ipam_controller.NODES, NodeView)
+        self.client = client or fakeclient.FakeClient()
         for doc in nodes:
             self.put(doc)
-        self.client = client or FakeClient()
-        self.recorder = events.EventRecorder(cast(kubeclient.KubeClient, self.client), "cidrAllocator")
-        self.allocator = RangeAllocator(
-            cast(kubeclient.KubeClient, self.client), self.nodes, self.recorder, config.parse(args(**flags))
-        )
+        self.recorder = recorders.RecordingEventRecorder("cidrAllocator")
+        self.allocator = RangeAllocator(self.client, self.nodes, self.recorder, config.parse(args(**flags)))
 
     def put(self, doc: dict[str, Any]) -> None:
-        self.nodes._put(
-            doc["metadata"]["name"], msgspec.json.decode(msgspec.json.encode(doc), type=NodeView), b""
-        )
+        """A node the API server holds and the cache shows."""
+        self.client.add(f"/api/v1/nodes/{doc['metadata']['name']}", doc)
+        self.nodes.seed(msgspec.json.decode(msgspec.json.encode(doc), type=NodeView))
 
     def run(self) -> dict[str, list[str]]:
-        self.client.patches.clear()
+        """One pass: the podCIDRs each node was patched with (strategic patches only)."""
+        start = len(self.client.actions)
         asyncio.run(self.allocator.allocate_pass())
-        return {name: body["spec"]["podCIDRs"] for name, body in self.client.patches.items()}
+        patched: dict[str, list[str]] = {}
+        for action in self.client.actions[start:]:
+            if action.verb == "patch":
+                assert action.patch_type == "strategic", action
+                patched[action.path.rsplit("/", 1)[-1]] = action.body["spec"]["podCIDRs"]
+        return patched
 
     def reasons(self) -> list[str]:
-        out = []
-        while not self.recorder._queue.empty():
-            event, _ = self.recorder._queue.get_nowait()
-            out.append(f"{event['reason']}: {event['message']}")
+        """The Events recorded since the last call."""
+        out = [f"{e.reason}: {e.message}" for e in self.recorder.events]
+        self.recorder.events.clear()
         return out
 
     def land(self, name: str, cidrs: list[str]) -> None:
@@ -403,7 +396,7 @@ def test_a_deleted_nodes_cidr_goes_to_the_next_node() -> None:
         h.land(name, cidrs)
     h.put(node("c"))
     assert h.run() == {}
-    h.nodes._remove("a")
+    h.nodes.evict("a")
     assert h.run() == {"c": first["a"]}
 
 
@@ -419,7 +412,7 @@ def test_a_node_whose_patch_the_cache_has_not_shown_is_neither_patched_again_nor
     h.land("b", ["10.0.1.0/24"])
     assert h.run() == {}
     assert h.allocator.pending == {}
-    h.nodes._remove("a")
+    h.nodes.evict("a")
     assert h.run() == {"c": ["10.0.0.0/24"]}
 
 
@@ -430,9 +423,12 @@ def test_a_new_allocator_occupies_what_the_cache_shows() -> None:
 
 
 def test_a_refused_patch_records_cidr_assignment_failed_and_frees_the_cidrs() -> None:
-    h = Harness([node("a")], FakeClient(refuse=422), cluster_cidr="10.0.0.0/24", node_cidr_mask_size=24)
+    refusing = fakeclient.FakeClient()
+    # Every try of the first pass is refused.
+    refuse = kubeclient.ApiError(422, "Invalid", "no")
+    refusing.fail("patch", None, refuse, times=range_allocator.CIDR_UPDATE_RETRIES)
+    h = Harness([node("a")], refusing, cluster_cidr="10.0.0.0/24", node_cidr_mask_size=24)
     h.run()
     assert h.reasons() == ["CIDRAssignmentFailed: Node a status is now: CIDRAssignmentFailed"]
     assert h.allocator.pending == {} and h.allocator.leaked == []
-    h.client.refuse = 0
     assert h.run() == {"a": ["10.0.0.0/24"]}

@@ -1,4 +1,4 @@
-"""The pod garbage collector's pass against a recording client, with upstream gc_controller_test.go's
+"""The pod garbage collector's pass against the testing kit's fake client, with upstream gc_controller_test.go's
 cases: TestGCTerminated, TestGCOrphaned (quarantine, node found by the GET, patches),
 TestGCUnscheduledTerminating and TestGCTerminating (out-of-service nodes)."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
 from kcm_controllers.podgc import controller as gc_controller
 from kcm_controllers.podgc import selection
 from kcm_shared.client import kubeclient
-from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, clock, fakeclient
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -61,36 +61,13 @@ def node(
     }
 
 
-class FakeClient:
-    """Answers node GETs from `nodes` (others 404) and records the patches and deletions."""
-
-    def __init__(self, nodes: set[str]) -> None:
-        self.nodes = nodes
-        self.patched: list[str] = []
-        self.patches: dict[str, Any] = {}
-        self.deleted: list[str] = []
-        self.options: list[Any] = []
-
-    async def get(self, path: str) -> dict[str, Any]:
-        name = path.rsplit("/", 1)[1]
-        if name not in self.nodes:
-            raise kubeclient.ApiError(404, "NotFound", f'nodes "{name}" not found')
-        return {"metadata": {"name": name}}
-
-    async def patch(self, path: str, body: Any, patch_type: str = "merge") -> dict[str, Any]:
-        assert path.endswith("/status") and patch_type == "strategic"
-        name = path.split("/")[-2]
-        self.patched.append(name)
-        self.patches[name] = body
-        return {}
-
-    async def delete(self, path: str, options: Any = None) -> dict[str, Any]:
-        self.deleted.append(path.rsplit("/", 1)[1])
-        self.options.append(options)
-        return {}
+PODS = "/api/v1/namespaces/default/pods"
 
 
 class Harness:
+    """The caches and the API server holding `pods` and `nodes` (the API server also
+    `api_nodes`), and a PodGC over them on a clock that moves when a test says."""
+
     def __init__(
         self,
         pods: list[dict[str, Any]],
@@ -98,38 +75,64 @@ class Harness:
         *,
         threshold: int = -1,
         api_nodes: set[str] = frozenset(),
+        client: fakeclient.FakeClient | None = None,
     ) -> None:
-        unfed = cast(Any, None)
-        self.pods: cache.Cache[selection.PodView] = cache.Cache(
-            unfed, unfed, gc_controller.PODS, selection.PodView
-        )
-        self.nodes: cache.Cache[selection.NodeView] = cache.Cache(
-            unfed, unfed, gc_controller.NODES, selection.NodeView
-        )
+        self.pods = caches.new(gc_controller.PODS, selection.PodView)
+        self.nodes = caches.new(gc_controller.NODES, selection.NodeView)
+        self.client = client or fakeclient.FakeClient()
         for doc in pods:
             self.add_pod(doc)
+            self.client.add(f"{PODS}/{doc['metadata']['name']}", doc)
         for doc in nodes:
             self.add_node(doc)
-        self.client = FakeClient(set(api_nodes) | {n["metadata"]["name"] for n in nodes})
-        self.clock = 0.0
+        for name in set(api_nodes) | {n["metadata"]["name"] for n in nodes}:
+            self.add_api_node(name)
+        self.clock = clock.FakeClock(NOW, 0.0)
         self.gc = gc_controller.PodGC(
-            cast(kubeclient.KubeClient, self.client),
+            self.client,
             self.pods,
             self.nodes,
             threshold=threshold,
             quarantine=QUARANTINE,
             now=lambda: NOW,
-            monotonic=lambda: self.clock,
+            monotonic=self.clock.monotonic,
         )
 
     def add_pod(self, doc: dict[str, Any]) -> None:
-        self.pods._put(f"default/{doc['metadata']['name']}", _view(selection.PodView, doc), b"")
+        self.pods.seed(_view(selection.PodView, doc))
 
     def add_node(self, doc: dict[str, Any]) -> None:
-        self.nodes._put(doc["metadata"]["name"], _view(selection.NodeView, doc), b"")
+        self.nodes.seed(_view(selection.NodeView, doc))
+
+    def add_api_node(self, name: str) -> None:
+        self.client.add(f"/api/v1/nodes/{name}", {"metadata": {"name": name}})
 
     def run(self) -> None:
         asyncio.run(self.gc.gc())
+
+    def deleted(self) -> list[str]:
+        """The pods the passes deleted: delete calls that took effect, in order."""
+        return [
+            p.rsplit("/", 1)[1] for _, p, _ in self.client.calls("delete") if p not in self.client.objects
+        ]
+
+    def delete_options(self) -> list[Any]:
+        return [options for _, _, options in self.client.calls("delete")]
+
+    def patches(self) -> list[tuple[str, Any]]:
+        """(pod, body) of each patch, in order; each must be a strategic patch of the status."""
+        out = []
+        for action in self.client.actions:
+            if action.verb == "patch":
+                assert action.path.endswith("/status") and action.patch_type == "strategic", action
+                out.append((action.path.split("/")[-2], action.body))
+        return out
+
+    def patched(self) -> list[str]:
+        return [name for name, _ in self.patches()]
+
+    def patch_of(self, name: str) -> Any:
+        return dict(self.patches())[name]
 
 
 def _view(view: type[Any], doc: dict[str, Any]) -> Any:
@@ -177,9 +180,9 @@ def _view(view: type[Any], doc: dict[str, Any]) -> Any:
 def test_gc_terminated(name: str, pods: list[tuple[Any, ...]], threshold: int, deleted: list[str]) -> None:
     h = Harness(pods_in_order(*pods), [node("node")], threshold=threshold)
     h.run()
-    assert sorted(h.client.deleted) == sorted(deleted), name
-    assert h.client.patched == [], "terminated pods are deleted without a status patch"
-    assert all(o == {"gracePeriodSeconds": 0} for o in h.client.options)
+    assert sorted(h.deleted()) == sorted(deleted), name
+    assert h.patched() == [], "terminated pods are deleted without a status patch"
+    assert all(o == {"gracePeriodSeconds": 0} for o in h.delete_options())
 
 
 def test_terminated_pods_are_ordered_by_creation_with_the_name_breaking_ties() -> None:
@@ -190,7 +193,7 @@ def test_terminated_pods_are_ordered_by_creation_with_the_name_breaking_ties() -
     ]
     h = Harness(pods, [node("node")], threshold=1)
     h.run()
-    assert sorted(h.client.deleted) == ["a", "c"]
+    assert sorted(h.deleted()) == ["a", "c"]
 
 
 def orphan_pass(
@@ -207,8 +210,9 @@ def orphan_pass(
     h.run()
     for name in add_to_lister:
         h.add_node(node(name))
-    h.client.nodes |= add_to_client
-    h.clock += delay
+    for name in add_to_client:
+        h.add_api_node(name)
+    h.clock.advance(delay)
     h.run()
     return h
 
@@ -291,17 +295,17 @@ def test_gc_orphaned(
     deleted: list[str],
 ) -> None:
     h = orphan_pass(pods, lister, client, add_to_lister=add_lister, add_to_client=add_client, delay=delay)
-    assert sorted(h.client.deleted) == deleted, name
+    assert sorted(h.deleted()) == deleted, name
 
 
 @pytest.mark.parametrize("phase", ["Pending", "Running", "Unknown", "Succeeded", "Failed"])
 def test_an_orphan_not_terminal_is_marked_failed_with_the_disruption_condition(phase: str) -> None:
     h = orphan_pass([pod("a", phase, "worker")], [])
-    assert h.client.deleted == ["a"]
+    assert h.deleted() == ["a"]
     if phase in ("Succeeded", "Failed"):
-        assert h.client.patched == []
+        assert h.patched() == []
         return
-    assert h.client.patches["a"] == {
+    assert h.patch_of("a") == {
         "metadata": {"uid": "uid-a"},
         "status": {
             "phase": "Failed",
@@ -324,23 +328,23 @@ def test_a_disruption_condition_already_true_keeps_its_transition_time() -> None
         {"type": "DisruptionTarget", "status": "True", "lastTransitionTime": _stamp(EPOCH)}
     ]
     h = orphan_pass([doc], [])
-    assert h.client.patches["a"]["status"]["conditions"][0]["lastTransitionTime"] == _stamp(EPOCH)
+    assert h.patch_of("a")["status"]["conditions"][0]["lastTransitionTime"] == _stamp(EPOCH)
 
 
 def test_a_node_back_during_the_quarantine_restarts_it() -> None:
     h = Harness([pod("a", "Running", "worker")], [])
     h.run()
-    h.clock += QUARANTINE / 2
+    h.clock.advance(QUARANTINE / 2)
     h.add_node(node("worker"))
     h.run()
-    h.nodes._remove("worker")
+    h.nodes.evict("worker")
     h.run()
-    h.clock += QUARANTINE / 2
+    h.clock.advance(QUARANTINE / 2)
     h.run()
-    assert h.client.deleted == [], "the node must have been missing for a whole quarantine"
-    h.clock += QUARANTINE / 2
+    assert h.deleted() == [], "the node must have been missing for a whole quarantine"
+    h.clock.advance(QUARANTINE / 2)
     h.run()
-    assert h.client.deleted == ["a"]
+    assert h.deleted() == ["a"]
 
 
 @pytest.mark.parametrize(
@@ -373,10 +377,10 @@ def test_gc_unscheduled_terminating(
 ) -> None:
     h = Harness(pods, [node("node")])
     h.run()
-    assert sorted(h.client.deleted) == deleted, name
-    assert h.client.patched == patched, name
+    assert sorted(h.deleted()) == deleted, name
+    assert h.patched() == patched, name
     for who in patched:
-        assert h.client.patches[who] == {"metadata": {"uid": f"uid-{who}"}, "status": {"phase": "Failed"}}
+        assert h.patch_of(who) == {"metadata": {"uid": f"uid-{who}"}, "status": {"phase": "Failed"}}
 
 
 @pytest.mark.parametrize(
@@ -423,8 +427,8 @@ def test_gc_terminating(
 ) -> None:
     h = Harness(pods, nodes)
     h.run()  # the first pass only quarantines worker-9
-    assert sorted(h.client.deleted) == deleted, name
-    assert sorted(h.client.patched) == patched, name
+    assert sorted(h.deleted()) == deleted, name
+    assert sorted(h.patched()) == patched, name
 
 
 def test_a_failed_request_is_counted_and_the_pass_goes_on() -> None:
@@ -437,18 +441,11 @@ def test_a_failed_request_is_counted_and_the_pass_goes_on() -> None:
         [node("node")],
         threshold=1,
     )
-
-    async def refuse(path: str, options: Any = None) -> dict[str, Any]:
-        if path.endswith("/a"):
-            raise kubeclient.ApiError(500, "InternalError", "boom")
-        h.client.deleted.append(path.rsplit("/", 1)[1])
-        return {}
-
-    h.client.delete = refuse  # type: ignore[method-assign]
+    h.client.fail("delete", f"{PODS}/a", kubeclient.ApiError(500, "InternalError", "boom"))
     errors = gc_controller.DELETING_POD_ERRORS.labels("default", "terminated")
     before = errors._value.get()
     h.run()
-    assert h.client.deleted == ["b"]
+    assert h.deleted() == ["b"]
     assert errors._value.get() == before + 1
 
 
@@ -459,24 +456,28 @@ def test_the_pass_requeues_itself_after_the_check_period() -> None:
 
 
 def test_an_error_that_is_not_the_apis_ends_the_pass_with_no_request_left_running() -> None:
-    pods = [pod(f"p{i}", "Succeeded", "node", hour=i) for i in range(5)]
-    h = Harness(pods, [node("node")], threshold=1)
     started: list[str] = []
     cancelled: list[str] = []
 
-    async def stall_or_break(path: str, options: Any = None) -> dict[str, Any]:
-        name = path.rsplit("/", 1)[1]
-        started.append(name)
-        if name == "p2":
-            raise OSError("connection reset")
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.append(name)
-            raise
-        return {}
+    class StallOrBreak(fakeclient.FakeClient):
+        """Deletes hang, but p2's connection breaks."""
 
-    h.client.delete = stall_or_break  # type: ignore[method-assign]
+        async def handle(self, action: fakeclient.Action) -> dict[str, Any] | None:
+            if action.verb != "delete":
+                return await super().handle(action)
+            name = action.path.rsplit("/", 1)[1]
+            started.append(name)
+            if name == "p2":
+                raise OSError("connection reset")
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+            return {}
+
+    pods = [pod(f"p{i}", "Succeeded", "node", hour=i) for i in range(5)]
+    h = Harness(pods, [node("node")], threshold=1, client=StallOrBreak())
     with pytest.raises(OSError, match="connection reset"):
         h.run()
     assert sorted(cancelled) == sorted(n for n in started if n != "p2") and len(started) == 4

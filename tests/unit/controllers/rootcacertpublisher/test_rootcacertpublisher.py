@@ -16,7 +16,7 @@ from kcm_controllers.rootcacertpublisher import controller as publisher
 from kcm_shared.base import errors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import identityflags
-from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient
 
 from tests import certs
 
@@ -24,12 +24,15 @@ BUNDLE = "-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
 DESCRIBED = {publisher.DESCRIPTION_ANNOTATION: publisher.DESCRIPTION}
 
 
-def cm(data: dict[str, str] | None, annotations: dict[str, str]) -> publisher.ConfigMapView:
-    doc = {
+def cm_doc(data: dict[str, str] | None, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
         "metadata": {"name": publisher.CONFIGMAP_NAME, "resourceVersion": "7", "annotations": annotations},
         "data": data,
     }
-    return msgspec.convert(doc, publisher.ConfigMapView)
+
+
+def cm(data: dict[str, str] | None, annotations: dict[str, str]) -> publisher.ConfigMapView:
+    return msgspec.convert(cm_doc(data, annotations), publisher.ConfigMapView)
 
 
 @pytest.mark.parametrize(
@@ -78,35 +81,17 @@ def test_the_bundle_is_the_flag_else_the_kubeconfig_ca_else_empty(tmp_path: Path
     assert identityflags.root_ca(argparse.Namespace(), kubeclient.Connection("http://127.0.0.1:1")) == ""
 
 
-class RecordingClient:
-    def __init__(self, error: kubeclient.ApiError | None = None) -> None:
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
-        self.error = error
-
-    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._call("create", path, obj)
-
-    async def patch(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._call("patch", path, obj)
-
-    def _call(self, verb: str, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append((verb, path, obj))
-        if self.error is not None:
-            raise self.error
-        return obj
+CM_PATH = f"/api/v1/namespaces/ns/configmaps/{publisher.CONFIGMAP_NAME}"
 
 
-def sync(client: RecordingClient, existing: publisher.ConfigMapView | None) -> None:
-    unfed = cast(Any, None)
-    configmaps: cache.Cache[publisher.ConfigMapView] = cache.Cache(
-        unfed, unfed, publisher.CONFIGMAPS, publisher.ConfigMapView
-    )
-    if existing is not None:
-        configmaps._put(f"ns/{publisher.CONFIGMAP_NAME}", existing, b"")
+def sync(client: fakeclient.FakeClient, existing: dict[str, Any] | None) -> None:
+    """One sync of namespace ns, with `existing` in the cache and in the API alike."""
+    held = [] if existing is None else [{**existing, "metadata": {**existing["metadata"], "namespace": "ns"}}]
+    for doc in held:
+        client.add(CM_PATH, doc)
+    configmaps = caches.new(publisher.CONFIGMAPS, publisher.ConfigMapView, held)
     namespaces = cast(Any, None)  # the sync reads only ConfigMaps, as upstream's
-    asyncio.run(
-        publisher.Publisher(cast(Any, client), namespaces, configmaps, lambda k: None, BUNDLE).sync("ns")
-    )
+    asyncio.run(publisher.Publisher(client, namespaces, configmaps, lambda k: None, BUNDLE).sync("ns"))
 
 
 def syncs(code: str) -> float:
@@ -118,16 +103,16 @@ def syncs(code: str) -> float:
 
 def test_sync_creates_repairs_or_leaves_alone() -> None:
     before = syncs("200")
-    client = RecordingClient()
+    client = fakeclient.FakeClient()
     sync(client, None)
-    sync(client, cm({"ca.crt": BUNDLE}, DESCRIBED))
-    sync(client, cm({"ca.crt": "old"}, DESCRIBED))
-    assert [(verb, path) for verb, path, _ in client.calls] == [
+    sync(client, cm_doc({"ca.crt": BUNDLE}, DESCRIBED))
+    sync(client, cm_doc({"ca.crt": "old"}, DESCRIBED))
+    assert [(verb, path) for verb, path, _ in client.calls()] == [
         ("create", "/api/v1/namespaces/ns/configmaps"),
         ("patch", "/api/v1/namespaces/ns/configmaps/kube-root-ca.crt"),
     ]
-    assert client.calls[0][2]["metadata"] == {"name": "kube-root-ca.crt", "annotations": DESCRIBED}
-    assert client.calls[0][2]["data"] == {"ca.crt": BUNDLE}
+    assert client.calls()[0][2]["metadata"] == {"name": "kube-root-ca.crt", "annotations": DESCRIBED}
+    assert client.calls()[0][2]["data"] == {"ca.crt": BUNDLE}
     assert syncs("200") == before + 3
 
 
@@ -144,9 +129,11 @@ TERMINATING = {"details": {"causes": [{"reason": "NamespaceTerminating"}]}}
 )
 def test_create_errors_and_their_metric_code(error: kubeclient.ApiError, code: str) -> None:
     before = syncs(code)
+    client = fakeclient.FakeClient()
+    client.fail("create", None, error)
     if code == "200":
-        sync(RecordingClient(error), None)
+        sync(client, None)
     else:
         with pytest.raises(kubeclient.ApiError):
-            sync(RecordingClient(error), None)
+            sync(client, None)
     assert syncs(code) == before + 1

@@ -1,19 +1,18 @@
 """The TTL-after-finished controller's helpers and sync (upstream ttlafterfinished_controller_test.go's
-TestTimeLeft cases, and the sync against a recording client: requeue, re-check, delete)."""
+TestTimeLeft cases, and the sync against the testing kit's fake client: requeue, re-check, delete)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
 from kcm_controllers.ttlafterfinished import controller as ttlafterfinished_controller
 from kcm_controllers.ttlafterfinished import ttl
 from kcm_shared import runtime
-from kcm_shared.client import kubeclient
-from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 SECOND = dt.timedelta(seconds=1)
@@ -101,61 +100,42 @@ def test_a_job_finished_in_the_future_is_told_apart() -> None:
     assert in_future
 
 
-class FakeClient:
-    """Answers the fresh GET of the Job with `fresh` (None: 404) and records deletions."""
-
-    def __init__(self, fresh: dict[str, Any] | None) -> None:
-        self.fresh = fresh
-        self.gets = 0
-        self.deletes: list[tuple[str, Any]] = []
-
-    async def request_bytes(self, method: str, path: str) -> bytes:
-        self.gets += 1
-        if self.fresh is None:
-            raise kubeclient.ApiError(404, "NotFound", 'jobs.batch "foobar" not found')
-        return msgspec.json.encode(self.fresh)
-
-    async def delete(self, path: str, options: Any = None) -> dict[str, Any]:
-        self.deletes.append((path, options))
-        return {}
+PATH = "/apis/batch/v1/namespaces/default/jobs/foobar"
 
 
 def sync(
     cached: dict[str, Any] | None, fresh: dict[str, Any] | None
-) -> tuple[runtime.Result | None, FakeClient]:
-    unfed = cast(Any, None)
-    jobs: cache.Cache[ttl.JobView] = cache.Cache(unfed, unfed, ttlafterfinished_controller.JOBS, ttl.JobView)
-    if cached is not None:
-        jobs._put("default/foobar", view(cached), b"")
-    client = FakeClient(fresh)
+) -> tuple[runtime.Result | None, fakeclient.FakeClient]:
+    """One reconcile with `cached` in the cache and `fresh` in the API server (None: neither holds it)."""
+    jobs = caches.new(ttlafterfinished_controller.JOBS, ttl.JobView, [cached] if cached is not None else [])
+    client = fakeclient.FakeClient({PATH: fresh} if fresh is not None else {})
     controller = ttlafterfinished_controller.TTLAfterFinishedController(
-        cast(kubeclient.KubeClient, client), jobs, lambda _key: None, now=lambda: NOW
+        client, jobs, lambda _key: None, now=lambda: NOW
     )
     return asyncio.run(controller.reconcile("default/foobar")), client
 
 
-PATH = "/apis/batch/v1/namespaces/default/jobs/foobar"
 EXPIRED = job(completed=NOW - 10 * SECOND, ttl_seconds=5)
 
 
 def test_an_expired_job_is_deleted_in_the_foreground_with_the_fresh_uid() -> None:
     result, client = sync(EXPIRED, job(completed=NOW - 10 * SECOND, ttl_seconds=5, uid="uid-fresh"))
     assert result is None
-    assert client.deletes == [
-        (PATH, {"propagationPolicy": "Foreground", "preconditions": {"uid": "uid-fresh"}})
+    assert client.calls("delete") == [
+        ("delete", PATH, {"propagationPolicy": "Foreground", "preconditions": {"uid": "uid-fresh"}})
     ]
 
 
 def test_a_job_not_expired_yet_comes_back_at_expiry_without_a_request() -> None:
     result, client = sync(job(completed=NOW - 2 * SECOND, ttl_seconds=5), None)
     assert result == runtime.Result(requeue_after=3.0)
-    assert client.gets == 0 and not client.deletes
+    assert not client.calls("get") and not client.calls("delete")
 
 
 def test_a_ttl_raised_since_the_cache_saw_it_is_honoured() -> None:
     result, client = sync(EXPIRED, job(completed=NOW - 10 * SECOND, ttl_seconds=60))
     assert result == runtime.Result(requeue_after=50.0)
-    assert client.gets == 1 and not client.deletes
+    assert len(client.calls("get")) == 1 and not client.calls("delete")
 
 
 @pytest.mark.parametrize(
@@ -172,4 +152,4 @@ def test_a_ttl_raised_since_the_cache_saw_it_is_honoured() -> None:
 )
 def test_left_alone(case: str, cached: dict[str, Any] | None, fresh: dict[str, Any] | None) -> None:
     result, client = sync(cached, fresh)
-    assert result is None and not client.deletes, case
+    assert result is None and not client.calls("delete"), case

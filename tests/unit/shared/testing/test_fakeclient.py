@@ -46,7 +46,7 @@ def client(*objects: dict[str, Any]) -> fakeclient.FakeClient:
         ),
         (
             "/apis/apps/v1/namespaces/ns/deployments/d/scale",
-            fakeclient.Where("/apis/apps/v1/namespaces/ns/deployments", "deployments", "d", "scale"),
+            fakeclient.Where("/apis/apps/v1/namespaces/ns/deployments", "deployments", "d", "scale", "apps"),
         ),
     ],
 )
@@ -86,6 +86,8 @@ def test_a_missing_object_is_upstreams_not_found() -> None:
         'pods "gone" not found',
     )
     assert caught.value.status["details"] == {"name": "gone", "kind": "pods"}
+    with pytest.raises(kubeclient.ApiError, match=r'jobs\.batch "gone" not found'):
+        run(client().get("/apis/batch/v1/namespaces/ns/jobs/gone"))
 
 
 def test_create_names_and_stamps_the_object_and_refuses_a_taken_name() -> None:
@@ -118,12 +120,12 @@ def test_a_stale_resource_version_or_another_uid_is_a_conflict() -> None:
 
 
 def test_writes_move_the_resource_version_and_a_spec_change_the_generation() -> None:
-    c = client()
+    c = fakeclient.FakeClient(resource_version=100)
     run(c.create(PODS, {"metadata": {"name": "a"}, "spec": {"x": 1}}))
     labelled = run(c.patch(f"{PODS}/a", {"metadata": {"labels": {"k": "v"}}}))
-    assert (labelled["metadata"]["resourceVersion"], labelled["metadata"]["generation"]) == ("2", 1)
+    assert (labelled["metadata"]["resourceVersion"], labelled["metadata"]["generation"]) == ("102", 1)
     updated = run(c.update(f"{PODS}/a", {**labelled, "spec": {"x": 2}}))
-    assert (updated["metadata"]["resourceVersion"], updated["metadata"]["generation"]) == ("3", 2)
+    assert (updated["metadata"]["resourceVersion"], updated["metadata"]["generation"]) == ("103", 2)
     assert updated["metadata"]["uid"] == "uid-1" and updated["metadata"]["labels"] == {"k": "v"}
 
 

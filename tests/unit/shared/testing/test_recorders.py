@@ -27,6 +27,7 @@ def test_events_are_kept_with_the_object_they_name() -> None:
         (events.WARNING, "Odd", "odd"),
     ]
     assert recorder.reasons() == ["SuccessfulCreate", "Odd"]
+    assert recorder.events[1] == (events.WARNING, "Odd", "odd", {"kind": "Node", "name": "n1"})  # a tuple
     assert recorder.events[0].involved == {
         "kind": "ReplicaSet",
         "apiVersion": "apps/v1",
