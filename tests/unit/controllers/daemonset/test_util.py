@@ -17,7 +17,7 @@ from kcm_shared.apis import nodeaffinity
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import history
 from kcm_shared.runtime import cache
-from kcm_shared.testing import recorders
+from kcm_shared.testing import caches, fakeclient, recorders
 
 Obj = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -475,15 +475,9 @@ def test_node_selector_terms(term: Obj, fits: bool) -> None:
 # --- the manage step, against a recording PodControl ----------------------------------------
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message))
-
-
-def manager(fake: recorders.RecordingPodControl, recorder: Recorder, clock: list[float]) -> Any:
+def manager(
+    fake: recorders.RecordingPodControl, recorder: recorders.RecordingEventRecorder, clock: list[float]
+) -> Any:
     unfed = cast(Any, None)
     return daemon_controller.DaemonSetsController(
         unfed,
@@ -494,7 +488,7 @@ def manager(fake: recorders.RecordingPodControl, recorder: Recorder, clock: list
         lambda key: None,
         lambda key, delay: None,
         fake,
-        cast(Any, recorder),
+        recorder,
         now=lambda: NOW,
         monotonic=lambda: clock[0],
     )
@@ -516,12 +510,12 @@ def failed(name: str, node_name: str) -> views.DaemonPodView:
 
 def test_failed_pods_are_deleted_with_a_backoff_and_an_event() -> None:
     clock = [100.0]
-    recorder = Recorder()
+    recorder = recorders.RecordingEventRecorder()
     dsc = manager(recorders.RecordingPodControl(), recorder, clock)
     s = state(ds(), [node("n1")])
     mapping = {"n1": [failed("f1", "n1")]}
     assert dsc.pods_should_be_on_node(s, node("n1"), mapping) == ([], ["f1"])
-    assert recorder.events == [
+    assert recorder.seen() == [
         ("Warning", "FailedDaemonPod", "Found failed daemon pod /f1 on node n1, will try to kill it")
     ]
     # Within the backoff: left alone, and the set asks to be synced once it is over.
@@ -533,13 +527,13 @@ def test_failed_pods_are_deleted_with_a_backoff_and_an_event() -> None:
 
 
 def test_extra_pods_beyond_the_oldest_are_deleted_without_surge() -> None:
-    dsc = manager(recorders.RecordingPodControl(), Recorder(), [0.0])
+    dsc = manager(recorders.RecordingPodControl(), recorders.RecordingEventRecorder(), [0.0])
     mapping = {"n1": [pod("young", "new", "n1", created=9), pod("old", "old", "n1", created=1)]}
     assert dsc.pods_should_be_on_node(state(ds(), [node("n1")]), node("n1"), mapping) == ([], ["young"])
 
 
 def test_surge_keeps_old_and_new_until_the_new_one_is_available() -> None:
-    dsc = manager(recorders.RecordingPodControl(), Recorder(), [0.0])
+    dsc = manager(recorders.RecordingPodControl(), recorders.RecordingEventRecorder(), [0.0])
     s = state(ds(SURGE), [node("n1")])
     waiting = {"n1": [pod("old", "old", "n1", created=1), pod("new", "new", "n1", created=9, ready=False)]}
     assert dsc.pods_should_be_on_node(s, node("n1"), waiting) == ([], [])
@@ -548,7 +542,7 @@ def test_surge_keeps_old_and_new_until_the_new_one_is_available() -> None:
 
 
 def test_a_node_that_should_not_run_the_pod_loses_it() -> None:
-    dsc = manager(recorders.RecordingPodControl(), Recorder(), [0.0])
+    dsc = manager(recorders.RecordingPodControl(), recorders.RecordingEventRecorder(), [0.0])
     tainted = node("n1", taints=[taint("k", "NoExecute")])
     mapping = {"n1": [pod("p", "new", "n1"), pod("gone", "new", "n1", deleting=True)]}
     assert dsc.pods_should_be_on_node(state(ds(), [tainted]), tainted, mapping) == ([], ["p"])
@@ -556,7 +550,7 @@ def test_a_node_that_should_not_run_the_pod_loses_it() -> None:
 
 def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batch() -> None:
     fake = recorders.RecordingPodControl()
-    dsc = manager(fake, Recorder(), [0.0])
+    dsc = manager(fake, recorders.RecordingEventRecorder(), [0.0])
     s = state(ds(), [node(f"n{i}") for i in range(3)])
     asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))
     pinned = [
@@ -573,7 +567,7 @@ def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batc
     assert all(t.metadata.labels == {"app": "a", util.REVISION_HASH_LABEL: "new"} for t in fake.templates)
     assert dsc.expectations.get_expectations("default/ds").add == 3  # none observed yet
     failing = recorders.RecordingPodControl(err=RuntimeError("quota"))
-    dsc = manager(failing, Recorder(), [0.0])
+    dsc = manager(failing, recorders.RecordingEventRecorder(), [0.0])
     with pytest.raises(RuntimeError, match="quota"):
         asyncio.run(dsc.sync_nodes(s, [], ["n0", "n1", "n2"]))
     assert len(failing.templates) == 1  # slow start: the first batch of one failed
@@ -583,43 +577,6 @@ def test_sync_nodes_pins_each_pod_to_its_node_and_stops_at_the_first_failed_batc
 # --- revision history, against a recording client ------------------------------------------
 
 TEMPLATE = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c"}]}}
-
-
-class FakeClient:
-    """Answers and records the history's API calls; `create_error` and `objects` steer it."""
-
-    def __init__(self, objects: dict[str, Any] | None = None, create_error: Exception | None = None) -> None:
-        self.objects = objects or {}
-        self.create_error = create_error
-        self.calls: list[tuple[str, str, Any]] = []
-
-    async def create(self, path: str, body: Any) -> Any:
-        self.calls.append(("POST", path, body))
-        if self.create_error is not None:
-            raise self.create_error
-        return body
-
-    async def get(self, path: str) -> Any:
-        self.calls.append(("GET", path, None))
-        return self.objects[path]
-
-    async def patch(self, path: str, body: Any, patch_type: str = "merge") -> Any:
-        self.calls.append(("PATCH", path, body))
-        return body
-
-    async def delete(self, path: str) -> Any:
-        self.calls.append(("DELETE", path, None))
-        return {}
-
-
-class Revisions:
-    def __init__(self, *revs: history.ControllerRevisionView) -> None:
-        self.revs = list(revs)
-
-    def list(
-        self, namespace: str | None = None, selector: Any = None
-    ) -> list[history.ControllerRevisionView]:
-        return self.revs
 
 
 def revision(
@@ -649,18 +606,29 @@ async def no_relabel(hash_: str) -> None:
     raise AssertionError("nothing to merge")
 
 
-def construct(client: FakeClient, *revs: history.ControllerRevisionView) -> tuple[str, list[str]]:
-    h = update.History(cast(Any, client), cast(Any, Revisions(*revs)))
+def held(client: fakeclient.FakeClient, *revs: history.ControllerRevisionView) -> None:
+    """Revisions the API server holds (the cache shows what it is given separately)."""
+    for rev in revs:
+        client.add(f"{REVISIONS_PATH}/{rev.metadata.name}", msgspec.json.decode(msgspec.json.encode(rev)))
+
+
+def construct(client: fakeclient.FakeClient, *revs: history.ControllerRevisionView) -> tuple[str, list[str]]:
+    """constructHistory with `revs` in the cache and the API server alike."""
+    held(client, *revs)
+    revisions = caches.new(daemon_controller.REVISIONS, history.ControllerRevisionView)
+    for rev in revs:
+        revisions.seed(rev)
+    h = update.History(client, revisions)
     hash_, old = asyncio.run(h.construct(ds(), SELECTOR, TEMPLATE, no_relabel))
     return hash_, [r.metadata.name for r in old]
 
 
 def test_the_first_revision_is_created_from_the_template() -> None:
-    client = FakeClient()
+    client = fakeclient.FakeClient()
     hash_, old = construct(client)
     assert old == [] and hash_ == update.template_hash(TEMPLATE, None)
-    ((method, path, body),) = client.calls
-    assert (method, path) == ("POST", REVISIONS_PATH)
+    ((method, path, body),) = client.calls()
+    assert (method, path) == ("create", REVISIONS_PATH)
     assert body["metadata"]["name"] == f"ds-{hash_}" and body["revision"] == 1
     assert body["metadata"]["labels"] == {"app": "a", util.REVISION_HASH_LABEL: hash_}
     assert body["metadata"]["ownerReferences"][0]["uid"] == "u"
@@ -668,45 +636,47 @@ def test_the_first_revision_is_created_from_the_template() -> None:
 
 
 def test_a_rolled_back_revision_is_renumbered_past_the_others() -> None:
-    client = FakeClient()
+    client = fakeclient.FakeClient()
     older = {**TEMPLATE, "spec": {"containers": [{"name": "c", "image": "v2"}]}}
     hash_, old = construct(client, revision("ds-cur", 1, TEMPLATE), revision("ds-old", 2, older))
     assert (hash_, old) == ("ds-cur", ["ds-old"])
-    assert client.calls == [("PATCH", f"{REVISIONS_PATH}/ds-cur", {"revision": 3})]
+    assert client.calls() == [("patch", f"{REVISIONS_PATH}/ds-cur", {"revision": 3})]
 
 
 def test_a_name_taken_by_other_data_bumps_the_collision_count_and_fails() -> None:
-    taken = kubeclient.ApiError(409, "AlreadyExists", "already exists")
+    # The revision's name is taken (the fake answers its create with 409 AlreadyExists).
     name = f"ds-{update.template_hash(TEMPLATE, None)}"
     other = {"data": {"spec": {"template": {"$patch": "replace"}}}}
-    client = FakeClient(
-        {f"{REVISIONS_PATH}/{name}": other, DS_PATH: {"metadata": {"resourceVersion": "7"}, "status": {}}},
-        taken,
+    client = fakeclient.FakeClient(
+        {f"{REVISIONS_PATH}/{name}": other, DS_PATH: {"metadata": {"resourceVersion": "7"}, "status": {}}}
     )
     with pytest.raises(kubeclient.ApiError):
         construct(client)
-    assert client.calls[-1] == (
-        "PATCH",
+    assert client.calls()[-1] == (
+        "patch",
         f"{DS_PATH}/status",
         {"metadata": {"resourceVersion": "7"}, "status": {"collisionCount": 1}},
     )
     # A cached DaemonSet behind the server's count: no bump, a retry once the cache catches up.
-    stale = FakeClient({f"{REVISIONS_PATH}/{name}": other, DS_PATH: {"status": {"collisionCount": 1}}}, taken)
+    stale = fakeclient.FakeClient(
+        {f"{REVISIONS_PATH}/{name}": other, DS_PATH: {"status": {"collisionCount": 1}}}
+    )
     with pytest.raises(update.StaleCollisionCount, match="found a stale collision count"):
         construct(stale)
-    assert all(method != "PATCH" for method, _, _ in stale.calls)
+    assert all(method != "patch" for method, _, _ in stale.calls())
     # The same data under that name: ours from an earlier try, taken as it is.
-    same = FakeClient(
-        {f"{REVISIONS_PATH}/{name}": {"data": msgspec.json.decode(update.revision_data(TEMPLATE))}}, taken
+    same = fakeclient.FakeClient(
+        {f"{REVISIONS_PATH}/{name}": {"data": msgspec.json.decode(update.revision_data(TEMPLATE))}}
     )
     assert construct(same)[0] == update.template_hash(TEMPLATE, None)
 
 
 def test_cleanup_keeps_the_limit_and_every_revision_a_pod_runs() -> None:
-    client = FakeClient()
-    h = update.History(cast(Any, client), cast(Any, Revisions()))
+    client = fakeclient.FakeClient()
+    h = update.History(client, caches.new(daemon_controller.REVISIONS, history.ControllerRevisionView))
     old = [revision(f"r{i}", i, {**TEMPLATE, "spec": {"n": i}}) for i in (3, 1, 2, 4)]
+    held(client, *old)
     d = msgspec.structs.replace(ds(), spec=msgspec.structs.replace(ds().spec, revision_history_limit=1))
     asyncio.run(h.cleanup(d, old, {"n1": [pod("p", "r1", "n1")]}))
     # Three go to keep one, oldest first; r1 still runs a pod, so it is the one that stays.
-    assert [path.rsplit("/", 1)[1] for _, path, _ in client.calls] == ["r2", "r3", "r4"]
+    assert [path.rsplit("/", 1)[1] for _, path, _ in client.calls()] == ["r2", "r3", "r4"]

@@ -1,4 +1,5 @@
-"""The collector's decisions (upstream attemptToDeleteItem / attemptToOrphan) against a recording fake API.
+"""The collector's decisions (upstream attemptToDeleteItem / attemptToOrphan) against the
+testing kit's fake API server.
 
 Each case is upstream's classification: owners read live are solid, dangling (404 or another
 uid) or waiting (foreground deletion in progress); the table says which write follows.
@@ -7,8 +8,7 @@ uid) or waiting (foreground deletion in progress); the table says which write fo
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
@@ -16,8 +16,9 @@ from kcm_controllers.garbagecollector import controller as garbagecollector
 from kcm_controllers.garbagecollector import graph
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec
-from kcm_shared.client import discovery, kubeclient
+from kcm_shared.client import discovery
 from kcm_shared.runtime import events
+from kcm_shared.testing import fakeclient
 
 CONFIGMAPS = "/api/v1/namespaces/ns/configmaps"
 MAPPER = discovery.Mapper(
@@ -47,37 +48,24 @@ MAPPER = discovery.Mapper(
 )
 
 
-class FakeApi:
-    """Objects by path; records deletes and patches (kubeclient.KubeClient's calls the collector makes)."""
+def path_of(obj: dict[str, Any]) -> str:
+    m = obj["metadata"]
+    if m.get("namespace"):
+        return f"/api/v1/namespaces/{m['namespace']}/configmaps/{m['name']}"
+    return f"/api/v1/nodes/{m['name']}"
 
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
-        self.objects = {self.path(o): o for o in objects}
-        self.deletes: list[tuple[str, dict[str, Any]]] = []
-        self.patches: list[tuple[str, dict[str, Any]]] = []
-        self.patch_types: list[str] = []
 
-    @staticmethod
-    def path(obj: dict[str, Any]) -> str:
-        m = obj["metadata"]
-        if m.get("namespace"):
-            return f"/api/v1/namespaces/{m['namespace']}/configmaps/{m['name']}"
-        return f"/api/v1/nodes/{m['name']}"
+def api_of(objects: list[dict[str, Any]]) -> fakeclient.FakeClient:
+    """The API server holding `objects` (ConfigMaps, and Nodes for cluster-scoped ones)."""
+    return fakeclient.FakeClient({path_of(o): o for o in objects})
 
-    async def request_bytes(self, method: str, path: str, **_: Any) -> bytes:
-        assert method == "GET"
-        if path not in self.objects:
-            raise kubeclient.ApiError(404, "NotFound", path)
-        return json.dumps(self.objects[path]).encode()
 
-    async def delete(self, path: str, options: dict[str, Any]) -> dict[str, Any]:
-        self.deletes.append((path, options))
-        return {}
+def deletes(api: fakeclient.FakeClient) -> list[tuple[str, Any]]:
+    return [(path, options) for _, path, options in api.calls("delete")]
 
-    async def patch(self, path: str, body: dict[str, Any], patch_type: str) -> dict[str, Any]:
-        assert patch_type in ("merge", "strategic")
-        self.patches.append((path, body))
-        self.patch_types.append(patch_type)
-        return {}
+
+def patches(api: fakeclient.FakeClient) -> list[tuple[str, Any]]:
+    return [(path, body) for _, path, body in api.calls("patch")]
 
 
 class RecordingContext(runtime.Context):
@@ -98,9 +86,8 @@ def ref(name: str, uid: str, kind: str = "ConfigMap", **extra: Any) -> dict[str,
     return {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid, **extra}
 
 
-def collector(api: FakeApi) -> tuple[garbagecollector.GarbageCollector, RecordingContext]:
-    client = cast(kubeclient.KubeClient, api)
-    ctx = RecordingContext("gc", client, {}, lambda key: None, events.EventRecorder(client, "gc"))
+def collector(api: fakeclient.FakeClient) -> tuple[garbagecollector.GarbageCollector, RecordingContext]:
+    ctx = RecordingContext("gc", api, {}, lambda key: None, events.EventRecorder(api, "gc"))
     ctx.handed_off = []
     gc = garbagecollector.GarbageCollector(ctx)
     gc.mapper = MAPPER
@@ -189,65 +176,66 @@ FOREGROUND_OWNER: dict[str, Any] = {
 def test_attempt_to_delete(
     objects: list[dict[str, Any]], deleted: str | None, policy: str | None, patched_refs: list[str] | None
 ) -> None:
-    api = FakeApi(objects)
+    api = api_of(objects)
     gc, _ = collector(api)
     assert run(gc, "delete/d") is None
     if deleted is None:
-        assert api.deletes == []
+        assert deletes(api) == []
     else:
-        ((path, options),) = api.deletes
+        ((path, options),) = deletes(api)
         assert path == f"{CONFIGMAPS}/{deleted}"
         assert options["propagationPolicy"] == policy
         assert options["preconditions"] == {"uid": "d", "resourceVersion": "7"}
     if patched_refs is None:
-        assert api.patches == []
+        assert patches(api) == []
     else:
-        ((_, body),) = api.patches
+        ((_, body),) = patches(api)
         assert [r["uid"] for r in body["metadata"]["ownerReferences"]] == patched_refs
         assert body["metadata"]["resourceVersion"] == "7"
 
 
 def test_absent_object_is_a_virtual_delete_handing_off_its_dependents() -> None:
-    api = FakeApi([cm("dep", "d", ref("gone", "g"))])
+    api = api_of([cm("dep", "d", ref("gone", "g"))])
     gc, ctx = collector(api)
     assert gc.graph.get("g") is not None  # virtual owner
     assert run(gc, "delete/g") is None
     assert gc.graph.get("g") is None
     assert ctx.handed_off == ["delete/d"]
-    assert api.deletes == []  # the dependent itself is decided by its own key
+    assert deletes(api) == []  # the dependent itself is decided by its own key
 
 
 def test_unknown_owner_kind_is_retried_after_discovery() -> None:
-    api = FakeApi([cm("dep", "d", ref("w", "w", kind="Widget"))])
+    api = api_of([cm("dep", "d", ref("w", "w", kind="Widget"))])
     gc, _ = collector(api)
     result = run(gc, "delete/d")
     assert result is not None and result.requeue_after == garbagecollector.DISCOVERY_PERIOD
-    assert api.deletes == []
+    assert deletes(api) == []
 
 
 def test_foreground_owner_waits_for_blocking_dependents_then_drops_its_finalizer() -> None:
     owner = cm("own", "o", **FOREGROUND_OWNER)
-    api = FakeApi([owner, cm("dep", "d", ref("own", "o", blockOwnerDeletion=True))])
+    api = api_of([owner, cm("dep", "d", ref("own", "o", blockOwnerDeletion=True))])
     gc, ctx = collector(api)
     assert run(gc, "delete/o") is None
-    assert ctx.handed_off == ["delete/d"] and api.patches == []
+    assert ctx.handed_off == ["delete/d"] and patches(api) == []
     del api.objects[f"{CONFIGMAPS}/dep"]
     gc.graph.observe_delete(graph.Identity("v1", "ConfigMap", "dep", "d", "ns"))
     assert run(gc, "delete/o") is None
-    ((path, body),) = api.patches
+    ((path, body),) = patches(api)
     assert path == f"{CONFIGMAPS}/own" and body["metadata"]["finalizers"] == []
 
 
 def test_orphan_removes_the_owner_from_dependents_then_the_finalizer() -> None:
     owner = cm("own", "o", deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["orphan"])
-    api = FakeApi([owner, cm("dep", "d", ref("own", "o"), ref("other", "x"))])
+    api = api_of([owner, cm("dep", "d", ref("own", "o"), ref("other", "x"))])
     gc, _ = collector(api)
     assert run(gc, "orphan/o") is None
     # The dependent: a strategic merge patch deleting the reference by uid, guarded by its uid.
-    assert api.patches[0] == (
+    patch_types = [a.patch_type for a in api.actions if a.verb == "patch"]
+    assert patches(api)[0] == (
         f"{CONFIGMAPS}/dep",
         {"metadata": {"uid": "d", "ownerReferences": [{"$patch": "delete", "uid": "o"}]}},
     )
-    assert api.patch_types[0] == "strategic"
-    assert [(p, b["metadata"].get("finalizers")) for p, b in api.patches[1:]] == [(f"{CONFIGMAPS}/own", [])]
-    assert api.patch_types[1:] == ["merge"]
+    assert patch_types[0] == "strategic"
+    assert [(p, b["metadata"].get("finalizers")) for p, b in patches(api)[1:]] == [(f"{CONFIGMAPS}/own", [])]
+    assert patch_types[1:] == ["merge"]

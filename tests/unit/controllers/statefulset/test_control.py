@@ -1,4 +1,4 @@
-"""The StatefulSet update against a fake API (upstream's stateful_set_control_test.go scenarios):
+"""The StatefulSet update against the testing kit's fake API server (upstream's stateful_set_control_test.go scenarios):
 ordered and parallel creation, ordered scale-down blocked by an unhealthy replica, rolling
 updates in reverse ordinal order down to the partition, failed pods, claims and their owners,
 revision creation, rollback renumbering and history truncation, status."""
@@ -7,99 +7,48 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
 from kcm_controllers.statefulset import control, utils
 from kcm_shared.apimachinery import codec, selectors
-from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import history, podranking
-from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient, recorders
 
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 SELECTOR = selectors.label_selector_from_dict({"matchLabels": {"app": "foo"}})
 
 
-class FakeApi:
-    """Records every call; creates succeed (409 for a taken name), other writes echo."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, Any]] = []
-        self.objects: dict[str, dict[str, Any]] = {}
-        self._uid = 0
-
-    def writes(self, kind: str) -> list[tuple[str, str]]:
-        return [(m, p.rsplit("/", 1)[-1]) for m, p, _ in self.calls if f"/{kind}" in p and m != "GET"]
-
-    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("POST", f"{path}/{obj['metadata']['name']}", obj))
-        key = f"{path}/{obj['metadata']['name']}"
-        if key in self.objects:
-            raise kubeclient.ApiError(409, "AlreadyExists", "exists")
-        self._uid += 1
-        stored: dict[str, Any] = json.loads(msgspec.json.encode(obj))
-        stored["metadata"].update(uid=f"uid-{self._uid}", resourceVersion="1")
-        stored["metadata"].setdefault("creationTimestamp", "2024-01-01T00:00:00Z")
-        self.objects[key] = stored
-        return stored
-
-    async def get(self, path: str) -> dict[str, Any]:
-        self.calls.append(("GET", path, None))
-        return self.objects[path]
-
-    async def patch(self, path: str, body: Any, patch_type: str = "merge") -> dict[str, Any]:
-        self.calls.append(("PATCH", path, body))
-        obj = self.objects.get(path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
-        return {**obj, **{k: v for k, v in body.items() if k != "metadata"}}
-
-    async def delete(self, path: str, options: Any = None) -> dict[str, Any]:
-        self.calls.append(("DELETE", path, options))
-        self.objects.pop(path, None)
-        return {}
-
-    async def request_bytes(self, method: str, path: str, body: Any = None, content_type: str = "") -> bytes:
-        self.calls.append((method, path, body))
-        return msgspec.json.encode({"metadata": {"name": "foo", "resourceVersion": "2"}, **body})
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-
-    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
-        self.events.append((reason, message))
-
-
-def new_cache(res: Any, view: Any) -> Any:
-    unfed = cast(Any, None)
-    return cache.Cache(unfed, unfed, res, view)
-
-
 class Harness:
+    """The API server (the StatefulSet, and every pod, claim and revision the control made),
+    caches of claims and revisions, and the control with a recording Event recorder."""
+
     def __init__(self) -> None:
-        self.api = FakeApi()
-        self.recorder = Recorder()
-        self.claims: cache.Cache[codec.Meta] = new_cache(control.CLAIMS, codec.Meta)
-        self.revisions: cache.Cache[history.ControllerRevisionView] = new_cache(
-            history.CONTROLLER_REVISIONS, history.ControllerRevisionView
-        )
+        self.api = fakeclient.FakeClient(now=lambda: NOW)
+        self.recorder = recorders.RecordingEventRecorder()
+        self.claims = caches.new(control.CLAIMS, codec.Meta)
+        self.revisions = caches.new(history.CONTROLLER_REVISIONS, history.ControllerRevisionView)
         self.control = control.StatefulSetControl(
-            cast(Any, self.api), self.claims, self.revisions, cast(Any, self.recorder), lambda: NOW
+            self.api, self.claims, self.revisions, self.recorder, lambda: NOW
         )
 
     def add_revision(self, obj: dict[str, Any]) -> history.ControllerRevisionView:
         view = codec.decode(msgspec.json.encode(obj), history.ControllerRevisionView)
-        self.revisions._put(codec.key_of(view), view, b"")
+        self.revisions.seed(view)
         return view
 
     def add_claim(self, name: str, refs: list[codec.OwnerReference]) -> None:
-        view = codec.Meta(metadata=codec.ObjectMeta(name=name, namespace="default", owner_references=refs))
-        self.claims._put(f"default/{name}", view, b"")
+        self.claims.seed(
+            codec.Meta(metadata=codec.ObjectMeta(name=name, namespace="default", owner_references=refs))
+        )
 
     def update(self, sts: utils.StatefulSetView, pods: list[podranking.PodView]) -> utils.StatefulSetStatus:
-        self.api.calls.clear()
+        self.api.add(
+            f"/apis/apps/v1/namespaces/default/statefulsets/{sts.metadata.name}",
+            msgspec.json.decode(msgspec.json.encode(sts)),
+        )
+        self.api.actions.clear()
         status = asyncio.run(self.control.update(sts, SELECTOR, pods))
         # What the caches see next: the revisions this step created.
         for key, obj in self.api.objects.items():
@@ -107,11 +56,22 @@ class Harness:
                 self.add_revision(obj)
         return status
 
+    def writes(self, kind: str) -> list[tuple[str, str]]:
+        """(verb, name) of each write to `kind` in the last update (a create's name from its body)."""
+        return [
+            (verb, body["metadata"]["name"] if verb == "create" else path.rsplit("/", 1)[-1])
+            for verb, path, body in self.api.calls(*fakeclient.WRITES)
+            if f"/{kind}" in path
+        ]
+
     def created_pods(self) -> list[str]:
-        return [name for m, name in self.api.writes("pods") if m == "POST"]
+        return [name for m, name in self.writes("pods") if m == "create"]
 
     def deleted_pods(self) -> list[str]:
-        return [name for m, name in self.api.writes("pods") if m == "DELETE"]
+        return [name for m, name in self.writes("pods") if m == "delete"]
+
+    def events(self) -> list[tuple[str, str]]:
+        return [(e.reason, e.message) for e in self.recorder.events]
 
 
 def sset(
@@ -150,7 +110,9 @@ def sset(
     return codec.decode(msgspec.json.encode(doc), utils.StatefulSetView)
 
 
-def pod_of(api: FakeApi, name: str, phase: str = "Running", ready: bool = True) -> podranking.PodView:
+def pod_of(
+    api: fakeclient.FakeClient, name: str, phase: str = "Running", ready: bool = True
+) -> podranking.PodView:
     """The created pod `name` as a cache would hold it once the kubelet reports `phase`."""
     obj = api.objects[f"/api/v1/namespaces/default/pods/{name}"]
     return msgspec.convert(
@@ -193,7 +155,7 @@ def test_ordered_ready_creates_one_pod_at_a_time() -> None:
     assert h.created_pods() == []
     h.update(sts, [pod_of(h.api, "foo-0")])
     assert h.created_pods() == ["foo-1"]
-    assert ("SuccessfulCreate", "create Pod foo-0 in StatefulSet foo successful") in h.recorder.events
+    assert ("SuccessfulCreate", "create Pod foo-0 in StatefulSet foo successful") in h.events()
 
 
 def test_parallel_creates_every_pod_at_once() -> None:
@@ -245,7 +207,7 @@ def test_rolling_update_goes_down_to_the_partition() -> None:
     new = status.update_revision
     assert new != old and status.current_revision == old
     assert h.deleted_pods() == ["foo-2"]
-    assert ("POST", new) in h.api.writes("controllerrevisions")
+    assert ("create", new) in h.writes("controllerrevisions")
     # foo-2 comes back at the new revision; then foo-1 goes; foo-0 stays below the partition.
     h.update(sset(3, image="nginx:2", partition=1, status={"currentRevision": old}), pods[:2])
     recreated = h.api.objects["/api/v1/namespaces/default/pods/foo-2"]
@@ -277,12 +239,12 @@ def test_status_counts_and_completes_a_rollout() -> None:
     assert (status.replicas, status.ready_replicas, status.available_replicas) == (2, 2, 2)
     assert (status.current_replicas, status.updated_replicas) == (2, 2)
     assert status.current_revision == status.update_revision and status.observed_generation == 1
-    patch = next(b for m, p, b in h.api.calls if p.endswith("/statefulsets/foo/status"))
+    patch = next(b for m, p, b in h.api.calls() if p.endswith("/statefulsets/foo/status"))
     assert patch["status"]["collisionCount"] == 0
     # Nothing changed: no second write.
     written = sset(2, status=msgspec.to_builtins(status))
     h.update(written, pods)
-    assert not [p for _, p, _ in h.api.calls if p.endswith("/status")]
+    assert not [p for _, p, _ in h.api.calls() if p.endswith("/status")]
 
 
 def test_rollback_renumbers_the_equal_revision_and_history_is_truncated() -> None:
@@ -293,37 +255,37 @@ def test_rollback_renumbers_the_equal_revision_and_history_is_truncated() -> Non
     # Back to the first template: the first revision becomes number 3, nothing new is created.
     status = h.update(sset(1, history_limit=1, status={"currentRevision": second}), pods)
     assert status.update_revision == first
-    renumbered = [(m, b) for m, p, b in h.api.calls if p.endswith(f"/controllerrevisions/{first}")]
-    assert renumbered == [("PATCH", {"revision": 3})]
-    assert not [w for w in h.api.writes("controllerrevisions") if w[0] == "POST"]
+    renumbered = [(m, b) for m, p, b in h.api.calls() if p.endswith(f"/controllerrevisions/{first}")]
+    assert renumbered == [("patch", {"revision": 3})]
+    assert not [w for w in h.writes("controllerrevisions") if w[0] == "create"]
     # A third template: the second revision, unused and beyond the limit of 1, is deleted.
     cached = h.revisions.get("default", first)
     assert cached is not None
-    h.revisions._put(f"default/{first}", msgspec.structs.replace(cached, revision=3), b"")
+    h.revisions.seed(msgspec.structs.replace(cached, revision=3))
     h.update(sset(1, image="nginx:3", history_limit=0, status={"currentRevision": first}), pods)
-    assert ("DELETE", second) in h.api.writes("controllerrevisions")
-    assert ("DELETE", first) not in h.api.writes("controllerrevisions")  # still the pod's
+    assert ("delete", second) in h.writes("controllerrevisions")
+    assert ("delete", first) not in h.writes("controllerrevisions")  # still the pod's
 
 
 def test_claims_are_created_before_the_pod_and_handed_to_a_condemned_pod() -> None:
     h = Harness()
     sts = sset(2, parallel=True, claims=True, when_scaled="Delete")
     h.update(sts, [])
-    posts = [name for m, name in h.api.writes("") if m == "POST"]
+    posts = [name for m, name in h.writes("") if m == "create"]
     assert posts.index("data-foo-0") < posts.index("foo-0")
     assert posts.index("data-foo-1") < posts.index("foo-1")
     assert (
         "SuccessfulCreate",
         "create Claim data-foo-0 Pod foo-0 in StatefulSet foo success",
-    ) in h.recorder.events
+    ) in h.events()
     pods = [pod_of(h.api, "foo-0"), pod_of(h.api, "foo-1")]
     for p in pods:
         h.add_claim(f"data-{p.metadata.name}", [])
     # Scaled to 1: foo-1's claim gets foo-1 as its controller before foo-1 is deleted.
     h.update(sset(1, parallel=True, claims=True, when_scaled="Delete"), pods)
-    order = [(m, p.rsplit("/", 1)[-1]) for m, p, _ in h.api.calls if m in ("PATCH", "DELETE")]
-    assert order.index(("PATCH", "data-foo-1")) < order.index(("DELETE", "foo-1"))
-    body = next(b for m, p, b in h.api.calls if m == "PATCH" and p.endswith("/data-foo-1"))
+    order = [(m, p.rsplit("/", 1)[-1]) for m, p, _ in h.api.calls() if m in ("patch", "delete")]
+    assert order.index(("patch", "data-foo-1")) < order.index(("delete", "foo-1"))
+    body = next(b for m, p, b in h.api.calls() if m == "patch" and p.endswith("/data-foo-1"))
     refs = body["metadata"]["ownerReferences"]
     assert [(r["kind"], r["name"], r["uid"], r["controller"]) for r in refs] == [
         ("Pod", "foo-1", pods[1].metadata.uid, True)

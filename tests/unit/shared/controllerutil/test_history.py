@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 from kcm_shared.apimachinery import codec
-from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import history
+from kcm_shared.testing import fakeclient
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 A1 = b'{"a":1}'
@@ -149,46 +149,23 @@ def test_next_revision() -> None:
     assert history.next_revision([rev("a", 1), rev("b", 7), rev("c", 2)]) == 8
 
 
-class FakeApi:
-    """ControllerRevisions by name; create refuses a taken name as the API server does."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.creates: list[str] = []
-        self.patches: list[tuple[str, Any, str]] = []
-
-    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        name = obj["metadata"]["name"]
-        self.creates.append(name)
-        if name in self.objects:
-            raise kubeclient.ApiError(409, "AlreadyExists", f'"{name}" already exists')
-        stored = msgspec.json.decode(msgspec.json.encode(obj))
-        self.objects[name] = stored
-        return dict(stored)
-
-    async def get(self, path: str) -> dict[str, Any]:
-        return self.objects[path.rsplit("/", 1)[1]]
-
-    async def patch(self, path: str, body: Any, patch_type: str) -> dict[str, Any]:
-        self.patches.append((path, body, patch_type))
-        return {}
+REVISIONS = "/apis/apps/v1/namespaces/ns/controllerrevisions"
 
 
-def create(api: FakeApi, data: bytes, count: int) -> tuple[dict[str, Any], int]:
+def create(api: fakeclient.FakeClient, data: bytes, count: int) -> tuple[dict[str, Any], int]:
     manifest = history.new_revision(parent(), "apps/v1", "StatefulSet", {}, data, 1, count)
-    client: Any = api
-    return asyncio.run(history.create_revision(client, parent(), manifest, count))
+    return asyncio.run(history.create_revision(api, parent(), manifest, count))
 
 
 def test_create_without_collision() -> None:
-    api = FakeApi()
+    api = fakeclient.FakeClient()
     created, count = create(api, b'{"a":1}', 0)
     assert count == 0
     assert created["metadata"]["name"] == "web-" + history.hash_revision(A1, 0)
 
 
 def test_create_same_data_returns_the_existing_revision() -> None:
-    api = FakeApi()
+    api = fakeclient.FakeClient()
     first, _ = create(api, b'{"a":1}', 0)
     again, count = create(api, b'{"a":1}', 0)
     assert count == 0 and again["metadata"]["name"] == first["metadata"]["name"]
@@ -196,26 +173,29 @@ def test_create_same_data_returns_the_existing_revision() -> None:
 
 
 def test_create_with_collision_bumps_the_count() -> None:
-    api = FakeApi()
+    api = fakeclient.FakeClient()
     # Another revision with other data already holds the name data {"a":1} hashes to.
     taken = "web-" + history.hash_revision(A1, 0)
-    api.objects[taken] = {"metadata": {"name": taken}, "data": {"other": True}}
+    api.add(f"{REVISIONS}/{taken}", {"metadata": {"name": taken}, "data": {"other": True}})
     created, count = create(api, b'{"a":1}', 0)
     assert count == 1
     assert created["metadata"]["name"] == "web-" + history.hash_revision(A1, 1)
-    assert api.creates == [taken, created["metadata"]["name"]]
+    assert [body["metadata"]["name"] for _, _, body in api.calls("create")] == [
+        taken,
+        created["metadata"]["name"],
+    ]
 
 
 def test_adopt_refuses_a_revision_controlled_by_another() -> None:
-    api = FakeApi()
-    client: Any = api
+    api = fakeclient.FakeClient()
+    api.add(f"{REVISIONS}/b", msgspec.json.decode(msgspec.json.encode(rev("b", 1))))
     other = rev("a", 1)
     other.metadata.owner_references.append(
         codec.OwnerReference(kind="StatefulSet", name="other", uid="u2", controller=True)
     )
     with pytest.raises(ValueError, match="owned by"):
-        asyncio.run(history.adopt_revision(client, parent(), "apps/v1", "StatefulSet", other))
-    asyncio.run(history.adopt_revision(client, parent(), "apps/v1", "StatefulSet", rev("b", 1)))
-    path, body, kind = api.patches[0]
+        asyncio.run(history.adopt_revision(api, parent(), "apps/v1", "StatefulSet", other))
+    asyncio.run(history.adopt_revision(api, parent(), "apps/v1", "StatefulSet", rev("b", 1)))
+    ((path, body, kind),) = [(a.path, a.body, a.patch_type) for a in api.actions if a.verb == "patch"]
     assert path.endswith("/controllerrevisions/b") and kind == "strategic"
     assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
