@@ -12,8 +12,9 @@ clientset with its object tracker is the model).
   has finalizers; GET of a collection lists it. A `status` or `finalize` subresource writes
   only the status, or only `spec.finalizers`. Merge and strategic merge patches are applied
   (`kcm_shared.testing.patching`); a JSON or apply patch raises NotImplementedError.
-- Every call is recorded as an `Action` (client-go's verbs: get, list, create, update, patch,
-  delete, delete-collection) in `actions`, before it is answered, failed or not.
+- Every call sent is recorded as an `Action` (client-go's verbs: get, list, create, update,
+  patch, delete, delete-collection) in `actions`, before it is answered, failed or not; a
+  write its `write_guard` refuses (as `KubeClient`'s does, fencing) is never sent.
 - `fail(verb, path, error)` makes matching calls raise `error` instead, `times` times (None:
   always); errors with upstream's codes and reasons come from `not_found`, `already_exists`,
   `conflict`.
@@ -211,10 +212,10 @@ class FakeClient(kubeclient.KubeClient):
         else:
             verb = _VERBS[method]
         decoded = json.loads(body) if isinstance(body, bytes) else _copy(body)
+        if self.write_guard is not None and verb in WRITES:
+            self.write_guard(method, path)  # refused: never sent, so not an action either
         action = Action(verb, path, decoded, _PATCH_TYPES.get(content_type, ""), dict(params or {}), priority)
         self.actions.append(action)
-        if self.write_guard is not None and verb in WRITES:
-            self.write_guard(method, path)
         for failure in self._failures:
             if failure.verb == verb and failure.path in (None, path) and failure.times != 0:
                 if failure.times is not None:

@@ -1,4 +1,4 @@
-"""The cronjob controller's sync against a recording API client and fixed caches (upstream's
+"""The cronjob controller's sync against the testing kit's fake API server and caches (upstream's
 cronjob_controllerv2_test.go scenarios that the end-to-end test cannot provoke: API errors,
 someone else's Job holding the name, a terminating namespace, deletes of Jobs already gone)."""
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
-from dataclasses import dataclass, field
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import pytest
 from kcm_controllers.cronjob import controller as cronjob_controller
 from kcm_controllers.cronjob import utils
 from kcm_shared.client import kubeclient
+from kcm_shared.testing import caches, fakeclient, recorders
 
 NOW = dt.datetime(2026, 11, 24, 10, 30, 20, tzinfo=dt.UTC)
 DUE = dt.datetime(2026, 11, 24, 10, 30, tzinfo=dt.UTC)  # `* * * * *`: the minute just begun
@@ -52,135 +52,96 @@ def job(name: str, condition: str | None = None, start: str = "2026-11-24T10:00:
     return msgspec.convert(doc, utils.JobView)
 
 
-@dataclass
-class Store:
-    """What the sync reads of a cache."""
-
-    objects: list[Any]
-
-    def get_key(self, key: str) -> Any:
-        return next((o for o in self.objects if f"{o.metadata.namespace}/{o.metadata.name}" == key), None)
-
-    def list(self, namespace: str) -> list[Any]:
-        return [o for o in self.objects if o.metadata.namespace == namespace]
+CRONJOB_PATH = "/apis/batch/v1/namespaces/ns/cronjobs/cj"
+JOBS = "/apis/batch/v1/namespaces/ns/jobs"
 
 
-@dataclass
-class Client:
-    """Records requests; `errors` maps (method, path suffix) to the ApiError to raise."""
-
-    calls: list[tuple[str, str, Any]] = field(default_factory=list)
-    errors: dict[tuple[str, str], kubeclient.ApiError] = field(default_factory=dict)
-    existing: dict[str, Any] = field(default_factory=dict)  # GET answers by path suffix
-    create_priorities: list[kubeclient.Priority] = field(default_factory=list)
-
-    def _answer(self, method: str, path: str, body: Any) -> Any:
-        self.calls.append((method, path, body))
-        for (m, suffix), error in self.errors.items():
-            if m == method and path.endswith(suffix):
-                raise error
-        if method == "GET":
-            for suffix, obj in self.existing.items():
-                if path.endswith(suffix):
-                    return obj
-            raise kubeclient.ApiError(404, "NotFound", "not found")
-        if method == "POST":
-            return {**body, "metadata": {**body["metadata"], "uid": "new-uid", "resourceVersion": "9"}}
-        return {}
-
-    async def get(self, path: str) -> Any:
-        return self._answer("GET", path, None)
-
-    async def create(self, path: str, obj: Any, *, priority: kubeclient.Priority) -> Any:
-        self.create_priorities.append(priority)
-        return self._answer("POST", path, obj)
-
-    async def delete(self, path: str, options: Any = None) -> Any:
-        return self._answer("DELETE", path, options)
-
-    async def request_bytes(self, method: str, path: str, body: Any = None, content_type: str = "") -> bytes:
-        answer = self._answer(method, path, body)
-        if method == "PATCH":
-            doc = msgspec.to_builtins(cronjob())
-            doc["metadata"]["resourceVersion"] = "8"
-            doc["status"] = {k: v for k, v in body["status"].items() if v is not None}
-            return json.dumps(doc).encode()
-        return json.dumps(answer).encode()
-
-    def writes(self) -> list[tuple[str, str]]:
-        return [(m, p.rsplit("/", 1)[-1]) for m, p, _ in self.calls if m != "GET"]
+def doc_of(view: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(view))
+    return doc
 
 
-@dataclass
-class Recorder:
-    events: list[tuple[str, str, str]] = field(default_factory=list)
-
-    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message))
-
-    def reasons(self) -> list[str]:
-        return [r for _, r, _ in self.events]
-
-
-def run(cj: utils.CronJobView, jobs: list[utils.JobView], client: Client) -> tuple[Any, Recorder]:
-    recorder = Recorder()
+def controller(
+    cj: utils.CronJobView,
+    jobs: list[utils.JobView],
+    client: fakeclient.FakeClient,
+    now: Callable[[], dt.datetime],
+) -> tuple[cronjob_controller.CronJobController, recorders.RecordingEventRecorder]:
+    """A controller whose caches hold `cj` and `jobs`; the API server holds them too unless the
+    test put something else at their paths."""
+    for path, view in [(CRONJOB_PATH, cj), *((f"{JOBS}/{j.metadata.name}", j) for j in jobs)]:
+        if path not in client.objects:
+            client.add(path, doc_of(view))
+    cronjobs = caches.new(cronjob_controller.CRONJOBS, utils.CronJobView)
+    cronjobs.seed(cj)
+    cached_jobs = caches.new(cronjob_controller.JOBS, utils.JobView)
+    for j in jobs:
+        cached_jobs.seed(j)
+    recorder = recorders.RecordingEventRecorder()
     cjc = cronjob_controller.CronJobController(
-        cast(Any, client),
-        cast(Any, Store([cj])),
-        cast(Any, Store(jobs)),
-        lambda key: None,
-        cast(Any, recorder),
-        now=lambda: NOW,
+        client, cronjobs, cached_jobs, lambda key: None, recorder, now=now
     )
     cjc.local_zone = dt.UTC
+    return cjc, recorder
+
+
+def run(
+    cj: utils.CronJobView, jobs: list[utils.JobView], client: fakeclient.FakeClient
+) -> tuple[Any, recorders.RecordingEventRecorder]:
+    cjc, recorder = controller(cj, jobs, client, lambda: NOW)
     try:
         return asyncio.run(cjc.sync("ns/cj")), recorder
     except Exception as exc:
         return exc, recorder
 
 
+def writes(client: fakeclient.FakeClient) -> list[tuple[str, str]]:
+    """(verb, last segment of the path) of each write."""
+    return [(verb, path.rsplit("/", 1)[-1]) for verb, path, _ in client.calls(*fakeclient.WRITES)]
+
+
 def test_a_due_start_creates_the_job_writes_status_and_requeues_for_the_next_minute() -> None:
-    client = Client()
+    client = fakeclient.FakeClient()
     result, recorder = run(cronjob(), [], client)
-    assert client.writes() == [("POST", "jobs"), ("PATCH", "status")]
-    assert client.calls[0][2]["metadata"]["name"] == JOB_NAME
+    assert writes(client) == [("create", "jobs"), ("patch", "status")]
+    assert client.calls()[0][2]["metadata"]["name"] == JOB_NAME
     # The start is what the latency goal is about: ahead of other requests waiting on the limit.
-    assert client.create_priorities == [kubeclient.Priority.HIGH]
-    patch = client.calls[1][2]
+    assert [a.priority for a in client.actions if a.verb == "create"] == [kubeclient.Priority.HIGH]
+    patch = client.calls()[1][2]
     assert patch["metadata"] == {"resourceVersion": "7"}
     assert patch["status"]["lastScheduleTime"] == "2026-11-24T10:30:00Z"
     assert patch["status"]["active"][0]["name"] == JOB_NAME
-    assert recorder.events == [("Normal", "SuccessfulCreate", f"Created job {JOB_NAME}")]
+    assert recorder.seen() == [("Normal", "SuccessfulCreate", f"Created job {JOB_NAME}")]
     assert result.requeue_after == pytest.approx(40.1)
 
 
 def test_someone_elses_job_holding_the_name_is_left_alone() -> None:
-    client = Client(
-        errors={("POST", "/jobs"): kubeclient.ApiError(409, "AlreadyExists", "exists")},
-        existing={
-            f"/jobs/{JOB_NAME}": {"metadata": {"name": JOB_NAME, "uid": "other", "ownerReferences": []}}
-        },
+    # The name is held: the create meets 409 AlreadyExists.
+    client = fakeclient.FakeClient(
+        {f"{JOBS}/{JOB_NAME}": {"metadata": {"name": JOB_NAME, "uid": "other", "ownerReferences": []}}}
     )
     result, recorder = run(cronjob(), [], client)
-    assert client.writes() == [("POST", "jobs")]  # no status write
-    assert recorder.events == []
+    assert writes(client) == [("create", "jobs")]  # no status write
+    assert recorder.seen() == []
     assert result.requeue_after == pytest.approx(40.1)
 
 
 def test_a_failed_create_is_reported_and_retried() -> None:
-    client = Client(errors={("POST", "/jobs"): kubeclient.ApiError(500, "InternalError", "boom")})
+    client = fakeclient.FakeClient()
+    client.fail("create", JOBS, kubeclient.ApiError(500, "InternalError", "boom"))
     result, recorder = run(cronjob(), [], client)
     assert isinstance(result, kubeclient.ApiError)
-    assert recorder.events == [("Warning", "FailedCreate", "Error creating job: boom")]
-    assert client.writes() == [("POST", "jobs")]
+    assert recorder.seen() == [("Warning", "FailedCreate", "Error creating job: boom")]
+    assert writes(client) == [("create", "jobs")]
 
 
 def test_a_terminating_namespace_is_retried_without_an_event() -> None:
     status = {"details": {"causes": [{"reason": "NamespaceTerminating"}]}}
-    client = Client(errors={("POST", "/jobs"): kubeclient.ApiError(403, "Forbidden", "terminating", status)})
+    client = fakeclient.FakeClient()
+    client.fail("create", JOBS, kubeclient.ApiError(403, "Forbidden", "terminating", status))
     result, recorder = run(cronjob(), [], client)
     assert isinstance(result, kubeclient.ApiError)
-    assert recorder.events == []
+    assert recorder.seen() == []
 
 
 def test_history_deletes_in_the_background_and_a_gone_job_is_no_failure() -> None:
@@ -189,43 +150,36 @@ def test_history_deletes_in_the_background_and_a_gone_job_is_no_failure() -> Non
         job("gone", "Complete", "2026-11-24T09:10:00Z"),
         job("new", "Complete", "2026-11-24T09:20:00Z"),
     ]
-    client = Client(errors={("DELETE", "/jobs/gone"): kubeclient.ApiError(404, "NotFound", "gone")})
+    client = fakeclient.FakeClient()
+    client.fail("delete", f"{JOBS}/gone", kubeclient.ApiError(404, "NotFound", "gone"))
     _, recorder = run(cronjob(successfulJobsHistoryLimit=1, suspend=True), jobs, client)
-    deletes = [(p.rsplit("/", 1)[-1], body) for m, p, body in client.calls if m == "DELETE"]
+    deletes = [(p.rsplit("/", 1)[-1], body) for _, p, body in client.calls("delete")]
     assert [name for name, _ in deletes] == ["old", "gone"]
     assert all(body["propagationPolicy"] == "Background" for _, body in deletes)
     assert recorder.reasons() == ["SuccessfulDelete"]
 
 
 def test_a_refused_delete_is_reported_and_keeps_the_job() -> None:
-    client = Client(errors={("DELETE", "/jobs/old"): kubeclient.ApiError(500, "InternalError", "no")})
+    client = fakeclient.FakeClient()
+    client.fail("delete", f"{JOBS}/old", kubeclient.ApiError(500, "InternalError", "no"))
     _, recorder = run(cronjob(failedJobsHistoryLimit=0, suspend=True), [job("old", "Failed")], client)
-    assert recorder.events == [("Warning", "FailedDelete", "Deleted job: no")]
-    assert ("PATCH", "status") not in client.writes()
+    assert recorder.seen() == [("Warning", "FailedDelete", "Deleted job: no")]
+    assert ("patch", "status") not in writes(client)
 
 
 def test_an_unexpected_job_is_checked_against_a_fresh_read() -> None:
     fresh = msgspec.to_builtins(cronjob())
     fresh["status"]["active"] = [{"kind": "Job", "namespace": "ns", "name": "running", "uid": "running-uid"}]
-    client = Client(existing={"/cronjobs/cj": fresh})
+    client = fakeclient.FakeClient({CRONJOB_PATH: fresh})
     _, recorder = run(cronjob(suspend=True), [job("running")], client)
     assert "UnexpectedJob" not in recorder.reasons()
-    _, recorder = run(cronjob(suspend=True), [job("running")], Client())
+    _, recorder = run(cronjob(suspend=True), [job("running")], fakeclient.FakeClient())
     assert recorder.reasons() == ["UnexpectedJob"]
 
 
 def test_the_requeue_counts_from_the_start_of_the_sync() -> None:
     times = iter([NOW, NOW + dt.timedelta(seconds=3)])
-    recorder = Recorder()
-    cjc = cronjob_controller.CronJobController(
-        cast(Any, Client()),
-        cast(Any, Store([cronjob()])),
-        cast(Any, Store([])),
-        lambda key: None,
-        cast(Any, recorder),
-        now=lambda: next(times),
-    )
-    cjc.local_zone = dt.UTC
+    cjc, _ = controller(cronjob(), [], fakeclient.FakeClient(), lambda: next(times))
     result = asyncio.run(cjc.sync("ns/cj"))
     assert result is not None and result.requeue_after == pytest.approx(37.1)
 
@@ -303,20 +257,12 @@ def test_never_ran(
     doc["metadata"]["creationTimestamp"] = "2016-05-19T09:59:00Z"
     doc["status"] = {}
     cj = msgspec.convert(doc, utils.CronJobView)
-    client, recorder = Client(), Recorder()
-    cjc = cronjob_controller.CronJobController(
-        cast(Any, client),
-        cast(Any, Store([cj])),
-        cast(Any, Store([])),
-        lambda key: None,
-        cast(Any, recorder),
-        now=lambda: now,
-    )
-    cjc.local_zone = dt.UTC
+    client = fakeclient.FakeClient()
+    cjc, recorder = controller(cj, [], client, lambda: now)
     result = asyncio.run(cjc.sync("ns/cj"))
-    assert (("POST", "jobs") in client.writes()) is create
-    assert (("PATCH", "status") in client.writes()) is create
-    assert [r for t, r, _ in recorder.events if t == "Warning"] == warnings
+    assert (("create", "jobs") in writes(client)) is create
+    assert (("patch", "status") in writes(client)) is create
+    assert [r for t, r, _ in recorder.seen() if t == "Warning"] == warnings
     if requeue is None:
         assert result is None
     else:
@@ -519,32 +465,23 @@ def test_ran_previously(
     }
     doc["status"] = {"lastScheduleTime": "2016-05-19T09:01:00Z", "active": [ref] if active else []}
     cj = msgspec.convert(doc, utils.CronJobView)
-    client = Client(existing={f"/jobs/{PRIOR_JOB}": msgspec.to_builtins(previous)})
+    client = fakeclient.FakeClient()
     if get_error:
-        client.errors[("GET", f"/jobs/{PRIOR_JOB}")] = kubeclient.ApiError(
-            400, "BadRequest", "request is invalid"
+        client.fail(
+            "get", f"{JOBS}/{PRIOR_JOB}", kubeclient.ApiError(400, "BadRequest", "request is invalid")
         )
-    recorder = Recorder()
-    cjc = cronjob_controller.CronJobController(
-        cast(Any, client),
-        cast(Any, Store([cj])),
-        cast(Any, Store([previous])),
-        lambda key: None,
-        cast(Any, recorder),
-        now=lambda: now,
-    )
-    cjc.local_zone = dt.UTC
+    cjc, recorder = controller(cj, [previous], client, lambda: now)
     try:
         result = asyncio.run(cjc.sync("ns/cj"))
     except kubeclient.ApiError:
         result = None
         assert get_error
-    assert (("POST", "jobs") in client.writes()) is create
-    assert (("DELETE", PRIOR_JOB) in client.writes()) is delete
-    patches = [body for m, p, body in client.calls if m == "PATCH"]
+    assert (("create", "jobs") in writes(client)) is create
+    assert (("delete", PRIOR_JOB) in writes(client)) is delete
+    patches = [body for _, _, body in client.calls("patch")]
     written = patches[-1]["status"]["active"] or [] if patches else doc["status"]["active"]
     assert len(written) == after
-    assert [r for t, r, _ in recorder.events if t == "Warning"] == warnings
+    assert [r for t, r, _ in recorder.seen() if t == "Warning"] == warnings
     if requeue is None:
         assert result is None
     else:

@@ -1,60 +1,23 @@
-"""The resourcequota controller's handlers, resync key and sync, on caches fed by hand and a
-recording API client (no NATS, no API server)."""
+"""The resourcequota controller's handlers, resync key and sync, on caches fed by hand and the
+testing kit's fake API server (no NATS, no API server)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, cast
 
 from kcm_controllers.resourcequota import controller as rq
 from kcm_shared import runtime
-from kcm_shared.bus import subjects, wire
 from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient
 
 NS = "ns"
 
 
-class RecordingClient:
-    """Answers status patches with the quota as the API server would store it."""
-
-    def __init__(self, quota: dict[str, Any]) -> None:
-        self.quota = quota
-        self.patches: list[tuple[str, Any]] = []
-
-    async def request_bytes(self, method: str, path: str, *, body: Any = None, **_: Any) -> bytes:
-        self.patches.append((path, body))
-        stored = json.loads(json.dumps(self.quota))
-        stored["status"] = {
-            k: {n: v for n, v in vs.items() if v is not None} for k, vs in body["status"].items()
-        }
-        stored["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 100)
-        return json.dumps(stored).encode()
-
-
 def feed(store: cache.Cache[Any], objects: list[dict[str, Any]], rv: str = "50") -> None:
     """The stream's state at start-up: the objects, then the watcher's progress marker."""
-    store._snapshot = set()
-    for obj in objects:
-        meta = obj["metadata"]
-        headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: meta["resourceVersion"]}
-        store._apply(
-            subjects.object_subject(store.resource, meta["namespace"], meta["name"]),
-            headers,
-            json.dumps(obj).encode(),
-        )
-    store._apply(subjects.progress_subject(store.resource), {wire.RESOURCE_VERSION: rv}, b"")
-    store._finish_snapshot()
-
-
-def event(store: cache.Cache[Any], kind: str, obj: dict[str, Any]) -> None:
-    meta = obj["metadata"]
-    headers = {wire.EVENT: kind, wire.RESOURCE_VERSION: meta["resourceVersion"]}
-    store._apply(
-        subjects.object_subject(store.resource, meta["namespace"], meta["name"]),
-        headers,
-        json.dumps(obj).encode(),
-    )
+    messages = [caches.message(store.resource, caches.ADDED, obj) for obj in objects]
+    store.feed([*messages, caches.marker(store.resource, rv)], snapshot=True)
 
 
 def quota(
@@ -82,25 +45,22 @@ def pod(name: str, rv: str, cpu: str = "", phase: str = "Pending", ns: str = NS)
 
 def setup(
     quotas: list[dict[str, Any]], pods: list[dict[str, Any]]
-) -> tuple[rq.ResourceQuotaController, list[str], list[str], RecordingClient]:
-    unfed = cast(Any, None)
-    caches = {res: cache.Cache(unfed, unfed, res, view) for res, view in rq.SPEC.views.items()}
+) -> tuple[rq.ResourceQuotaController, list[str], list[str], fakeclient.FakeClient]:
+    stores: dict[Any, cache.Cache[Any]] = {res: caches.new(res, view) for res, view in rq.SPEC.views.items()}
     enqueued: list[str] = []
     handed: list[str] = []
-    client = RecordingClient(quotas[0] if quotas else {})
+    client = fakeclient.FakeClient({f"/api/v1/namespaces/{NS}/resourcequotas/q": q for q in quotas})
 
     async def hand_off(key: str) -> None:
         handed.append(key)
 
-    ctx = runtime.Context(
-        "resourcequota-controller", cast(Any, client), cast(Any, caches), enqueued.append, cast(Any, None)
-    )
+    ctx = runtime.Context("resourcequota-controller", client, stores, enqueued.append, cast(Any, None))
     ctx.hand_off = hand_off  # type: ignore[method-assign]
     rqc = rq.ResourceQuotaController(ctx, 300.0)
-    feed(caches[rq.QUOTAS], quotas)
-    feed(caches[rq.PODS], pods)
+    feed(stores[rq.QUOTAS], quotas)
+    feed(stores[rq.PODS], pods)
     for res in rq.COUNTED[1:]:
-        feed(caches[res], [])
+        feed(stores[res], [])
     enqueued.clear()
     return rqc, enqueued, handed, client
 
@@ -117,17 +77,21 @@ def test_deletes_and_usage_changes_enqueue_the_quotas_tracking_them() -> None:
     tracked = quota({"pods": "5"}, {"pods": "2"})
     rqc, enqueued, _, _ = setup([tracked], [pod("a", "20", "1"), pod("b", "21"), pod("x", "22", ns="other")])
     pods = rqc.caches[rq.PODS]
-    event(
-        pods, "MODIFIED", {**pod("b", "23"), "metadata": {**pod("b", "23")["metadata"], "labels": {"x": "y"}}}
+    caches.deliver(
+        pods,
+        caches.MODIFIED,
+        {**pod("b", "23"), "metadata": {**pod("b", "23")["metadata"], "labels": {"x": "y"}}},
     )
     assert enqueued == []  # a change that costs nothing more or less
-    event(pods, "MODIFIED", pod("a", "24", "1", phase="Succeeded"))
+    caches.deliver(pods, caches.MODIFIED, pod("a", "24", "1", phase="Succeeded"))
     assert enqueued == ["ns/q"]
-    event(pods, "DELETED", pod("b", "25"))
-    event(pods, "DELETED", pod("x", "26", ns="other"))
+    caches.deliver(pods, caches.DELETED, pod("b", "25"))
+    caches.deliver(pods, caches.DELETED, pod("x", "26", ns="other"))
     assert enqueued == ["ns/q", "ns/q"]
     configmaps = rqc.caches[rq.CONFIGMAPS]
-    event(configmaps, "DELETED", {"metadata": {"name": "c", "namespace": NS, "resourceVersion": "27"}})
+    caches.deliver(
+        configmaps, caches.DELETED, {"metadata": {"name": "c", "namespace": NS, "resourceVersion": "27"}}
+    )
     assert enqueued == ["ns/q", "ns/q"]  # the quota does not track configmaps
 
 
@@ -137,14 +101,14 @@ def test_sync_writes_hard_and_used_with_a_resource_version_precondition() -> Non
         [stale], [pod("a", "20", "500m"), pod("b", "21", "250m"), pod("c", "22", phase="Failed")]
     )
     assert asyncio.run(rqc.reconcile("ns/q")) is None
-    (path, body) = client.patches[0]
+    ((_, path, body),) = client.calls("patch")
     assert path == "/api/v1/namespaces/ns/resourcequotas/q/status"
     assert body["metadata"] == {"resourceVersion": "10"}
     assert body["status"]["used"] == {"pods": "2", "requests.cpu": "750m", "secrets": None}
     assert body["status"]["hard"] == {"pods": "5", "requests.cpu": "2"}
     # Nothing changed since: the next sync starts from that write and writes nothing.
     assert asyncio.run(rqc.reconcile("ns/q")) is None
-    assert len(client.patches) == 1
+    assert len(client.calls("patch")) == 1
 
 
 def test_a_resource_nobody_serves_stays_out_of_used_and_is_looked_for_again() -> None:
@@ -162,4 +126,4 @@ def test_a_resource_nobody_serves_stays_out_of_used_and_is_looked_for_again() ->
     rqc._resource = nothing_known  # type: ignore[method-assign]
     result = asyncio.run(rqc.reconcile("ns/q"))
     assert result == runtime.Result(requeue_after=rq.UNKNOWN_RETRY)
-    assert client.patches[0][1]["status"]["used"] == {"pods": "0"}
+    assert client.calls("patch")[0][2]["status"]["used"] == {"pods": "0"}

@@ -12,6 +12,7 @@ import uvloop
 from kcm_shared import reconcile
 from kcm_shared.bus import fencing, membership
 from kcm_shared.client import kubeclient
+from kcm_shared.testing import fakeclient
 
 
 def run(body: Coroutine[Any, Any, None]) -> None:
@@ -156,16 +157,9 @@ def test_events_queued_in_a_reconcile_are_dropped_once_its_claim_is_void() -> No
     async def body() -> None:
         from kcm_shared.runtime import events
 
-        written: list[str] = []
-
-        class Client:
-            async def create(self, path: str, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
-                fencing.check_write("POST", path)
-                written.append(obj["reason"])
-                return obj
-
+        client = fakeclient.FakeClient(write_guard=fencing.check_write)
         valid = True
-        recorder = events.EventRecorder(Client(), "rs")  # type: ignore[arg-type]
+        recorder = events.EventRecorder(client, "rs")
         owner = {"kind": "ReplicaSet", "metadata": {"namespace": "ns", "name": "web", "uid": "u"}}
         task = asyncio.create_task(recorder.run())
         try:
@@ -178,6 +172,6 @@ def test_events_queued_in_a_reconcile_are_dropped_once_its_claim_is_void() -> No
             await asyncio.wait_for(recorder.flush(), 5)
         finally:
             task.cancel()
-        assert written == ["SuccessfulCreate"]
+        assert [event["reason"] for _, _, event in client.calls("create")] == ["SuccessfulCreate"]
 
     run(body())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import types
 from typing import Any, cast
 
 import pytest
@@ -14,6 +15,7 @@ from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.bus import subjects, wire
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient
 from nats.aio.msg import Msg
 
 
@@ -38,9 +40,9 @@ def test_rv_at_least(have: str, want: str, expected: bool) -> None:
 RES = gvr.Resource("", "v1", "configmaps")
 
 
-def _cache(client: Any = None) -> cache.Cache[codec.Meta]:
-    # No NATS: these scenarios feed messages to the cache's apply step directly.
-    return cache.Cache(cast(Any, None), cast(Any, None), RES, codec.Meta, client=client)
+def _cache(client: kubeclient.KubeClient | None = None, nc: Any = None) -> cache.Cache[codec.Meta]:
+    # No stream: these scenarios feed messages to the cache's apply step directly.
+    return cache.Cache(cast(Any, None), nc, RES, codec.Meta, client=client)
 
 
 def _body(name: str, rv: str) -> bytes:
@@ -49,11 +51,13 @@ def _body(name: str, rv: str) -> bytes:
 
 def _msg(store: cache.Cache[codec.Meta], event: str, name: str, rv: str, body: bytes | None = None) -> None:
     headers = {wire.EVENT: event, wire.RESOURCE_VERSION: rv}
-    store._apply(subjects.object_subject(RES, "ns", name), headers, _body(name, rv) if body is None else body)
+    store.feed(
+        [(subjects.object_subject(RES, "ns", name), headers, _body(name, rv) if body is None else body)]
+    )
 
 
 def _marker(store: cache.Cache[codec.Meta], rv: str) -> None:
-    store._apply(subjects.progress_subject(RES), {wire.RESOURCE_VERSION: rv}, b"")
+    store.feed([caches.marker(RES, rv)])
 
 
 def _events(store: cache.Cache[codec.Meta]) -> list[tuple[str, str]]:
@@ -92,41 +96,51 @@ def test_a_tombstone_without_body_deletes_with_the_last_state_held() -> None:
     assert len(store) == 0
 
 
-class _Api:
-    """Answers GETs of one object with the bodies queued in `answers` (an exception is raised)."""
+class _Api(fakeclient.FakeClient):
+    """Answers GETs of one object with the bodies queued in `answers` (an exception is raised),
+    once `gate` is open."""
 
     def __init__(self, *answers: bytes | Exception) -> None:
+        super().__init__()
         self.answers = list(answers)
-        self.paths: list[str] = []
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def request_bytes(self, method: str, path: str) -> bytes:
-        assert method == "GET"
-        self.paths.append(path)
+    async def handle(self, action: fakeclient.Action) -> dict[str, Any] | None:
+        assert action.verb == "get"
         await self.gate.wait()
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        body: dict[str, Any] = json.loads(answer)
+        return body
+
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.calls()]
+
+
+class _Watcher:
+    """The watcher's side of a catch-up request: the marker is published (the test delivers it)."""
+
+    async def request(self, subject: str, payload: bytes, **options: Any) -> Any:
+        return types.SimpleNamespace(data=b'{"ok": true}')
 
 
 def test_too_large_object_is_fetched_and_the_marker_after_it_counts_once_fetched() -> None:
     async def body() -> None:
         api = _Api(_body("big", "4"), _body("big", "9"))  # first a stale read, then a current one
         api.gate.clear()
-        store = _cache(api)
-        store._synced.set()
+        store = _cache(api, _Watcher())
+        store.feed([], snapshot=True)  # synced, empty
         calls = _events(store)
         headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: "9", wire.TOO_LARGE: "2000000"}
-        store._apply(subjects.object_subject(RES, "ns", "big"), headers, b"")
+        store.feed([(subjects.object_subject(RES, "ns", "big"), headers, b"")])
         _marker(store, "10")
         assert store.last_resource_version == ""  # not before the object is here
         api.gate.set()
-        waiting = asyncio.ensure_future(store._wait_marker("10"))
-        await asyncio.wait_for(waiting, 5)
+        await asyncio.wait_for(store.wait_caught_up("10"), 5)
         assert calls == [("add", "9")]
-        assert api.paths == ["/api/v1/namespaces/ns/configmaps/big"] * 2
+        assert api.paths() == ["/api/v1/namespaces/ns/configmaps/big"] * 2
         assert store.last_resource_version == "10"
 
     uvloop.run(body())
@@ -139,14 +153,16 @@ def test_a_newer_message_supersedes_a_pending_fetch() -> None:
         store = _cache(api)
         calls = _events(store)
         headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: "9", wire.TOO_LARGE: "2000000"}
-        store._apply(subjects.object_subject(RES, "ns", "big"), headers, b"")
+        store.feed([(subjects.object_subject(RES, "ns", "big"), headers, b"")])
         _marker(store, "10")
         _msg(store, "MODIFIED", "big", "11")  # shrunk back under the limit
         _marker(store, "11")
         assert calls == [("add", "11")]
         assert store.last_resource_version == "11"
-        await asyncio.sleep(0)
-        assert not store._fetching
+        # The pending fetch is gone: let it go on, and it never takes its answer.
+        api.gate.set()
+        await asyncio.sleep(0.05)
+        assert len(api.answers) == 1 and calls == [("add", "11")]
 
     uvloop.run(body())
 

@@ -1,55 +1,29 @@
-"""The event correlator steps (spam filter, aggregation, dedup) with a recording client and fake clock."""
+"""The event correlator steps (spam filter, aggregation, dedup) against the testing kit's fake
+API server, with a fake clock."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 import uvloop
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import events
+from kcm_shared.testing import fakeclient
 
 
-class RecordingClient(kubeclient.KubeClient):
-    """Stores created Events and applies count/message/lastTimestamp patches, like the API would."""
+def written(client: fakeclient.FakeClient) -> list[tuple[str, str]]:
+    """(verb, Event name) of each write the recorder made."""
+    return [
+        (verb, body["metadata"]["name"] if verb == "create" else path.rsplit("/", 1)[1])
+        for verb, path, body in client.calls()
+    ]
 
-    def __init__(self) -> None:
-        super().__init__(kubeclient.Connection("http://unused"))
-        self.calls: list[tuple[str, str]] = []
-        self.stored: dict[str, dict[str, Any]] = {}
-        self.priorities: list[kubeclient.Priority] = []
 
-    async def create(
-        self,
-        path: str,
-        obj: dict[str, Any],
-        params: Mapping[str, str] | None = None,
-        *,
-        priority: kubeclient.Priority = kubeclient.Priority.NORMAL,
-    ) -> dict[str, Any]:
-        self.priorities.append(priority)
-        self.calls.append(("create", obj["metadata"]["name"]))
-        self.stored[obj["metadata"]["name"]] = dict(obj)
-        return obj
-
-    async def patch(
-        self,
-        path: str,
-        patch: Any,
-        patch_type: str = "merge",
-        params: Mapping[str, str] | None = None,
-        *,
-        priority: kubeclient.Priority = kubeclient.Priority.NORMAL,
-    ) -> dict[str, Any]:
-        self.priorities.append(priority)
-        name = path.rsplit("/", 1)[1]
-        self.calls.append(("patch", name))
-        if name not in self.stored:
-            raise kubeclient.ApiError(404, "NotFound", "gone")
-        self.stored[name].update(patch)
-        return self.stored[name]
+def stored(client: fakeclient.FakeClient) -> dict[str, dict[str, Any]]:
+    """The Events the API server holds, by name."""
+    return {obj["metadata"]["name"]: obj for obj in client.objects.values()}
 
 
 class Clock:
@@ -80,21 +54,21 @@ def run(steps: Any) -> None:
 
 def test_repeats_patch_one_event_and_a_new_window_creates_another() -> None:
     async def steps() -> None:
-        client, clock = RecordingClient(), Clock()
+        client, clock = fakeclient.FakeClient(), Clock()
         rec = events.EventRecorder(client, "rs-controller", "host-a", clock=clock)
         for _ in range(3):
             rec.event(RS, events.NORMAL, "SuccessfulCreate", "Created pod: a")
             clock.now += 1
         await drain(rec)
-        first = client.calls[0][1]
-        assert client.calls == [("create", first), ("patch", first), ("patch", first)]
+        first = written(client)[0][1]
+        assert written(client) == [("create", first), ("patch", first), ("patch", first)]
         # Deferrable: behind the controller's own writes when the client's rate limit bites.
-        assert client.priorities == [kubeclient.Priority.LOW] * 3
+        assert [a.priority for a in client.actions] == [kubeclient.Priority.LOW] * 3
         assert first == f"web.{int(1_700_000_000 * 1e9):x}"
-        stored = client.stored[first]
-        assert stored["count"] == 3 and stored["metadata"]["namespace"] == "ns"
-        assert stored["source"] == {"component": "rs-controller", "host": "host-a"}
-        assert stored["involvedObject"] == {
+        event = stored(client)[first]
+        assert event["count"] == 3 and event["metadata"]["namespace"] == "ns"
+        assert event["source"] == {"component": "rs-controller", "host": "host-a"}
+        assert event["involvedObject"] == {
             "kind": "ReplicaSet",
             "apiVersion": "apps/v1",
             "namespace": "ns",
@@ -102,29 +76,29 @@ def test_repeats_patch_one_event_and_a_new_window_creates_another() -> None:
             "uid": "u1",
         }
         assert (
-            stored["firstTimestamp"] == "2023-11-14T22:13:20Z"
-            and stored["lastTimestamp"] == "2023-11-14T22:13:22Z"
+            event["firstTimestamp"] == "2023-11-14T22:13:20Z"
+            and event["lastTimestamp"] == "2023-11-14T22:13:22Z"
         )
 
         clock.now += events.WINDOW + 1
         rec.event(RS, events.NORMAL, "SuccessfulCreate", "Created pod: a")
         await drain(rec)
-        assert client.calls[-1][0] == "create" and client.calls[-1][1] != first
+        assert written(client)[-1][0] == "create" and written(client)[-1][1] != first
 
     run(steps)
 
 
 def test_patch_of_a_vanished_event_creates_it_again_with_the_count() -> None:
     async def steps() -> None:
-        client, clock = RecordingClient(), Clock()
+        client, clock = fakeclient.FakeClient(), Clock()
         rec = events.EventRecorder(client, "c", clock=clock)
         rec.event(RS, events.WARNING, "FailedCreate", "quota")
         await drain(rec)
-        client.stored.clear()  # the API server's event TTL expired it
+        client.objects.clear()  # the API server's event TTL expired it
         rec.event(RS, events.WARNING, "FailedCreate", "quota")
         await drain(rec)
-        assert [c[0] for c in client.calls] == ["create", "patch", "create"]
-        (again,) = client.stored.values()
+        assert [c[0] for c in written(client)] == ["create", "patch", "create"]
+        (again,) = stored(client).values()
         assert again["count"] == 2
 
     run(steps)
@@ -132,16 +106,16 @@ def test_patch_of_a_vanished_event_creates_it_again_with_the_count() -> None:
 
 def test_many_similar_messages_are_combined() -> None:
     async def steps() -> None:
-        client, clock = RecordingClient(), Clock()
+        client, clock = fakeclient.FakeClient(), Clock()
         rec = events.EventRecorder(client, "c", clock=clock)
         for i in range(events.MAX_SIMILAR + 2):
             rec.event(RS, events.NORMAL, "SuccessfulDelete", f"Deleted pod: p{i}")
             clock.now += 1
         await drain(rec)
-        kinds = [c[0] for c in client.calls]
+        kinds = [c[0] for c in written(client)]
         # Nine distinct events, then one combined event that later ones patch.
         assert kinds == ["create"] * (events.MAX_SIMILAR - 1) + ["create", "patch", "patch"]
-        combined = client.stored[client.calls[-1][1]]
+        combined = stored(client)[written(client)[-1][1]]
         assert combined["message"] == events.COMBINED_PREFIX + f"Deleted pod: p{events.MAX_SIMILAR + 1}"
         assert combined["count"] == 3
 
@@ -150,30 +124,30 @@ def test_many_similar_messages_are_combined() -> None:
 
 def test_spam_filter_allows_a_burst_then_one_per_five_minutes() -> None:
     async def steps() -> None:
-        client, clock = RecordingClient(), Clock()
+        client, clock = fakeclient.FakeClient(), Clock()
         rec = events.EventRecorder(client, "c", clock=clock)
         for i in range(events.SPAM_BURST + 5):
             rec.event(RS, events.NORMAL, "Tick", f"m{i % 3}")
         await drain(rec)
-        assert len(client.calls) == events.SPAM_BURST
+        assert len(written(client)) == events.SPAM_BURST
         clock.now += 300  # refusals cost nothing: exactly one token has come back
         rec.event(RS, events.NORMAL, "Tick", "m0")
         rec.event(RS, events.NORMAL, "Tick", "m0")
         await drain(rec)
-        assert len(client.calls) == events.SPAM_BURST + 1
+        assert len(written(client)) == events.SPAM_BURST + 1
 
     run(steps)
 
 
 def test_full_queue_drops_instead_of_blocking_and_bad_types_are_refused() -> None:
     async def steps() -> None:
-        client = RecordingClient()
+        client = fakeclient.FakeClient()
         rec = events.EventRecorder(client, "c", queue_size=2)
         for i in range(5):
             rec.event({"kind": "Node", "name": "n1"}, events.NORMAL, "R", f"m{i}")
         rec.event(RS, "Info", "R", "not a valid type")
         await drain(rec)
-        assert len(client.calls) == 2
-        assert client.stored[client.calls[0][1]]["metadata"]["namespace"] == "default"
+        assert len(written(client)) == 2
+        assert stored(client)[written(client)[0][1]]["metadata"]["namespace"] == "default"
 
     run(steps)

@@ -198,12 +198,21 @@ def test_injected_errors_fire_on_their_verb_and_path_once_or_always() -> None:
     assert f"{PODS}/a" in c.objects
 
 
-def test_a_write_guard_sees_writes_only() -> None:
+def test_a_write_guard_sees_writes_only_and_what_it_refuses_is_never_sent() -> None:
     guarded: list[tuple[str, str]] = []
-    c = fakeclient.FakeClient(write_guard=lambda method, path: guarded.append((method, path)))
+
+    def guard(method: str, path: str) -> None:
+        guarded.append((method, path))
+        if method == "DELETE":
+            raise PermissionError("not ours any more")
+
+    c = fakeclient.FakeClient(write_guard=guard)
     run(c.create(PODS, {"metadata": {"name": "a"}}))
     run(c.get(f"{PODS}/a"))
-    assert guarded == [("POST", PODS)]
+    with pytest.raises(PermissionError):
+        run(c.delete(f"{PODS}/a"))
+    assert guarded == [("POST", PODS), ("DELETE", f"{PODS}/a")]
+    assert [verb for verb, _, _ in c.calls()] == ["create", "get"] and f"{PODS}/a" in c.objects
 
 
 def test_a_subclass_answers_what_the_store_cannot() -> None:
