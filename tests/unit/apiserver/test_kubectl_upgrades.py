@@ -17,7 +17,7 @@ import pytest
 from kcm_apiserver.apply import LAST_APPLIED_ANNOTATION, ApplyConflict, track_update
 from kcm_apiserver.patch import PatchError, json_patch
 
-from tests.unit.apiserver.test_apply import DEPLOYMENT, T0, T1, apply, deployment, managers, owned
+from tests.support.apply import DEPLOYMENT, T0, T1, apply, deployment, managers, owned
 
 UNDO_PATCH = [
     {"op": "replace", "path": "/spec/template", "value": {"metadata": {"labels": {"app": "web"}}}},

@@ -11,7 +11,7 @@ import pytest
 from kcm_apiserver import openapi_v2, protobuf
 from kcm_apiserver.registry import Registry
 
-from tests.unit.apiserver.test_schemas import CRONTAB_SCHEMA, crontab_crd, registry_with_crontab
+from tests.support.crontab import CRONTAB_SCHEMA, crontab_crd, registry_with_crontab
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 

@@ -6,72 +6,14 @@ import json
 from typing import Any
 
 import pytest
-from kcm_apiserver.registry import Registry, ResourceType
+from kcm_apiserver.registry import Registry
 from kcm_apiserver.schemas import openapi_v3, patchtypes, unknownfields
+
+from tests.support.crontab import CRONTAB_SCHEMA, crontab_crd, registry_with_crontab
 
 CORE = "io.k8s.api.core.v1."
 APPS = "io.k8s.api.apps.v1."
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
-
-CRONTAB_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "A periodic job.",
-    "properties": {
-        "spec": {
-            "type": "object",
-            "properties": {
-                "cronSpec": {"type": "string", "description": "The schedule."},
-                "ports": {
-                    "type": "array",
-                    "x-kubernetes-list-type": "map",
-                    "x-kubernetes-list-map-keys": ["name"],
-                    "items": {"type": "object", "properties": {"name": {"type": "string"}}},
-                },
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            },
-        },
-        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
-    },
-}
-
-
-def crontab_crd(schema: dict[str, Any] = CRONTAB_SCHEMA) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "crontabs.stable.example.com"},
-        "spec": {
-            "group": "stable.example.com",
-            "scope": "Namespaced",
-            "names": {
-                "plural": "crontabs",
-                "singular": "crontab",
-                "kind": "CronTab",
-                "listKind": "CronTabList",
-            },
-            "versions": [
-                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
-            ],
-        },
-    }
-
-
-def registry_with_crontab() -> Registry:
-    registry = Registry()
-    registry.add(
-        [
-            ResourceType(
-                group="stable.example.com",
-                version="v1",
-                resource="crontabs",
-                kind="CronTab",
-                namespaced=True,
-                subresources=("status", "scale"),
-            )
-        ]
-    )
-    return registry
 
 
 def component(group: str, version: str, definition: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from kcm_apiserver.validation import validate
 from kcm_apiserver.validation.batch import indexes_format
 
-from tests.unit.apiserver.test_validation import check, fields, make
+from tests.support.validation import check, fields, make
 
 Obj = dict[str, Any]
 

@@ -9,197 +9,40 @@ has its own Deployment, ServiceAccount and RBAC, and the hardening the issue ask
 NATS is locked down: its config includes the authorization `kcm nats-auth` generates, from a
 Secret; every kcm pod connects with its own identity's seed Secret (the Secrets the step
 writes are exactly those the manifests mount), and NetworkPolicies cover 4222 and the ops ports.
-The RBAC helpers here (`request_attributes`, `allowed`) are also what the end-to-end test in
-tests/e2e/test_deploy_manifests.py checks recorded API calls with.
+The rendering and RBAC helpers are tests/support/k8s.py, shared with the end-to-end test in
+tests/e2e/test_deploy_manifests.py.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from kcm_cli import controllers, main, natsauth
+from kcm_cli import controllers, natsauth
 from kcm_shared.runtime import controllerflags
 
-REPO = Path(__file__).resolve().parents[3]
-K8S = REPO / "k8s"
-OVERLAYS = ("dev", "production")
-NAMESPACE = "kcm-system"
-# Kinds whose schema is not Kubernetes' own (CRDs of other projects): rendered, not schema-checked.
-CRD_KINDS = {"ServiceMonitor"}
-KUBERNETES_VERSION = "1.32.0"
-
-Obj = dict[str, Any]
-
-
-@functools.cache
-def render(path: str) -> tuple[Obj, ...]:
-    """`kubectl kustomize` of a directory under k8s/ (an overlay or a component)."""
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(K8S / path)], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-    return tuple(doc for doc in yaml.safe_load_all(out) if doc)
-
-
-def of_kind(objs: tuple[Obj, ...], *kinds: str) -> list[Obj]:
-    return [o for o in objs if o["kind"] in kinds]
-
-
-def workloads(objs: tuple[Obj, ...]) -> list[Obj]:
-    return of_kind(objs, "Deployment", "StatefulSet")
-
-
-def pod_spec(workload: Obj) -> Obj:
-    spec: Obj = workload["spec"]["template"]["spec"]
-    return spec
-
-
-def kcm_workloads(objs: tuple[Obj, ...]) -> list[Obj]:
-    """Workloads running the `kcm` image (NATS runs the `kcm-nats` image)."""
-    return [w for w in workloads(objs) if image_repo(pod_spec(w)["containers"][0]["image"]).endswith("/kcm")]
-
-
-def image_repo(image: str) -> str:
-    """`ghcr.io/x/kcm:1` -> `ghcr.io/x/kcm`; a bare `kcm:dev` -> `/kcm` so suffix checks work."""
-    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    return repo if "/" in repo else "/" + repo
-
-
-def expand(arg: str, env: dict[str, str]) -> str:
-    """The kubelet's `$(VAR)` expansion of container args."""
-    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
-
-
-def container_env(container: Obj, pod_name: str) -> dict[str, str]:
-    """Env of a container as the kubelet would set it, field references resolved for one pod."""
-    fields = {"metadata.name": pod_name, "metadata.namespace": NAMESPACE}
-    env: dict[str, str] = {}
-    for item in container.get("env", []):
-        if "value" in item:
-            env[item["name"]] = item["value"]
-        elif ref := item.get("valueFrom", {}).get("fieldRef"):
-            env[item["name"]] = fields[ref["fieldPath"]]
-    return env
-
-
-def parsed_args(container: Obj) -> Any:
-    """The container's command line parsed by `kcm`'s own parser (SystemExit if it would not start)."""
-    args = [expand(a, container_env(container, "pod-0")) for a in container["args"]]
-    return main.parser().parse_args(args)
-
-
-def ops_port(container: Obj) -> int:
-    port: int = parsed_args(container).ops_port
-    return port
-
-
-# --- RBAC: upstream's request attributes and rule matching ----------------------------------
-
-
-@dataclass(frozen=True)
-class Attributes:
-    """What RBAC authorizes a request on (upstream's RequestInfo)."""
-
-    verb: str
-    path: str
-    resource_request: bool
-    group: str = ""
-    resource: str = ""
-    subresource: str = ""
-    namespace: str = ""
-    name: str = ""
-
-    def __str__(self) -> str:
-        if not self.resource_request:
-            return f"{self.verb} {self.path}"
-        res = self.resource + (f"/{self.subresource}" if self.subresource else "")
-        where = f" in {self.namespace}" if self.namespace else ""
-        return f"{self.verb} {self.group or 'core'}/{res} {self.name}{where}".replace("  ", " ")
-
-
-def request_attributes(method: str, url: str) -> Attributes:
-    """Upstream RequestInfoFactory: path and method to verb, group, resource, namespace, name."""
-    split = urlsplit(url)
-    query = parse_qs(split.query)
-    parts = [p for p in split.path.split("/") if p]
-    method = method.upper()
-    if not parts or parts[0] not in ("api", "apis") or len(parts) < (3 if parts[0] == "api" else 4):
-        return Attributes(method.lower(), split.path, False)
-    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    namespace = ""
-    if rest[0] == "namespaces" and len(rest) > 1:
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
-            rest = rest[2:]
-    resource, name, sub = rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else ""
-    if method == "GET":
-        watch = query.get("watch", [""])[0] in ("true", "1")
-        verb = "get" if name else ("watch" if watch else "list")
-    else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, "")
-        if method == "DELETE":
-            verb = "delete" if name else "deletecollection"
-    return Attributes(verb, split.path, True, group, resource, sub, namespace, name)
-
-
-def _rule_allows(rule: Obj, a: Attributes) -> bool:
-    verbs = rule.get("verbs", [])
-    if a.verb not in verbs and "*" not in verbs:
-        return False
-    if not a.resource_request:
-        return any(
-            u == a.path or (u.endswith("*") and a.path.startswith(u[:-1]))
-            for u in rule.get("nonResourceURLs", [])
-        )
-    if "nonResourceURLs" in rule:
-        return False
-    groups = rule.get("apiGroups", [])
-    if a.group not in groups and "*" not in groups:
-        return False
-    combined = a.resource + (f"/{a.subresource}" if a.subresource else "")
-    resources = rule.get("resources", [])
-    if not (
-        "*" in resources or combined in resources or (a.subresource and f"*/{a.subresource}" in resources)
-    ):
-        return False
-    names = rule.get("resourceNames", [])
-    return not names or a.name in names
-
-
-def grants(objs: tuple[Obj, ...], service_account: str) -> Iterator[tuple[Obj, str | None]]:
-    """(rule, namespace it applies in or None for everywhere) for every binding of the account."""
-    roles = {
-        (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")): o
-        for o in of_kind(objs, "Role", "ClusterRole")
-    }
-    for binding in of_kind(objs, "RoleBinding", "ClusterRoleBinding"):
-        if not any(
-            s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == NAMESPACE
-            for s in binding["subjects"]
-        ):
-            continue
-        scope = binding["metadata"].get("namespace")  # a RoleBinding grants in its namespace only
-        ref = binding["roleRef"]
-        role = roles[(ref["kind"], ref["name"], scope if ref["kind"] == "Role" else None)]
-        for rule in role["rules"]:
-            yield rule, scope
-
-
-def allowed(objs: tuple[Obj, ...], service_account: str, a: Attributes) -> bool:
-    return any(
-        _rule_allows(rule, a) and (scope is None or scope == a.namespace)
-        for rule, scope in grants(objs, service_account)
-    )
-
+from tests.support.k8s import (
+    CRD_KINDS,
+    KUBERNETES_VERSION,
+    NAMESPACE,
+    OVERLAYS,
+    REPO,
+    Obj,
+    allowed,
+    image_repo,
+    kcm_workloads,
+    of_kind,
+    ops_port,
+    parsed_args,
+    pod_spec,
+    render,
+    request_attributes,
+    rule_allows,
+    workloads,
+)
 
 # --- the checks ----------------------------------------------------------------------------
 
@@ -342,19 +185,17 @@ def test_rbac_matching_follows_upstream() -> None:
     assert request_attributes("DELETE", "/api/v1/namespaces/ns/pods").verb == "deletecollection"
     assert not request_attributes("GET", "/apis/apps/v1").resource_request
     rule = {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["update"]}
-    assert _rule_allows(rule, request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x"))
-    assert not _rule_allows(
-        rule, request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x/status")
-    )
-    assert _rule_allows(
+    assert rule_allows(rule, request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x"))
+    assert not rule_allows(rule, request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x/status"))
+    assert rule_allows(
         {**rule, "resources": ["*"]},
         request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x/status"),
     )
-    assert not _rule_allows(
+    assert not rule_allows(
         {**rule, "resourceNames": ["y"]},
         request_attributes("PUT", "/apis/apps/v1/namespaces/n/replicasets/x"),
     )
-    assert _rule_allows(
+    assert rule_allows(
         {"nonResourceURLs": ["/apis/*"], "verbs": ["get"]}, request_attributes("GET", "/apis/apps/v1")
     )
 

@@ -12,7 +12,7 @@ from kcm_shared.apimachinery import gvr
 from kcm_shared.bus import health
 from kcm_watcher import healthreport, publisher, supervisor
 
-from tests.unit.watcher.test_publisher import ScriptedNats, _publisher
+from tests.support.publisher import ScriptedNats, publisher_on
 
 
 @dataclass
@@ -36,7 +36,7 @@ def test_a_wedged_lane_fails_while_the_others_publish() -> None:
     async def body() -> None:
         now = [100.0]
         nc = ScriptedNats(failures={b"big": 1_000_000})
-        pub = _publisher(nc, clock=lambda: now[0])
+        pub = publisher_on(nc, clock=lambda: now[0])
         wedged, fine = pub.lane("core/v1/configmaps"), pub.lane("core/v1/pods")
         checks = health.Checks()
         reporter = healthreport.Reporter(

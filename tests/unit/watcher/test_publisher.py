@@ -1,105 +1,25 @@
 """The publisher's guarantees against a scripted core NATS: retries, per-subject order, the window,
 per-subject fencing, messages too large for the server, and per-lane health.
 
-The script plays JetStream's part: it records each attempt and answers on its reply subject
-with a PubAck, an error, or nothing (an ack that never comes), as the test says; like
-JetStream it refuses a message whose `Nats-Expected-Last-Subject-Sequence` is not the
-subject's last sequence.
+The script (tests/support/publisher.py) plays JetStream's part: it records each attempt and
+answers on its reply subject with a PubAck, an error, or nothing (an ack that never comes), as
+the test says; like JetStream it refuses a message whose `Nats-Expected-Last-Subject-Sequence`
+is not the subject's last sequence.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, cast
 
 import uvloop
-from kcm_watcher import publisher
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 
-
-@dataclass
-class Reply:
-    subject: str
-    data: bytes
-    headers: dict[str, str] | None = None
-
-
-EXPECTED = "Nats-Expected-Last-Subject-Sequence"
-
-
-class ScriptedNats:
-    """Answers the first `failures[body]` attempts of a body with an error; may hold or drop acks."""
-
-    def __init__(self, failures: dict[bytes, int] | None = None, silent: dict[bytes, int] | None = None):
-        self.max_payload = 1 << 20
-        self.seq = 0
-        self.last: dict[str, int] = {}  # subject -> sequence of its last stored message
-        self.errors: dict[bytes, bytes] = {}  # body -> the error answer every attempt of it gets
-        self.failures = dict(failures or {})
-        self.silent = dict(silent or {})  # attempts of a body that get no answer at all
-        self.attempts: list[bytes] = []
-        self.stored: list[tuple[str, bytes, dict[str, str]]] = []
-        self.held: list[tuple[str, bytes, str, dict[str, str]]] = []
-        self.hold = False
-        self.failed = asyncio.Event()
-        self._cb: Callable[[Msg], Awaitable[None]] | None = None
-        self._answering: set[asyncio.Task[None]] = set()
-
-    def new_inbox(self) -> str:
-        return "_INBOX.test"
-
-    async def subscribe(self, subject: str, cb: Callable[[Msg], Awaitable[None]]) -> None:
-        assert subject == "_INBOX.test.*"
-        self._cb = cb
-
-    async def publish(self, subject: str, payload: bytes, reply: str, headers: dict[str, str]) -> None:
-        self.attempts.append(payload)
-        if self.hold:
-            self.held.append((subject, payload, reply, headers))
-        else:
-            asyncio.get_running_loop().call_soon(self._answer, subject, payload, reply, headers)
-
-    def release(self) -> None:
-        self.hold = False
-        for args in self.held:
-            self._answer(*args)
-        self.held.clear()
-
-    def _answer(self, subject: str, payload: bytes, reply: str, headers: dict[str, str]) -> None:
-        assert self._cb is not None
-        if self.silent.get(payload, 0) > 0:
-            self.silent[payload] -= 1
-            self.failed.set()
-            return
-        if self.failures.get(payload, 0) > 0:
-            self.failures[payload] -= 1
-            self.failed.set()
-            data = b'{"error":{"code":503,"err_code":10077,"description":"unavailable"}}'
-        elif payload in self.errors:
-            data = self.errors[payload]
-        elif headers.get(EXPECTED, "0") != str(self.last.get(subject, 0)):
-            data = b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence"}}'
-        else:
-            self.seq += 1
-            self.last[subject] = self.seq
-            self.stored.append((subject, payload, {k: v for k, v in headers.items() if k != EXPECTED}))
-            data = b'{"stream":"S","seq":%d}' % self.seq
-        task = asyncio.ensure_future(self._cb(cast(Msg, Reply(reply, data))))
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
-
-
-def _publisher(nc: ScriptedNats, window: int = 16, **kwargs: Any) -> publisher.Publisher:
-    return publisher.Publisher(cast(Client, nc), window=window, **kwargs)
+from tests.support.publisher import ScriptedNats, publisher_on
 
 
 def test_failed_publish_is_retried_and_later_change_of_same_object_waits_for_it() -> None:
     async def body() -> None:
         nc = ScriptedNats(failures={b"x1": 2})
-        lane = _publisher(nc).lane("r")
+        lane = publisher_on(nc).lane("r")
         await lane.publish("x", b"x1", {"h": "1"})
         await lane.publish("y", b"y1", {})
         await lane.publish("x", b"x2", {}, ttl=5.0)
@@ -117,7 +37,7 @@ def test_failed_publish_is_retried_and_later_change_of_same_object_waits_for_it(
 def test_an_ack_that_never_comes_is_retried_after_the_timeout() -> None:
     async def body() -> None:
         nc = ScriptedNats(silent={b"a": 1})
-        lane = _publisher(nc, ack_timeout=0.2).lane("r")
+        lane = publisher_on(nc, ack_timeout=0.2).lane("r")
         await lane.publish("a", b"a", {})
         await asyncio.wait_for(lane.flush(), 10)
         assert nc.attempts == [b"a", b"a"]
@@ -130,7 +50,7 @@ def test_window_bounds_unacknowledged_messages() -> None:
     async def body() -> None:
         nc = ScriptedNats()
         nc.hold = True
-        pub = _publisher(nc, window=2)
+        pub = publisher_on(nc, window=2)
         lane = pub.lane("r")
         await lane.publish("a", b"a", {})
         await lane.publish("b", b"b", {})
@@ -149,7 +69,7 @@ def test_flush_waits_for_every_message_handed_over() -> None:
     async def body() -> None:
         nc = ScriptedNats()
         nc.hold = True
-        lane = _publisher(nc).lane("r")
+        lane = publisher_on(nc).lane("r")
         for name in ("a", "b", "c"):
             await lane.publish(name, name.encode(), {})
         flushed = asyncio.ensure_future(lane.flush())
@@ -166,7 +86,7 @@ def test_failing_publishes_make_the_health_check_fail() -> None:
     async def body() -> None:
         now = [100.0]
         nc = ScriptedNats(failures={b"a": 1_000_000})
-        pub = _publisher(nc, window=4, clock=lambda: now[0])
+        pub = publisher_on(nc, window=4, clock=lambda: now[0])
         lane = pub.lane("r")
         assert pub.check(30) is None
         await lane.publish("a", b"a", {})
@@ -185,7 +105,7 @@ def test_failing_publishes_make_the_health_check_fail() -> None:
 def test_abandoned_messages_free_the_window_and_are_not_retried() -> None:
     async def body() -> None:
         nc = ScriptedNats(failures={b"a": 1_000_000})
-        pub = _publisher(nc, window=1)
+        pub = publisher_on(nc, window=1)
         lane = pub.lane("r")
         await lane.publish("a", b"a", {})
         await asyncio.wait_for(nc.failed.wait(), 5)
@@ -204,7 +124,7 @@ def test_abandoned_messages_free_the_window_and_are_not_retried() -> None:
 def test_each_message_expects_the_subject_sequence_the_last_ack_gave() -> None:
     async def body() -> None:
         nc = ScriptedNats()
-        lane = _publisher(nc).lane("r")
+        lane = publisher_on(nc).lane("r")
         await lane.publish("a", b"a1", {})
         await lane.publish("b", b"b1", {})
         await lane.publish("a", b"a2", {})
@@ -225,7 +145,7 @@ def test_wrong_last_sequence_asks_the_resolver_which_retries_or_drops() -> None:
             asked.append((subject, headers["Kcm-Resource-Version"]))
             return nc.last[subject] if subject == "newer" else None
 
-        lane = _publisher(nc).lane("r")
+        lane = publisher_on(nc).lane("r")
         lane.resolver = resolver
         await lane.publish("newer", b"n", {"Kcm-Resource-Version": "9"})
         await lane.publish("older", b"o", {"Kcm-Resource-Version": "2"})
@@ -241,7 +161,7 @@ def test_a_message_larger_than_max_payload_goes_out_without_its_body() -> None:
     async def body() -> None:
         nc = ScriptedNats()
         nc.max_payload = 300
-        lane = _publisher(nc).lane("r")
+        lane = publisher_on(nc).lane("r")
         big = b"x" * 400
         await lane.publish("big", big, {"Kcm-Event": "ADDED", "Kcm-Resource-Version": "5"})
         await lane.publish("small", b"s", {"Kcm-Event": "ADDED"})
@@ -264,7 +184,7 @@ def test_jetstream_refusing_the_size_or_the_request_is_not_retried() -> None:
             b'{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}}'
         )
         nc.errors[b"bad"] = b'{"error":{"code":400,"err_code":10999,"description":"invalid"}}'
-        lane = _publisher(nc).lane("r")
+        lane = publisher_on(nc).lane("r")
         await lane.publish("huge", b"huge", {})
         await lane.publish("bad", b"bad", {})
         await asyncio.wait_for(lane.flush(), 5)
@@ -278,7 +198,7 @@ def test_health_names_each_lane_that_cannot_publish() -> None:
     async def body() -> None:
         now = [100.0]
         nc = ScriptedNats(failures={b"a": 1_000_000})
-        pub = _publisher(nc, clock=lambda: now[0])
+        pub = publisher_on(nc, clock=lambda: now[0])
         stuck, fine = pub.lane("apps/v1/deployments"), pub.lane("core/v1/pods")
         await stuck.publish("a", b"a", {})
         await fine.publish("b", b"b", {})
