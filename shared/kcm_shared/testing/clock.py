@@ -3,12 +3,12 @@ FakeClock is the model).
 
 - `monotonic()` and `now()` read it: seconds for durations, an aware UTC datetime for
   timestamps; both move together, by `advance(seconds)` only.
-- `call_later(delay, fn, *args)` schedules a call; `advance` makes the calls that fall due,
-  in order of due time (then of scheduling), each with the clock set to its due time, calls
-  scheduled meanwhile included. The returned `Timer` cancels it.
+- `call_later(delay, callback, *args)` schedules a call; `advance` makes the calls that fall
+  due, in order of due time (then of scheduling), each with the clock set to its due time,
+  calls scheduled meanwhile included. The returned `Timer` cancels it.
 
 A plain class: code under test takes its methods where it takes time (`now=clock.now`), or
-the whole clock where it takes a clock.
+the whole clock where it takes a clock (it is a `runtime.delaying.Clock`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Timer:
     """A call `FakeClock.call_later` scheduled; `cancel()` before it falls due drops it."""
 
     due: float
-    fn: Callable[..., Any]
+    callback: Callable[..., Any]
     args: tuple[Any, ...]
     cancelled: bool = field(default=False)
 
@@ -50,9 +50,9 @@ class FakeClock:
     def now(self) -> dt.datetime:
         return self._start + dt.timedelta(seconds=self._monotonic - self._origin)
 
-    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Timer:
-        """Call `fn(*args)` once the clock has moved `delay` seconds on from now."""
-        timer = Timer(self._monotonic + max(0.0, delay), fn, args)
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Timer:
+        """Call `callback(*args)` once the clock has moved `delay` seconds on from now."""
+        timer = Timer(self._monotonic + max(0.0, delay), callback, args)
         heapq.heappush(self._timers, (timer.due, next(self._order), timer))
         return timer
 
@@ -69,5 +69,5 @@ class FakeClock:
             _, _, timer = heapq.heappop(self._timers)
             if not timer.cancelled:
                 self._monotonic = max(self._monotonic, timer.due)
-                timer.fn(*timer.args)
+                timer.callback(*timer.args)
         self._monotonic = until

@@ -7,15 +7,7 @@ import argparse
 import pytest
 from kcm_shared.bus import leaderelection
 from kcm_shared.bus.leaderelection import Observer, Record
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
+from kcm_shared.testing import clock as kitclock
 
 NOW = "2024-01-01T00:00:00.000000Z"
 
@@ -25,65 +17,65 @@ def held(holder: str, renew: str = "t0", transitions: int = 3) -> Record:
 
 
 def test_no_lease_creates_first_record() -> None:
-    obs = Observer("me", FakeClock())
+    obs = Observer("me", kitclock.FakeClock(monotonic=100.0).monotonic)
     obs.observe(None)
     assert obs.next_record(NOW, 15) == Record("me", 15, NOW, NOW, 0)
 
 
 def test_other_holder_is_respected_until_unchanged_for_lease_duration() -> None:
-    clock = FakeClock()
-    obs = Observer("me", clock)
+    clock = kitclock.FakeClock(monotonic=100.0)
+    obs = Observer("me", clock.monotonic)
     obs.observe(held("other"))
-    clock.now += 14.9
+    clock.advance(14.9)
     assert obs.held_by_other()
     assert obs.next_record(NOW, 15) is None
-    clock.now += 0.2
+    clock.advance(0.2)
     assert not obs.held_by_other()
     assert obs.next_record(NOW, 15) == Record("me", 15, NOW, NOW, 4)
 
 
 def test_a_renewal_seen_restarts_the_expiry_clock() -> None:
-    clock = FakeClock()
-    obs = Observer("me", clock)
+    clock = kitclock.FakeClock(monotonic=100.0)
+    obs = Observer("me", clock.monotonic)
     obs.observe(held("other", renew="t0"))
-    clock.now += 10
+    clock.advance(10)
     obs.observe(held("other", renew="t1"))
-    clock.now += 10  # 20 s after first sight, but only 10 s after the record last changed
+    clock.advance(10)  # 20 s after first sight, but only 10 s after the record last changed
     assert obs.next_record(NOW, 15) is None
 
 
 def test_the_same_record_seen_again_does_not_restart_the_clock() -> None:
-    clock = FakeClock()
-    obs = Observer("me", clock)
+    clock = kitclock.FakeClock(monotonic=100.0)
+    obs = Observer("me", clock.monotonic)
     obs.observe(held("other"))
-    clock.now += 10
+    clock.advance(10)
     obs.observe(held("other"))
-    clock.now += 6
+    clock.advance(6)
     assert obs.next_record(NOW, 15) is not None
 
 
 def test_expiry_uses_the_records_lease_duration() -> None:
-    clock = FakeClock()
-    obs = Observer("me", clock)
+    clock = kitclock.FakeClock(monotonic=100.0)
+    obs = Observer("me", clock.monotonic)
     obs.observe(Record("other", 1, "t0", "t0", 0))
-    clock.now += 1.5
+    clock.advance(1.5)
     assert obs.next_record(NOW, 15) is not None
 
 
 def test_released_lease_is_taken_at_once() -> None:
-    obs = Observer("me", FakeClock())
+    obs = Observer("me", kitclock.FakeClock(monotonic=100.0).monotonic)
     obs.observe(Record("", 1, "t0", "t0", 5))
     assert obs.next_record(NOW, 15) == Record("me", 15, NOW, NOW, 6)
 
 
 def test_holder_renews_keeping_acquire_time_and_transitions() -> None:
-    obs = Observer("me", FakeClock())
+    obs = Observer("me", kitclock.FakeClock(monotonic=100.0).monotonic)
     obs.observe(held("me"))
     assert obs.next_record(NOW, 15) == Record("me", 15, "t0", NOW, 3)
 
 
 def test_release_only_by_the_holder() -> None:
-    obs = Observer("me", FakeClock())
+    obs = Observer("me", kitclock.FakeClock(monotonic=100.0).monotonic)
     assert obs.release_record(NOW) is None
     obs.observe(held("other"))
     assert obs.release_record(NOW) is None

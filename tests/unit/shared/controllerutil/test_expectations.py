@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import pytest
 from kcm_shared.controllerutil import expectations
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from kcm_shared.testing import clock as kitclock
 
 
 def test_controller_expectations_upstream_scenario() -> None:
-    clock = FakeClock()
-    e = expectations.ControllerExpectations(clock, timeout=30)
+    clock = kitclock.FakeClock(monotonic=1000.0)
+    e = expectations.ControllerExpectations(clock.monotonic, timeout=30)
     adds, dels = 10, 30
     e.set_expectations("default/foobar", adds, dels)
     for _ in range(adds + 1):
@@ -32,9 +25,9 @@ def test_controller_expectations_upstream_scenario() -> None:
     exp = e.get_expectations("default/foobar")
     assert exp is not None and (exp.add, exp.delete) == (1, 2)
     assert not e.satisfied_expectations("default/foobar")
-    clock.now += 30  # exactly the timeout: not yet expired
+    clock.advance(30)  # exactly the timeout: not yet expired
     assert not e.satisfied_expectations("default/foobar")
-    clock.now += 1
+    clock.advance(1)
     assert e.satisfied_expectations("default/foobar")
 
 
@@ -60,7 +53,7 @@ def test_controller_expectations_upstream_scenario() -> None:
 def test_expectation_steps(
     name: str, steps: list[tuple[object, ...]], satisfied: bool, counts: tuple[int, int] | None
 ) -> None:
-    e = expectations.ControllerExpectations(FakeClock())
+    e = expectations.ControllerExpectations(kitclock.FakeClock(monotonic=1000.0).monotonic)
     key = "ns/rs"
     for op, *args in steps:
         if op == "expect_creations":
@@ -83,17 +76,17 @@ def test_expectation_steps(
 
 
 def test_raise_keeps_the_original_timestamp() -> None:
-    clock = FakeClock()
-    e = expectations.ControllerExpectations(clock, timeout=10)
+    clock = kitclock.FakeClock(monotonic=1000.0)
+    e = expectations.ControllerExpectations(clock.monotonic, timeout=10)
     e.expect_creations("k", 1)
-    clock.now += 8
+    clock.advance(8)
     e.raise_expectations("k", 1, 0)
-    clock.now += 3
+    clock.advance(3)
     assert e.satisfied_expectations("k")  # expired: 11 s since the record was set
 
 
 def test_uid_expectations_upstream_scenario() -> None:
-    e = expectations.UIDTrackingControllerExpectations(FakeClock())
+    e = expectations.UIDTrackingControllerExpectations(kitclock.FakeClock(monotonic=1000.0).monotonic)
     rc_to_pods = {f"default/rc-{i}": [f"default/pod{j}-rc-{i}" for j in range(5)] for i in range(4)}
     for rc, pods in rc_to_pods.items():
         e.expect_deletions_of(rc, pods)
@@ -108,7 +101,7 @@ def test_uid_expectations_upstream_scenario() -> None:
 
 
 def test_uid_expectations_count_each_key_once() -> None:
-    e = expectations.UIDTrackingControllerExpectations(FakeClock())
+    e = expectations.UIDTrackingControllerExpectations(kitclock.FakeClock(monotonic=1000.0).monotonic)
     e.expect_deletions_of("ns/rs", ["ns/a", "ns/b"])
     e.deletion_observed_of("ns/rs", "ns/a")
     e.deletion_observed_of("ns/rs", "ns/a")  # the same pod seen deleted twice
