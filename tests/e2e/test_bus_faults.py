@@ -25,7 +25,7 @@ from kcm_shared.bus import subjects
 
 from tests.conftest import KCM, ApiServer, NatsProc, start_apiserver, wait_for
 from tests.e2e.bus_stack import FAST_LEASE, REPO, Proc
-from tests.e2e.test_watcher import stream_state
+from tests.e2e.streams import stream_state
 
 MAX_PAYLOAD = 64 * 1024
 DEPLOYMENTS = gvr.Resource("apps", "v1", "deployments")

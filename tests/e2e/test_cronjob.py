@@ -25,6 +25,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
+from tests.e2e.cronjobs import daily_due, minutes, now, set_status, stamp
 
 stack = devstack.stack_fixture("--controllers", "cronjob")
 _counter = iter(range(1000))
@@ -54,18 +55,6 @@ def ticking(stack: devstack.DevStack) -> tuple[str, dt.datetime]:
     return "cj-tick", before
 
 
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def stamp(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def minutes(t: dt.datetime) -> int:
-    return int(t.timestamp()) // 60
-
-
 def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
     return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
 
@@ -91,12 +80,6 @@ def event_message(stack: devstack.DevStack, ns: str, reason: str) -> str:
     return ""
 
 
-def daily_due(hours_ago: float = 1.0, zone: dt.tzinfo = dt.UTC) -> tuple[str, dt.datetime]:
-    """A daily schedule (in `zone`) whose last time was `hours_ago`, and that time."""
-    due = (now() - dt.timedelta(hours=hours_ago)).astimezone(zone).replace(second=0, microsecond=0)
-    return f"{due.minute} {due.hour} * * *", due
-
-
 def cronjob(stack: devstack.DevStack, ns: str, name: str, schedule: str, **spec: Any) -> dict[str, Any]:
     """A CronJob applied from a manifest (spec fields kubectl create cannot set)."""
     body = {
@@ -119,11 +102,6 @@ def cronjob(stack: devstack.DevStack, ns: str, name: str, schedule: str, **spec:
     stack.kubectl("apply", "-f", "-", input=json.dumps(body))
     result: dict[str, Any] = get(stack, ns, "cronjob", name)
     return result
-
-
-def set_status(batch: kubernetes.client.BatchV1Api, ns: str, name: str, **status: Any) -> None:
-    """Write the CronJob's status through the status subresource, as a controller would."""
-    batch.patch_namespaced_cron_job_status(name, ns, {"status": status})
 
 
 def active_ref(job: dict[str, Any]) -> dict[str, str]:

@@ -42,7 +42,7 @@ from kcm_cli.controllers import BUILTIN
 
 from tests.conftest import KCM, ApiServer, NatsProc, start_nats, stop_process, wait_for
 from tests.e2e import bus_stack
-from tests.unit.test_deploy_k8s import (
+from tests.support.k8s import (
     NAMESPACE,
     REPO,
     allowed,

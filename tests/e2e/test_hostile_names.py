@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack, test_kubeclient
+from tests.e2e import devstack
+from tests.support.names import HOSTILE_NAMES
 
 stack = devstack.stack_fixture("--controllers", "garbagecollector", "--nodes", "0")
 
@@ -83,15 +84,15 @@ def test_owners_with_hostile_names_are_looked_up_by_those_names(
     stack: devstack.DevStack, namespace: str
 ) -> None:
     made = [configmap(namespace, "victim")]
-    made += [configmap(namespace, f"dep{i}", owner) for i, owner in enumerate(test_kubeclient.HOSTILE_NAMES)]
+    made += [configmap(namespace, f"dep{i}", owner) for i, owner in enumerate(HOSTILE_NAMES)]
     stack.kubectl("create", "-f", "-", input="\n".join(json.dumps(obj) for obj in made))
-    dependents = {f"dep{i}" for i in range(len(test_kubeclient.HOSTILE_NAMES))}
+    dependents = {f"dep{i}" for i in range(len(HOSTILE_NAMES))}
     # None of those owners exists (whatever `victim` is called in a mangled URL): every
     # dependent is collected, and `victim` is neither mistaken for an owner nor touched.
     wait_for(
         lambda: not (names(stack, namespace) & dependents),
         60,
         0.5,
-        f"every dependent collected; owner names: {test_kubeclient.HOSTILE_NAMES}",
+        f"every dependent collected; owner names: {HOSTILE_NAMES}",
     )
     assert names(stack, namespace) == {"victim"}

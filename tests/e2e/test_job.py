@@ -24,7 +24,8 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack, test_cronjob
+from tests.e2e import cronjobs, devstack
+from tests.e2e.jobs import apply, get, job_yaml, pods_of, wait_condition
 
 # The cronjob controller too, for the one test of both together; it leaves plain Jobs alone.
 stack = devstack.stack_fixture("--controllers", "job,cronjob")
@@ -40,57 +41,8 @@ def ns(stack: devstack.DevStack) -> Iterator[str]:
     yield name
 
 
-def job_yaml(
-    ns: str,
-    name: str,
-    *,
-    spec: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None,
-    pod_spec: dict[str, Any] | None = None,
-) -> str:
-    """A Job (as JSON, which kubectl reads as YAML) whose pods the simulator runs per `annotations`."""
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            **(spec or {}),
-            "template": {
-                "metadata": {"annotations": annotations or {}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "busybox"}],
-                    **(pod_spec or {}),
-                },
-            },
-        },
-    }
-    return json.dumps(job)
-
-
-def apply(stack: devstack.DevStack, text: str) -> None:
-    stack.kubectl("apply", "-f", "-", input=text)
-
-
-def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
-    return json.loads(stack.kubectl("get", "-n", ns, *what, "-o", "json").stdout)
-
-
-def pods_of(stack: devstack.DevStack, ns: str, job: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = get(stack, ns, "pods", "-l", f"batch.kubernetes.io/job-name={job}")["items"]
-    return items
-
-
 def condition(job: dict[str, Any], cond_type: str) -> dict[str, Any] | None:
     return next((c for c in job.get("status", {}).get("conditions", []) if c["type"] == cond_type), None)
-
-
-def wait_condition(
-    stack: devstack.DevStack, ns: str, name: str, cond: str, timeout: int = 30
-) -> dict[str, Any]:
-    stack.kubectl("wait", "-n", ns, f"--for=condition={cond}", f"job/{name}", f"--timeout={timeout}s")
-    job: dict[str, Any] = get(stack, ns, "job", name)
-    return job
 
 
 def describe_events(stack: devstack.DevStack, ns: str, name: str) -> str:
@@ -140,16 +92,14 @@ def test_a_cronjobs_jobs_run_to_completion(stack: devstack.DevStack, ns: str) ->
     """`kubectl create cronjob` with a command, a start due at once, and
     `kubectl create job --from=cronjob/...`: both Jobs complete through the job controller,
     and the CronJob records the scheduled one's success."""
-    schedule, due = test_cronjob.daily_due()
+    schedule, due = cronjobs.daily_due()
     stack.kubectl(
         "-n", ns, "create", "cronjob", "daily", "--image=busybox", f"--schedule={schedule}", "--", "date"
     )
     with stack.api() as api:
         batch = kubernetes.client.BatchV1Api(api)
-        test_cronjob.set_status(
-            batch, ns, "daily", lastScheduleTime=test_cronjob.stamp(due - dt.timedelta(days=1))
-        )
-    scheduled = f"daily-{test_cronjob.minutes(due)}"
+        cronjobs.set_status(batch, ns, "daily", lastScheduleTime=cronjobs.stamp(due - dt.timedelta(days=1)))
+    scheduled = f"daily-{cronjobs.minutes(due)}"
     stack.kubectl("-n", ns, "create", "job", "by-hand", "--from=cronjob/daily")
     for name in (scheduled, "by-hand"):
         wait_for(lambda n=name: n in names(stack, ns), 30, what=f"job {name}")
@@ -160,7 +110,7 @@ def test_a_cronjobs_jobs_run_to_completion(stack: devstack.DevStack, ns: str) ->
         30,
         what="the CronJob's lastSuccessfulTime",
     )
-    assert cronjob["status"]["lastScheduleTime"] == test_cronjob.stamp(due)
+    assert cronjob["status"]["lastScheduleTime"] == cronjobs.stamp(due)
     assert not cronjob["status"].get("active")
 
 

@@ -21,7 +21,7 @@ import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.e2e import devstack, test_job
+from tests.e2e import devstack, jobs
 
 stack = devstack.stack_fixture("--controllers", "job")
 _namespaces = iter(range(1000))
@@ -39,14 +39,12 @@ def create_job(
     stack: devstack.DevStack, ns: str, name: str, spec: dict[str, Any], annotations: dict[str, str]
 ) -> None:
     # Pods the controller deletes are killed (exit 137) at once, not after 30 s.
-    test_job.apply(
-        stack, test_job.job_yaml(ns, name, spec=spec, annotations=annotations, pod_spec=QUICK_KILL)
-    )
+    jobs.apply(stack, jobs.job_yaml(ns, name, spec=spec, annotations=annotations, pod_spec=QUICK_KILL))
 
 
 def finished(stack: devstack.DevStack, ns: str, name: str, cond: str) -> dict[str, Any]:
     """The Job once it has condition `cond` (kubectl wait, as a user would)."""
-    return test_job.wait_condition(stack, ns, name, cond, timeout=45)
+    return jobs.wait_condition(stack, ns, name, cond, timeout=45)
 
 
 def conditions(job: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
@@ -232,12 +230,12 @@ def pod_state(stack: devstack.DevStack, ns: str, job: str) -> list[tuple[str, bo
     """(name, terminating, phase) of each of the Job's pods, through kubectl."""
     return [
         (p["metadata"]["name"], "deletionTimestamp" in p["metadata"], p["status"].get("phase", ""))
-        for p in test_job.pods_of(stack, ns, job)
+        for p in jobs.pods_of(stack, ns, job)
     ]
 
 
 def counts(stack: devstack.DevStack, ns: str, job: str) -> dict[str, int]:
-    status = test_job.get(stack, ns, "job", job).get("status", {})
+    status = jobs.get(stack, ns, "job", job).get("status", {})
     return {k: status.get(k, 0) for k in ("active", "terminating", "failed")}
 
 
@@ -247,7 +245,7 @@ def test_pod_replacement_policy_failed_waits_for_terminating_pods(stack: devstac
     slow_stop = {"terminationGracePeriodSeconds": 120}
     for name, policy in (("on-failed", "Failed"), ("on-terminating", "TerminatingOrFailed")):
         spec = {"backoffLimit": 6, "podReplacementPolicy": policy}
-        test_job.apply(stack, test_job.job_yaml(ns, name, spec=spec, pod_spec=slow_stop))
+        jobs.apply(stack, jobs.job_yaml(ns, name, spec=spec, pod_spec=slow_stop))
 
     def running(job: str) -> list[tuple[str, bool, str]]:
         return [s for s in pod_state(stack, ns, job) if s[2] == "Running"]

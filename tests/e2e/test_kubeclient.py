@@ -12,6 +12,7 @@ from aiohttp import web
 from kcm_shared.client import kubeclient
 
 from tests.conftest import ApiServer, start_apiserver
+from tests.support.names import HOSTILE_NAMES
 
 
 def run(coro: object) -> object:
@@ -151,27 +152,6 @@ def test_requests_made_inside_a_span_carry_its_traceparent() -> None:
 
     trace_id = run(scenario())
     assert len(seen) == 1 and seen[0].split("-")[1] == trace_id, seen
-
-
-# What kube-apiserver lets into an ownerReference name (anything but empty): each must reach
-# the server as itself. "victim?x=1", "%76ictim", "victim#x" and "victim/" each named the
-# object `victim` when pasted into the path raw.
-HOSTILE_NAMES = [
-    "victim?x=1",
-    "victim#x",
-    "%76ictim",
-    "victim%2F",
-    "victim/",
-    "victim/status",
-    "vic tim",
-    "víctim",
-    "被害者",
-    "victim\r\nX-Injected: 1",
-    "victim\x00",
-    ".",
-    "..",
-    "x HTTP/1.1\r\nHost: h\r\n\r\nDELETE /api/v1/namespaces/default/pods/victim",
-]
 
 
 @pytest.mark.parametrize(

@@ -9,31 +9,7 @@ import time
 import pytest
 
 from tests.conftest import ApiServer, wait_for
-
-DEPLOYMENT = """
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}
-  labels: {{app: {name}}}
-spec:
-  replicas: {replicas}
-  selector:
-    matchLabels: {{app: {name}}}
-  template:
-    metadata:
-      labels: {{app: {name}}}
-    spec:
-      containers:
-      - name: web
-        image: {image}
-        ports:
-        - containerPort: 80
-"""
-
-
-def manifest(name: str, replicas: int = 2, image: str = "nginx:1.25") -> str:
-    return DEPLOYMENT.format(name=name, replicas=replicas, image=image)
+from tests.e2e.deployments import manifest
 
 
 def test_create_then_get_shows_upstream_columns(apiserver: ApiServer) -> None:

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import ApiServer, wait_for
-from tests.e2e import test_kubectl
+from tests.e2e import deployments
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 
 
 def manifest(name: str, replicas: int = 3, image: str = "nginx:1.25") -> str:
-    return test_kubectl.manifest(name, replicas, image)
+    return deployments.manifest(name, replicas, image)
 
 
 def get(api: ApiServer, kind: str, name: str) -> Any:

@@ -14,7 +14,7 @@ import uuid
 import requests
 
 from tests.conftest import ApiServer, wait_for
-from tests.unit.test_schemas import CRONTAB_SCHEMA, crontab_crd
+from tests.support.crontab import CRONTAB_SCHEMA, crontab_crd
 
 LIST = """
 apiVersion: v1

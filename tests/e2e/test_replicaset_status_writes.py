@@ -15,9 +15,10 @@ from typing import Any, cast
 from kcm_controllers.replicaset import controller as replicaset
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import podcontrol, podranking
+from kcm_shared.controllerutil import podranking
 from kcm_shared.controllerutil.replicaset import replicastatus as status
 from kcm_shared.runtime import cache
+from kcm_shared.testing import recorders
 
 from tests.conftest import ApiServer
 
@@ -54,7 +55,7 @@ async def scenario(server: ApiServer) -> tuple[int, dict[str, Any], status.Repli
         cache.Cache(unfed, unfed, replicaset.PODS, podranking.PodView),
         lambda key: None,
         lambda key, delay: None,
-        podcontrol.RecordingPodControl(),
+        recorders.RecordingPodControl(),
     )
     try:
         before = conflicts((await client.request_bytes("GET", "/metrics")).decode())

@@ -10,16 +10,7 @@ from kcm_shared.bus import fencing
 from kcm_shared.workqueue import durable
 
 from tests.conftest import NatsProc
-from tests.e2e.test_workqueue import (
-    Recorder,
-    Replica,
-    connect,
-    controller_name,
-    dead_letters,
-    drained,
-    run,
-    until,
-)
+from tests.e2e.replicas import Recorder, Replica, connect, controller_name, dead_letters, drained, run, until
 
 
 def test_a_deferral_never_replaces_a_change_published_by_another_replica(nats_server: NatsProc) -> None:

@@ -1,8 +1,8 @@
 """Every name on the bus: message headers, event types, stream names and subject prefixes.
 
 The contract between the watcher, the controller runtime, the coordinator and third-party
-subscribers; docs/bus.md's tables list the same names (`tests/unit/test_wire_docs.py` holds
-the two together), so a rename here fails a test until the docs follow:
+subscribers; docs/bus.md's tables list the same names (`tests/unit/shared/bus/test_wire_docs.py`
+holds the two together), so a rename here fails a test until the docs follow:
 
 - Object messages (`OBJECT_PREFIX`, kept in `OBJECTS_STREAM`): the watcher publishes them
   with `EVENT`, `RESOURCE_VERSION` and `MSG_ID`, plus `TOO_LARGE`, `MSG_TTL` and

@@ -5,8 +5,8 @@ Upstream's PodControlInterface and RealPodControl (pkg/controller/controller_uti
 and finalizers, its spec copied byte for byte (`PodTemplate.spec` is `msgspec.Raw`), the
 owner as controlling ownerReference and `generateName: <owner name>-` - and records
 `SuccessfulCreate` "Created pod: X" or `FailedCreate` "Error creating: ..." on the owner;
-`delete_pod` records `SuccessfulDelete` / `FailedDelete` the same way. `RecordingPodControl`
-is the fake for tests: it records the calls and fails them with `err` when set.
+`delete_pod` records `SuccessfulDelete` / `FailedDelete` the same way. Tests use the testing
+kit's recording fake (`kcm_shared.testing.recorders.RecordingPodControl`).
 
 `slow_start_batch` is upstream's slowStartBatch: run a call in batches of 1, 2, 4, ... and
 stop at the first batch with an error, so a template the API server rejects costs one
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
@@ -104,7 +103,7 @@ def has_status_cause(exc: BaseException, cause: str) -> bool:
 
 
 class PodControl(Protocol):
-    """What a workload controller does to pods; `RealPodControl` or `RecordingPodControl`."""
+    """What a workload controller does to pods; `RealPodControl`, or the testing kit's fake."""
 
     async def create_pods(
         self,
@@ -162,37 +161,6 @@ class RealPodControl:
                 )
             raise
         self._recorder.event(owner, events.NORMAL, SUCCESSFUL_DELETE, f"Deleted pod: {name}")
-
-
-@dataclass
-class RecordingPodControl:
-    """A PodControl for tests: records every call; each fails with `err` when it is set."""
-
-    templates: list[PodTemplate] = field(default_factory=list)
-    refs: list[codec.OwnerReference] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    generate_names: list[str | None] = field(default_factory=list)
-    err: Exception | None = None
-
-    async def create_pods(
-        self,
-        namespace: str,
-        template: PodTemplate,
-        owner: codec.Meta,
-        ref: codec.OwnerReference,
-        *,
-        generate_name: str | None = None,
-    ) -> None:
-        self.templates.append(template)
-        self.generate_names.append(generate_name)
-        self.refs.append(ref)
-        if self.err is not None:
-            raise self.err
-
-    async def delete_pod(self, namespace: str, name: str, owner: codec.Meta) -> None:
-        self.deleted.append(name)
-        if self.err is not None:
-            raise self.err
 
 
 async def slow_start_batch(

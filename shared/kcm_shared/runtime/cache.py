@@ -41,7 +41,9 @@ Guarantees and how they are met:
   since are deleted, as a relist would find them gone.
 
 Created by the controller runtime (`kcm_shared.runtime`), one per resource and view;
-handlers run on the event loop and must not block (they compute keys and enqueue).
+handlers run on the event loop and must not block (they compute keys and enqueue). Tests and
+offline tools fill one by hand instead of running it (`seed`, `evict`, `feed`; the testing
+kit's `kcm_shared.testing.caches` builds such caches).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -106,6 +108,9 @@ NAMESPACE_INDEX = "namespace"
 OWNER_UID_INDEX = "owner-uid"
 
 _YIELD_EVERY = 256  # messages handled between yields to the event loop during a large snapshot
+
+# One message of the object stream as `Cache.feed` takes it: subject, headers, body.
+Message = tuple[str, Mapping[str, str], bytes]
 
 
 class _Restart(Exception):
@@ -302,6 +307,32 @@ class Cache(Generic[T]):
         raises is logged; the others still run and the cache carries on.
         """
         self._handlers.append(_Handler(on_add, on_update, on_delete))
+
+    # --- filled by hand: tests and offline tools, never a running cache ---------------------
+
+    def seed(self, obj: T, data: bytes = b"") -> None:
+        """Hold `obj` under its key, indexed, without telling the handlers (what upstream's tests
+        do with `informer.GetIndexer().Add`); `raw()` then answers `data`."""
+        self._put(codec.key_of(obj), obj, data)
+
+    def evict(self, key: str) -> T | None:
+        """Stop holding `key`'s object without telling the handlers (upstream's
+        `GetIndexer().Delete`); the object, or None when none was held."""
+        return self._remove(key) if key in self._items else None
+
+    def feed(self, messages: Iterable[Message], *, snapshot: bool = False) -> None:
+        """Apply object-stream messages exactly as the consumer applies them: ordering, tombstones,
+        progress markers, fetches of objects too large for a message, and the handlers.
+
+        With `snapshot`, `messages` are a whole (re-)sync's, last-per-subject: once applied, objects
+        they did not name are deleted and the cache reports synced (module docstring).
+        """
+        if snapshot:
+            self._snapshot, self._snapshot_rv = set(), ""
+        for subject, headers, data in messages:
+            self._apply(subject, headers, data)
+        if snapshot:
+            self._finish_snapshot()
 
     # --- catching up (invariant 6) ---------------------------------------------------------
 
@@ -508,7 +539,7 @@ class Cache(Generic[T]):
         if last is not None and int(last) != self._next_cseq - 1:
             raise _Restart(f"heartbeat says {last} delivered, {self._next_cseq - 1} received")
 
-    def _apply(self, subject: str, headers: dict[str, str], data: bytes) -> None:
+    def _apply(self, subject: str, headers: Mapping[str, str], data: bytes) -> None:
         rv = headers.get(wire.RESOURCE_VERSION, "")
         if subjects.is_progress_subject(subject):
             if self._snapshot is not None:

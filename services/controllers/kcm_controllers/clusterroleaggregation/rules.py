@@ -1,7 +1,7 @@
 """Pure helpers of the ClusterRole aggregation controller: the decoded ClusterRole and the
 union of the rules an aggregation rule selects (upstream syncClusterRole's loop and its
 `ruleExists`, pkg/controller/clusterroleaggregation/clusterroleaggregation_controller.go).
-Called by `clusterroleaggregation.py`; tested by tests/unit/test_clusterroleaggregation.py.
+Called by `clusterroleaggregation.py`; tested by tests/unit/controllers/clusterroleaggregation/test_clusterroleaggregation.py.
 """
 
 from __future__ import annotations

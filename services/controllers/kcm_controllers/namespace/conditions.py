@@ -7,7 +7,7 @@ namespaced_resources_deleter.go (estimateGracefulTermination and
 estimateGracefulTerminationForPods, the 15 s default for content held by finalizers,
 GroupVersionResource parsing, ResourcesRemainingError's requeue of estimate/2+1 seconds in
 namespace_controller.go). Called by `kcm_controllers.namespace.deleter`; tested with
-upstream's table cases in tests/unit/test_namespace_conditions.py.
+upstream's table cases in tests/unit/controllers/namespace/test_conditions.py.
 """
 
 from __future__ import annotations

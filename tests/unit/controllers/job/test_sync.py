@@ -1,0 +1,98 @@
+"""Scenarios of the job controller's sync against a fake API server and a recording PodControl
+(upstream job_controller_test.go's TestSyncJob* cases, a few): parallelism caps creations, a
+failed pod's replacement waits out the backoff, a suspended Job deletes its pods, the active
+deadline comes back as a timed retry, and a Job managed elsewhere is not touched."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+from kcm_controllers.job import tracking
+from kcm_shared.testing import recorders
+
+from tests.support.job import NS, JobServer, controller, finished_pod, new_job, refresh
+
+T0 = dt.datetime(2026, 1, 1, 0, 0, 0, tzinfo=dt.UTC)
+KEY = f"{NS}/job"
+
+
+def running_pod(i: int) -> dict[str, Any]:
+    pod = finished_pod(i, "Running", None)
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return pod
+
+
+def test_parallelism_caps_the_pods_created() -> None:
+    job = new_job(10, indexed=False)
+    job["spec"]["parallelism"] = 3
+    server, fake = JobServer(job, []), recorders.RecordingPodControl()
+    asyncio.run(controller(server, recorders.RecordingEventRecorder(), fake).sync(KEY))
+    assert len(fake.templates) == 3
+    assert all(tracking.JOB_TRACKING_FINALIZER in t.metadata.finalizers for t in fake.templates)
+    assert all(ref.kind == "Job" and ref.controller and ref.block_owner_deletion for ref in fake.refs)
+    assert server.job["status"]["active"] == 3
+
+
+def test_failed_pod_is_replaced_only_after_the_backoff() -> None:
+    failed = finished_pod(0, "Failed", None)
+    failed["status"]["containerStatuses"] = [
+        {"name": "c", "state": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:00:00Z"}}}
+    ]
+    server, fake = JobServer(new_job(1, indexed=False), [failed]), recorders.RecordingPodControl()
+    jc = controller(server, recorders.RecordingEventRecorder(), fake, now=T0 + dt.timedelta(seconds=1))
+    result = asyncio.run(jc.sync(KEY))
+    assert server.job["status"]["failed"] == 1
+    assert fake.templates == []
+    assert result is not None and result.requeue_after == 9.0  # 10 s after the failure
+    refresh(jc, server, T0 + dt.timedelta(seconds=10))
+    assert asyncio.run(jc.sync(KEY)) is None
+    assert len(fake.templates) == 1
+
+
+def test_suspended_job_deletes_its_active_pods() -> None:
+    job = new_job(2, indexed=False)
+    job["spec"]["suspend"] = True
+    server, fake = JobServer(job, [running_pod(0), running_pod(1)]), recorders.RecordingPodControl()
+    events = recorders.RecordingEventRecorder()
+    asyncio.run(controller(server, events, fake).sync(KEY))
+    assert sorted(fake.deleted) == ["p0", "p1"]
+    assert not any(p["metadata"]["finalizers"] for p in server.pods.values())  # removed before the delete
+    status = server.job["status"]
+    assert "active" not in status and status["terminating"] == 2
+    (cond,) = status["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "Suspended",
+        "True",
+        "JobSuspended",
+        "Job suspended",
+    )
+    assert events.reasons() == ["Suspended"]
+
+
+def test_active_deadline_comes_back_as_a_timed_retry() -> None:
+    job = new_job(1, indexed=False)
+    job["spec"]["activeDeadlineSeconds"] = 30
+    server = JobServer(job, [running_pod(0)])
+    result = asyncio.run(
+        controller(server, recorders.RecordingEventRecorder(), now=T0 + dt.timedelta(seconds=10)).sync(KEY)
+    )
+    assert result is not None and result.requeue_after == 20.0
+    result = asyncio.run(
+        controller(server, recorders.RecordingEventRecorder(), now=T0 + dt.timedelta(seconds=30)).sync(KEY)
+    )
+    target = [c for c in server.job["status"]["conditions"] if c["type"] == "FailureTarget"]
+    assert target and target[0]["reason"] == "DeadlineExceeded"
+
+
+def test_job_managed_by_another_controller_is_not_touched() -> None:
+    job = new_job(1, indexed=False)
+    job["spec"]["managedBy"] = "example.com/other"
+    server, fake = (
+        JobServer(job, [finished_pod(0, "Succeeded", None)]),
+        recorders.RecordingPodControl(),
+    )
+    assert asyncio.run(controller(server, recorders.RecordingEventRecorder(), fake).sync(KEY)) is None
+    assert server.job["metadata"]["resourceVersion"] == "1" and fake.templates == []  # no status write
+    assert server.pods["p0"]["metadata"]["finalizers"] == [tracking.JOB_TRACKING_FINALIZER]

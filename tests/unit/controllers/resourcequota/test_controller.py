@@ -1,0 +1,129 @@
+"""The resourcequota controller's handlers, resync key and sync, on caches fed by hand and the
+testing kit's fake API server (no NATS, no API server)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from kcm_controllers.resourcequota import controller as rq
+from kcm_shared import runtime
+from kcm_shared.runtime import cache
+from kcm_shared.testing import caches, fakeclient
+
+NS = "ns"
+
+
+def feed(store: cache.Cache[Any], objects: list[dict[str, Any]], rv: str = "50") -> None:
+    """The stream's state at start-up: the objects, then the watcher's progress marker."""
+    messages = [caches.message(store.resource, caches.ADDED, obj) for obj in objects]
+    store.feed([*messages, caches.marker(store.resource, rv)], snapshot=True)
+
+
+def quota(
+    hard: dict[str, str], used: dict[str, str] | None = None, rv: str = "10", **spec: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": NS, "resourceVersion": rv},
+        "spec": {"hard": hard, **spec},
+    }
+    if used is not None:
+        body["status"] = {"hard": hard, "used": used}
+    return body
+
+
+def pod(name: str, rv: str, cpu: str = "", phase: str = "Pending", ns: str = NS) -> dict[str, Any]:
+    resources = {"requests": {"cpu": cpu}} if cpu else {}
+    return {
+        "metadata": {"name": name, "namespace": ns, "resourceVersion": rv},
+        "spec": {"containers": [{"name": "c", "resources": resources}]},
+        "status": {"phase": phase},
+    }
+
+
+def setup(
+    quotas: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> tuple[rq.ResourceQuotaController, list[str], list[str], fakeclient.FakeClient]:
+    stores: dict[Any, cache.Cache[Any]] = {res: caches.new(res, view) for res, view in rq.SPEC.views.items()}
+    enqueued: list[str] = []
+    handed: list[str] = []
+    client = fakeclient.FakeClient({f"/api/v1/namespaces/{NS}/resourcequotas/q": q for q in quotas})
+
+    async def hand_off(key: str) -> None:
+        handed.append(key)
+
+    ctx = runtime.Context("resourcequota-controller", client, stores, enqueued.append, cast(Any, None))
+    ctx.hand_off = hand_off  # type: ignore[method-assign]
+    rqc = rq.ResourceQuotaController(ctx, 300.0)
+    feed(stores[rq.QUOTAS], quotas)
+    feed(stores[rq.PODS], pods)
+    for res in rq.COUNTED[1:]:
+        feed(stores[res], [])
+    enqueued.clear()
+    return rqc, enqueued, handed, client
+
+
+def test_the_resync_key_hands_every_quota_to_its_owner_and_requeues_itself() -> None:
+    rqc, _, handed, _ = setup([quota({"pods": "5"})], [])
+    assert list(rqc.keys()) == [rq.RESYNC_KEY, "ns/q"]
+    result = asyncio.run(rqc.reconcile(rq.RESYNC_KEY))
+    assert result == runtime.Result(requeue_after=300.0)
+    assert handed == ["ns/q"]
+
+
+def test_deletes_and_usage_changes_enqueue_the_quotas_tracking_them() -> None:
+    tracked = quota({"pods": "5"}, {"pods": "2"})
+    rqc, enqueued, _, _ = setup([tracked], [pod("a", "20", "1"), pod("b", "21"), pod("x", "22", ns="other")])
+    pods = rqc.caches[rq.PODS]
+    caches.deliver(
+        pods,
+        caches.MODIFIED,
+        {**pod("b", "23"), "metadata": {**pod("b", "23")["metadata"], "labels": {"x": "y"}}},
+    )
+    assert enqueued == []  # a change that costs nothing more or less
+    caches.deliver(pods, caches.MODIFIED, pod("a", "24", "1", phase="Succeeded"))
+    assert enqueued == ["ns/q"]
+    caches.deliver(pods, caches.DELETED, pod("b", "25"))
+    caches.deliver(pods, caches.DELETED, pod("x", "26", ns="other"))
+    assert enqueued == ["ns/q", "ns/q"]
+    configmaps = rqc.caches[rq.CONFIGMAPS]
+    caches.deliver(
+        configmaps, caches.DELETED, {"metadata": {"name": "c", "namespace": NS, "resourceVersion": "27"}}
+    )
+    assert enqueued == ["ns/q", "ns/q"]  # the quota does not track configmaps
+
+
+def test_sync_writes_hard_and_used_with_a_resource_version_precondition() -> None:
+    stale = quota({"pods": "5", "requests.cpu": "2"}, {"pods": "9", "requests.cpu": "9", "secrets": "1"})
+    rqc, _, _, client = setup(
+        [stale], [pod("a", "20", "500m"), pod("b", "21", "250m"), pod("c", "22", phase="Failed")]
+    )
+    assert asyncio.run(rqc.reconcile("ns/q")) is None
+    ((_, path, body),) = client.calls("patch")
+    assert path == "/api/v1/namespaces/ns/resourcequotas/q/status"
+    assert body["metadata"] == {"resourceVersion": "10"}
+    assert body["status"]["used"] == {"pods": "2", "requests.cpu": "750m", "secrets": None}
+    assert body["status"]["hard"] == {"pods": "5", "requests.cpu": "2"}
+    # Nothing changed since: the next sync starts from that write and writes nothing.
+    assert asyncio.run(rqc.reconcile("ns/q")) is None
+    assert len(client.calls("patch")) == 1
+
+
+def test_a_resource_nobody_serves_stays_out_of_used_and_is_looked_for_again() -> None:
+    rqc, _, _, client = setup([quota({"pods": "5", "count/widgets.example.com": "1"})], [])
+
+    async def no_widgets(evaluator: Any, namespace: str) -> None:
+        return None
+
+    rqc._list = no_widgets  # type: ignore[method-assign]
+    rqc._published_now = lambda: asyncio.sleep(0, result=set())  # type: ignore[method-assign]
+
+    async def nothing_known(group: str, resource: str) -> None:
+        return None
+
+    rqc._resource = nothing_known  # type: ignore[method-assign]
+    result = asyncio.run(rqc.reconcile("ns/q"))
+    assert result == runtime.Result(requeue_after=rq.UNKNOWN_RETRY)
+    assert client.calls("patch")[0][2]["status"]["used"] == {"pods": "0"}
