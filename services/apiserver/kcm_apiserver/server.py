@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 import yaml
 from aiohttp import web
+from kcm_shared.apimachinery import codec
 
 from kcm_apiserver import (
     audit,
@@ -73,6 +74,7 @@ _BODY_TYPES = frozenset(
     {"application/json", "application/yaml", protobuf.CONTENT_TYPE}
     | {media for media, kind in _PATCH_TYPES.items() if kind != "unsupported"}
 )
+_TOO_DEEP = f"the body of the request could not be decoded: exceeded max depth of {codec.MAX_DEPTH}"
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -379,17 +381,26 @@ class Server:
         if ctype == protobuf.CONTENT_TYPE:
             # kubectl's typed clients (kubectl create deployment/configmap/...) send protobuf.
             try:
-                return protobuf.decode(raw)
+                body = protobuf.decode(raw)
             except protobuf.ProtobufError as exc:
                 raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
-        try:
-            if ctype in ("application/yaml", "application/apply-patch+yaml") and not raw.lstrip().startswith(
-                b"{"
-            ):
-                return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            return _decode(raw)
-        except (msgspec.DecodeError, yaml.YAMLError) as exc:
-            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+        else:
+            try:
+                if ctype in (
+                    "application/yaml",
+                    "application/apply-patch+yaml",
+                ) and not raw.lstrip().startswith(b"{"):
+                    body = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+                else:
+                    body = _decode(raw)
+            except (msgspec.DecodeError, yaml.YAMLError, RecursionError) as exc:
+                raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+            # JSON nests no deeper than it has brackets: most bodies need no walk.
+            if ctype.endswith("json") and raw.count(b"{") + raw.count(b"[") <= codec.MAX_DEPTH:
+                return body
+        if codec.exceeds_depth(body):
+            raise errors.bad_request(_TOO_DEEP)
+        return body
 
     async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
         ctx = self._ctx(request, t)

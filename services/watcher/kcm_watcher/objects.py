@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from kcm_shared.apimachinery import resourceversion
+from kcm_shared.apimachinery import codec, resourceversion
 from kcm_shared.bus import natsconn, wire
 
 # Watch event types that are never published; the ones that are, with the message headers,
@@ -51,10 +51,11 @@ class ListPage(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     api_version: str = ""
 
 
-decode_head = msgspec.json.Decoder(Head).decode
-decode_line = msgspec.json.Decoder(WatchLine).decode
-decode_page = msgspec.json.Decoder(ListPage).decode
-decode_status = msgspec.json.Decoder(dict[str, Any]).decode
+# Each raises msgspec.DecodeError for any body it cannot take, one nested too deeply included.
+decode_head = codec.bounded(msgspec.json.Decoder(Head).decode)
+decode_line = codec.bounded(msgspec.json.Decoder(WatchLine).decode)
+decode_page = codec.bounded(msgspec.json.Decoder(ListPage).decode)
+decode_status = codec.bounded(msgspec.json.Decoder(dict[str, Any]).decode)
 
 
 class TypeMeta:

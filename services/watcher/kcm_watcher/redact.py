@@ -12,20 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kcm_shared.apimachinery import gvr
+from kcm_shared.apimachinery import codec, gvr
 
 SECRETS = gvr.Resource("", "v1", "secrets")
 REDACTED = "kcm.io/redacted"  # annotation: the fields never published, comma-separated
 _FIELDS = ("data", "stringData")
 
-_decoder = msgspec.json.Decoder(dict[str, Any])
+_decode = codec.bounded(msgspec.json.Decoder(dict[str, Any]).decode)
 
 
 def body(res: gvr.Resource, raw: bytes) -> bytes:
     """`raw` as it may go on the bus: without a Secret's data."""
     if res != SECRETS or not raw:
         return raw
-    obj = _decoder.decode(raw)
+    obj = _decode(raw)
     for field in _FIELDS:
         obj.pop(field, None)
     metadata = obj["metadata"] = obj.get("metadata") or {}

@@ -399,7 +399,7 @@ class ResourceWatch:
             }
             try:
                 async for batch in self._client.watch_batches(self._path, params):
-                    rv = await self._on_events([objects.decode_line(line) for line in batch], rv)
+                    rv = await self._on_events(self._decoded(batch, rv), rv)
                     attempt = 0
                     self._failing_since = None
             except kubeclient.ApiError as exc:
@@ -414,6 +414,24 @@ class ResourceWatch:
             await kubeclient.sleep_backoff(attempt)
             attempt += 1
 
+    def _decoded(self, batch: list[bytes], rv: str) -> list[objects.WatchLine]:
+        """The batch's events, less any that does not decode (a kube-apiserver serves objects
+        nested 10,000 deep, beyond what Python decodes): logged and skipped, never ending the
+        watch of the others."""
+        events = []
+        for line in batch:
+            try:
+                events.append(objects.decode_line(line))
+            except msgspec.DecodeError as exc:
+                self._skipped(exc, rv)
+        return events
+
+    def _skipped(self, exc: msgspec.DecodeError, rv: str) -> None:
+        log.error(
+            "undecodable watch event skipped",
+            extra={"resource": self._label, "after": rv, "error": str(exc)},
+        )
+
     async def _on_events(self, events: list[objects.WatchLine], rv: str) -> str:
         """Publish the watch events that arrived together; returns the resourceVersion to resume from.
 
@@ -422,11 +440,15 @@ class ResourceWatch:
         attributes: dict[str, Any] = {"resource": self._label, "events": len(events)}
         if len(events) == 1 and events[0].type not in (objects.BOOKMARK, objects.ERROR):
             attributes["event"] = events[0].type
-            attributes["key"] = _key(objects.decode_head(events[0].object))
+            with contextlib.suppress(msgspec.DecodeError):  # skipped and logged below
+                attributes["key"] = _key(objects.decode_head(events[0].object))
         with tracing.span("watcher.publish", **attributes):
             trace = self._trace_headers()
             for event in events:
-                rv = await self._on_event(event, rv, trace)
+                try:
+                    rv = await self._on_event(event, rv, trace)
+                except msgspec.DecodeError as exc:  # raised before anything of it is published
+                    self._skipped(exc, rv)
         # Events arrive in resourceVersion order: once these are published, the stream holds
         # this resource as of `rv`, which is what a marker says.
         if rv != self.marker and any(objects.reached(rv, target) for target in self._wanted):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from kcm_shared.bus import wire
 from kcm_watcher import objects
@@ -100,3 +101,11 @@ def test_relist_after_a_reset_also_deletes_what_was_remembered_and_is_not_listed
 
 def test_progress_markers_are_not_held_objects() -> None:
     assert objects.held_entry({"Kcm-Resource-Version": "3"}) is None
+
+
+def test_an_event_nested_too_deeply_is_a_decode_error_not_a_recursion_error() -> None:
+    deep = b'{"type": "ADDED", "object": {"spec": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    with pytest.raises(msgspec.DecodeError):
+        objects.decode_line(deep)
+    with pytest.raises(msgspec.DecodeError):
+        objects.decode_page(b'{"items": [' + deep + b"]}")
