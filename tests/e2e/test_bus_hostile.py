@@ -10,19 +10,21 @@ from __future__ import annotations
 import http.client
 import json
 import stat
+import subprocess
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import msgspec
 import nats
 import uvloop
 import yaml
 from kcm_shared.apimachinery import gvr
-from kcm_shared.bus import subjects, wire
+from kcm_shared.bus import membership, subjects, wire
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
-from tests.conftest import wait_for
+from tests.conftest import KCM, wait_for
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset")
@@ -43,6 +45,12 @@ def as_identity(stack: DevStack, identity: str, body: Callable[[Client], Awaitab
             await nc.close()
 
     return uvloop.run(run())
+
+
+def kcm_status(stack: DevStack) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KCM, "status", "--state-dir", str(stack.state)], capture_output=True, text=True, timeout=30
+    )
 
 
 # -- 12: the state directory and the credential-free loopback API ------------------------------
@@ -174,3 +182,43 @@ def test_a_body_nested_too_deeply_is_refused_and_stops_no_watch(stack: DevStack)
     assert status == 201
     wait_for(lambda: on_the_bus(stack, "after"), 20, 0.5, "a Nest created after the deep one on the bus")
     assert on_the_bus(stack, "shallow-enough")
+
+
+# -- 13: `kcm status` escapes what the bus says (last: it leaves a controller behind) -----------
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
+
+
+def test_kcm_status_shows_terminal_escapes_from_the_bus_as_escapes(stack: DevStack) -> None:
+    """Finding 13: a controller identity beats with an instance name and ops URL holding
+    terminal escapes (retitle the window, clear the screen); `kcm status` must not emit them."""
+    instance = f"forged{ESCAPES}"
+    beat = membership.Heartbeat(
+        service="controllers",
+        instance=instance,
+        controllers=["forged-controller"],  # none of the stack's: its partitions stay its own
+        held={},
+        health={"forged-controller": f"error{ESCAPES}"},
+        depth={},
+        ops_url=f"http://127.0.0.1:1/{ESCAPES}",
+    )
+
+    async def forge(nc: Client) -> None:
+        await nc.request(wire.COORD_HEARTBEAT, msgspec.json.encode(beat), timeout=5)
+
+    async def leave(nc: Client) -> None:
+        goodbye = msgspec.structs.replace(beat, controllers=[])
+        await nc.request(wire.COORD_HEARTBEAT, msgspec.json.encode(goodbye), timeout=5)
+
+    def listed() -> str | None:
+        as_identity(stack, "controllers", forge)
+        out = kcm_status(stack).stdout
+        members = out.partition("\nMEMBER ")[2]  # the forged replica's own row, not only its health
+        return out if "forged" in members else None
+
+    try:
+        out = wait_for(listed, 30, 0.5, "the forged member in `kcm status`")
+    finally:
+        as_identity(stack, "controllers", leave)
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, repr(out)
+    assert "forged\\x1b]0;owned\\x07\\x1b[2J\\x1b[31m\\u202e" in out
