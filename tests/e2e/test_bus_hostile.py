@@ -7,8 +7,11 @@ Each test is named after what must hold; its docstring names the finding it repr
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import os
+import signal
 import stat
 import subprocess
 import urllib.parse
@@ -25,7 +28,7 @@ from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
 from tests.conftest import KCM, wait_for
-from tests.e2e.devstack import DevStack, stack_fixture
+from tests.e2e.devstack import DevStack, children, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset")
 
@@ -111,6 +114,71 @@ def test_the_loopback_api_refuses_a_body_a_web_form_can_send(stack: DevStack) ->
         stack, "POST", "/api/v1/namespaces/default/configmaps", {"Content-Type": "application/json"}, body
     )
     assert status == 201
+
+
+# -- 1: Secrets on the bus, by allow-list -------------------------------------------------------
+
+SECRETS = gvr.Resource("", "v1", "secrets")
+PASSWORD = "hunter2-swordfish"
+
+
+def published_secret(stack: DevStack, name: str) -> bytes:
+    """The last message of the Secret's subject, as the read-only consumer reads it."""
+
+    async def read(nc: Client) -> bytes:
+        js = nc.jetstream(timeout=3)
+        try:
+            msg = await js.get_last_msg(
+                wire.OBJECTS_STREAM, subjects.object_subject(SECRETS, "default", name)
+            )
+        except NotFoundError:
+            return b""
+        return msg.data or b""
+
+    return as_identity(stack, "consumer", read)
+
+
+def test_a_secret_applied_client_side_reaches_the_bus_without_its_data(stack: DevStack) -> None:
+    """Finding 1: client-side `kubectl apply` keeps the whole manifest, `stringData` included,
+    in `kubectl.kubernetes.io/last-applied-configuration`; the consumer read it off the bus."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "applied", "namespace": "default", "annotations": {"note": PASSWORD}},
+        "stringData": {"password": PASSWORD},
+    }
+    stack.kubectl("apply", "-f", "-", input=json.dumps(secret))
+    live = json.loads(stack.kubectl("get", "secret", "applied", "-o", "json").stdout)
+    assert "kubectl.kubernetes.io/last-applied-configuration" in live["metadata"]["annotations"]
+    body = wait_for(lambda: published_secret(stack, "applied"), 30, 0.5, "the Secret on the bus")
+    assert PASSWORD.encode() not in body and base64.b64encode(PASSWORD.encode()) not in body, body
+    published = json.loads(body)
+    assert published["type"] == "Opaque" and published["metadata"]["uid"] == live["metadata"]["uid"]
+    assert published["metadata"]["annotations"] == {"kcm.io/redacted": "data,stringData"}
+
+
+def test_a_watcher_start_replaces_secret_states_published_before_the_allow_list(stack: DevStack) -> None:
+    """Finding 1: a stream written by an older watcher keeps each Secret's unredacted state,
+    and a relist skipped every Secret whose resourceVersion had not changed."""
+    stack.kubectl("create", "secret", "generic", "older", f"--from-literal=password={PASSWORD}")
+    live = json.loads(stack.kubectl("get", "secret", "older", "-o", "json").stdout)
+    wait_for(lambda: published_secret(stack, "older"), 30, 0.5, "the Secret on the bus")
+
+    async def publish_as_before(nc: Client) -> None:
+        # What the watcher published before it redacted: the Secret whole, at its resourceVersion.
+        headers = {wire.EVENT: wire.MODIFIED, wire.RESOURCE_VERSION: live["metadata"]["resourceVersion"]}
+        subject = subjects.object_subject(SECRETS, "default", "older")
+        await nc.jetstream(timeout=5).publish(subject, json.dumps(live).encode(), headers=headers)
+
+    as_identity(stack, "watcher", publish_as_before)
+    assert PASSWORD.encode() in base64.b64decode(
+        json.loads(published_secret(stack, "older"))["data"]["password"]
+    )
+    watchers = [pid for pid, cmd in children(stack.proc.pid).items() if "watcher" in cmd.split()[:3]]
+    assert len(watchers) == 1, children(stack.proc.pid)
+    os.kill(watchers[0], signal.SIGKILL)  # the supervisor starts it again, as after an upgrade
+    wait_for(lambda: b'"data"' not in published_secret(stack, "older"), 60, 0.5, "the old state replaced")
+    stack.wait_healthy()
 
 
 # -- 11: bodies nested too deeply --------------------------------------------------------------

@@ -119,18 +119,22 @@ class Relist:
 
     `held` maps each subject the stream holds as a live object to its resourceVersion;
     `remembered` (same shape) what this watcher had published before the stream lost it,
-    whose deletes a subscriber that kept following the stream still needs.
+    whose deletes a subscriber that kept following the stream still needs. With `republish`,
+    every listed object is published again, whatever version the stream holds.
     """
 
-    def __init__(self, held: Mapping[str, str], remembered: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, held: Mapping[str, str], remembered: Mapping[str, str] | None = None, *, republish: bool = False
+    ) -> None:
         self._held = held
         self._remembered = remembered or {}
+        self._republish = republish
         self._listed: set[str] = set()
 
     def needs_sync(self, subject: str, rv: str) -> bool:
         """Record a listed object; True when the stream lacks it or holds another version."""
         self._listed.add(subject)
-        return self._held.get(subject) != rv
+        return self._republish or self._held.get(subject) != rv
 
     def gone(self) -> list[str]:
         """Subjects held live (or remembered) that the list did not have: their deletes were missed."""

@@ -5,8 +5,9 @@
 
 1. reads what the stream holds for the resource (the last message per subject, headers only);
 2. LISTs (paginated) and publishes `SYNC` for objects the stream lacks or holds at another
-   resourceVersion, and `DELETED` tombstones (the stream's last state as body) for live objects
-   the list no longer has; then a progress marker at the list's resourceVersion;
+   resourceVersion (every object, in the first relist of a resource in `redact.REPUBLISHED`),
+   and `DELETED` tombstones (the stream's last state as body) for live objects the list no
+   longer has; then a progress marker at the list's resourceVersion;
 3. WATCHes from there with bookmarks, publishing every event, and a marker per bookmark
    and after events that reach the target of a pending sync request;
 4. goes back to 2 when the watch's resourceVersion has expired (410 Gone) or a sync request
@@ -104,6 +105,9 @@ class ResourceWatch:
         self._reset_wanted = asyncio.Event()
         self._failing_since: float | None = None
         self.last_error = ""
+        # Until one relist has completed: publish every object again, even at an unchanged
+        # resourceVersion, over what a stream from before `redact`'s allow-list may hold.
+        self._republish = res in redact.REPUBLISHED
 
     # -- health and progress ------------------------------------------------------------------
 
@@ -304,7 +308,7 @@ class ResourceWatch:
         `remembered`: after a reset, the live objects this loop had published before.
         """
         metrics.RELISTS.labels(resource=self._label, reason=reason).inc()
-        diff = objects.Relist(self.held, remembered)
+        diff = objects.Relist(self.held, remembered, republish=self._republish)
         params = {"limit": str(PAGE_SIZE)}
         list_rv = ""
         while True:
@@ -333,6 +337,7 @@ class ResourceWatch:
             await self._tombstone(subject, self.held.get(subject) or remembered.get(subject, ""))
         await self._mark(list_rv)
         self.relists += 1
+        self._republish = False
         log.info(
             "relisted",
             extra={

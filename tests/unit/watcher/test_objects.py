@@ -19,6 +19,12 @@ def test_relist_syncs_missing_and_changed_and_finds_missed_deletes() -> None:
     assert diff.gone() == ["s.gone"]
 
 
+def test_a_republishing_relist_syncs_every_listed_object_and_still_finds_missed_deletes() -> None:
+    diff = objects.Relist({"s.a": "5", "s.gone": "3"}, republish=True)
+    assert diff.needs_sync("s.a", "5") is True  # the stream may hold more than the allow-list
+    assert diff.gone() == ["s.gone"]
+
+
 def test_relist_of_empty_stream_syncs_everything_and_deletes_nothing() -> None:
     diff = objects.Relist({})
     assert diff.needs_sync("s.a", "1")
