@@ -181,6 +181,42 @@ def test_a_watcher_start_replaces_secret_states_published_before_the_allow_list(
     stack.wait_healthy()
 
 
+# -- 2: names longer than a subject may be ------------------------------------------------------
+
+ROLES = gvr.Resource("rbac.authorization.k8s.io", "v1", "roles")
+CONFIGMAPS = gvr.Resource("", "v1", "configmaps")
+
+
+def last_message(stack: DevStack, subject: str) -> tuple[dict[str, str], bytes] | None:
+    async def read(nc: Client) -> tuple[dict[str, str], bytes] | None:
+        try:
+            msg = await nc.jetstream(timeout=3).get_last_msg(wire.OBJECTS_STREAM, subject)
+        except NotFoundError:
+            return None
+        return dict(msg.headers or {}), msg.data or b""
+
+    return as_identity(stack, "consumer", read)
+
+
+def test_a_name_longer_than_a_subject_may_be_stops_no_publishing(stack: DevStack) -> None:
+    """Finding 2: a Role named with 5,000 characters (RBAC names have no length limit) put the
+    subject over nats-server's 4,096-byte control line; the server closed the watcher's
+    connection, nats-py never reconnected, and nothing was published again."""
+    name = "r" * 5000
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name}}
+    stack.kubectl("create", "-f", "-", input=json.dumps(role))
+    subject = subjects.object_subject(ROLES, "default", name)
+    found = wait_for(lambda: last_message(stack, subject), 30, 0.5, "the Role on its digest subject")
+    headers, body = found
+    assert headers[wire.KEY] == f"default/{name}" and json.loads(body)["metadata"]["name"] == name
+    assert subjects.parse_object_subject(subject, headers[wire.KEY]).name == name
+
+    stack.kubectl("create", "configmap", "after-the-long-name")
+    after = subjects.object_subject(CONFIGMAPS, "default", "after-the-long-name")
+    wait_for(lambda: last_message(stack, after), 30, 0.5, "a ConfigMap created after it on the bus")
+    assert "nats connection closed for good" not in stack.log("watcher")
+
+
 # -- 11: bodies nested too deeply --------------------------------------------------------------
 
 CRD = {

@@ -496,6 +496,8 @@ class ResourceWatch:
         """Hand one object message to the lane and remember what the stream now holds."""
         hdrs = objects.headers(event, head)
         hdrs.update(trace)
+        if subjects.needs_key(subject):
+            hdrs[wire.KEY] = _key(head)
         await self._lane.publish(subject, redact.body(self.res, body), hdrs, objects.ttl_of(event))
         self._record(subject, None if event == wire.DELETED else head.metadata.resource_version)
 
