@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,3 +111,31 @@ def test_a_missing_credentials_file_stops_the_service_with_one_line(tmp_path: Pa
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == f"kcm: [Errno 2] No such file or directory: '{missing}'"
+
+
+CLOSED_FOR_GOOD = """
+import asyncio, logging, sys
+from kcm_shared.bus import natsconn
+
+async def main() -> None:
+    nc = await natsconn.connect(natsconn.NatsOptions(url=sys.argv[1]), "closed-for-good")
+    await nc.publish("kcm.obj." + "x" * 5000, b"")  # over the server's 4,096-byte control line
+    await asyncio.sleep(30)  # nats-py does not reconnect: without the exit, a silent service
+
+logging.basicConfig(level=logging.INFO)
+asyncio.run(main())
+"""
+
+
+def test_a_connection_the_server_closes_for_good_ends_the_service(tmp_path: Path) -> None:
+    """Issue 28 finding 2: after the server closed the connection for a protocol error, the
+    watcher kept retrying on a closed client and published nothing for ever."""
+    server = start_nats(tmp_path)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", CLOSED_FOR_GOOD, server.url], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        server.stop()
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "nats connection closed for good" in run.stderr

@@ -143,7 +143,12 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
     gc.set_threshold(50_000, 20, 100)
     audit_log = audit.AuditLog(opts.audit_log_path) if opts.audit_log_path is not None else None
     server = Server(
-        api, token=token, bookmark_interval=opts.bookmark_interval, audit_log=audit_log, tokens=tokens
+        api,
+        token=token,
+        bookmark_interval=opts.bookmark_interval,
+        audit_log=audit_log,
+        tokens=tokens,
+        check_host=token is None,  # no credentials: loopback only, and named so (DNS rebinding)
     )
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()

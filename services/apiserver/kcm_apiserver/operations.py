@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcm_shared.apimachinery import selectors
+from kcm_shared.apimachinery import codec, selectors
 
 from kcm_apiserver import (
     apply,
@@ -561,6 +561,9 @@ class Api:
             raise errors.ApiError(422, "Invalid", str(exc)) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        # A JSON patch's paths are strings: a shallow body may nest a value deep in the object.
+        if patch_type == "json" and codec.exceeds_depth(patched):
+            raise errors.bad_request(f"the patch nests the object deeper than {codec.MAX_DEPTH} levels")
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != stored["metadata"]["resourceVersion"]:
             raise errors.conflict(

@@ -2,6 +2,11 @@
 
 Parses Kubernetes REST paths and query parameters, negotiates the response form (JSON,
 Table, PartialObjectMetadata), streams watches, and turns `ApiError` into Status bodies.
+Served without credentials (`check_host`, the loopback API of `kcm dev`), it answers only
+requests that name it by a loopback address and its own port in `Host`, and on every
+listener it decodes a body only of an API media type (415 otherwise): a web page in a browser
+on the same machine can neither rebind a name of its own to 127.0.0.1 nor POST a form or
+text/plain body (which needs no CORS preflight) into the cluster.
 Everything about objects is delegated to `operations` and `subresources`; writes are
 recorded in the audit log when one is configured (`audit`).
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import random
 import time
@@ -23,6 +29,7 @@ from typing import Any
 import msgspec
 import yaml
 from aiohttp import web
+from kcm_shared.apimachinery import codec
 
 from kcm_apiserver import (
     audit,
@@ -62,6 +69,13 @@ _PATCH_TYPES = {
     "application/apply-patch+yaml": "apply",
     "application/apply-patch+cbor": "unsupported",
 }
+# The media types a body may come in (upstream's serializers and patch types).
+_BODY_TYPES = frozenset(
+    {"application/json", "application/yaml", protobuf.CONTENT_TYPE}
+    | {media for media, kind in _PATCH_TYPES.items() if kind != "unsupported"}
+)
+_TOO_DEEP = f"the body of the request could not be decoded: exceeded max depth of {codec.MAX_DEPTH}"
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 # The metav1 options kind whose validation a request's query gets, by method (upstream's handlers).
@@ -97,6 +111,28 @@ def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> we
     return resp
 
 
+def _names_loopback(request: web.Request) -> bool:
+    """Whether the request's Host is a loopback name or address with the port it came in on
+    (a request without Host is no browser's)."""
+    host = request.headers.get("Host")
+    if host is None:
+        return True
+    try:
+        parts = urllib.parse.urlsplit("//" + host)
+        port = parts.port or (443 if request.secure else 80)
+    except ValueError:
+        return False
+    name = parts.hostname or ""
+    if name not in _LOOPBACK_NAMES:
+        try:
+            if not ipaddress.ip_address(name).is_loopback:
+                return False
+        except ValueError:
+            return False
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    return sockname is not None and port == sockname[1]
+
+
 def _error(exc: errors.ApiError) -> web.Response:
     resp = _json(exc.status(), exc.code)
     if exc.retry_after is not None:
@@ -112,8 +148,10 @@ class Server:
         bookmark_interval: float = 5.0,
         audit_log: audit.AuditLog | None = None,
         tokens: authn.ServiceAccountTokens | None = None,
+        check_host: bool = False,
     ) -> None:
         self.api = api
+        self.check_host = check_host
         self.audit_log = audit_log
         self.authn = authn.Authenticator(api, token, tokens)
         self.bookmark_interval = bookmark_interval
@@ -156,6 +194,13 @@ class Server:
         received = datetime.now(UTC) if self.audit_log is not None else None
         try:
             warnings: list[str] = []
+            if self.check_host and not _names_loopback(request):
+                raise errors.ApiError(
+                    403,
+                    "Forbidden",
+                    "this API server takes requests without credentials on loopback only: "
+                    "address it by a loopback address or localhost and its port",
+                )
             request[_USER] = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
             resp, resource = await self._route(request)
             # What the request wrote is committed before it is acknowledged.
@@ -330,21 +375,32 @@ class Server:
         raw = await request.read()
         if not raw:
             return None
-        ctype = request.content_type
+        ctype = request.content_type  # aiohttp: application/octet-stream when the header is absent
+        if ctype not in _BODY_TYPES:
+            raise errors.unsupported_media_type(request.headers.get("Content-Type", ""))
         if ctype == protobuf.CONTENT_TYPE:
             # kubectl's typed clients (kubectl create deployment/configmap/...) send protobuf.
             try:
-                return protobuf.decode(raw)
+                body = protobuf.decode(raw)
             except protobuf.ProtobufError as exc:
                 raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
-        try:
-            if ctype in ("application/yaml", "application/apply-patch+yaml") and not raw.lstrip().startswith(
-                b"{"
-            ):
-                return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            return _decode(raw)
-        except (msgspec.DecodeError, yaml.YAMLError) as exc:
-            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+        else:
+            try:
+                if ctype in (
+                    "application/yaml",
+                    "application/apply-patch+yaml",
+                ) and not raw.lstrip().startswith(b"{"):
+                    body = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+                else:
+                    body = _decode(raw)
+            except (msgspec.DecodeError, yaml.YAMLError, RecursionError) as exc:
+                raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+            # JSON nests no deeper than it has brackets: most bodies need no walk.
+            if ctype.endswith("json") and raw.count(b"{") + raw.count(b"[") <= codec.MAX_DEPTH:
+                return body
+        if codec.exceeds_depth(body):
+            raise errors.bad_request(_TOO_DEEP)
+        return body
 
     async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
         ctx = self._ctx(request, t)

@@ -3,7 +3,9 @@
 The embedded API server runs in this process; nats-server, the watcher, the coordinator, the
 controller services and the simulator run as supervised child processes (restarted when they
 die, like a compose restart policy), with their logs and JetStream files under the state
-directory. `kcm status` finds the stack through `STATE_DIR/coordinator.url`.
+directory. `kcm status` finds the stack through `STATE_DIR/coordinator.url`. Everything
+under the state directory is its owner's alone (files 0600, directories 0700): the API
+server's database holds every Secret, the logs name objects, pki/ holds the cluster's keys.
 
 The simulator is a process of its own, as a cluster's scheduler and kubelets are, rather than
 a task beside the API server: sharing its loop, the simulator's own work (decoding every pod
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 import urllib.request
 from dataclasses import dataclass, field
@@ -157,6 +160,11 @@ def say(message: str) -> None:
 
 async def run(opts: DevOptions) -> None:
     state = opts.state_dir
+    # For this process and the services it starts; the directory's own mode also covers
+    # files an earlier run left readable.
+    os.umask(0o077)
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o700)
     logs = state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     identity = pki.ensure(state / "pki")

@@ -17,6 +17,7 @@ stream name, `KV_<bucket>` included).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -283,11 +284,17 @@ SERVER_SECRET = "kcm-nats-auth"  # key auth.conf, included by the server's nats.
 def k8s_secrets(
     out: Path, identities: dict[str, Permissions], conf: str, namespace: str
 ) -> dict[str, object]:
-    """A List of Secrets (JSON is YAML): the server's auth.conf and one seed per identity."""
+    """A List of Secrets (JSON is YAML): the server's auth.conf and one seed per identity.
+
+    As `data` (base64), never `stringData`, and to be created with `kubectl create -f` or
+    server-side apply (docs/deploying.md): client-side `kubectl apply` would copy the whole
+    manifest, seeds included, into the annotation `kubectl.kubernetes.io/last-applied-configuration`.
+    """
 
     def secret(name: str, data: dict[str, str]) -> dict[str, object]:
         meta = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "kcm"}}
-        return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "stringData": data}
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": encoded}
 
     items = [secret(SERVER_SECRET, {AUTH_CONF: conf})]
     for identity in identities:

@@ -7,6 +7,10 @@ one row per coordinator and watcher replica, then the controller replicas. Exits
 controller or the watcher is unhealthy, when the coordinator answering is not the leader, or
 when it cannot be reached. `kcm dev` uses `fetch`, `ready_controllers` and `watcher_ready`
 to wait for the stack.
+
+Everything printed passes through `visible`: instance names, ops URLs and errors come from
+heartbeats on the bus, which any identity that may beat writes, so a control character or a
+terminal escape sequence there is shown as an escape, never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -37,13 +41,14 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             url = path.read_text().strip()
         except OSError:
             print(
-                f"kcm status: no coordinator URL: {path} not found (is `kcm dev` running?)", file=sys.stderr
+                visible(f"kcm status: no coordinator URL: {path} not found (is `kcm dev` running?)"),
+                file=sys.stderr,
             )
             return 1
     try:
         status = fetch(url, args.timeout)
     except (OSError, ValueError) as exc:
-        print(f"kcm status: cannot reach the coordinator at {url}: {exc}", file=sys.stderr)
+        print(visible(f"kcm status: cannot reach the coordinator at {url}: {exc}"), file=sys.stderr)
         return 1
     return render(status, url, out)
 
@@ -116,9 +121,12 @@ def render(status: dict[str, Any], url: str, out: TextIO) -> int:
         holder = status.get("leader_identity") or "unknown"
         there = status.get("coordinator", {}).get("leader_ops_url")
         where = f"; ask it with --url {there}" if there else ""
-        print(f"kcm status: the coordinator at {url} is a standby (leader: {holder}{where})", file=sys.stderr)
+        print(
+            visible(f"kcm status: the coordinator at {url} is a standby (leader: {holder}{where})"),
+            file=sys.stderr,
+        )
         return 1
-    print(f"coordinator {url} (leader {status.get('identity')})", file=out)
+    print(visible(f"coordinator {url} (leader {status.get('identity')})"), file=out)
     controllers: dict[str, Any] = status.get("controllers", {})
     rows = [["CONTROLLER", "REPLICAS", "PARTITIONS", "DEPTH", "HEALTH"]]
     for name, info in controllers.items():
@@ -153,7 +161,16 @@ def render(status: dict[str, Any], url: str, out: TextIO) -> int:
     return 0 if healthy and status.get("watcher", {}).get("healthy", True) else 1
 
 
+def visible(text: str) -> str:
+    """`text` with every character that is not printable (controls, ESC, format characters
+    such as bidi overrides, line breaks) as a Python-style escape: `\\x1b`, `\\u202e`."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def _table(rows: list[list[str]], out: TextIO) -> None:
+    rows = [[visible(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out)

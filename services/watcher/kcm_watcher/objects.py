@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from kcm_shared.apimachinery import resourceversion
+from kcm_shared.apimachinery import codec, resourceversion
 from kcm_shared.bus import natsconn, wire
 
 # Watch event types that are never published; the ones that are, with the message headers,
@@ -51,10 +51,11 @@ class ListPage(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     api_version: str = ""
 
 
-decode_head = msgspec.json.Decoder(Head).decode
-decode_line = msgspec.json.Decoder(WatchLine).decode
-decode_page = msgspec.json.Decoder(ListPage).decode
-decode_status = msgspec.json.Decoder(dict[str, Any]).decode
+# Each raises msgspec.DecodeError for any body it cannot take, one nested too deeply included.
+decode_head = codec.bounded(msgspec.json.Decoder(Head).decode)
+decode_line = codec.bounded(msgspec.json.Decoder(WatchLine).decode)
+decode_page = codec.bounded(msgspec.json.Decoder(ListPage).decode)
+decode_status = codec.bounded(msgspec.json.Decoder(dict[str, Any]).decode)
 
 
 class TypeMeta:
@@ -118,18 +119,22 @@ class Relist:
 
     `held` maps each subject the stream holds as a live object to its resourceVersion;
     `remembered` (same shape) what this watcher had published before the stream lost it,
-    whose deletes a subscriber that kept following the stream still needs.
+    whose deletes a subscriber that kept following the stream still needs. With `republish`,
+    every listed object is published again, whatever version the stream holds.
     """
 
-    def __init__(self, held: Mapping[str, str], remembered: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, held: Mapping[str, str], remembered: Mapping[str, str] | None = None, *, republish: bool = False
+    ) -> None:
         self._held = held
         self._remembered = remembered or {}
+        self._republish = republish
         self._listed: set[str] = set()
 
     def needs_sync(self, subject: str, rv: str) -> bool:
         """Record a listed object; True when the stream lacks it or holds another version."""
         self._listed.add(subject)
-        return self._held.get(subject) != rv
+        return self._republish or self._held.get(subject) != rv
 
     def gone(self) -> list[str]:
         """Subjects held live (or remembered) that the list did not have: their deletes were missed."""

@@ -5,8 +5,9 @@
 
 1. reads what the stream holds for the resource (the last message per subject, headers only);
 2. LISTs (paginated) and publishes `SYNC` for objects the stream lacks or holds at another
-   resourceVersion, and `DELETED` tombstones (the stream's last state as body) for live objects
-   the list no longer has; then a progress marker at the list's resourceVersion;
+   resourceVersion (every object, in the first relist of a resource in `redact.REPUBLISHED`),
+   and `DELETED` tombstones (the stream's last state as body) for live objects the list no
+   longer has; then a progress marker at the list's resourceVersion;
 3. WATCHes from there with bookmarks, publishing every event, and a marker per bookmark
    and after events that reach the target of a pending sync request;
 4. goes back to 2 when the watch's resourceVersion has expired (410 Gone) or a sync request
@@ -104,6 +105,9 @@ class ResourceWatch:
         self._reset_wanted = asyncio.Event()
         self._failing_since: float | None = None
         self.last_error = ""
+        # Until one relist has completed: publish every object again, even at an unchanged
+        # resourceVersion, over what a stream from before `redact`'s allow-list may hold.
+        self._republish = res in redact.REPUBLISHED
 
     # -- health and progress ------------------------------------------------------------------
 
@@ -304,7 +308,7 @@ class ResourceWatch:
         `remembered`: after a reset, the live objects this loop had published before.
         """
         metrics.RELISTS.labels(resource=self._label, reason=reason).inc()
-        diff = objects.Relist(self.held, remembered)
+        diff = objects.Relist(self.held, remembered, republish=self._republish)
         params = {"limit": str(PAGE_SIZE)}
         list_rv = ""
         while True:
@@ -333,6 +337,7 @@ class ResourceWatch:
             await self._tombstone(subject, self.held.get(subject) or remembered.get(subject, ""))
         await self._mark(list_rv)
         self.relists += 1
+        self._republish = False
         log.info(
             "relisted",
             extra={
@@ -399,7 +404,7 @@ class ResourceWatch:
             }
             try:
                 async for batch in self._client.watch_batches(self._path, params):
-                    rv = await self._on_events([objects.decode_line(line) for line in batch], rv)
+                    rv = await self._on_events(self._decoded(batch, rv), rv)
                     attempt = 0
                     self._failing_since = None
             except kubeclient.ApiError as exc:
@@ -414,6 +419,24 @@ class ResourceWatch:
             await kubeclient.sleep_backoff(attempt)
             attempt += 1
 
+    def _decoded(self, batch: list[bytes], rv: str) -> list[objects.WatchLine]:
+        """The batch's events, less any that does not decode (a kube-apiserver serves objects
+        nested 10,000 deep, beyond what Python decodes): logged and skipped, never ending the
+        watch of the others."""
+        events = []
+        for line in batch:
+            try:
+                events.append(objects.decode_line(line))
+            except msgspec.DecodeError as exc:
+                self._skipped(exc, rv)
+        return events
+
+    def _skipped(self, exc: msgspec.DecodeError, rv: str) -> None:
+        log.error(
+            "undecodable watch event skipped",
+            extra={"resource": self._label, "after": rv, "error": str(exc)},
+        )
+
     async def _on_events(self, events: list[objects.WatchLine], rv: str) -> str:
         """Publish the watch events that arrived together; returns the resourceVersion to resume from.
 
@@ -422,11 +445,15 @@ class ResourceWatch:
         attributes: dict[str, Any] = {"resource": self._label, "events": len(events)}
         if len(events) == 1 and events[0].type not in (objects.BOOKMARK, objects.ERROR):
             attributes["event"] = events[0].type
-            attributes["key"] = _key(objects.decode_head(events[0].object))
+            with contextlib.suppress(msgspec.DecodeError):  # skipped and logged below
+                attributes["key"] = _key(objects.decode_head(events[0].object))
         with tracing.span("watcher.publish", **attributes):
             trace = self._trace_headers()
             for event in events:
-                rv = await self._on_event(event, rv, trace)
+                try:
+                    rv = await self._on_event(event, rv, trace)
+                except msgspec.DecodeError as exc:  # raised before anything of it is published
+                    self._skipped(exc, rv)
         # Events arrive in resourceVersion order: once these are published, the stream holds
         # this resource as of `rv`, which is what a marker says.
         if rv != self.marker and any(objects.reached(rv, target) for target in self._wanted):
@@ -469,6 +496,8 @@ class ResourceWatch:
         """Hand one object message to the lane and remember what the stream now holds."""
         hdrs = objects.headers(event, head)
         hdrs.update(trace)
+        if subjects.needs_key(subject):
+            hdrs[wire.KEY] = _key(head)
         await self._lane.publish(subject, redact.body(self.res, body), hdrs, objects.ttl_of(event))
         self._record(subject, None if event == wire.DELETED else head.metadata.resource_version)
 

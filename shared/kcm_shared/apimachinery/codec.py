@@ -10,11 +10,17 @@ A cached object is shared by every handler and reader and must never be edited i
 are not `frozen`: mypy would then demand `frozen=True` on every controller's subclass.)
 
 `key_of` and `controller_ref` are upstream's MetaNamespaceKeyFunc and GetControllerOf.
+
+Hostile bodies: `decode` (and any decoder wrapped in `bounded`) raises `msgspec.DecodeError`,
+never RecursionError, for a body nested deeper than Python's recursion budget decodes, so a
+caller's per-message error handling covers it. `MAX_DEPTH` is how deep the embedded API server
+lets an object nest (`exceeds_depth`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -72,16 +78,56 @@ class NamespaceView(Meta):
 
 
 T = TypeVar("T", bound=Meta)
+R = TypeVar("R")
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
+# kube-apiserver refuses JSON nested deeper than 10,000 levels (Go's encoding/json scanner,
+# `exceeded max depth`). Python decodes, and the API server's patch, apply and validation code
+# walks objects, recursively within one budget of 1,000 frames shared with the caller's
+# stack: the embedded API server refuses objects nested deeper than this (one level per
+# object or array, the outermost counting 1), which leaves every walk room to spare. Real
+# objects nest a few dozen levels; a CRD's schema of a pod template about 40.
+MAX_DEPTH = 256
+
+
+def bounded(decode: Callable[[bytes], R]) -> Callable[[bytes], R]:
+    """`decode`, raising msgspec.DecodeError instead of RecursionError for a body nested too
+    deeply to decode (a kube-apiserver serves objects up to 10,000 levels deep)."""
+
+    def run(raw: bytes) -> R:
+        try:
+            return decode(raw)
+        except RecursionError:
+            raise msgspec.DecodeError("the body is nested too deeply to decode") from None
+
+    return run
+
+
+def exceeds_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether decoded JSON nests objects and arrays deeper than `limit` (iteratively)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
 
 def decode(raw: bytes, view: type[T]) -> T:
-    """Decode one object's JSON into `view`; raises msgspec.DecodeError (a ValueError) on bad input."""
+    """Decode one object's JSON into `view`; raises msgspec.DecodeError (a ValueError) on bad
+    input, a body nested too deeply included."""
     decoder = _decoders.get(view)
     if decoder is None:
         decoder = _decoders[view] = msgspec.json.Decoder(view)
-    result: T = decoder.decode(raw)
+    try:
+        result: T = decoder.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError("the body is nested too deeply to decode") from None
     return result
 
 

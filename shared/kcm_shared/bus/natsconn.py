@@ -6,6 +6,12 @@ backoff: a dead NATS is waited out, not fatal; only credentials the server refus
 service, with `errors.ConfigError`), and declares the streams it uses with the `ensure_*`
 helpers, which are idempotent so any service may start first. `is_transient` tells the NATS
 errors worth retrying from the others. The stream layout is documented in docs/bus.md.
+
+A connection closed for good while its service did not close it (nats-py does not reconnect
+after the server closes it for a protocol error, such as a subject over its control line)
+ends the process with exit code 1 and the log line `nats connection closed for good`: the
+supervisor (`kcm dev`, compose's restart policy, the kubelet) starts the service again,
+where retrying on a closed client would publish nothing for ever.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -157,11 +164,27 @@ async def connect(opts: NatsOptions, name: str) -> Client:
     async def on_reconnect() -> None:
         log.info("nats reconnected", extra={"client": name})
 
+    client = _Client()  # the latest attempt's: the one returned, when it connects
+
+    async def on_closed() -> None:
+        if client.closing:
+            return
+        log.error(
+            "nats connection closed for good; exiting for a restart",
+            extra={"client": name, "error": repr(client.last_error)},
+        )
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(1)  # the service's own shutdown would wait on the bus it no longer has
+
     attempt = 0
     while True:
         cancellation.checkpoint()
+        client = _Client()
         # nats-py retries a refused connection internally for ever: watch for the refusal beside it.
-        connecting = asyncio.ensure_future(_connect_once(opts, name, on_error, on_disconnect, on_reconnect))
+        connecting = asyncio.ensure_future(
+            _connect_once(client, opts, name, on_error, on_disconnect, on_reconnect, on_closed)
+        )
         try:
             waiting: list[asyncio.Future[Any]] = [connecting, refusal]
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -182,14 +205,35 @@ async def connect(opts: NatsOptions, name: str) -> Client:
         attempt += 1
 
 
+class _Client(Client):
+    """A client that knows whether its own service closed it: nats-py calls `closed_cb` for
+    every close."""
+
+    closing = False
+
+    async def close(self) -> None:
+        self.closing = True
+        await super().close()
+
+    async def drain(self) -> None:
+        self.closing = True
+        await super().drain()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.closing = True
+        await super().__aexit__(*exc_info)
+
+
 async def _connect_once(
+    client: _Client,
     opts: NatsOptions,
     name: str,
     on_error: Callable[[Exception], Awaitable[None]],
     on_disconnect: Callable[[], Awaitable[None]],
     on_reconnect: Callable[[], Awaitable[None]],
+    on_closed: Callable[[], Awaitable[None]],
 ) -> Client:
-    return await nats.connect(
+    await client.connect(
         servers=opts.url.split(","),
         name=name,
         user=opts.user,
@@ -200,13 +244,15 @@ async def _connect_once(
         tls=_tls(opts),
         allow_reconnect=True,
         max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
+        reconnect_time_wait=0.5,  # type: ignore[arg-type]  # annotated int; nats-py sleeps a float
         connect_timeout=5,
         error_cb=on_error,
         disconnected_cb=on_disconnect,
         reconnected_cb=on_reconnect,
+        closed_cb=on_closed,
         ping_interval=10,
     )
+    return client
 
 
 async def _ensure(js: JetStreamContext, config: api.StreamConfig) -> None:

@@ -6,11 +6,20 @@ holds every name (subject prefixes, stream names, headers), this module the func
 subscription filters built from wire's prefixes, and the grammar of the tokens after them.
 Kubernetes names may hold characters that are not legal in a NATS token (`.` above all);
 `encode_token` escapes them as `~XX` per UTF-8 byte.
+
+Bounded: a token is at most `MAX_TOKEN_BYTES` long. A longer value (an RBAC name has no length
+limit) becomes a digest token, `~H` and the base32 of its SHA-256, which escaping never makes
+(`~` is always followed by two hex digits); its message carries the full key in the `Kcm-Key`
+header. `parse_object_subject` and `key_of_work_subject` take that header and check it
+against the subject. nats-server closes a connection whose control line (subject included)
+passes 4,096 bytes; with this bound every subject of the bus stays under about 1,700.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import zlib
 from dataclasses import dataclass
 
@@ -32,11 +41,15 @@ _PROGRESS_START = wire.PROGRESS_PREFIX + "."
 _WORK = wire.WORK_PREFIX.split(".")
 
 _PLAIN = frozenset(chr(c) for c in range(0x21, 0x7F)) - set(".*>~")
+# A group name escapes to at most 505 bytes: resource tokens never become digests.
+MAX_TOKEN_BYTES = 512
+DIGEST = "~H"
 
 
 def encode_token(text: str) -> str:
-    """Escape `text` into one legal NATS token; `decode_token` reverses it exactly."""
-    if text and _PLAIN.issuperset(text):  # in C: this runs for every token of every subject
+    """Escape `text` into one legal NATS token; `decode_token` reverses it exactly, unless the
+    escaped value passes MAX_TOKEN_BYTES: then it is a digest token (`is_digest`)."""
+    if text and len(text) <= MAX_TOKEN_BYTES and _PLAIN.issuperset(text):  # the common case, in C
         return text
     if not text:
         raise ValueError("a subject token cannot be empty")
@@ -46,12 +59,22 @@ def encode_token(text: str) -> str:
             out.append(ch)
         else:
             out.extend(f"~{b:02X}" for b in ch.encode())
-    return "".join(out)
+    token = "".join(out)
+    if len(token) > MAX_TOKEN_BYTES:
+        return DIGEST + base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().rstrip("=")
+    return token
+
+
+def is_digest(token: str) -> bool:
+    return token.startswith(DIGEST)
 
 
 def decode_token(token: str) -> str:
+    """The value of a token; ValueError for a digest token (its value is in a header)."""
     if "~" not in token:
         return token
+    if is_digest(token):
+        raise ValueError(f"a digest token: the value is in the {wire.KEY} header")
     raw = bytearray()
     i = 0
     while i < len(token):
@@ -121,10 +144,29 @@ class ObjectSubject:
 # Memoised: a cache parses each message's subject, and an object's subjects repeat (a pod's
 # every change arrives on the same one); the parsed value is immutable.
 @functools.lru_cache(maxsize=4096)
-def parse_object_subject(subject: str) -> ObjectSubject:
+def parse_object_subject(subject: str, key: str | None = None) -> ObjectSubject:
+    """`key`: the message's `Kcm-Key` header, read when the subject holds a digest token."""
     tokens = _after(_OBJECT, subject, 5, "an object subject")
-    namespace = "" if tokens[3] == NONE else decode_token(tokens[3])
-    return ObjectSubject(_resource_of(tokens[:3]), namespace, decode_token(tokens[4]))
+    namespace, name = _names(tokens[3], tokens[4], key)
+    return ObjectSubject(_resource_of(tokens[:3]), namespace, name)
+
+
+def _names(ns_token: str, name_token: str, key: str | None) -> tuple[str, str]:
+    """(namespace, name) of a subject's last two tokens; from `key` when either is a digest,
+    which must encode to those very tokens."""
+    if not (is_digest(ns_token) or is_digest(name_token)):
+        return ("" if ns_token == NONE else decode_token(ns_token)), decode_token(name_token)
+    if key is None:
+        raise ValueError(f"a digest token without its {wire.KEY} header")
+    namespace, name = split_key(key)
+    if _ns_token(namespace) != ns_token or encode_token(name) != name_token:
+        raise ValueError(f"the {wire.KEY} header {key[:100]!r} does not match the subject")
+    return namespace, name
+
+
+def needs_key(subject: str) -> bool:
+    """Whether a message on `subject` must carry its key in the `Kcm-Key` header."""
+    return DIGEST in subject
 
 
 def partition_of(key: str, partitions: int) -> int:
@@ -152,10 +194,11 @@ def work_subject(controller: str, partition: int, key: str) -> str:
     return f"{wire.WORK_PREFIX}.{encode_token(controller)}.{partition}.{_ns_token(namespace)}.{encode_token(name)}"
 
 
-def key_of_work_subject(subject: str) -> str:
+def key_of_work_subject(subject: str, key: str | None = None) -> str:
+    """`key`: the item's `Kcm-Key` header, read when the subject holds a digest token."""
     tokens = _after(_WORK, subject, 4, "a work subject")
-    name = decode_token(tokens[3])
-    return name if tokens[2] == NONE else f"{decode_token(tokens[2])}/{name}"
+    namespace, name = _names(tokens[2], tokens[3], key)
+    return f"{namespace}/{name}" if namespace else name
 
 
 def dlq_subject(controller: str) -> str:

@@ -548,7 +548,7 @@ class Cache(Generic[T]):
                 self._reached(rv)
             return
         try:
-            where = subjects.parse_object_subject(subject)
+            where = subjects.parse_object_subject(subject, headers.get(wire.KEY))
         except ValueError:
             log.warning("not an object subject, skipped", extra={"resource": self._label, "subject": subject})
             return

@@ -202,9 +202,17 @@ class DurableQueue:
         no reconcile has started on yet).
 
         Every caller must pass the same `partitions`. While NATS is unreachable this retries
-        with backoff rather than drop the change; cancel the caller to give up.
+        with backoff rather than drop the change; cancel the caller to give up. A key that
+        makes no work subject (an empty name: `ns/`, ``) is logged and dropped.
         """
         partition = subjects.partition_of(key, partitions)
+        try:
+            subject = subjects.work_subject(self._controller, partition, key)
+        except ValueError as exc:
+            # Keys are built from user data (owner uids): one that names no object (an empty
+            # name, a uid ending in "/") must not fail every event that mentions it.
+            log.error("unusable key dropped", extra={"key": key[:200], "error": str(exc)})
+            return
         while (pending := self._pending_message(key, partition)) is not None:
             await pending.done.wait()
             if pending.stored:
@@ -215,7 +223,7 @@ class DurableQueue:
         mark = _Stored(partition, time.monotonic())
         self._stored[key] = mark
         try:
-            await self._publish(key, subjects.work_subject(self._controller, partition, key))
+            await self._publish(key, subject)
             mark.stored = True
         finally:
             if not mark.stored and self._stored.get(key) is mark:
@@ -262,6 +270,8 @@ class DurableQueue:
     ) -> bool:
         """Publish a work message, retrying transient failures (a lost stream is declared
         again first) until it is stored or the monotonic `deadline` passed (never: None)."""
+        if subjects.needs_key(subject):
+            headers = {**headers, wire.KEY: key}
         attempt = 0
         while True:
             cancellation.checkpoint()
@@ -489,7 +499,7 @@ class DurableQueue:
 
     async def _receive(self, part: _Partition, msg: Msg) -> None:
         try:
-            key = subjects.key_of_work_subject(msg.subject)
+            key = subjects.key_of_work_subject(msg.subject, (msg.headers or {}).get(wire.KEY))
         except ValueError as exc:
             await self._dead_letter(msg, "", f"malformed work subject: {exc}")
             return

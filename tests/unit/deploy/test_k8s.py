@@ -15,6 +15,7 @@ tests/e2e/test_deploy_manifests.py.
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -375,6 +376,11 @@ def test_every_nats_client_mounts_its_own_identity_and_the_step_makes_every_secr
     made = yaml.safe_load((tmp_path / "k8s-secrets.yaml").read_text())["items"]
     assert {s["metadata"]["name"] for s in made} == mounted | {natsauth.secret_name("consumer")}
     assert {s["metadata"]["namespace"] for s in made} == {NAMESPACE}
+    # `data`, never `stringData`: nothing of a seed readable in the manifest at a glance.
+    assert all(set(s) == {"apiVersion", "kind", "metadata", "type", "data"} for s in made)
+    seed = (tmp_path / "consumer.nk").read_bytes()
+    consumer = next(s for s in made if s["metadata"]["name"] == natsauth.secret_name("consumer"))
+    assert base64.b64decode(consumer["data"]["nkey"]) == seed
 
 
 def test_compose_and_k8s_deploy_the_same_images() -> None:

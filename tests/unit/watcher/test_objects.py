@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from kcm_shared.bus import wire
 from kcm_watcher import objects
@@ -15,6 +16,12 @@ def test_relist_syncs_missing_and_changed_and_finds_missed_deletes() -> None:
     assert diff.needs_sync("s.a", "5") is False  # unchanged: not republished
     assert diff.needs_sync("s.b", "9") is True  # another version
     assert diff.needs_sync("s.new", "10") is True  # not in the stream
+    assert diff.gone() == ["s.gone"]
+
+
+def test_a_republishing_relist_syncs_every_listed_object_and_still_finds_missed_deletes() -> None:
+    diff = objects.Relist({"s.a": "5", "s.gone": "3"}, republish=True)
+    assert diff.needs_sync("s.a", "5") is True  # the stream may hold more than the allow-list
     assert diff.gone() == ["s.gone"]
 
 
@@ -100,3 +107,11 @@ def test_relist_after_a_reset_also_deletes_what_was_remembered_and_is_not_listed
 
 def test_progress_markers_are_not_held_objects() -> None:
     assert objects.held_entry({"Kcm-Resource-Version": "3"}) is None
+
+
+def test_an_event_nested_too_deeply_is_a_decode_error_not_a_recursion_error() -> None:
+    deep = b'{"type": "ADDED", "object": {"spec": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    with pytest.raises(msgspec.DecodeError):
+        objects.decode_line(deep)
+    with pytest.raises(msgspec.DecodeError):
+        objects.decode_page(b'{"items": [' + deep + b"]}")

@@ -89,3 +89,32 @@ def test_encode_round_trip_uses_api_names_and_omits_defaults() -> None:
     assert again["metadata"]["resourceVersion"] == "42"
     assert again["metadata"]["ownerReferences"][1]["blockOwnerDeletion"] is True
     assert "controller" not in again["metadata"]["ownerReferences"][0]
+
+
+def nested(depth: int) -> bytes:
+    """An object whose `spec` nests `depth` objects (the object itself is one level more)."""
+    return b'{"metadata": {"name": "n"}, "spec": ' + b'{"a": ' * depth + b"1" + b"}" * depth + b"}"
+
+
+def test_a_body_nested_beyond_the_recursion_budget_is_a_decode_error() -> None:
+    with pytest.raises(msgspec.DecodeError, match="nested too deeply"):
+        codec.decode(nested(5000), codec.Meta)
+    with pytest.raises(msgspec.DecodeError, match="nested too deeply"):
+        codec.bounded(msgspec.json.Decoder().decode)(nested(5000))
+    assert codec.decode(nested(100), codec.Meta).metadata.name == "n"
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "exceeds"),
+    [
+        (1, 1, False),
+        ({}, 1, False),
+        ({"a": {}}, 1, True),
+        ({"a": [1, {"b": []}]}, 4, False),
+        ({"a": [1, {"b": []}]}, 3, True),
+        (msgspec.json.decode(nested(codec.MAX_DEPTH - 1)), codec.MAX_DEPTH, False),
+        (msgspec.json.decode(nested(codec.MAX_DEPTH)), codec.MAX_DEPTH, True),
+    ],
+)
+def test_exceeds_depth(value: object, limit: int, exceeds: bool) -> None:
+    assert codec.exceeds_depth(value, limit) is exceeds

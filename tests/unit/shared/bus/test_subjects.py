@@ -44,3 +44,42 @@ def test_health_filters_cover_one_service_or_all() -> None:
     assert subjects.health_filter() == "kcm.health.*.*"
     assert subjects.health_filter("watch.er") == "kcm.health.watch~2Eer.*"
     assert subjects.health_subject("watch.er", "w-0") == "kcm.health.watch~2Eer.w-0"
+
+
+LONG = "r" * 5000
+RBAC = gvr.Resource("rbac.authorization.k8s.io", "v1", "roles")
+
+
+def test_a_token_longer_than_the_bound_becomes_a_digest() -> None:
+    token = subjects.encode_token(LONG)
+    assert subjects.is_digest(token) and len(token) == 2 + 52
+    assert subjects.encode_token(LONG) == token and subjects.encode_token(LONG + "x") != token
+    assert subjects.encode_token("." * 170) == "~2E" * 170  # 510 bytes: still plain
+    assert subjects.is_digest(subjects.encode_token("." * 171))
+    # Escaping never makes `~H`: a name that looks like a digest stays itself.
+    assert subjects.encode_token(token) == "~7EH" + token[2:]
+    with pytest.raises(ValueError, match="digest"):
+        subjects.decode_token(token)
+
+
+def test_an_object_subject_with_a_digest_is_parsed_with_its_key_header() -> None:
+    subject = subjects.object_subject(RBAC, "ns", LONG)
+    assert len(subject) < 200 and subjects.needs_key(subject)
+    parsed = subjects.parse_object_subject(subject, f"ns/{LONG}")
+    assert (parsed.namespace, parsed.name) == ("ns", LONG)
+    with pytest.raises(ValueError, match="header"):
+        subjects.parse_object_subject(subject)
+    with pytest.raises(ValueError, match="does not match"):
+        subjects.parse_object_subject(subject, "ns/" + "s" * 5000)  # a header naming another object
+    assert not subjects.needs_key(subjects.object_subject(RBAC, "ns", "short"))
+
+
+def test_a_work_subject_with_a_digest_is_parsed_with_its_key_header() -> None:
+    key = "delete/" + "u" * 5000
+    subject = subjects.work_subject("garbage-collector-controller", 3, key)
+    assert subjects.needs_key(subject)
+    assert subjects.key_of_work_subject(subject, key) == key
+    with pytest.raises(ValueError):
+        subjects.key_of_work_subject(subject)
+    with pytest.raises(ValueError, match="empty"):
+        subjects.work_subject("garbage-collector-controller", 3, "delete/uid-ending-in-slash/")
