@@ -8,15 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from typing import Any
 
-from kcm_shared.bus import wire
+import nats.errors
+from kcm_shared.bus import membership, subjects, wire
 from nats.aio.client import Client
 
-from tests.e2e.bus_identity import as_identity
+from tests.conftest import wait_for
+from tests.e2e import devstack
+from tests.e2e.bus_identity import as_identity, refused
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset,deployment")
+
+# The identity of a replica of the ReplicaSet controller alone (`kcm dev` makes one per
+# controller); the stack's own controllers process runs two controllers under another.
+ATTACKER = "replicaset"
+
+
+def victim(stack: DevStack) -> str:
+    """The instance name of the stack's controllers process."""
+    (member,) = stack.status()["members"]
+    return str(member["instance"])
 
 
 def sync_request(resource_version: str) -> bytes:
@@ -47,3 +62,64 @@ def test_a_sync_request_needs_a_resource_version_and_a_flood_is_refused(stack: D
         "some answered": True,
         "the flood limited": True,
     }
+
+
+def test_a_controller_cannot_say_goodbye_for_another_replica(stack: DevStack) -> None:
+    """Finding 4: a forged goodbye made the coordinator free every partition of the victim."""
+    instance = victim(stack)
+    goodbye = json.dumps(
+        {
+            "service": "controllers",
+            "instance": instance,
+            "controllers": [],
+            "held": {},
+            "health": {},
+            "depth": {},
+        }
+    ).encode()
+    # The attacker's own heartbeat subject, naming the victim's instance.
+    own = subjects.heartbeat_subject(["replicaset-controller"], instance)
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"unhealthy": []}
+        out["the bare subject refused"] = await refused(nc, errors, wire.COORD_HEARTBEAT, goodbye)
+        for _ in range(30):
+            await nc.publish(wire.COORD_HEARTBEAT, goodbye)
+            await nc.publish(own, goodbye)
+            await nc.flush()
+            await asyncio.sleep(0.1)
+            healthy = await asyncio.to_thread(stack.healthy)
+            if not healthy:
+                out["unhealthy"].append(await asyncio.to_thread(stack.status))
+        return out
+
+    assert as_identity(stack, ATTACKER, body) == {"the bare subject refused": True, "unhealthy": []}
+    assert "heartbeat dropped: it speaks for another replica" in stack.log("coordinator")
+
+
+def test_a_bad_grant_entry_is_skipped_and_only_the_own_scope_is_writable(stack: DevStack) -> None:
+    """Finding 5: one undecodable entry in kcm-grants kept every next leader restoring for ever."""
+    own = membership.grant_key(["replicaset-controller"], "planted")
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        kv = await nc.jetstream(timeout=3).key_value(wire.GRANTS_BUCKET)
+        out: dict[str, Any] = {}
+        try:
+            await kv.put("planted", b"{not json")
+            out["a key outside its scope"] = "written"
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):  # a refused publish: no ack
+            out["a key outside its scope"] = "refused"
+        await kv.put(own, b"{not json")
+        out["its own key"] = "written"
+        return out
+
+    assert as_identity(stack, ATTACKER, body) == {
+        "a key outside its scope": "refused",
+        "its own key": "written",
+    }
+    # The next leader restores from the bucket, bad entry and all.
+    (pid,) = [pid for pid, cmd in devstack.children(stack.proc.pid).items() if "coordinator" in cmd.split()]
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: pid not in devstack.children(stack.proc.pid), 30, 0.2, "the coordinator stopped")
+    stack.wait_healthy(60)
+    assert "grant entry skipped: unreadable" in stack.log("coordinator")

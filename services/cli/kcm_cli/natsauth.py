@@ -132,13 +132,14 @@ def coordinator() -> Permissions:
 def controllers(names: Sequence[str]) -> Permissions:
     """A process running the controllers `names` (canonical names): their work and dead letters
     only, the object stream read-only, heartbeats to the coordinator, sync requests to the watcher."""
-    publish = [wire.COORD_HEARTBEAT, wire.WATCHER_SYNC]
+    publish = [subjects.heartbeat_filter(names), wire.WATCHER_SYNC]
     # The caches declare the object stream too (any service may start first); create only:
     # bringing it to another configuration is the watcher's.
     publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(wire.DLQ_STREAM)]
     # A replica renews its own grant while no coordinator answers (revision-checked by
-    # JetStream). Its key is its instance name, which the table does not know: any key.
-    publish += [_kv(wire.GRANTS_BUCKET), _api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
+    # JetStream), under the scope of its controllers (`membership.grant_key`).
+    publish += [f"$KV.{wire.GRANTS_BUCKET}.{subjects.scope_token(names)}.*"]
+    publish += [_api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
     for name in names:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
-from kcm_shared.bus import subjects, wire
+from kcm_shared.bus import membership, subjects, wire
 
 NAMES = [spec.name for spec in BUILTIN]
 ALL = {**natsauth.deployment_identities(BUILTIN), "all-controllers": natsauth.controllers(NAMES)}
@@ -56,6 +56,19 @@ def test_only_the_coordinator_hears_coordination_and_only_the_watcher_sync_reque
     assert hear == {"coordinator"}
     assert {n for n, p in ALL.items() if may_subscribe(p, wire.WATCHER_SYNC)} == {"watcher"}
     assert {n for n, p in ALL.items() if p.responses} == {"watcher", "coordinator"}
+
+
+def test_a_controller_heartbeats_and_keeps_grants_under_its_own_controllers_only() -> None:
+    rs = natsauth.controllers(["replicaset-controller"])
+    beat = subjects.heartbeat_subject(["replicaset-controller"], "pod-1")
+    other = subjects.heartbeat_subject(["deployment-controller"], "pod-1")
+    assert may_publish(rs, beat) and not may_publish(rs, other)
+    assert not may_publish(rs, wire.COORD_HEARTBEAT)
+    own_key = membership.grant_key(["replicaset-controller"], "pod-1")
+    other_key = membership.grant_key(["deployment-controller"], "pod-1")
+    assert may_publish(rs, f"$KV.{wire.GRANTS_BUCKET}.{own_key}")
+    assert not may_publish(rs, f"$KV.{wire.GRANTS_BUCKET}.{other_key}")
+    assert may_subscribe(ALL["coordinator"], beat)
 
 
 def test_a_controller_publishes_its_own_work_and_dead_letters_only() -> None:

@@ -44,3 +44,14 @@ def test_health_filters_cover_one_service_or_all() -> None:
     assert subjects.health_filter() == "kcm.health.*.*"
     assert subjects.health_filter("watch.er") == "kcm.health.watch~2Eer.*"
     assert subjects.health_subject("watch.er", "w-0") == "kcm.health.watch~2Eer.w-0"
+
+
+def test_heartbeat_subjects_name_the_scope_and_the_instance() -> None:
+    subject = subjects.heartbeat_subject(["b-controller", "a-controller"], "pod.1")
+    scope = subjects.scope_token(["a-controller", "b-controller"])
+    assert subject == f"kcm.coord.heartbeat.{scope}.pod=2E1"
+    assert subjects.parse_heartbeat_subject(subject) == (scope, "pod.1")
+    assert subjects.heartbeat_filter(["a-controller", "b-controller"]) == f"kcm.coord.heartbeat.{scope}.*"
+    for bad in ("kcm.coord.heartbeat", f"kcm.coord.heartbeat.{scope}", f"kcm.coord.status.{scope}.a"):
+        with pytest.raises(ValueError):
+            subjects.parse_heartbeat_subject(bad)
