@@ -15,6 +15,7 @@ from typing import Any
 import nats.errors
 from kcm_shared.bus import membership, subjects, wire
 from nats.aio.client import Client
+from nats.js import api
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
@@ -123,3 +124,33 @@ def test_a_bad_grant_entry_is_skipped_and_only_the_own_scope_is_writable(stack: 
     wait_for(lambda: pid not in devstack.children(stack.proc.pid), 30, 0.2, "the coordinator stopped")
     stack.wait_healthy(60)
     assert "grant entry skipped: unreadable" in stack.log("coordinator")
+
+
+def test_a_controller_cannot_update_a_stream_to_capture_free_subjects(stack: DevStack) -> None:
+    """Finding 7: STREAM.UPDATE on KCM_DLQ or its own work stream let a controller add any
+    subject no stream holds (the coordinator's, the watcher's) to it."""
+    streams = {  # each stream: what it holds, and a free subject it tries to capture
+        wire.DLQ_STREAM: (subjects.DLQ_FILTER, wire.COORD_STATUS),
+        subjects.work_stream("replicaset-controller"): (
+            subjects.work_filter("replicaset-controller"),
+            wire.WATCHER_SYNC,
+        ),
+    }
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        js = nc.jetstream(timeout=3)
+        out: dict[str, Any] = {}
+        for name, (filter, free) in streams.items():
+            config = (await js.stream_info(name)).config
+            captured = {**config.as_dict(), "subjects": [filter, free]}
+            try:
+                await js.update_stream(api.StreamConfig.from_response(captured))
+                out[name] = "updated"
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):  # refused: no answer
+                out[name] = "refused"
+            out[f"{name} subjects"] = (await js.stream_info(name)).config.subjects
+        return out
+
+    expected: dict[str, Any] = {name: "refused" for name in streams}
+    expected.update({f"{name} subjects": [filter] for name, (filter, _) in streams.items()})
+    assert as_identity(stack, ATTACKER, body) == expected

@@ -66,8 +66,14 @@ def _api(op: str, stream: str, *, sub: bool = False) -> str:
 
 
 def _declare(stream: str) -> list[str]:
-    """Create the stream, or bring it to the caller's configuration (`natsconn._ensure`)."""
-    return [_api("STREAM.CREATE", stream), _api("STREAM.UPDATE", stream), _api("STREAM.INFO", stream)]
+    """Create the stream, or bring it to the caller's configuration (`natsconn._ensure`): its
+    owner's alone, since an update may add any subject no stream holds yet to the stream."""
+    return [*_create(stream), _api("STREAM.UPDATE", stream)]
+
+
+def _create(stream: str) -> list[str]:
+    """Create the stream when missing (any service may start first), never update it."""
+    return [_api("STREAM.CREATE", stream), _api("STREAM.INFO", stream)]
 
 
 def _read(stream: str) -> list[str]:
@@ -124,6 +130,7 @@ def coordinator() -> Permissions:
     publish = [subjects.health_filter("coordinator"), wire.COORD_STATUS]
     # The grants it gives, kept where its successor finds them (docs/bus.md "Coordinator failover").
     publish += [_kv(wire.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
+    publish += _declare(wire.DLQ_STREAM)  # the owner of the dead letters' stream
     return Permissions(
         _unique(publish), (subjects.COORD_FILTER, subjects.health_filter(), INBOX), responses=True
     )
@@ -133,17 +140,17 @@ def controllers(names: Sequence[str]) -> Permissions:
     """A process running the controllers `names` (canonical names): their work and dead letters
     only, the object stream read-only, heartbeats to the coordinator, sync requests to the watcher."""
     publish = [subjects.heartbeat_filter(names), wire.WATCHER_SYNC]
-    # The caches declare the object stream too (any service may start first); create only:
-    # bringing it to another configuration is the watcher's.
-    publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(wire.DLQ_STREAM)]
+    # The caches declare the object stream and the queues the dead letters' one too (any
+    # service may start first); create only: updating them is the watcher's and the coordinator's.
+    publish += [*_create(OBJECTS), *_read(OBJECTS), *_create(wire.DLQ_STREAM)]
     # A replica renews its own grant while no coordinator answers (revision-checked by
     # JetStream), under the scope of its controllers (`membership.grant_key`).
     publish += [f"$KV.{wire.GRANTS_BUCKET}.{subjects.scope_token(names)}.*"]
-    publish += [_api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
+    publish += [*_create(GRANTS), *_read(GRANTS)]
     for name in names:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]
-        publish += [*_declare(stream), *_consume_work(stream)]
+        publish += [*_create(stream), *_consume_work(stream)]
     return Permissions(_unique(publish), (INBOX,))
 
 

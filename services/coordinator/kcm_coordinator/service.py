@@ -360,6 +360,10 @@ async def run(args: argparse.Namespace) -> None:
     options = natsconn.from_args(args)
     nc = await natsconn.connect(options, f"kcm-coordinator-{args.instance}")
     grants = await membership.grants_bucket(nc.jetstream(), options.stream_replicas)
+    # The dead letters' stream is the coordinator's: it alone brings it to this configuration.
+    await natsconn.until_declared(
+        "dead-letter stream", lambda: natsconn.ensure_dlq_stream(nc.jetstream(), options.stream_replicas)
+    )
     elector = leaderelection.from_args(args, client, identity)
     service = Service(nc, coordinator, elector, identity, args.instance, grants, options.stream_replicas)
     runner, port = await opsserver.start(service.app(), args.ops_bind, args.ops_port)

@@ -45,7 +45,6 @@ from nats.js.kv import KeyValue
 
 from kcm_shared.base import cancellation
 from kcm_shared.bus import fencing, natsconn, subjects, wire
-from kcm_shared.client import kubeclient
 
 log = logging.getLogger("kcm.membership")
 
@@ -104,22 +103,16 @@ def parse_grant_key(key: str) -> tuple[str, str]:
 async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
     """The `kcm-grants` bucket, declared if missing (the coordinator and every replica may);
     NATS trouble meanwhile (no JetStream answering yet, a reconnect) is waited out."""
-    attempt = 0
-    while True:
-        cancellation.checkpoint()
+
+    async def declare() -> KeyValue:
         try:
-            try:
-                return await js.key_value(wire.GRANTS_BUCKET)
-            except nats.js.errors.BucketNotFoundError:
-                return await js.create_key_value(
-                    bucket=wire.GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
-                )
-        except nats.errors.Error as exc:
-            if not natsconn.is_transient(exc):
-                raise
-            log.warning("grants bucket not reachable yet; retrying", extra={"error": repr(exc)})
-        await kubeclient.sleep_backoff(attempt, base=0.1, cap=5.0)
-        attempt += 1
+            return await js.key_value(wire.GRANTS_BUCKET)
+        except nats.js.errors.BucketNotFoundError:
+            return await js.create_key_value(
+                bucket=wire.GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
+            )
+
+    return await natsconn.until_declared("grants bucket", declare)
 
 
 _encode = msgspec.json.Encoder().encode

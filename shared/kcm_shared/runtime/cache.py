@@ -449,7 +449,7 @@ class Cache(Generic[T]):
                 task.cancel()
 
     async def _consume(self) -> None:
-        await natsconn.ensure_object_stream(self._js, self._stream_replicas)
+        await natsconn.ensure_object_stream(self._js, self._stream_replicas, owner=False)
         inbox = self._nc.new_inbox()
         # Each subscription reports to its own future, so a late message of a dropped
         # subscription can never touch the state of the next one.
