@@ -7,6 +7,7 @@ One stack for the module (ReplicaSet and Deployment controllers, no nodes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from typing import Any
 import nats.errors
 from kcm_shared.bus import membership, subjects, wire
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import api
 
 from tests.conftest import wait_for
@@ -154,3 +156,69 @@ def test_a_controller_cannot_update_a_stream_to_capture_free_subjects(stack: Dev
     expected: dict[str, Any] = {name: "refused" for name in streams}
     expected.update({f"{name} subjects": [filter] for name, (filter, _) in streams.items()})
     assert as_identity(stack, ATTACKER, body) == expected
+
+
+def replicasets(stack: DevStack, deployment: str) -> int:
+    found = json.loads(stack.kubectl("get", "replicasets", "-o", "json").stdout)["items"]
+    return sum(1 for rs in found if rs["metadata"]["name"].startswith(f"{deployment}-"))
+
+
+def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(stack: DevStack) -> None:
+    """Findings 3 and 14: the read-only identity learned a cache's consumer on `_INBOX.>` and
+    updated it (headers only: the deployment controller went blind), and could make any
+    number of consumers."""
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        names: set[str] = set()
+
+        async def sniff(msg: Msg) -> None:
+            if (msg.reply or "").startswith(f"$JS.ACK.{wire.OBJECTS_STREAM}."):
+                names.add(msg.reply.split(".")[3])
+
+        await nc.subscribe("_INBOX.>", cb=sniff)
+        await asyncio.to_thread(stack.kubectl, "create", "deployment", "sniffed", "--image=nginx")
+        for _ in range(100):
+            if names:
+                break
+            await asyncio.sleep(0.1)
+        out: dict[str, Any] = {"learned a cache's consumer": bool(names)}
+        api_prefix = f"$JS.API.CONSUMER.%s.{wire.OBJECTS_STREAM}"
+        for victim in sorted(names):
+            try:
+                info = json.loads((await nc.request(f"{api_prefix % 'INFO'}.{victim}", b"", timeout=2)).data)
+                config = {**info["config"], "headers_only": True}
+            except nats.errors.TimeoutError:
+                config = {"name": victim, "headers_only": True}
+            request = json.dumps({"stream_name": wire.OBJECTS_STREAM, "config": config}).encode()
+            for what, subject, data in (
+                ("update", api_prefix % "CREATE", request),
+                ("delete", f"{api_prefix % 'DELETE'}.{victim}", b""),
+            ):
+                try:
+                    reply = json.loads((await nc.request(subject, data, timeout=2)).data)
+                    out[what] = "refused" if "error" in reply else "done"
+                except nats.errors.TimeoutError:  # a refused request gets no answer
+                    out[what] = "refused"
+        js = nc.jetstream(timeout=3)
+        made = []
+        for i in range(17):
+            config = api.ConsumerConfig(
+                name=f"consumer-{i}", ack_policy=api.AckPolicy.NONE, inactive_threshold=10.0
+            )
+            with contextlib.suppress(nats.errors.TimeoutError):
+                made.append((await js.add_consumer(wire.OBJECTS_STREAM, config)).name)
+        out["consumers made"] = len(made)
+        for name in made:
+            await js.delete_consumer(wire.OBJECTS_STREAM, name)
+        return out
+
+    assert as_identity(stack, "consumer", body) == {
+        "learned a cache's consumer": True,
+        "update": "refused",
+        "delete": "refused",
+        "consumers made": 16,
+    }
+    stack.kubectl("create", "deployment", "after-the-attack", "--image=nginx")
+    wait_for(
+        lambda: replicasets(stack, "after-the-attack") == 1, 30, 0.5, "a ReplicaSet for a new Deployment"
+    )

@@ -41,6 +41,9 @@ AUTH_CONF = "auth.conf"
 MAX_PAYLOAD = 8 * 1024 * 1024
 # What the server buffers for one slow client before cutting it off: several full messages.
 MAX_PENDING = 64 * 1024 * 1024
+# The consumers the read-only identity may have on the object stream at once, by these names
+# only: it can neither touch another identity's consumers nor make more than this many.
+CONSUMER_NAMES = tuple(f"consumer-{i}" for i in range(16))
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,20 @@ def _read(stream: str) -> list[str]:
         _api("STREAM.MSG.GET", stream),
         f"$JS.FC.{stream}.>",
     ]
+
+
+def _named_consumers(stream: str, names: Sequence[str]) -> list[str]:
+    """Consumers of these names only (created by name: nats-server takes a name in the body
+    of a nameless `CONSUMER.CREATE` too, and then updates whichever consumer has it), pulls
+    from them and their acks; the stream's info, direct gets, flow control."""
+    out = [_api("STREAM.INFO", stream), _api("DIRECT.GET", stream), _api("DIRECT.GET", stream, sub=True)]
+    out += [_api("STREAM.MSG.GET", stream), f"$JS.FC.{stream}.>"]
+    for name in names:
+        named = f"{stream}.{name}"
+        out += [_api("CONSUMER.CREATE", named), _api("CONSUMER.CREATE", named, sub=True)]
+        out += [_api(op, named) for op in ("CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.MSG.NEXT")]
+        out.append(f"$JS.ACK.{named}.>")
+    return out
 
 
 def _consume_work(stream: str) -> list[str]:
@@ -155,8 +172,9 @@ def controllers(names: Sequence[str]) -> Permissions:
 
 
 def consumer() -> Permissions:
-    """A third party's read-only view: the object stream and live object messages, nothing else."""
-    publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_read(OBJECTS)]
+    """A third party's read-only view: the object stream and live object messages, through its
+    own consumers (`CONSUMER_NAMES`), nothing else."""
+    publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_named_consumers(OBJECTS, CONSUMER_NAMES)]
     return Permissions(_unique(publish), (subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, INBOX))
 
 

@@ -106,7 +106,12 @@ def test_the_consumer_reads_and_publishes_nothing_of_kcm() -> None:
     assert not [p for p in consumer.publish if p.startswith("kcm.")]
     assert may_subscribe(consumer, "kcm.obj.core.v1.pods.default.a")
     assert may_publish(consumer, "$JS.API.DIRECT.GET.KCM_OBJECTS.kcm.obj.core.v1.pods.default.a")
-    assert may_publish(consumer, "$JS.API.CONSUMER.CREATE.KCM_OBJECTS.mine.kcm.obj.>")
+    assert may_publish(consumer, "$JS.API.CONSUMER.CREATE.KCM_OBJECTS.consumer-0.kcm.obj.>")
+    # Only its own names, and never by a name in the body (nats-server would update any consumer).
+    for other in ("CONSUMER.CREATE.KCM_OBJECTS", "CONSUMER.CREATE.KCM_OBJECTS.cache-x.kcm.obj.>"):
+        assert not may_publish(consumer, f"$JS.API.{other}")
+    for op in ("CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.MSG.NEXT", "CONSUMER.DURABLE.CREATE"):
+        assert not may_publish(consumer, f"$JS.API.{op}.KCM_OBJECTS.cache-x")
     for stream in (subjects.work_stream("replicaset-controller"), wire.DLQ_STREAM):
         assert not [p for p in consumer.publish if stream in p]
     assert not consumer.responses
