@@ -11,9 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import stat
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import nats
 import nats.errors
@@ -25,52 +23,12 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from tests.conftest import wait_for
+from tests.e2e.bus_identity import as_identity, refused, url
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset")
 
 FORGED = "kcm.obj.apps.v1.replicasets.default.forged"
-T = TypeVar("T")
-
-
-def url(stack: DevStack) -> str:
-    return (stack.state / "nats.url").read_text().strip()
-
-
-def seed(stack: DevStack, identity: str) -> Path:
-    return stack.state / "nats-auth" / f"{identity}.nk"
-
-
-def as_identity(stack: DevStack, identity: str, body: Callable[[Client, list[str]], Awaitable[T]]) -> T:
-    """Run `body(nc, errors)` connected as `identity`; `errors` collects what the server refused."""
-
-    async def run() -> T:
-        errors: list[str] = []
-
-        async def on_error(exc: Exception) -> None:
-            errors.append(str(exc).lower())
-
-        nc = await nats.connect(
-            url(stack), nkeys_seed=str(seed(stack, identity)), error_cb=on_error, max_reconnect_attempts=0
-        )
-        try:
-            return await body(nc, errors)
-        finally:
-            await nc.close()
-
-    return uvloop.run(run())
-
-
-async def refused(nc: Client, errors: list[str], subject: str) -> bool:
-    """Publish to `subject` and report whether the server answered with a permissions violation."""
-    before = len(errors)
-    await nc.publish(subject, b"{}")
-    await nc.flush()
-    for _ in range(100):
-        if any("permissions violation" in e and subject.lower() in e for e in errors[before:]):
-            return True
-        await nc.flush()
-    return False
 
 
 def test_an_anonymous_client_is_refused(stack: DevStack) -> None:

@@ -42,6 +42,9 @@ AUTH_CONF = "auth.conf"
 MAX_PAYLOAD = 8 * 1024 * 1024
 # What the server buffers for one slow client before cutting it off: several full messages.
 MAX_PENDING = 64 * 1024 * 1024
+# The consumers the read-only identity may have on the object stream at once, by these names
+# only: it can neither touch another identity's consumers nor make more than this many.
+CONSUMER_NAMES = tuple(f"consumer-{i}" for i in range(16))
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,14 @@ def _api(op: str, stream: str, *, sub: bool = False) -> str:
 
 
 def _declare(stream: str) -> list[str]:
-    """Create the stream, or bring it to the caller's configuration (`natsconn._ensure`)."""
-    return [_api("STREAM.CREATE", stream), _api("STREAM.UPDATE", stream), _api("STREAM.INFO", stream)]
+    """Create the stream, or bring it to the caller's configuration (`natsconn._ensure`): its
+    owner's alone, since an update may add any subject no stream holds yet to the stream."""
+    return [*_create(stream), _api("STREAM.UPDATE", stream)]
+
+
+def _create(stream: str) -> list[str]:
+    """Create the stream when missing (any service may start first), never update it."""
+    return [_api("STREAM.CREATE", stream), _api("STREAM.INFO", stream)]
 
 
 def _read(stream: str) -> list[str]:
@@ -87,6 +96,20 @@ def _read(stream: str) -> list[str]:
         _api("STREAM.MSG.GET", stream),
         f"$JS.FC.{stream}.>",
     ]
+
+
+def _named_consumers(stream: str, names: Sequence[str]) -> list[str]:
+    """Consumers of these names only (created by name: nats-server takes a name in the body
+    of a nameless `CONSUMER.CREATE` too, and then updates whichever consumer has it), pulls
+    from them and their acks; the stream's info, direct gets, flow control."""
+    out = [_api("STREAM.INFO", stream), _api("DIRECT.GET", stream), _api("DIRECT.GET", stream, sub=True)]
+    out += [_api("STREAM.MSG.GET", stream), f"$JS.FC.{stream}.>"]
+    for name in names:
+        named = f"{stream}.{name}"
+        out += [_api("CONSUMER.CREATE", named), _api("CONSUMER.CREATE", named, sub=True)]
+        out += [_api(op, named) for op in ("CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.MSG.NEXT")]
+        out.append(f"$JS.ACK.{named}.>")
+    return out
 
 
 def _consume_work(stream: str) -> list[str]:
@@ -125,6 +148,7 @@ def coordinator() -> Permissions:
     publish = [subjects.health_filter("coordinator"), wire.COORD_STATUS]
     # The grants it gives, kept where its successor finds them (docs/bus.md "Coordinator failover").
     publish += [_kv(wire.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
+    publish += _declare(wire.DLQ_STREAM)  # the owner of the dead letters' stream
     return Permissions(
         _unique(publish), (subjects.COORD_FILTER, subjects.health_filter(), INBOX), responses=True
     )
@@ -133,23 +157,25 @@ def coordinator() -> Permissions:
 def controllers(names: Sequence[str]) -> Permissions:
     """A process running the controllers `names` (canonical names): their work and dead letters
     only, the object stream read-only, heartbeats to the coordinator, sync requests to the watcher."""
-    publish = [wire.COORD_HEARTBEAT, wire.WATCHER_SYNC]
-    # The caches declare the object stream too (any service may start first); create only:
-    # bringing it to another configuration is the watcher's.
-    publish += [_api("STREAM.CREATE", OBJECTS), *_read(OBJECTS), *_declare(wire.DLQ_STREAM)]
+    publish = [subjects.heartbeat_filter(names), wire.WATCHER_SYNC]
+    # The caches declare the object stream and the queues the dead letters' one too (any
+    # service may start first); create only: updating them is the watcher's and the coordinator's.
+    publish += [*_create(OBJECTS), *_read(OBJECTS), *_create(wire.DLQ_STREAM)]
     # A replica renews its own grant while no coordinator answers (revision-checked by
-    # JetStream). Its key is its instance name, which the table does not know: any key.
-    publish += [_kv(wire.GRANTS_BUCKET), _api("STREAM.CREATE", GRANTS), *_read(GRANTS)]
+    # JetStream), under the scope of its controllers (`membership.grant_key`).
+    publish += [f"$KV.{wire.GRANTS_BUCKET}.{subjects.scope_token(names)}.*"]
+    publish += [*_create(GRANTS), *_read(GRANTS)]
     for name in names:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]
-        publish += [*_declare(stream), *_consume_work(stream)]
+        publish += [*_create(stream), *_consume_work(stream)]
     return Permissions(_unique(publish), (INBOX,))
 
 
 def consumer() -> Permissions:
-    """A third party's read-only view: the object stream and live object messages, nothing else."""
-    publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_read(OBJECTS)]
+    """A third party's read-only view: the object stream and live object messages, through its
+    own consumers (`CONSUMER_NAMES`), nothing else."""
+    publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_named_consumers(OBJECTS, CONSUMER_NAMES)]
     return Permissions(_unique(publish), (subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, INBOX))
 
 

@@ -2,13 +2,15 @@
 
 Started by the launcher through `cli.register`. Serves the ops endpoint (health, metrics,
 `/status`) on every replica; only the replica holding the `kcm-coordinator` Lease subscribes
-to `kcm.coord.heartbeat` and so answers replicas, and it registers one `/healthz/<controller>`
-check per controller it has heard of, and `/healthz/watcher` (aggregated: in `/healthz`,
-never in its own `/livez` and `/readyz`). Every replica hears the watcher's and the other
-coordinators' health beats (`fleethealth`) and beats its own; the leader publishes its
-verdicts every second, and a standby serves those as its own aggregated checks (beside a
-healthy `standby` check), so `/healthz/<controller>` gives the leader's answer on any
-replica. A standby's `/status` says `"leader": false`.
+to `kcm.coord.heartbeat.*.*` and so answers replicas (a heartbeat whose subject does not name
+its body's instance and controllers is dropped with a log line: it speaks for another
+replica), and it registers one `/healthz/<controller>` check per controller it has heard of,
+and `/healthz/watcher` (aggregated: in `/healthz`, never in its own `/livez` and `/readyz`).
+Every replica hears the watcher's and the other coordinators' health beats (`fleethealth`)
+and beats its own; the leader publishes its verdicts every second, and a standby serves
+those as its own aggregated checks (beside a healthy `standby` check), so
+`/healthz/<controller>` gives the leader's answer on any replica. A standby's `/status` says
+`"leader": false`.
 
 Grants are kept in the `kcm-grants` KV bucket: a leader writes a member's grant there before
 it replies with it, deletes a silent member's entry (revision-checked) before its partitions
@@ -59,6 +61,21 @@ _GONE = (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError)
 STANDBY = "standby"
 
 
+def _grant(key: str, value: bytes) -> membership.GrantRecord | None:
+    """The grant an entry holds, for the instance its key names (never the one its body names);
+    None, with a log line, for an entry neither a coordinator nor the replica could have written."""
+    try:
+        scope, instance = membership.parse_grant_key(key)
+        record = membership.decode_grant(value)
+    except (ValueError, msgspec.DecodeError) as exc:
+        log.warning("grant entry skipped: unreadable", extra={"key": key, "error": str(exc)})
+        return None
+    if subjects.scope_token(record.assigned) != scope:
+        log.warning("grant entry skipped: its key names other controllers", extra={"key": key})
+        return None
+    return membership.GrantRecord(instance, record.assigned)
+
+
 class Service:
     def __init__(
         self,
@@ -102,15 +119,25 @@ class Service:
         if not self.is_leader:
             return
         try:
+            scope, instance = subjects.parse_heartbeat_subject(msg.subject)
             beat = _decode_heartbeat(msg.data)
-        except msgspec.DecodeError as exc:
-            log.warning("bad heartbeat", extra={"error": str(exc)})
+        except (ValueError, msgspec.DecodeError) as exc:
+            log.warning("bad heartbeat", extra={"subject": msg.subject, "error": str(exc)})
             return
+        forged = self.coordinator.forged(scope, instance, beat)
+        if forged is not None:
+            log.warning(
+                "heartbeat dropped: it speaks for another replica",
+                extra={"subject": msg.subject, "instance": beat.instance, "reason": forged},
+            )
+            return
+        key = self._key(beat.instance)  # a goodbye makes the coordinator forget the member
         reply = self.coordinator.heartbeat(beat)
         self._sync_checks()
         if self.grants is not None:
             if not beat.controllers:
-                await self._forget_entry(beat.instance)
+                if key is not None:
+                    await self._forget_entry(key)
             elif not await self._persist(beat.instance):
                 return  # no reply: the replica keeps (until it lapses) what it was granted before
             reply = msgspec.structs.replace(reply, revision=self.coordinator.revision(beat.instance))
@@ -133,13 +160,19 @@ class Service:
         body[fleethealth.WATCHER] = self.beats.watcher_status()
         return body
 
+    def _key(self, instance: str) -> str | None:
+        """The bucket key of a member's grant; None for an instance that is no member."""
+        member = self.coordinator.members.get(instance)
+        return None if member is None else membership.grant_key(member.controllers, instance)
+
     async def _persist(self, instance: str) -> bool:
         """Write `instance`'s grant to the bucket if it changed; False when that failed."""
         assert self.grants is not None
         record = self.coordinator.unpersisted(instance)
-        if record is None:
+        key = self._key(instance)
+        if record is None or key is None:
             return True
-        key, value = membership.grant_key(instance), _encode(record)
+        value = _encode(record)
         try:
             try:
                 last = self.coordinator.revision(instance)
@@ -168,16 +201,18 @@ class Service:
         with contextlib.suppress(nats.errors.Error):
             self.grants = await membership.grants_bucket(self.nc.jetstream(), self.stream_replicas)
 
-    async def _forget_entry(self, instance: str) -> None:
+    async def _forget_entry(self, key: str) -> None:
         assert self.grants is not None
         with contextlib.suppress(nats.errors.Error):
-            await self.grants.delete(membership.grant_key(instance))
+            await self.grants.delete(key)
 
     async def _revoke(self) -> None:
         """Delete silent members' entries so they cannot renew, then let their partitions go."""
         assert self.grants is not None
         for instance, revision in self.coordinator.revoke():
-            key = membership.grant_key(instance)
+            key = self._key(instance)
+            if key is None:
+                continue
             try:
                 try:
                     await self.grants.delete(key, last=revision)
@@ -194,7 +229,8 @@ class Service:
             self.coordinator.forget(instance, revision)
 
     async def _restore(self) -> None:
-        """Load every grant a predecessor persisted; retried until it succeeds."""
+        """Load every grant a predecessor persisted; retried until the bucket could be read. An
+        entry that cannot be read is skipped (`_grant`), never retried."""
         assert self.grants is not None
         attempt = 0
         while True:
@@ -205,11 +241,12 @@ class Service:
                     for key in await self.grants.keys():
                         with contextlib.suppress(*_GONE):
                             entry = await self.grants.get(key)
-                            if entry.value:
-                                records.append((membership.decode_grant(entry.value), entry.revision or 0))
+                            record = _grant(key, entry.value) if entry.value else None
+                            if record is not None:
+                                records.append((record, entry.revision or 0))
                 self.coordinator.restore(records)
                 return
-            except (nats.errors.Error, msgspec.DecodeError) as exc:
+            except nats.errors.Error as exc:
                 log.warning("could not read the grants bucket; retrying", extra={"error": repr(exc)})
             await kubeclient.sleep_backoff(attempt, base=0.1, cap=2.0)
             attempt += 1
@@ -288,7 +325,7 @@ class Service:
         self.leading = True
         self.checks.checks.clear()  # STANDBY and the leader's verdicts a standby followed
         self.checks.aggregated.clear()
-        sub = await self.nc.subscribe(wire.COORD_HEARTBEAT, cb=self._on_heartbeat)
+        sub = await self.nc.subscribe(subjects.HEARTBEAT_FILTER, cb=self._on_heartbeat)
         log.info("leading: answering heartbeats", extra={"identity": self.identity})
         try:
             while True:
@@ -323,6 +360,10 @@ async def run(args: argparse.Namespace) -> None:
     options = natsconn.from_args(args)
     nc = await natsconn.connect(options, f"kcm-coordinator-{args.instance}")
     grants = await membership.grants_bucket(nc.jetstream(), options.stream_replicas)
+    # The dead letters' stream is the coordinator's: it alone brings it to this configuration.
+    await natsconn.until_declared(
+        "dead-letter stream", lambda: natsconn.ensure_dlq_stream(nc.jetstream(), options.stream_replicas)
+    )
     elector = leaderelection.from_args(args, client, identity)
     service = Service(nc, coordinator, elector, identity, args.instance, grants, options.stream_replicas)
     runner, port = await opsserver.start(service.app(), args.ops_bind, args.ops_port)

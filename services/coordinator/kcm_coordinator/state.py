@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import prometheus_client
-from kcm_shared.bus import membership
+from kcm_shared.bus import membership, subjects
 
 from kcm_coordinator import assignment
 
@@ -161,6 +161,18 @@ class Coordinator:
         """The first lease + margin of a term: only confirm what replicas hold, move nothing
         (a predecessor's grant, unknown here, lasts at most that long)."""
         return self._clock() < self._term_start + self.lease + self.margin
+
+    def forged(self, scope: str, instance: str, beat: membership.Heartbeat) -> str | None:
+        """Why `beat`, heard on the subject of `scope` and `instance` (which only an identity of
+        that scope may publish to), speaks for another replica; None when it is the replica's own."""
+        if beat.instance != instance:
+            return "its instance is not its subject's"
+        if beat.controllers and subjects.scope_token(beat.controllers) != scope:
+            return "its controllers are not its subject's"
+        member = self.members.get(instance)
+        if member is not None and subjects.scope_token(member.controllers) != scope:
+            return "the instance is a replica of other controllers"
+        return None
 
     def heartbeat(self, beat: membership.Heartbeat) -> membership.Assignment:
         now = self._clock()

@@ -96,7 +96,6 @@ class ResourceWatch:
         self._tombstones: dict[str, float] = {}
         self.marker = ""  # resourceVersion of the last progress marker acknowledged
         self.seen = ""  # newest resourceVersion the list or watch returned (health: the lag)
-        self.relists = 0  # relists completed, markers included
         self._progress = asyncio.Condition()
         # Targets of sync requests being waited for (`wait_progress`): a watch event at or
         # past one is marked at once, instead of after the grace period or the next bookmark.
@@ -119,13 +118,9 @@ class ResourceWatch:
         """The resourceVersion of a marker at or beyond `target`, once one is published.
 
         Waits `grace` seconds for the watch to get there on its own, then has the loop relist
-        (a list is always current). The caller bounds the whole wait.
+        (a list is always current). The caller bounds the whole wait; `target` is numeric (the
+        sync server refuses others).
         """
-        if resourceversion.number(target) is None:
-            # Opaque resourceVersions cannot be compared: only a relist started now will do.
-            done = self.relists
-            self._relist_wanted.set()
-            return await self._until(lambda: self.relists > done)
         self._wanted.append(target)
         try:
             try:
@@ -336,7 +331,6 @@ class ResourceWatch:
         for subject in gone:
             await self._tombstone(subject, self.held.get(subject) or remembered.get(subject, ""))
         await self._mark(list_rv)
-        self.relists += 1
         self._republish = False
         log.info(
             "relisted",

@@ -1,8 +1,8 @@
 """Membership of a controller replica, and the work partitions it may consume (fenced).
 
 The controller runtime creates one `Membership` per process: it heartbeats to the active
-coordinator over core NATS request/reply (`kcm.coord.heartbeat`, docs/bus.md "Coordinator
-protocol"), carrying the controllers it runs, the partitions it holds, their health and queue
+coordinator over core NATS request/reply (`kcm.coord.heartbeat.<scope>.<instance>`, docs/bus.md
+"Coordinator protocol"), carrying the controllers it runs, the partitions it holds, their health and queue
 depth; the reply says which partitions it may work on. The coordinator imports the wire
 types from here, so both ends share one definition.
 
@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import msgspec
@@ -44,8 +44,7 @@ from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
 from kcm_shared.base import cancellation
-from kcm_shared.bus import fencing, natsconn, wire
-from kcm_shared.client import kubeclient
+from kcm_shared.bus import fencing, natsconn, subjects, wire
 
 log = logging.getLogger("kcm.membership")
 
@@ -86,34 +85,34 @@ class GrantRecord(msgspec.Struct, omit_defaults=True):
     assigned: dict[str, list[int]]
 
 
-def grant_key(instance: str) -> str:
-    """The KV key of `instance`'s grants: every byte outside `[A-Za-z0-9_-]` as `=XX`, so any
-    instance name is a legal key (KV keys allow only `-/_=.` and alphanumerics)."""
-    return "".join(
-        ch if (ch.isascii() and ch.isalnum()) or ch in "-_" else "".join(f"={b:02X}" for b in ch.encode())
-        for ch in instance
-    )
+def grant_key(controllers: Iterable[str], instance: str) -> str:
+    """The KV key of the grants of `instance`, a replica running `controllers`: its scope, then
+    its instance (`subjects.scope_token`, `subjects.instance_token`). A controller identity may
+    write the keys of its own scope only."""
+    return f"{subjects.scope_token(controllers)}.{subjects.instance_token(instance)}"
+
+
+def parse_grant_key(key: str) -> tuple[str, str]:
+    """(scope token, instance name) of a grant key; ValueError for any other key."""
+    scope, _, token = key.partition(".")
+    if not scope or "." in token:
+        raise ValueError(f"not a grant key: {key!r}")
+    return scope, subjects.parse_instance_token(token)
 
 
 async def grants_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
     """The `kcm-grants` bucket, declared if missing (the coordinator and every replica may);
     NATS trouble meanwhile (no JetStream answering yet, a reconnect) is waited out."""
-    attempt = 0
-    while True:
-        cancellation.checkpoint()
+
+    async def declare() -> KeyValue:
         try:
-            try:
-                return await js.key_value(wire.GRANTS_BUCKET)
-            except nats.js.errors.BucketNotFoundError:
-                return await js.create_key_value(
-                    bucket=wire.GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
-                )
-        except nats.errors.Error as exc:
-            if not natsconn.is_transient(exc):
-                raise
-            log.warning("grants bucket not reachable yet; retrying", extra={"error": repr(exc)})
-        await kubeclient.sleep_backoff(attempt, base=0.1, cap=5.0)
-        attempt += 1
+            return await js.key_value(wire.GRANTS_BUCKET)
+        except nats.js.errors.BucketNotFoundError:
+            return await js.create_key_value(
+                bucket=wire.GRANTS_BUCKET, history=1, storage=api.StorageType.FILE, replicas=replicas
+            )
+
+    return await natsconn.until_declared("grants bucket", declare)
 
 
 _encode = msgspec.json.Encoder().encode
@@ -150,6 +149,9 @@ class Membership:
         self.instance = instance
         self.controllers = list(controllers)
         self.ops_url = ops_url
+        # Names what this replica runs: the coordinator checks it against the body, and NATS lets
+        # an identity publish only under its own controllers (docs/bus.md "Who may publish what").
+        self._subject = subjects.heartbeat_subject(controllers, instance)
         self.interval = interval
         self._report = report
         self._clock = clock
@@ -244,7 +246,7 @@ class Membership:
         try:
             async with asyncio.timeout(max(0.05, self._valid_until - sent)):
                 revision = await self._grants.update(
-                    grant_key(self.instance), _encode(record), last=self._revision
+                    grant_key(self.controllers, self.instance), _encode(record), last=self._revision
                 )
         except (nats.errors.Error, TimeoutError) as exc:
             if natsconn.wrong_last_sequence(exc):
@@ -273,7 +275,7 @@ class Membership:
         if self._valid_until > sent:
             timeout = max(0.05, min(timeout, self._valid_until - sent))
         try:
-            msg = await self.nc.request(wire.COORD_HEARTBEAT, _encode(beat), timeout=timeout)
+            msg = await self.nc.request(self._subject, _encode(beat), timeout=timeout)
             return _decode_assignment(msg.data)
         except (nats.errors.Error, TimeoutError, msgspec.DecodeError) as exc:
             # No coordinator (or none leading yet): keep what we have until its lease lapses.
@@ -360,7 +362,7 @@ class Membership:
                     depth={},
                     ops_url=self.ops_url,
                 )
-                await self.nc.publish(wire.COORD_HEARTBEAT, _encode(goodbye))
+                await self.nc.publish(self._subject, _encode(goodbye))
                 await self.nc.flush(timeout=1)
         except (nats.errors.Error, TimeoutError, asyncio.CancelledError) as exc:
             log.warning("left without releasing cleanly", extra={"error": repr(exc)})

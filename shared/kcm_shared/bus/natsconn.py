@@ -4,8 +4,12 @@ Every service takes the same `--nats-*` flags (`add_arguments`; credentials come
 no secret shows in a process list), connects with `connect` (reconnecting forever with
 backoff: a dead NATS is waited out, not fatal; only credentials the server refuses stop the
 service, with `errors.ConfigError`), and declares the streams it uses with the `ensure_*`
-helpers, which are idempotent so any service may start first. `is_transient` tells the NATS
-errors worth retrying from the others. The stream layout is documented in docs/bus.md.
+helpers, which are idempotent so any service may start first. Only a stream's owner brings
+an existing stream to its configuration (`owner=True`: the watcher `KCM_OBJECTS`, the
+coordinator `KCM_DLQ`); every other service creates it when missing and otherwise uses it as
+it is, since an update may add any free subject to a stream (docs/bus.md "Who may publish
+what"). `is_transient` tells the NATS errors worth retrying from the others. The stream
+layout is documented in docs/bus.md.
 
 A connection closed for good while its service did not close it (nats-py does not reconnect
 after the server closes it for a protocol error, such as a subject over its control line)
@@ -23,7 +27,7 @@ import os
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
 import nats.errors
@@ -39,8 +43,10 @@ from nats.js.errors import (
 
 from kcm_shared.base import cancellation, errors
 from kcm_shared.bus import subjects, wire
+from kcm_shared.client import kubeclient
 
 log = logging.getLogger("kcm.nats")
+T = TypeVar("T")
 
 TOMBSTONE_TTL = 3600.0  # seconds a DELETED tombstone stays in the object stream
 # Errors after which the same request can succeed: NATS restarting or reconnecting, a
@@ -255,17 +261,23 @@ async def _connect_once(
     return client
 
 
-async def _ensure(js: JetStreamContext, config: api.StreamConfig) -> None:
+async def _ensure(js: JetStreamContext, config: api.StreamConfig, owner: bool) -> None:
     try:
         await js.add_stream(config)
     except BadRequestError as exc:
-        # 10058: exists with a different config; bring it to ours (limits may have changed).
+        # 10058: exists with a different config; its owner brings it to ours (limits may have
+        # changed), anyone else uses it as it is.
         if exc.err_code != 10058:
             raise
+        if not owner:
+            log.info(
+                "stream exists with another configuration; left to its owner", extra={"stream": config.name}
+            )
+            return
         await js.update_stream(config)
 
 
-async def ensure_object_stream(js: JetStreamContext, replicas: int = 1) -> None:
+async def ensure_object_stream(js: JetStreamContext, replicas: int = 1, *, owner: bool = True) -> None:
     await _ensure(
         js,
         api.StreamConfig(
@@ -279,11 +291,13 @@ async def ensure_object_stream(js: JetStreamContext, replicas: int = 1) -> None:
             allow_direct=True,
             num_replicas=replicas,
         ),
+        owner,
     )
 
 
 async def ensure_work_stream(js: JetStreamContext, controller: str, replicas: int = 1) -> None:
-    """One pending message per key: re-adding a pending key replaces it (coalescing)."""
+    """One pending message per key: re-adding a pending key replaces it (coalescing). Created by
+    its controller and never updated by a service: an operator changes an existing one."""
     await _ensure(
         js,
         api.StreamConfig(
@@ -295,10 +309,11 @@ async def ensure_work_stream(js: JetStreamContext, controller: str, replicas: in
             discard=api.DiscardPolicy.OLD,
             num_replicas=replicas,
         ),
+        False,
     )
 
 
-async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1) -> None:
+async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1, *, owner: bool = True) -> None:
     await _ensure(
         js,
         api.StreamConfig(
@@ -309,7 +324,24 @@ async def ensure_dlq_stream(js: JetStreamContext, replicas: int = 1) -> None:
             max_age=7 * 24 * 3600.0,
             num_replicas=replicas,
         ),
+        owner,
     )
+
+
+async def until_declared(what: str, declare: Callable[[], Awaitable[T]]) -> T:
+    """`declare()`, retried with backoff while NATS trouble (no JetStream answering yet, a
+    reconnect) lasts; any other error is raised."""
+    attempt = 0
+    while True:
+        cancellation.checkpoint()
+        try:
+            return await declare()
+        except nats.errors.Error as exc:
+            if not is_transient(exc):
+                raise
+            log.warning(f"{what} not reachable yet; retrying", extra={"error": repr(exc)})
+        await kubeclient.sleep_backoff(attempt, base=0.1, cap=5.0)
+        attempt += 1
 
 
 # JetStream's error codes for a publish whose expected last (subject) sequence did not hold.

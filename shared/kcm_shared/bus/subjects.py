@@ -21,6 +21,7 @@ import base64
 import functools
 import hashlib
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kcm_shared.apimachinery import gvr
@@ -34,6 +35,7 @@ OBJECTS_FILTER = f"{wire.OBJECT_PREFIX}.>"
 PROGRESS_FILTER = f"{wire.PROGRESS_PREFIX}.>"
 DLQ_FILTER = f"{wire.DLQ_PREFIX}.>"
 COORD_FILTER = f"{wire.COORD_PREFIX}.>"
+HEARTBEAT_FILTER = f"{wire.COORD_HEARTBEAT}.*.*"
 
 _OBJECT = wire.OBJECT_PREFIX.split(".")
 _PROGRESS = wire.PROGRESS_PREFIX.split(".")
@@ -44,6 +46,7 @@ _PLAIN = frozenset(chr(c) for c in range(0x21, 0x7F)) - set(".*>~")
 # A group name escapes to at most 505 bytes: resource tokens never become digests.
 MAX_TOKEN_BYTES = 512
 DIGEST = "~H"
+_HEX = frozenset("0123456789ABCDEFabcdef")
 
 
 def encode_token(text: str) -> str:
@@ -212,3 +215,65 @@ def health_subject(service: str, instance: str) -> str:
 def health_filter(service: str | None = None) -> str:
     """The beats of every instance of `service`, or of every service."""
     return f"{wire.HEALTH_PREFIX}.{'*' if service is None else encode_token(service)}.*"
+
+
+def scope_token(controllers: Iterable[str]) -> str:
+    """The controllers a replica runs, as one token: a digest of their canonical names.
+
+    A controller identity may heartbeat, and keep grants, under its own scope only
+    (`kcm_cli.natsauth`), so the coordinator can tell a replica speaking for its own
+    controllers from one speaking for others'.
+    """
+    names = "\n".join(sorted(set(controllers)))
+    return hashlib.sha256(names.encode()).hexdigest()[:20]
+
+
+def instance_token(instance: str) -> str:
+    """A replica's instance name as a token legal both in a subject and as a KV key: every byte
+    outside `[A-Za-z0-9_-]` as `=XX` (KV keys allow only `-/_=.` and alphanumerics)."""
+    if not instance:
+        raise ValueError("an instance name cannot be empty")
+    return "".join(
+        ch if (ch.isascii() and ch.isalnum()) or ch in "-_" else "".join(f"={b:02X}" for b in ch.encode())
+        for ch in instance
+    )
+
+
+def parse_instance_token(token: str) -> str:
+    """The instance name of `instance_token`; ValueError for anything it cannot have made."""
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        ch = token[i]
+        if ch == "=":
+            pair = token[i + 1 : i + 3]
+            if len(pair) != 2 or not all(c in _HEX for c in pair):
+                raise ValueError(f"bad escape in instance token {token!r}")
+            raw.append(int(pair, 16))
+            i += 3
+        elif ch.isascii() and (ch.isalnum() or ch in "-_"):
+            raw.append(ord(ch))
+            i += 1
+        else:
+            raise ValueError(f"bad instance token {token!r}")
+    if not raw:
+        raise ValueError("empty instance token")
+    return raw.decode()
+
+
+def heartbeat_subject(controllers: Iterable[str], instance: str) -> str:
+    return f"{wire.COORD_HEARTBEAT}.{scope_token(controllers)}.{instance_token(instance)}"
+
+
+def heartbeat_filter(controllers: Iterable[str]) -> str:
+    """The heartbeats of every replica running exactly `controllers`."""
+    return f"{wire.COORD_HEARTBEAT}.{scope_token(controllers)}.*"
+
+
+def parse_heartbeat_subject(subject: str) -> tuple[str, str]:
+    """(scope token, instance name) of a heartbeat subject; ValueError for another subject."""
+    prefix = wire.COORD_HEARTBEAT + "."
+    scope, _, token = subject.removeprefix(prefix).partition(".")
+    if not subject.startswith(prefix) or not scope or "." in token:
+        raise ValueError(f"not a heartbeat subject: {subject!r}")
+    return scope, parse_instance_token(token)

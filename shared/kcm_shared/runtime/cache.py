@@ -143,14 +143,17 @@ async def current_resource_version(client: kubeclient.KubeClient, res: gvr.Resou
     return str(listing.get("metadata", {}).get("resourceVersion", ""))
 
 
-def _sync_error(reply: bytes) -> str | None:
-    """The watcher's refusal (`{"ok": false, "error": ...}`), or None when it answered yes."""
+def _sync_refusal(reply: bytes) -> tuple[str, float] | None:
+    """The watcher's refusal (`{"ok": false, "error": ..., "retryAfter": seconds}`) as the error
+    and the seconds to wait before asking again (over its rate), or None when it answered yes."""
     try:
         answer = json.loads(reply)
     except ValueError:
-        return f"unreadable reply {reply[:100]!r}"
+        return f"unreadable reply {reply[:100]!r}", 0.0
     if isinstance(answer, dict) and answer.get("ok") is False:
-        return str(answer.get("error") or "refused")
+        retry_after = answer.get("retryAfter")
+        wait = float(retry_after) if isinstance(retry_after, int | float) else 0.0
+        return str(answer.get("error") or "refused"), min(max(wait, 0.0), 60.0)
     return None
 
 
@@ -359,19 +362,21 @@ class Cache(Generic[T]):
                 try:
                     # The watcher may relist before it answers: allow for its own 30 s limit.
                     reply = await self._nc.request(wire.WATCHER_SYNC, body, timeout=35.0)
-                    error = _sync_error(reply.data)
-                    if error is None:
+                    refusal = _sync_refusal(reply.data)
+                    if refusal is None:
                         break  # the watcher has published the marker; consuming it is our part
+                    error, retry_after = refusal
                     log.warning(
                         "the watcher could not sync",
                         extra={"resource": self._label, "rv": resource_version, "error": error},
                     )
                 except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+                    retry_after = 0.0
                     log.info(
                         "no watcher answered a sync request yet",
                         extra={"resource": self._label, "rv": resource_version, "error": repr(exc)},
                     )
-                await asyncio.wait({waiter}, timeout=min(5.0, 0.1 * 2**attempt))
+                await asyncio.wait({waiter}, timeout=max(retry_after, min(5.0, 0.1 * 2**attempt)))
                 attempt += 1
             await waiter
         finally:
@@ -444,7 +449,7 @@ class Cache(Generic[T]):
                 task.cancel()
 
     async def _consume(self) -> None:
-        await natsconn.ensure_object_stream(self._js, self._stream_replicas)
+        await natsconn.ensure_object_stream(self._js, self._stream_replicas, owner=False)
         inbox = self._nc.new_inbox()
         # Each subscription reports to its own future, so a late message of a dropped
         # subscription can never touch the state of the next one.

@@ -195,7 +195,7 @@ class DurableQueue:
     async def setup(self) -> None:
         """Declare the work stream and the dead-letter stream (idempotent)."""
         await natsconn.ensure_work_stream(self._js, self._controller, self._stream_replicas)
-        await natsconn.ensure_dlq_stream(self._js, self._stream_replicas)
+        await natsconn.ensure_dlq_stream(self._js, self._stream_replicas, owner=False)
 
     async def add(self, key: str, partitions: int) -> None:
         """Enqueue `key` durably; returns once JetStream stored it (or a message for it that

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
-from kcm_shared.bus import subjects, wire
+from kcm_shared.bus import membership, subjects, wire
 
 NAMES = [spec.name for spec in BUILTIN]
 ALL = {**natsauth.deployment_identities(BUILTIN), "all-controllers": natsauth.controllers(NAMES)}
@@ -58,6 +58,19 @@ def test_only_the_coordinator_hears_coordination_and_only_the_watcher_sync_reque
     assert {n for n, p in ALL.items() if p.responses} == {"watcher", "coordinator"}
 
 
+def test_a_controller_heartbeats_and_keeps_grants_under_its_own_controllers_only() -> None:
+    rs = natsauth.controllers(["replicaset-controller"])
+    beat = subjects.heartbeat_subject(["replicaset-controller"], "pod-1")
+    other = subjects.heartbeat_subject(["deployment-controller"], "pod-1")
+    assert may_publish(rs, beat) and not may_publish(rs, other)
+    assert not may_publish(rs, wire.COORD_HEARTBEAT)
+    own_key = membership.grant_key(["replicaset-controller"], "pod-1")
+    other_key = membership.grant_key(["deployment-controller"], "pod-1")
+    assert may_publish(rs, f"$KV.{wire.GRANTS_BUCKET}.{own_key}")
+    assert not may_publish(rs, f"$KV.{wire.GRANTS_BUCKET}.{other_key}")
+    assert may_subscribe(ALL["coordinator"], beat)
+
+
 def test_a_controller_publishes_its_own_work_and_dead_letters_only() -> None:
     rs = natsauth.controllers(["replicaset-controller"])
     own = subjects.work_subject("replicaset-controller", 3, "default/web")
@@ -93,22 +106,26 @@ def test_the_consumer_reads_and_publishes_nothing_of_kcm() -> None:
     assert not [p for p in consumer.publish if p.startswith("kcm.")]
     assert may_subscribe(consumer, "kcm.obj.core.v1.pods.default.a")
     assert may_publish(consumer, "$JS.API.DIRECT.GET.KCM_OBJECTS.kcm.obj.core.v1.pods.default.a")
-    assert may_publish(consumer, "$JS.API.CONSUMER.CREATE.KCM_OBJECTS.mine.kcm.obj.>")
+    assert may_publish(consumer, "$JS.API.CONSUMER.CREATE.KCM_OBJECTS.consumer-0.kcm.obj.>")
+    # Only its own names, and never by a name in the body (nats-server would update any consumer).
+    for other in ("CONSUMER.CREATE.KCM_OBJECTS", "CONSUMER.CREATE.KCM_OBJECTS.cache-x.kcm.obj.>"):
+        assert not may_publish(consumer, f"$JS.API.{other}")
+    for op in ("CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.MSG.NEXT", "CONSUMER.DURABLE.CREATE"):
+        assert not may_publish(consumer, f"$JS.API.{op}.KCM_OBJECTS.cache-x")
     for stream in (subjects.work_stream("replicaset-controller"), wire.DLQ_STREAM):
         assert not [p for p in consumer.publish if stream in p]
     assert not consumer.responses
 
 
 @pytest.mark.parametrize("op", ["STREAM.DELETE", "STREAM.PURGE", "STREAM.MSG.DELETE", "STREAM.UPDATE"])
-def test_no_one_but_the_declaring_service_changes_or_wipes_a_stream(op: str) -> None:
+def test_no_one_but_the_owner_changes_or_wipes_a_stream(op: str) -> None:
+    # An update may add any free subject to a stream: a work stream's is nobody's at runtime.
+    owners = {wire.OBJECTS_STREAM: "watcher", wire.DLQ_STREAM: "coordinator", natsauth.GRANTS: "coordinator"}
     for name, perms in ALL.items():
-        for stream in (wire.OBJECTS_STREAM, subjects.work_stream("replicaset-controller")):
+        for stream in (*owners, subjects.work_stream("replicaset-controller")):
             allowed = may_publish(perms, f"$JS.API.{op}.{stream}")
-            declares = op == "STREAM.UPDATE" and (
-                (name == "watcher" and stream == wire.OBJECTS_STREAM)
-                or (name in ("replicaset", "all-controllers") and stream != wire.OBJECTS_STREAM)
-            )
-            assert allowed == declares, (name, op, stream)
+            owns = op == "STREAM.UPDATE" and owners.get(stream) == name
+            assert allowed == owns, (name, op, stream)
 
 
 def test_an_identity_without_subjects_is_denied_everything_not_allowed_everything() -> None:

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 from kcm_coordinator import assignment, state
-from kcm_shared.bus import membership
+from kcm_shared.bus import membership, subjects
 
 
 @pytest.mark.parametrize(
@@ -269,6 +269,24 @@ def test_grant_changes_are_persisted_before_they_are_replied() -> None:
     assert coord.unpersisted("a") == record("a", [0, 1])
 
 
-def test_grant_keys_encode_any_instance_name() -> None:
-    assert membership.grant_key("host-1234_a") == "host-1234_a"
-    assert membership.grant_key("pod.ns/x y\u00e9") == "pod=2Ens=2Fx=20y=C3=A9"
+def test_grant_keys_name_the_scope_and_encode_any_instance_name() -> None:
+    scope = subjects.scope_token(["rs"])
+    assert membership.grant_key(["rs"], "host-1234_a") == f"{scope}.host-1234_a"
+    assert membership.grant_key(["rs"], "pod.ns/x y\u00e9") == f"{scope}.pod=2Ens=2Fx=20y=C3=A9"
+    assert membership.parse_grant_key(f"{scope}.pod=2Ens=2Fx=20y=C3=A9") == (scope, "pod.ns/x y\u00e9")
+    for bad in ("host-1234_a", f"{scope}.a.b", f"{scope}.a=2", f"{scope}.a=ZZ", f"{scope}."):
+        with pytest.raises(ValueError):
+            membership.parse_grant_key(bad)
+
+
+def test_a_heartbeat_speaking_for_another_replica_is_told_apart() -> None:
+    clock = Clock()
+    coord = coordinator(clock)
+    coord.heartbeat(beat("a", [0, 1, 2, 3]))
+    rs, other = subjects.scope_token(["rs"]), subjects.scope_token(["deployment"])
+    leave = membership.Heartbeat("controllers", "a", [], {}, {}, {})
+    assert coord.forged(rs, "a", beat("a")) is None
+    assert coord.forged(rs, "a", leave) is None
+    assert coord.forged(rs, "b", leave) == "its instance is not its subject's"
+    assert coord.forged(other, "a", leave) == "the instance is a replica of other controllers"
+    assert coord.forged(other, "c", beat("c")) == "its controllers are not its subject's"

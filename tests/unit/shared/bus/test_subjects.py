@@ -83,3 +83,14 @@ def test_a_work_subject_with_a_digest_is_parsed_with_its_key_header() -> None:
         subjects.key_of_work_subject(subject)
     with pytest.raises(ValueError, match="empty"):
         subjects.work_subject("garbage-collector-controller", 3, "delete/uid-ending-in-slash/")
+
+
+def test_heartbeat_subjects_name_the_scope_and_the_instance() -> None:
+    subject = subjects.heartbeat_subject(["b-controller", "a-controller"], "pod.1")
+    scope = subjects.scope_token(["a-controller", "b-controller"])
+    assert subject == f"kcm.coord.heartbeat.{scope}.pod=2E1"
+    assert subjects.parse_heartbeat_subject(subject) == (scope, "pod.1")
+    assert subjects.heartbeat_filter(["a-controller", "b-controller"]) == f"kcm.coord.heartbeat.{scope}.*"
+    for bad in ("kcm.coord.heartbeat", f"kcm.coord.heartbeat.{scope}", f"kcm.coord.status.{scope}.a"):
+        with pytest.raises(ValueError):
+            subjects.parse_heartbeat_subject(bad)

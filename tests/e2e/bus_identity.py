@@ -1,0 +1,72 @@
+"""Clients of a `kcm dev` stack's nats-server connected as one of its identities, for tests that
+try what an identity may and may not do on the bus.
+
+- `as_identity(stack, identity, body)` runs `body(nc, errors)` on a real nats-py connection
+  with the identity's seed (`STATE_DIR/nats-auth/<identity>.nk`); `errors` collects what the
+  server refused.
+- `refused(nc, errors, subject)` publishes and reports whether the server called it a
+  permissions violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import nats
+import uvloop
+from nats.aio.client import Client
+
+from tests.e2e.devstack import DevStack
+
+T = TypeVar("T")
+
+
+def url(stack: DevStack) -> str:
+    return (stack.state / "nats.url").read_text().strip()
+
+
+def seed(stack: DevStack, identity: str) -> Path:
+    return stack.state / "nats-auth" / f"{identity}.nk"
+
+
+def as_identity(
+    stack: DevStack,
+    identity: str,
+    body: Callable[[Client, list[str]], Awaitable[T]],
+    **options: Any,
+) -> T:
+    """Run `body(nc, errors)` connected as `identity` (nats-py's connect `options` added)."""
+
+    async def run() -> T:
+        errors: list[str] = []
+
+        async def on_error(exc: Exception) -> None:
+            errors.append(str(exc).lower())
+
+        nc = await nats.connect(
+            url(stack),
+            nkeys_seed=str(seed(stack, identity)),
+            error_cb=on_error,
+            max_reconnect_attempts=0,
+            **options,
+        )
+        try:
+            return await body(nc, errors)
+        finally:
+            await nc.close()
+
+    return uvloop.run(run())
+
+
+async def refused(nc: Client, errors: list[str], subject: str, payload: bytes = b"{}") -> bool:
+    """Publish to `subject` and report whether the server answered with a permissions violation."""
+    before = len(errors)
+    await nc.publish(subject, payload)
+    await nc.flush()
+    for _ in range(100):
+        if any("permissions violation" in e and subject.lower() in e for e in errors[before:]):
+            return True
+        await nc.flush()
+    return False

@@ -1,0 +1,224 @@
+"""Least privilege on the bus of `kcm dev` (issue 28): each test tries, as an identity's real
+nats-py client, an attack an identity's permissions used to allow, and checks it fails.
+
+One stack for the module (ReplicaSet and Deployment controllers, no nodes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from typing import Any
+
+import nats.errors
+from kcm_shared.bus import membership, subjects, wire
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import api
+
+from tests.conftest import wait_for
+from tests.e2e import devstack
+from tests.e2e.bus_identity import as_identity, refused
+from tests.e2e.devstack import DevStack, stack_fixture
+
+stack = stack_fixture("--nodes", "0", "--controllers", "replicaset,deployment")
+
+# The identity of a replica of the ReplicaSet controller alone (`kcm dev` makes one per
+# controller); the stack's own controllers process runs two controllers under another.
+ATTACKER = "replicaset"
+
+
+def victim(stack: DevStack) -> str:
+    """The instance name of the stack's controllers process."""
+    (member,) = stack.status()["members"]
+    return str(member["instance"])
+
+
+def sync_request(resource_version: str) -> bytes:
+    body = {"group": "apps", "version": "v1", "resource": "replicasets", "resourceVersion": resource_version}
+    return json.dumps(body).encode()
+
+
+def test_a_sync_request_needs_a_resource_version_and_a_flood_is_refused(stack: DevStack) -> None:
+    """Finding 8: an empty or opaque resourceVersion made the watcher relist; so did a flood."""
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for rv in ("", "opaque"):
+            reply = json.loads((await nc.request(wire.WATCHER_SYNC, sync_request(rv), timeout=35)).data)
+            out[f"rv {rv!r}"] = (reply["ok"], "resourceVersion" in reply.get("error", ""))
+        replies = await asyncio.gather(
+            *(nc.request(wire.WATCHER_SYNC, sync_request("1"), timeout=35) for _ in range(300))
+        )
+        answers = [json.loads(r.data) for r in replies]
+        limited = [a for a in answers if a.get("error") == "too many sync requests"]
+        out["some answered"] = any(a["ok"] for a in answers)
+        out["the flood limited"] = len(limited) > 0 and all(a["retryAfter"] > 0 for a in limited)
+        return out
+
+    assert as_identity(stack, "controllers", body) == {
+        "rv ''": (False, True),
+        "rv 'opaque'": (False, True),
+        "some answered": True,
+        "the flood limited": True,
+    }
+
+
+def test_a_controller_cannot_say_goodbye_for_another_replica(stack: DevStack) -> None:
+    """Finding 4: a forged goodbye made the coordinator free every partition of the victim."""
+    instance = victim(stack)
+    goodbye = json.dumps(
+        {
+            "service": "controllers",
+            "instance": instance,
+            "controllers": [],
+            "held": {},
+            "health": {},
+            "depth": {},
+        }
+    ).encode()
+    # The attacker's own heartbeat subject, naming the victim's instance.
+    own = subjects.heartbeat_subject(["replicaset-controller"], instance)
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"unhealthy": []}
+        out["the bare subject refused"] = await refused(nc, errors, wire.COORD_HEARTBEAT, goodbye)
+        for _ in range(30):
+            await nc.publish(wire.COORD_HEARTBEAT, goodbye)
+            await nc.publish(own, goodbye)
+            await nc.flush()
+            await asyncio.sleep(0.1)
+            healthy = await asyncio.to_thread(stack.healthy)
+            if not healthy:
+                out["unhealthy"].append(await asyncio.to_thread(stack.status))
+        return out
+
+    assert as_identity(stack, ATTACKER, body) == {"the bare subject refused": True, "unhealthy": []}
+    assert "heartbeat dropped: it speaks for another replica" in stack.log("coordinator")
+
+
+def test_a_bad_grant_entry_is_skipped_and_only_the_own_scope_is_writable(stack: DevStack) -> None:
+    """Finding 5: one undecodable entry in kcm-grants kept every next leader restoring for ever."""
+    own = membership.grant_key(["replicaset-controller"], "planted")
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        kv = await nc.jetstream(timeout=3).key_value(wire.GRANTS_BUCKET)
+        out: dict[str, Any] = {}
+        try:
+            await kv.put("planted", b"{not json")
+            out["a key outside its scope"] = "written"
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):  # a refused publish: no ack
+            out["a key outside its scope"] = "refused"
+        await kv.put(own, b"{not json")
+        out["its own key"] = "written"
+        return out
+
+    assert as_identity(stack, ATTACKER, body) == {
+        "a key outside its scope": "refused",
+        "its own key": "written",
+    }
+    # The next leader restores from the bucket, bad entry and all.
+    (pid,) = [pid for pid, cmd in devstack.children(stack.proc.pid).items() if "coordinator" in cmd.split()]
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: pid not in devstack.children(stack.proc.pid), 30, 0.2, "the coordinator stopped")
+    stack.wait_healthy(60)
+    assert "grant entry skipped: unreadable" in stack.log("coordinator")
+
+
+def test_a_controller_cannot_update_a_stream_to_capture_free_subjects(stack: DevStack) -> None:
+    """Finding 7: STREAM.UPDATE on KCM_DLQ or its own work stream let a controller add any
+    subject no stream holds (the coordinator's, the watcher's) to it."""
+    streams = {  # each stream: what it holds, and a free subject it tries to capture
+        wire.DLQ_STREAM: (subjects.DLQ_FILTER, wire.COORD_STATUS),
+        subjects.work_stream("replicaset-controller"): (
+            subjects.work_filter("replicaset-controller"),
+            wire.WATCHER_SYNC,
+        ),
+    }
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        js = nc.jetstream(timeout=3)
+        out: dict[str, Any] = {}
+        for name, (filter, free) in streams.items():
+            config = (await js.stream_info(name)).config
+            captured = {**config.as_dict(), "subjects": [filter, free]}
+            try:
+                await js.update_stream(api.StreamConfig.from_response(captured))
+                out[name] = "updated"
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):  # refused: no answer
+                out[name] = "refused"
+            out[f"{name} subjects"] = (await js.stream_info(name)).config.subjects
+        return out
+
+    expected: dict[str, Any] = {name: "refused" for name in streams}
+    expected.update({f"{name} subjects": [filter] for name, (filter, _) in streams.items()})
+    assert as_identity(stack, ATTACKER, body) == expected
+
+
+def replicasets(stack: DevStack, deployment: str) -> int:
+    found = json.loads(stack.kubectl("get", "replicasets", "-o", "json").stdout)["items"]
+    return sum(1 for rs in found if rs["metadata"]["name"].startswith(f"{deployment}-"))
+
+
+def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(stack: DevStack) -> None:
+    """Findings 3 and 14: the read-only identity learned a cache's consumer on `_INBOX.>` and
+    updated it (headers only: the deployment controller went blind), and could make any
+    number of consumers."""
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        names: set[str] = set()
+
+        async def sniff(msg: Msg) -> None:
+            if (msg.reply or "").startswith(f"$JS.ACK.{wire.OBJECTS_STREAM}."):
+                names.add(msg.reply.split(".")[3])
+
+        await nc.subscribe("_INBOX.>", cb=sniff)
+        await asyncio.to_thread(stack.kubectl, "create", "deployment", "sniffed", "--image=nginx")
+        for _ in range(100):
+            if names:
+                break
+            await asyncio.sleep(0.1)
+        out: dict[str, Any] = {"learned a cache's consumer": bool(names)}
+        api_prefix = f"$JS.API.CONSUMER.%s.{wire.OBJECTS_STREAM}"
+        for victim in sorted(names):
+            try:
+                info = json.loads((await nc.request(f"{api_prefix % 'INFO'}.{victim}", b"", timeout=2)).data)
+                config = {**info["config"], "headers_only": True}
+            except nats.errors.TimeoutError:
+                config = {"name": victim, "headers_only": True}
+            request = json.dumps({"stream_name": wire.OBJECTS_STREAM, "config": config}).encode()
+            for what, subject, data in (
+                ("update", api_prefix % "CREATE", request),
+                ("delete", f"{api_prefix % 'DELETE'}.{victim}", b""),
+            ):
+                try:
+                    reply = json.loads((await nc.request(subject, data, timeout=2)).data)
+                    out[what] = "refused" if "error" in reply else "done"
+                except nats.errors.TimeoutError:  # a refused request gets no answer
+                    out[what] = "refused"
+        js = nc.jetstream(timeout=3)
+        made = []
+        for i in range(17):
+            config = api.ConsumerConfig(
+                name=f"consumer-{i}", ack_policy=api.AckPolicy.NONE, inactive_threshold=10.0
+            )
+            with contextlib.suppress(nats.errors.TimeoutError):
+                made.append((await js.add_consumer(wire.OBJECTS_STREAM, config)).name)
+        out["consumers made"] = len(made)
+        for name in made:
+            await js.delete_consumer(wire.OBJECTS_STREAM, name)
+        return out
+
+    assert as_identity(stack, "consumer", body) == {
+        "learned a cache's consumer": True,
+        "update": "refused",
+        "delete": "refused",
+        "consumers made": 16,
+    }
+    stack.kubectl("create", "deployment", "after-the-attack", "--image=nginx")
+    wait_for(
+        lambda: replicasets(stack, "after-the-attack") == 1, 30, 0.5, "a ReplicaSet for a new Deployment"
+    )
