@@ -291,6 +291,7 @@ def test_a_body_nested_too_deeply_is_refused_and_stops_no_watch(stack: DevStack)
 # -- 13: `kcm status` escapes what the bus says (last: it leaves a controller behind) -----------
 
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
+FORGED_FOR = "replicaset-controller"  # what the stack's `controllers` identity runs
 
 
 def test_kcm_status_shows_terminal_escapes_from_the_bus_as_escapes(stack: DevStack) -> None:
@@ -300,19 +301,23 @@ def test_kcm_status_shows_terminal_escapes_from_the_bus_as_escapes(stack: DevSta
     beat = membership.Heartbeat(
         service="controllers",
         instance=instance,
-        controllers=["forged-controller"],  # none of the stack's: its partitions stay its own
+        # The identity may beat only for the controllers it runs (its heartbeat scope): a
+        # replica of its own with a hostile name, which takes partitions until it says goodbye.
+        controllers=[FORGED_FOR],
         held={},
-        health={"forged-controller": f"error{ESCAPES}"},
+        health={FORGED_FOR: f"error{ESCAPES}"},
         depth={},
         ops_url=f"http://127.0.0.1:1/{ESCAPES}",
     )
 
+    subject = subjects.heartbeat_subject(beat.controllers, instance)
+
     async def forge(nc: Client) -> None:
-        await nc.request(wire.COORD_HEARTBEAT, msgspec.json.encode(beat), timeout=5)
+        await nc.request(subject, msgspec.json.encode(beat), timeout=5)
 
     async def leave(nc: Client) -> None:
         goodbye = msgspec.structs.replace(beat, controllers=[])
-        await nc.request(wire.COORD_HEARTBEAT, msgspec.json.encode(goodbye), timeout=5)
+        await nc.request(subject, msgspec.json.encode(goodbye), timeout=5)
 
     def listed() -> str | None:
         as_identity(stack, "controllers", forge)
