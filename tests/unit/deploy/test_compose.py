@@ -7,7 +7,8 @@ health checks ask the port and path the service serves, every builtin controller
 service with a replica count, and the services find NATS and the Kubernetes API where the
 stack puts them. NATS is locked down: the server's config (shared with k8s/) includes the
 authorization `kcm nats-auth` generates, every NATS client connects with its own identity's
-seed, from a volume no other service mounts, the apiserver's token is generated too, and ports are published on loopback only.
+seed, from a volume no other service mounts, the apiserver's token is generated too, and
+ports are published on loopback only.
 """
 
 from __future__ import annotations
