@@ -6,7 +6,9 @@ with comments saying why each rule is there. From it and the controller's Spec t
 k8s/base/controllers/<alias>.yaml (ServiceAccount, ClusterRole, binding, Deployment,
 PodDisruptionBudget), the controllers' entries in k8s/base/kustomization.yaml and their
 services in docker-compose.yml, so that adding a controller touches only its folder and the
-launcher's registry. `make manifests` runs it; `--check` (what the tests run) fails when a
+launcher's registry; and the compose stack's per-identity NATS seed volumes (one per identity,
+each mounted by its own service alone, and by the one-shot `nats-auth` that fills them).
+`make manifests` runs it; `--check` (what the tests run) fails when a
 committed file differs from what it would write.
 """
 
@@ -23,12 +25,22 @@ from typing import Any
 import yaml
 from kcm_shared import runtime
 
+from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
-from kcm_cli.natsauth import secret_name
 
 OPS_PORT = 10259  # every controller service's /healthz and /metrics
 BEGIN = "# --- controllers: written by `make manifests` from each controller's deploy.yaml ---"
 END = "# --- end of controllers ---"
+SEED_MOUNTS = (
+    "# --- seed mounts: written by `make manifests`, one volume per NATS identity ---",
+    "# --- end of seed mounts ---",
+)
+SEED_VOLUMES = (
+    "# --- seed volumes: written by `make manifests`, one per NATS identity ---",
+    "# --- end of seed volumes ---",
+)
+SEED_DIR = "/etc/kcm-nats"  # where a service finds its own seed (key `nkey`), in k8s/ and compose
+SEEDS = "/seeds"  # where compose's nats-auth mounts every identity's volume, one directory each
 _PROBE = f"urllib.request.urlopen('http://127.0.0.1:{OPS_PORT}/healthz', timeout=2)"
 HEALTHCHECK = f'["CMD", "python", "-c", "import urllib.request; {_PROBE}"]'
 
@@ -162,7 +174,7 @@ spec:
             - controller
             - {alias}
             - --nats-url=nats://kcm-nats:4222
-            - --nats-nkey-seed=/etc/kcm-nats/nkey
+            - --nats-nkey-seed={SEED_DIR}/{natsauth.SEED_KEY}
             - --ops-port={OPS_PORT}
 {args}          env:
             - name: POD_NAME
@@ -204,7 +216,7 @@ spec:
             - name: tmp
               mountPath: /tmp
             - name: nats-identity
-              mountPath: /etc/kcm-nats
+              mountPath: {SEED_DIR}
               readOnly: true
 {mounts}      volumes:
         - name: tmp
@@ -212,7 +224,7 @@ spec:
         # Its own NATS identity, made by `kcm nats-auth` (docs/deploying.md).
         - name: nats-identity
           secret:
-            secretName: {secret_name(alias)}
+            secretName: {natsauth.secret_name(alias)}
             defaultMode: 0440
 {volumes}---
 apiVersion: policy/v1
@@ -227,22 +239,24 @@ spec:
 """
 
 
+def seed_volume(identity: str) -> str:
+    """The compose volume holding `identity`'s seed alone, as its Secret does in k8s/."""
+    return compose_volume(natsauth.secret_name(identity))
+
+
 def compose_service(d: Deploy) -> str:
     alias = d.spec.alias
     extra = "".join(f",\n              {json.dumps(a)}" for a in d.args)
-    volumes = ""
-    if d.mounts:
-        # A list under `<<: *kcm` replaces the anchor's, so its two mounts are repeated here.
-        mounts = ["kube:/kube:ro", "nats-auth:/auth:ro"] + [
-            f"{compose_volume(n)}:{m}:ro" for n, m in d.mounts
-        ]
-        volumes = "    volumes:\n" + "".join(f"      - {m}\n" for m in mounts)
+    mounts = ["kube:/kube:ro", f"{seed_volume(alias)}:{SEED_DIR}:ro"]
+    mounts += [f"{compose_volume(n)}:{m}:ro" for n, m in d.mounts]
+    volumes = "".join(f"      - {m}\n" for m in mounts)
     return f"""\
   {alias}:
     <<: *kcm
     command: ["controller", "{alias}", "--kubeconfig", "/kube/kubeconfig", "--master", "${{KCM_MASTER}}",
-              "--nats-url", "nats://nats:4222", "--nats-nkey-seed", "/auth/{alias}.nk",
+              "--nats-url", "nats://nats:4222", "--nats-nkey-seed", "{SEED_DIR}/{natsauth.SEED_KEY}",
               "--log-level", "${{KCM_LOG_LEVEL}}"{extra}]
+    volumes:
 {volumes}    deploy:
       replicas: {d.replicas}
     healthcheck:
@@ -251,15 +265,16 @@ def compose_service(d: Deploy) -> str:
 """
 
 
-def _between(text: str, block: str, where: str) -> str:
-    """`text` with the lines between the BEGIN and END markers replaced by `block`."""
+def _between(text: str, block: str, where: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
+    """`text` with the lines between the two markers replaced by `block`."""
+    begin, end = markers
     try:
-        head, rest = text.split(BEGIN + "\n", 1)
+        head, rest = text.split(begin + "\n", 1)
         indent = head[head.rindex("\n") + 1 :]
-        _, tail = rest.split(indent + END, 1)
+        _, tail = rest.split(indent + end, 1)
     except ValueError:
         raise ValueError(f"{where}: the generated block's markers are missing") from None
-    return f"{head}{BEGIN}\n{block}{indent}{END}{tail}"
+    return f"{head}{begin}\n{block}{indent}{end}{tail}"
 
 
 def render(root: Path, specs: list[runtime.Spec]) -> dict[Path, str]:
@@ -271,7 +286,12 @@ def render(root: Path, specs: list[runtime.Spec]) -> dict[Path, str]:
     out[kustomization] = _between(kustomization.read_text(), entries, str(kustomization))
     compose = root / "docker-compose.yml"
     services = "\n".join(compose_service(d) for d in deploys)
-    out[compose] = _between(compose.read_text(), services, str(compose))
+    text = _between(compose.read_text(), services, str(compose))
+    identities = list(natsauth.deployment_identities(specs))
+    mounts = "".join(f"      - {seed_volume(i)}:{SEEDS}/{i}\n" for i in identities)
+    text = _between(text, mounts, str(compose), SEED_MOUNTS)
+    volumes = "".join(f"  {seed_volume(i)}: {{}}\n" for i in identities)
+    out[compose] = _between(text, volumes, str(compose), SEED_VOLUMES)
     return out
 
 

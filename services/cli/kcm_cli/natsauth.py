@@ -36,6 +36,7 @@ INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a clie
 OBJECTS = wire.OBJECTS_STREAM
 GRANTS = f"KV_{wire.GRANTS_BUCKET}"
 SEED_SUFFIX = ".nk"
+SEED_KEY = "nkey"  # a seed's file name in a directory of its own (compose's volumes, k8s/'s Secrets)
 AUTH_CONF = "auth.conf"
 # kube-apiserver takes request bodies up to 3 MiB and etcd values up to about 1.5 MiB; an
 # object as JSON in a watch event plus our headers stays well under this.
@@ -200,20 +201,25 @@ def write_private(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def seed_file(directory: Path, identity: str) -> Path:
-    """The identity's seed file, made once: later runs keep the same identity."""
-    path = directory / f"{identity}{SEED_SUFFIX}"
+def seed_file(directory: Path, identity: str, *, apart: bool = False) -> Path:
+    """The identity's seed file, made once: later runs keep the same identity.
+
+    `DIR/<identity>.nk`, or with `apart` `DIR/<identity>/nkey`: a directory per identity, which
+    its service mounts alone (compose gives each its own volume)."""
+    path = directory / identity / SEED_KEY if apart else directory / f"{identity}{SEED_SUFFIX}"
     if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_private(path, new_seed() + b"\n")
     return path
 
 
-def authorization(directory: Path, identities: dict[str, Permissions]) -> dict[str, object]:
+def authorization(
+    directory: Path, identities: dict[str, Permissions], *, apart: bool = False
+) -> dict[str, object]:
     """nats-server's `authorization` block for `identities`, making their seeds when missing."""
     users = []
     for identity, perms in identities.items():
-        seed = seed_file(directory, identity).read_bytes().strip()
+        seed = seed_file(directory, identity, apart=apart).read_bytes().strip()
         users.append({"nkey": public_key(seed), "permissions": perms.render()})
     return {"users": users}
 
@@ -234,6 +240,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="make the NATS credentials of a deployment (compose, k8s/): seeds and auth.conf",
     )
     p.add_argument("--out", type=Path, required=True, help="directory for the files (made mode 0700)")
+    p.add_argument(
+        "--seeds",
+        type=Path,
+        metavar="DIR",
+        help="each seed in DIR/<identity>/nkey, a directory per identity (compose's volumes), not in OUT",
+    )
     p.add_argument("--controllers", default="*", help="which controllers get an identity (*,-foo,bar)")
     p.add_argument(
         "--plugin",
@@ -266,7 +278,7 @@ def run(args: argparse.Namespace) -> list[Path]:
     specs = controllerflags.select(BUILTIN, args.controllers) + [
         controllerflags.load_plugin(p) for p in args.plugin
     ]
-    written = generate(args.out, specs, args.apiserver_token, args.k8s_secrets)
+    written = generate(args.out, specs, args.apiserver_token, args.k8s_secrets, args.seeds)
     if args.pki is not None:
         identity = pki.ensure(args.pki)
         written += [identity.ca_cert, identity.sa_key, identity.sa_pub]
@@ -278,15 +290,18 @@ def generate(
     specs: Sequence[runtime.Spec],
     apiserver_token: Path | None = None,
     k8s_namespace: str | None = None,
+    seeds: Path | None = None,
 ) -> list[Path]:
-    """Seeds (kept when present) and `auth.conf` for nats-server's `include`; optionally a
-    token and the Secrets of k8s/. Returns the files written."""
+    """Seeds (kept when present; in `out`, or a directory each under `seeds`) and `auth.conf`
+    for nats-server's `include`; optionally a token and the Secrets of k8s/. Returns the files
+    written."""
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     identities = deployment_identities(specs)
-    block = authorization(out, identities)
+    where, apart = (out, False) if seeds is None else (seeds, True)
+    block = authorization(where, identities, apart=apart)
     conf = f"authorization: {json.dumps(block, indent=2)}\n"
     write_private(out / AUTH_CONF, conf.encode())
-    written = [out / AUTH_CONF, *(seed_file(out, identity) for identity in identities)]
+    written = [out / AUTH_CONF, *(seed_file(where, identity, apart=apart) for identity in identities)]
     if apiserver_token is not None:
         if not apiserver_token.exists():
             apiserver_token.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -294,7 +309,8 @@ def generate(
         written.append(apiserver_token)
     if k8s_namespace is not None:
         path = out / "k8s-secrets.yaml"
-        write_private(path, json.dumps(k8s_secrets(out, identities, conf, k8s_namespace), indent=2).encode())
+        secrets = k8s_secrets(where, identities, conf, k8s_namespace, apart=apart)
+        write_private(path, json.dumps(secrets, indent=2).encode())
         written.append(path)
     return written
 
@@ -308,7 +324,7 @@ SERVER_SECRET = "kcm-nats-auth"  # key auth.conf, included by the server's nats.
 
 
 def k8s_secrets(
-    out: Path, identities: dict[str, Permissions], conf: str, namespace: str
+    out: Path, identities: dict[str, Permissions], conf: str, namespace: str, *, apart: bool = False
 ) -> dict[str, object]:
     """A List of Secrets (JSON is YAML): the server's auth.conf and one seed per identity.
 
@@ -324,6 +340,6 @@ def k8s_secrets(
 
     items = [secret(SERVER_SECRET, {AUTH_CONF: conf})]
     for identity in identities:
-        seed = seed_file(out, identity).read_text()
-        items.append(secret(secret_name(identity), {"nkey": seed}))
+        seed = seed_file(out, identity, apart=apart).read_text()
+        items.append(secret(secret_name(identity), {SEED_KEY: seed}))
     return {"apiVersion": "v1", "kind": "List", "items": items}

@@ -155,6 +155,27 @@ def test_seeds_are_made_once_private_and_the_config_names_their_public_keys(tmp_
     assert seed.read_bytes() == first
 
 
+def test_seeds_apart_are_a_private_directory_each_and_none_beside_the_config(tmp_path: Path) -> None:
+    """Compose's layout: each identity's seed alone in its directory, one volume each."""
+    from kcm_cli import main
+
+    out, seeds = tmp_path / "auth", tmp_path / "seeds"
+    argv = ["nats-auth", "--out", str(out), "--seeds", str(seeds), "--controllers", "replicaset"]
+    assert main.main(argv) == 0
+    assert {p.name for p in out.iterdir()} == {natsauth.AUTH_CONF}
+    assert {p.name for p in seeds.iterdir()} == {"watcher", "coordinator", "consumer", "replicaset"}
+    conf = (out / natsauth.AUTH_CONF).read_text()
+    for directory in seeds.iterdir():
+        assert [p.name for p in directory.iterdir()] == [natsauth.SEED_KEY]
+        seed = directory / natsauth.SEED_KEY
+        assert stat.S_IMODE(seed.stat().st_mode) == 0o600, directory.name
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory.name
+        assert natsauth.public_key(seed.read_bytes().strip()) in conf, directory.name
+    first = (seeds / "watcher" / natsauth.SEED_KEY).read_bytes()
+    assert main.main(argv) == 0
+    assert (seeds / "watcher" / natsauth.SEED_KEY).read_bytes() == first
+
+
 def test_kcm_nats_auth_makes_an_identity_per_chosen_controller_and_plugin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,7 +7,8 @@ health checks ask the port and path the service serves, every builtin controller
 service with a replica count, and the services find NATS and the Kubernetes API where the
 stack puts them. NATS is locked down: the server's config (shared with k8s/) includes the
 authorization `kcm nats-auth` generates, every NATS client connects with its own identity's
-seed, the apiserver's token is generated too, and ports are published on loopback only.
+seed, from a volume no other service mounts, the apiserver's token is generated too, and
+ports are published on loopback only.
 """
 
 from __future__ import annotations
@@ -243,21 +244,49 @@ def test_nats_wants_credentials_generated_by_the_one_shot_service() -> None:
     assert "restart" not in init  # one shot: it exits when the files are there
 
 
+def seed_volumes(init: Obj) -> dict[str, str]:
+    """Identity -> the volume the one-shot nats-auth service keeps its seed in."""
+    seeds = kcm_args(init).seeds
+    out = {}
+    for path, volume in mounts(init).items():
+        if Path(path).parent == seeds:
+            out[Path(path).name] = volume
+    return out
+
+
 def test_every_nats_client_connects_as_its_own_identity() -> None:
-    init_args = kcm_args(services()["nats-auth"])
+    init = services()["nats-auth"]
     identities = natsauth.deployment_identities(controllers.BUILTIN)
+    volumes = seed_volumes(init)
+    assert set(volumes) == set(identities)
+    assert len(set(volumes.values())) == len(volumes), "one volume per identity"
     seen = set()
     for name, service in kcm_services().items():
         args = kcm_args(service)
         if getattr(args, "nats_url", None) is None:
             continue
         seed = Path(args.nats_nkey_seed)
-        assert seed.name == f"{name}{natsauth.SEED_SUFFIX}", name
-        assert name in identities, name
-        assert mounts(service)[str(seed.parent)] == mounts(services()["nats-auth"])[str(init_args.out)]
+        assert seed.name == natsauth.SEED_KEY, name
+        assert mounts(service)[str(seed.parent)] == volumes[name], name
         assert args.nats_password is None and args.nats_token is None, name
         seen.add(name)
     assert seen == set(identities) - {"consumer"}  # the consumer's is for your own clients
+
+
+def test_each_service_mounts_its_own_seed_and_no_other() -> None:
+    """A service that is taken over holds one identity: no other seed is in its container."""
+    init = services()["nats-auth"]
+    volumes = seed_volumes(init)
+    credentials = {*volumes.values(), mounts(init)[str(kcm_args(init).out)]}
+    for name, service in services().items():
+        if name == "nats-auth":
+            continue
+        held = {v for v in mounts(service).values() if v in credentials}
+        if name == "nats":
+            # The server reads auth.conf (public keys only) from the nats-auth volume.
+            assert held == {mounts(init)[str(kcm_args(init).out)]}, held
+        else:
+            assert held <= {volumes.get(name)}, f"{name} mounts {sorted(held)}"
 
 
 def test_the_apiserver_token_is_generated_not_fixed() -> None:

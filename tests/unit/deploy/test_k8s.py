@@ -8,7 +8,9 @@ has its own Deployment, ServiceAccount and RBAC, and the hardening the issue ask
 (non-root, read-only root filesystem, no privilege escalation, resources) is on every pod.
 NATS is locked down: its config includes the authorization `kcm nats-auth` generates, from a
 Secret; every kcm pod connects with its own identity's seed Secret (the Secrets the step
-writes are exactly those the manifests mount), and NetworkPolicies cover 4222 and the ops ports.
+writes are exactly those the manifests mount), NetworkPolicies cover 4222 and the ops ports and
+let no pod reach the monitoring port, and production's cluster routes take only the route
+certificate (mutual TLS, its subject the route's user) from the operator's Secret.
 The rendering and RBAC helpers are tests/support/k8s.py, shared with the end-to-end test in
 tests/e2e/test_deploy_manifests.py.
 """
@@ -268,10 +270,7 @@ def test_nats_is_a_statefulset_with_jetstream_on_volumes_three_in_production() -
         (claim,) = sts["spec"]["volumeClaimTemplates"]
         mounts = {m["name"]: m["mountPath"] for m in pod_spec(sts)["containers"][0]["volumeMounts"]}
         assert mounts[claim["metadata"]["name"]] == "/data"
-        config = next(
-            o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("kcm-nats-config")
-        )
-        conf = config["data"]["nats.conf"]
+        conf = nats_conf(objs)
         assert re.search(r"jetstream\s*\{\s*store_dir:\s*/data", conf)
         routes = re.findall(r"nats://kcm-nats-(\d)\.kcm-nats-headless:6222", conf)
         assert sorted(int(r) for r in routes) == (list(range(replicas)) if replicas > 1 else [])
@@ -311,6 +310,76 @@ def test_only_kcm_pods_reach_nats() -> None:
         assert any(sel.items() <= labels.items() for sel in selectors), w["metadata"]["name"]
 
 
+def _block(conf: str, name: str) -> str | None:
+    """The body of the top-level `name { ... }` block of a nats.conf, braces balanced."""
+    m = re.search(rf"^\s*{name}\s*\{{", conf, re.MULTILINE)
+    if m is None:
+        return None
+    depth, i = 1, m.end()
+    while depth:
+        depth += {"{": 1, "}": -1}.get(conf[i], 0)
+        i += 1
+    return conf[m.end() : i - 1]
+
+
+def _setting(block: str, key: str) -> str:
+    (value,) = re.findall(rf"^\s*{key}\s*[:=]\s*(.+?)\s*$", block, re.MULTILINE)
+    return value.strip('"')
+
+
+def nats_conf(objs: tuple[Obj, ...]) -> str:
+    config = next(
+        o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("kcm-nats-config")
+    )
+    conf: str = config["data"]["nats.conf"]
+    return conf
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_nats_routes_take_only_a_route_certificate_of_the_operators_ca(overlay: str) -> None:
+    """A route port that answers is authenticated by mutual TLS and the certificate's subject;
+    a single server (dev, compose) listens for no routes at all."""
+    objs = render(f"overlays/{overlay}")
+    (sts,) = of_kind(objs, "StatefulSet")
+    cluster = _block(nats_conf(objs), "cluster")
+    if sts["spec"]["replicas"] == 1:
+        assert cluster is None, "one server needs no route port"
+        return
+    assert cluster is not None
+    authorization, tls = _block(cluster, "authorization"), _block(cluster, "tls")
+    assert authorization is not None and tls is not None, "routes without authorization or TLS"
+    assert _setting(authorization, "user") == "CN=kcm-nats-route"
+    assert _setting(tls, "verify_and_map") == "true"  # the subject is the route's user
+    container = pod_spec(sts)["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(sts)["volumes"]}
+    for key in ("cert_file", "key_file", "ca_file"):
+        path = Path(_setting(tls, key))
+        assert volumes[mounts[str(path.parent)]]["secret"]["secretName"] == "kcm-nats-cluster-tls", key
+    # Servers advertise the names in the certificate, which the routes dial, not pod IPs.
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert _setting(cluster, "advertise") == "$CLUSTER_ADVERTISE"
+    assert env["CLUSTER_ADVERTISE"] == "$(POD_NAME).kcm-nats-headless:6222"
+    assert re.findall(r"nats://kcm-nats-\d\.(kcm-nats-headless):6222", cluster)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_pod_reaches_the_nats_monitoring_port(overlay: str) -> None:
+    """8222 has no authentication and lists every connection and consumer: only the kubelet's
+    probes (from the node) reach it."""
+    objs = render(f"overlays/{overlay}")
+    policy_ = policy(objs, "kcm-nats")
+    (sts,) = of_kind(objs, "StatefulSet")
+    assert selects(policy_["spec"]["podSelector"], sts["spec"]["template"]["metadata"]["labels"])
+    assert policy_["spec"]["policyTypes"] == ["Ingress"]
+    ports = {p["name"]: p["containerPort"] for p in pod_spec(sts)["containers"][0]["ports"]}
+    assert ports["monitor"] == 8222
+    for rule in policy_["spec"]["ingress"]:
+        assert rule.get("ports"), "a rule without ports opens every port"
+        for port in rule["ports"]:
+            assert port["port"] not in (8222, "monitor"), rule["from"]
+
+
 def test_the_ops_ports_answer_only_the_monitoring_namespace() -> None:
     objs = render("overlays/production")
     ops = policy(objs, "kcm-ops")
@@ -339,10 +408,7 @@ def _auth_include(conf: str) -> str:
 def test_nats_wants_the_generated_credentials_and_takes_the_largest_object(overlay: str) -> None:
     objs = render(f"overlays/{overlay}")
     (sts,) = of_kind(objs, "StatefulSet")
-    config = next(
-        o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("kcm-nats-config")
-    )
-    conf = config["data"]["nats.conf"]
+    conf = nats_conf(objs)
     assert re.search(r"^max_payload: 8MB$", conf, re.MULTILINE)
     assert re.search(r"^max_pending: 64MB$", conf, re.MULTILINE)
     container = pod_spec(sts)["containers"][0]
