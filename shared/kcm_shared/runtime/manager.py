@@ -188,14 +188,15 @@ class Manager:
                 await asyncio.gather(*adds)
 
     async def _caught_up(self, run: _Running) -> None:
-        for res, view in run.spec.views.items():
-            await _catch_up(self.caches[(res, view)], run.client)
-        await asyncio.gather(
-            *(
-                self._catch_up_dynamic(run, store)
-                for store in list(self._dynamic.get(run.spec.name, {}).values())
-            )
-        )
+        # All at once: on kube-apiserver a list's resourceVersion is the whole cluster's, so an
+        # idle resource's catch-up waits out the watcher's grace and a relist, and one after the
+        # other those waits added up to minutes at start. A TaskGroup, so that a failure stops
+        # the rest before `_until_done` tries again.
+        async with asyncio.TaskGroup() as group:
+            for res, view in run.spec.views.items():
+                group.create_task(_catch_up(self.caches[(res, view)], run.client))
+            for store in list(self._dynamic.get(run.spec.name, {}).values()):
+                group.create_task(self._catch_up_dynamic(run, store))
 
     async def _catch_up_dynamic(self, run: _Running, store: cache.Cache[Any]) -> None:
         try:
@@ -302,8 +303,11 @@ class Manager:
                     group.create_task(_logged("queue", run.queue.run, restart=False))
                     group.create_task(_logged("events", run.recorder.run))
                     group.create_task(_logged("enqueue", functools.partial(self._publish_pending, run)))
-                for name, run in self.running.items():
-                    await _until_done("catch up", name, functools.partial(self._caught_up, run))
+                async with asyncio.TaskGroup() as catching_up:
+                    for name, run in self.running.items():
+                        catching_up.create_task(
+                            _until_done("catch up", name, functools.partial(self._caught_up, run))
+                        )
                 # Only now ask for partitions: a replica never acts on a cache behind the API.
                 group.create_task(_logged("membership", members.run))
                 log.info("controllers running", extra={"controllers": list(self.running)})
