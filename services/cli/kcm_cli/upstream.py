@@ -17,7 +17,9 @@ child processes and calls, in order:
   only to get, create and request tokens of ServiceAccounts in kcm-system, with which it runs
   `--use-service-account-credentials`.
 - `reference_argv`: kube-controller-manager with kubeadm's flags (its
-  cmd/kubeadm/app/phases/controlplane/manifests.go) and a pod network, on either API server.
+  cmd/kubeadm/app/phases/controlplane/manifests.go) and a pod network, on either API server; on
+  kube-apiserver as `system:kube-controller-manager` (`ControlPlane.controller_manager_kubeconfig`,
+  kubeadm's controller-manager.conf).
 The state directory keeps everything across runs: `etcd/` (the cluster's data), `pki/`,
 `kubeconfigs/`, `tokens/`, and each binary's own files under its name.
 """
@@ -235,7 +237,7 @@ class ControlPlane:
             await asyncio.sleep(TOKEN_CHECK_SECONDS)
             try:
                 await self._write_tokens()
-            except (kubeclient.ApiError, OSError, TimeoutError) as exc:
+            except Exception as exc:  # the next round tries again; the stack must not stop
                 log.warning("cannot renew a service account token", extra={"error": repr(exc)})
 
     async def _write_tokens(self) -> None:
