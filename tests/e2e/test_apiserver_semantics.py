@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -307,6 +308,57 @@ class TestWatch:
         event = json.loads(line)
         assert event["type"] == "BOOKMARK"
         assert int(event["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+    @pytest.mark.parametrize(
+        ("accept", "kind", "api_version", "list_kind"),
+        [
+            ("application/json", "ConfigMap", "v1", "ConfigMapList"),
+            (
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+                "PartialObjectMetadata",
+                "meta.k8s.io/v1",
+                "PartialObjectMetadataList",
+            ),
+        ],
+    )
+    def test_watch_list_ends_its_initial_events_as_kube_apiserver_does(
+        self, apiserver: ApiServer, accept: str, kind: str, api_version: str, list_kind: str
+    ) -> None:
+        """client-go's watch-list (kube-controller-manager's informers) decodes every event as the
+        kind it asked for, bookmarks too, and builds its list from the blueprint annotation; the
+        expected values are what kube-apiserver v1.32 sends."""
+        http(apiserver, "POST", "/api/v1/namespaces", {"metadata": {"name": "watchlist"}})
+        http(apiserver, "POST", "/api/v1/namespaces/watchlist/configmaps", {"metadata": {"name": "one"}})
+        events = []
+        with requests.get(
+            apiserver.url + "/api/v1/namespaces/watchlist/configmaps",
+            stream=True,
+            timeout=30,
+            headers={"Accept": accept},
+            params={
+                "watch": "true",
+                "sendInitialEvents": "true",
+                "resourceVersionMatch": "NotOlderThan",
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "20",
+            },
+        ) as resp:
+            for line in resp.iter_lines():
+                events.append(json.loads(line))
+                if events[-1]["type"] == "BOOKMARK":
+                    break
+        assert [(e["type"], e["object"]["kind"], e["object"]["apiVersion"]) for e in events] == [
+            ("ADDED", kind, api_version),
+            ("BOOKMARK", kind, api_version),
+        ]
+        annotations = events[-1]["object"]["metadata"]["annotations"]
+        blueprint = {"kind": list_kind, "apiVersion": api_version, "metadata": {}, "items": None}
+        assert annotations == {
+            "k8s.io/initial-events-end": "true",
+            "kubernetes.io/initial-events-list-blueprint": base64.b64encode(
+                json.dumps(blueprint, separators=(",", ":")).encode() + b"\n"
+            ).decode(),
+        }
 
     def test_label_selector_watch_turns_unmatching_update_into_deleted(self, core: k8s.CoreV1Api) -> None:
         core.create_namespace({"metadata": {"name": "selwatch"}})

@@ -1,17 +1,22 @@
-"""Writing the kubeconfig that points kubectl and clients at the embedded server."""
+"""Writing the kubeconfig that points kubectl and clients at the embedded server (and, for
+`kcm dev --apiserver=upstream`, at kube-apiserver with a client certificate or a token file)."""
 
 from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
 
-def write(path: Path, server_url: str, token: str | None, ca: bytes = b"") -> None:
-    """`ca`: the PEM CA certificate that signed an https server's certificate."""
-    user: dict[str, str] = {"token": token} if token else {}
+def write(
+    path: Path, server_url: str, token: str | None, ca: bytes = b"", user: Mapping[str, str] | None = None
+) -> None:
+    """`ca`: the PEM CA certificate that signed an https server's certificate; `user`: the
+    kubeconfig user's fields (`client-certificate-data`, `tokenFile`, ...) instead of `token`."""
+    user = dict(user) if user is not None else ({"token": token} if token else {})
     cluster: dict[str, str] = {"server": server_url}
     if ca:
         cluster["certificate-authority-data"] = base64.b64encode(ca).decode()

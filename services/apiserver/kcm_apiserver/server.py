@@ -14,6 +14,7 @@ recorded in the audit log when one is configured (`audit`).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ipaddress
 import logging
@@ -62,6 +63,7 @@ VERSION_INFO = {
     "platform": "linux/amd64",
 }
 MAX_BODY = 3 * 1024 * 1024 + 1024
+INITIAL_EVENTS_LIST_BLUEPRINT = "kubernetes.io/initial-events-list-blueprint"
 _PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
@@ -661,7 +663,7 @@ class Server:
                 for obj in snapshot:
                     chunk += self._encode_event("ADDED", rt, obj, form, request)
                 if bookmarks and q.get("sendInitialEvents") in ("true", "1"):
-                    chunk += self._bookmark(rt, api.store.rv, initial_end=True)
+                    chunk += self._bookmark(rt, api.store.rv, form, initial_end=True)
                 if chunk:
                     await self.api.store.synced()
                     await resp.write(bytes(chunk))
@@ -716,7 +718,7 @@ class Server:
         bookmarks: bool,
     ) -> bytes:
         if event.type == BOOKMARK:
-            return self._bookmark(rt, event.rv) if bookmarks else b""
+            return self._bookmark(rt, event.rv, form) if bookmarks else b""
         if form is None:
             cache_key = rt.group_version
             line = event.encoded.get(cache_key)
@@ -742,11 +744,26 @@ class Server:
     def _line(etype: str, obj: Obj) -> bytes:
         return b'{"type":"' + etype.encode() + b'","object":' + _encode(obj) + b"}\n"
 
-    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+    def _bookmark(
+        self, rt: ResourceType, rv: int, form: tuple[str, str] | None, initial_end: bool = False
+    ) -> bytes:
+        """A BOOKMARK of the kind the watch serves (PartialObjectMetadata when asked for, as
+        upstream: a metadata informer cannot decode any other). The one ending the initial events
+        also carries the empty list client-go's watch-list builds its list from, encoded as
+        kube-apiserver encodes it (JSON with its trailing newline, in base64)."""
+        kind, api_version = (
+            ("PartialObjectMetadata", form[1])
+            if form and form[0] == "PartialObjectMetadata"
+            else (rt.kind, rt.group_version)
+        )
         meta: Obj = {"resourceVersion": str(rv)}
         if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return self._line(BOOKMARK, {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": meta})
+            blueprint: Obj = {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {}, "items": None}
+            meta["annotations"] = {
+                "k8s.io/initial-events-end": "true",
+                INITIAL_EVENTS_LIST_BLUEPRINT: base64.b64encode(_encode(blueprint) + b"\n").decode(),
+            }
+        return self._line(BOOKMARK, {"kind": kind, "apiVersion": api_version, "metadata": meta})
 
     # -- metrics --------------------------------------------------------------------------------
 

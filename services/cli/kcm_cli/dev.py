@@ -7,6 +7,15 @@ directory. `kcm status` finds the stack through `STATE_DIR/coordinator.url`. Eve
 under the state directory is its owner's alone (files 0600, directories 0700): the API
 server's database holds every Secret, the logs name objects, pki/ holds the cluster's keys.
 
+Two switches swap in upstream's own binaries (`make upstream`; kcm_cli.upstream runs them):
+- `--apiserver=upstream`: etcd and kube-apiserver, supervised like the rest, in place of the
+  embedded server. The admin kubeconfig is the same file; the watcher, the coordinator and the
+  controllers run as their ServiceAccounts in kcm-system, authorized by k8s/'s RBAC alone (the
+  controllers with `--use-service-account-credentials`), so a missing permission shows as a 403.
+- `--reference`: upstream kube-controller-manager, as kubeadm runs it, in place of NATS, the
+  watcher, the coordinator and kcm's controllers, on either API server: the yardstick. No
+  kube-scheduler: the simulator binds pods, as it does for kcm.
+
 The simulator is a process of its own, as a cluster's scheduler and kubelets are, rather than
 a task beside the API server: sharing its loop, the simulator's own work (decoding every pod
 event, scheduling, building statuses) came out of the API server's core, the one every pod
@@ -21,22 +30,28 @@ import argparse
 import asyncio
 import contextlib
 import os
+import ssl
 import sys
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kcm_apiserver import main as apiserver_main
 from kcm_apiserver import nodeports
 from kcm_coordinator import status
 from kcm_shared import runtime
+from kcm_shared.base import errors
 from kcm_shared.runtime import controllerflags
 
-from kcm_cli import natsauth, natsd, pki, supervisor
+from kcm_cli import natsauth, natsd, pki, supervisor, upstream
 from kcm_cli.controllers import BUILTIN
 
 READY_TIMEOUT = 60.0
+APISERVER_STOP_GRACE = 5.0  # kube-apiserver's, before SIGKILL
+EMBEDDED, UPSTREAM = "embedded", "upstream"  # --apiserver
+# The work queue's flags: kcm's own, which kube-controller-manager would refuse.
+KCM_ONLY_FLAGS = frozenset({"--max-deliveries", "--ack-wait", "--stuck-after"})
 # With this controller running, the simulator's nodes wait for the pod CIDRs it gives them.
 NODE_IPAM = "node-ipam-controller"
 SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
@@ -56,6 +71,8 @@ class DevOptions:
     service_node_port_range: nodeports.PortRange | None = None  # the API server's
     partitions: int | None = None  # the coordinator's --partitions; its default when None
     log_level: str = "info"  # this process's, and the simulator's
+    apiserver: str = EMBEDDED  # or UPSTREAM: etcd and kube-apiserver of `make upstream`
+    reference: bool = False  # upstream kube-controller-manager instead of the bus services
 
 
 def kcm_argv() -> list[str]:
@@ -168,14 +185,65 @@ async def run(opts: DevOptions) -> None:
     logs = state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     identity = pki.ensure(state / "pki")
-    # The cluster identity files, before the user's flags: a flag given twice counts last.
-    identity_flags = [
-        f"--root-ca-file={identity.ca_cert.resolve()}",
-        f"--service-account-private-key-file={identity.sa_key.resolve()}",
-        f"--cluster-signing-cert-file={identity.ca_cert.resolve()}",
-        f"--cluster-signing-key-file={identity.ca_key.resolve()}",
-    ]
-    chosen = enabled(opts.controllers, [*identity_flags, *opts.controller_flags])
+    # Before anything starts: a missing build is one line telling the user to run `make upstream`.
+    bin_dir = upstream.binaries() if opts.apiserver == UPSTREAM or opts.reference else None
+    tasks: list[asyncio.Future[None]] = []
+
+    def supervise(name: str, argv: list[str], stop_grace: float = supervisor.STOP_GRACE) -> None:
+        child = supervisor.Supervised(name, argv, logs / f"{name}.log", stop_grace)
+        tasks.append(asyncio.ensure_future(child.run()))
+
+    plane: upstream.ControlPlane | None = None
+    try:
+        if bin_dir is not None and opts.apiserver == UPSTREAM:
+            plane = upstream.ControlPlane(
+                state,
+                identity,
+                bin_dir,
+                port=opts.port,
+                audit_log_path=opts.audit_log_path,
+                service_node_port_range=opts.service_node_port_range,
+            )
+            api_url = await _start_upstream(opts, plane, supervise)
+        else:
+            api_url = await _start_embedded(opts, identity, tasks)
+        if opts.reference:
+            assert bin_dir is not None
+            ready, check = await _start_reference(opts, identity, bin_dir, plane, supervise)
+        else:
+            ready = await _start_bus(opts, identity, plane, supervise, tasks)
+            check = f"{' '.join(kcm_argv())} status --state-dir {state}"
+        print(
+            f"kcm dev ready: apiserver {api_url}, {ready} (logs in {logs}); "
+            f"use it with: export KUBECONFIG={opts.kubeconfig_out.resolve()} "
+            f"(then kubectl get nodes,pods -A; {check}); "
+            "Ctrl-C stops everything",
+            flush=True,
+        )
+        # Not gather: cancelling a gather cancels every task at once, and nats-server and the
+        # API server would go while the services still release their leases through them.
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        # Controllers first, nats-server and the API server last, so services flush on the way out.
+        for task in reversed(tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if plane is not None:
+            await plane.close()
+
+
+class Supervise(Protocol):
+    """Start a child process under `kcm dev`'s supervisor (its log: STATE_DIR/logs/<name>.log)."""
+
+    def __call__(self, name: str, argv: list[str], stop_grace: float = ...) -> None: ...
+
+
+async def _start_embedded(opts: DevOptions, identity: pki.Files, tasks: list[asyncio.Future[None]]) -> str:
+    """The embedded API server, in this process; its URL once it serves."""
+    state = opts.state_dir
     api_url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     api = asyncio.ensure_future(
         apiserver_main.serve(
@@ -196,102 +264,186 @@ async def run(opts: DevOptions) -> None:
             api_url.set_result,
         )
     )
+    tasks.append(api)
+    started: list[asyncio.Future[Any]] = [api, api_url]
+    done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
+    if api in done:
+        api.result()  # a start-up failure (taken port) surfaces as the apiserver's error
+    say(
+        f"apiserver at {api_url.result()} (and over TLS, where kubectl sends service account "
+        f"tokens: --kubeconfig {state / 'kubeconfig-tls'} --token ...)"
+    )
+    return api_url.result()
+
+
+async def _start_upstream(opts: DevOptions, plane: upstream.ControlPlane, supervise: Supervise) -> str:
+    """etcd and kube-apiserver as supervised children; the admin kubeconfig once it is ready."""
+    supervise("etcd", plane.etcd_argv())
+    # It can take up to ~40 s to drain on SIGTERM; etcd holds all its state, so a short wait
+    # and then SIGKILL loses nothing.
+    supervise("kube-apiserver", plane.apiserver_argv(), stop_grace=APISERVER_STOP_GRACE)
+    try:
+        async with asyncio.timeout(READY_TIMEOUT):
+            await plane.wait_ready()
+    except TimeoutError:
+        raise errors.ConfigError(
+            f"etcd and kube-apiserver not ready after {READY_TIMEOUT:.0f}s; see "
+            f"{opts.state_dir / 'logs'}/etcd.log and kube-apiserver.log"
+        ) from None
+    plane.write_admin_kubeconfig(opts.kubeconfig_out)
+    say(f"kube-apiserver at {plane.url} (etcd at {plane.etcd_url}, data in {opts.state_dir / 'etcd'})")
+    return plane.url
+
+
+async def _start_reference(
+    opts: DevOptions,
+    identity: pki.Files,
+    bin_dir: Path,
+    plane: upstream.ControlPlane | None,
+    supervise: Supervise,
+) -> tuple[str, str]:
+    """Upstream kube-controller-manager and the simulator; what the ready line says of them, and
+    how to check on it."""
+    state = opts.state_dir
+    # No coordinator here: `kcm status` must not find one of an earlier run.
+    (state / status.URL_FILE).unlink(missing_ok=True)
+    # On the embedded server: its kubeconfig (anyone on loopback is its admin).
+    kubeconfig_path = plane.controller_manager_kubeconfig() if plane else opts.kubeconfig_out
+    port = natsd.free_port()
+    own = [f for f in opts.controller_flags if f.split("=", 1)[0] not in KCM_ONLY_FLAGS]
+    supervise(
+        "kube-controller-manager",
+        upstream.reference_argv(bin_dir, state, identity, kubeconfig_path, port, own),
+    )
+    # The node IPAM controller runs there: nodes wait for the pod CIDRs it gives them.
+    _supervise_sim(opts, supervise, node_ipam=True)
+    healthz = f"https://127.0.0.1:{port}/healthz"
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate, made at start
+    try:
+        async with asyncio.timeout(READY_TIMEOUT):
+            await upstream.wait_ok(healthz, unverified)
+        say(f"kube-controller-manager healthy at {healthz}")
+    except TimeoutError:
+        say(f"kube-controller-manager is not healthy after {READY_TIMEOUT:.0f}s; see its log")
+    return (
+        f"kube-controller-manager {healthz} (the reference: no bus, no kcm controllers)",
+        f"curl -k {healthz}?verbose",
+    )
+
+
+def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool) -> None:
+    """The simulator, with the admin's kubeconfig: it plays the kubelets of all its nodes and the
+    scheduler, so no one node's identity (the Node authorizer's system:node:<name>) fits it."""
+    if opts.nodes <= 0:
+        return
+    state = opts.state_dir
+    sim = ["sim", "--kubeconfig", str(opts.kubeconfig_out), "--nodes", str(opts.nodes)]
+    sim += ["--pod-start-delay", str(opts.pod_start_delay), "--log-level", opts.log_level]
+    # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
+    sim += ["--control-port", "0", "--control-file", str(state / SIM_CONTROL_FILE)]
+    if node_ipam:
+        sim.append("--node-ipam")
+    supervise("sim", [*kcm_argv(), *sim])
+    say(f"simulator with {opts.nodes} nodes")
+
+
+async def _start_bus(
+    opts: DevOptions,
+    identity: pki.Files,
+    plane: upstream.ControlPlane | None,
+    supervise: Supervise,
+    tasks: list[asyncio.Future[None]],
+) -> str:
+    """nats-server, the watcher, the coordinator, the controllers and the simulator; what the
+    ready line says of them."""
+    state = opts.state_dir
+    logs = state / "logs"
+    # The cluster identity files, before the user's flags: a flag given twice counts last.
+    identity_flags = [
+        f"--root-ca-file={identity.ca_cert.resolve()}",
+        f"--service-account-private-key-file={identity.sa_key.resolve()}",
+        f"--cluster-signing-cert-file={identity.ca_cert.resolve()}",
+        f"--cluster-signing-key-file={identity.ca_key.resolve()}",
+    ]
+    chosen = enabled(opts.controllers, [*identity_flags, *opts.controller_flags])
     nats = natsd.plan(state / "nats")
     groups = _controller_groups(opts, chosen)
     auth_dir = state / "nats-auth"
     nats.write_config(state / "nats.conf", auth_dir, _identities(groups))
     (state / "nats.url").write_text(nats.url + "\n")
-    tasks: list[asyncio.Future[None]] = [api]
-
-    def supervise(name: str, argv: list[str]) -> None:
-        child = supervisor.Supervised(name, argv, logs / f"{name}.log")
-        tasks.append(asyncio.ensure_future(child.run()))
-
-    try:
-        supervise("nats", nats.args())
-        started: list[asyncio.Future[Any]] = [api, api_url]
-        done, _ = await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
-        if api in done:
-            api.result()  # a start-up failure (taken port) surfaces as the apiserver's error
+    supervise("nats", nats.args())
+    if plane is None:
+        admin = ["--kubeconfig", str(opts.kubeconfig_out)]
+        ids = upstream.Identities(watcher=admin, coordinator=admin, controllers=admin)
+    else:
+        # Each service as it runs on a cluster: authorized by k8s/'s RBAC alone.
+        ids = await plane.bus_identities(opts.kubeconfig_out)
+        tasks.append(asyncio.ensure_future(plane.keep_tokens()))
         say(
-            f"apiserver at {api_url.result()} (and over TLS, where kubectl sends service account "
-            f"tokens: --kubeconfig {state / 'kubeconfig-tls'} --token ...)"
+            "RBAC of k8s/ applied; watcher, coordinator and controllers run as their ServiceAccounts in kcm-system"
         )
-        async with asyncio.timeout(READY_TIMEOUT):
-            await natsd.wait_ready(nats.port)
-        consumer_seed = natsauth.seed_file(auth_dir, "consumer")
-        say(
-            f"nats-server with JetStream at {nats.url} (read-only identity: --nats-nkey-seed {consumer_seed})"
-        )
-        common = ["--kubeconfig", str(opts.kubeconfig_out), "--nats-url", nats.url, "--ops-bind", "127.0.0.1"]
+    async with asyncio.timeout(READY_TIMEOUT):
+        await natsd.wait_ready(nats.port)
+    consumer_seed = natsauth.seed_file(auth_dir, "consumer")
+    say(f"nats-server with JetStream at {nats.url} (read-only identity: --nats-nkey-seed {consumer_seed})")
+    common = ["--nats-url", nats.url, "--ops-bind", "127.0.0.1"]
 
-        def nkey(name: str) -> list[str]:
-            return ["--nats-nkey-seed", str(natsauth.seed_file(auth_dir, name))]
+    def nkey(name: str) -> list[str]:
+        return ["--nats-nkey-seed", str(natsauth.seed_file(auth_dir, name))]
 
-        coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
-        coordinator_url = f"http://127.0.0.1:{coordinator_port}"
-        services = [
-            ("watcher", ["watcher", *common, *nkey("watcher"), "--ops-port", str(watcher_port)]),
-            (
+    coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
+    coordinator_url = f"http://127.0.0.1:{coordinator_port}"
+    services = [
+        ("watcher", ["watcher", *ids.watcher, *common, *nkey("watcher"), "--ops-port", str(watcher_port)]),
+        (
+            "coordinator",
+            [
                 "coordinator",
-                [
-                    "coordinator",
-                    *common,
-                    *nkey("coordinator"),
-                    "--ops-port",
-                    str(coordinator_port),
-                    "--ops-url-file",
-                    str(state / "coordinator.url"),
-                    *([] if opts.partitions is None else ["--partitions", str(opts.partitions)]),
-                ],
-            ),
-        ]
-        services += [
-            (name, [*argv, *common, *nkey(name), "--ops-port", "0", *identity_flags, *opts.controller_flags])
-            for name, argv, _ in groups
-        ]
-        for name, argv in services:
-            supervise(name, [*kcm_argv(), *argv])
-        if opts.nodes > 0:
-            sim = ["sim", "--kubeconfig", str(opts.kubeconfig_out), "--nodes", str(opts.nodes)]
-            sim += ["--pod-start-delay", str(opts.pod_start_delay), "--log-level", opts.log_level]
-            # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
-            sim += ["--control-port", "0", "--control-file", str(state / SIM_CONTROL_FILE)]
-            if any(spec.name == NODE_IPAM for spec in chosen):
-                sim.append("--node-ipam")
-            supervise("sim", [*kcm_argv(), *sim])
-            say(f"simulator with {opts.nodes} nodes")
-        async with asyncio.timeout(READY_TIMEOUT):
-            for name, url in (
-                ("coordinator", coordinator_url),
-                ("watcher", f"http://127.0.0.1:{watcher_port}"),
-            ):
-                await _wait_answering(url + "/healthz")
-                say(f"{name} up")
-        names = [spec.name for spec in chosen]
-        try:
-            async with asyncio.timeout(READY_TIMEOUT):
-                await asyncio.gather(
-                    _announce_watcher(coordinator_url), _announce_controllers(coordinator_url, names)
-                )
-        except TimeoutError:
-            say(f"some services are not ready after {READY_TIMEOUT:.0f}s; see `kcm status` and {logs}")
-        print(
-            f"kcm dev ready: apiserver {api_url.result()}, nats {nats.url}, "
-            f"{len(services)} services (logs in {logs}); "
-            f"use it with: export KUBECONFIG={opts.kubeconfig_out.resolve()} "
-            f"(then kubectl get nodes,pods -A; {' '.join(kcm_argv())} status --state-dir {state}); "
-            "Ctrl-C stops everything",
-            flush=True,
+                *ids.coordinator,
+                *common,
+                *nkey("coordinator"),
+                "--ops-port",
+                str(coordinator_port),
+                "--ops-url-file",
+                str(state / status.URL_FILE),
+                *([] if opts.partitions is None else ["--partitions", str(opts.partitions)]),
+            ],
+        ),
+    ]
+    services += [
+        (
+            name,
+            [
+                *argv,
+                *ids.controllers,
+                *common,
+                *nkey(name),
+                "--ops-port",
+                "0",
+                *identity_flags,
+                *opts.controller_flags,
+            ],
         )
-        # Not gather: cancelling a gather cancels every task at once, and nats-server and the
-        # API server would go while the services still release their leases through them.
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            task.result()
-    finally:
-        # Controllers first, nats-server and the API server last, so services flush on the way out.
-        for task in reversed(tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for name, argv, _ in groups
+    ]
+    for name, argv in services:
+        supervise(name, [*kcm_argv(), *argv])
+    _supervise_sim(opts, supervise, node_ipam=any(spec.name == NODE_IPAM for spec in chosen))
+    async with asyncio.timeout(READY_TIMEOUT):
+        for name, url in (
+            ("coordinator", coordinator_url),
+            ("watcher", f"http://127.0.0.1:{watcher_port}"),
+        ):
+            await _wait_answering(url + "/healthz")
+            say(f"{name} up")
+    names = [spec.name for spec in chosen]
+    try:
+        async with asyncio.timeout(READY_TIMEOUT):
+            await asyncio.gather(
+                _announce_watcher(coordinator_url), _announce_controllers(coordinator_url, names)
+            )
+    except TimeoutError:
+        say(f"some services are not ready after {READY_TIMEOUT:.0f}s; see `kcm status` and {logs}")
+    return f"nats {nats.url}, {len(services)} services"

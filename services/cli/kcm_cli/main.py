@@ -138,6 +138,19 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--partitions", type=int, help="work partitions per controller (passed to the coordinator)"
     )
+    p.add_argument(
+        "--apiserver",
+        choices=[dev.EMBEDDED, dev.UPSTREAM],
+        default=dev.EMBEDDED,
+        help="embedded: kcm's own API server, in this process; upstream: etcd and kube-apiserver "
+        "built by `make upstream`, with RBAC, every kcm service authorized by k8s/'s roles",
+    )
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="run upstream kube-controller-manager (`make upstream`) instead of the watcher, the "
+        "coordinator and kcm's controllers",
+    )
     _audit_argument(p)
     _node_port_range_argument(p)
     p.add_argument("--log-level", default="info")
@@ -290,6 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
+        if args.reference and (args.replicas or args.partitions is not None):
+            p.error(
+                "kcm dev: --replicas and --partitions are for kcm's controllers, which --reference does not run"
+            )
         logs.setup("dev", args.log_level)
         state = args.state_dir
         state.mkdir(parents=True, exist_ok=True)
@@ -306,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             service_node_port_range=args.service_node_port_range,
             partitions=args.partitions,
             log_level=args.log_level,
+            apiserver=args.apiserver,
+            reference=args.reference,
         )
         return _run(dev.run(dev_opts))
     if args.command == "sim" and (args.add_nodes is not None or args.remove_node):

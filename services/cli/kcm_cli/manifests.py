@@ -10,12 +10,18 @@ launcher's registry; and the compose stack's per-identity NATS seed volumes (one
 each mounted by its own service alone, and by the one-shot `nats-auth` that fills them).
 `make manifests` runs it; `--check` (what the tests run) fails when a
 committed file differs from what it would write.
+
+`rbac(root, specs)` gives the RBAC objects alone (ServiceAccounts, roles and bindings of the
+watcher, the coordinator and the controllers, in `kcm-system`), for `kcm dev --apiserver=upstream`
+to apply as they are deployed; `service_account_credentials(user)` the role that lets the
+identity of a `--use-service-account-credentials` controller process request its controllers'
+tokens there, and nothing else. The Deployments here run each controller as its own
+ServiceAccount already, so they need neither that flag nor that role.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import json
 import sys
 from dataclasses import dataclass
@@ -24,11 +30,16 @@ from typing import Any
 
 import yaml
 from kcm_shared import runtime
+from kcm_shared.runtime import deployfile
 
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
 
 OPS_PORT = 10259  # every controller service's /healthz and /metrics
+NAMESPACE = "kcm-system"  # what k8s/base/kustomization.yaml deploys into
+RBAC_KINDS = frozenset({"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+NAMESPACED = frozenset({"ServiceAccount", "Role", "RoleBinding"})
+SERVICE_ACCOUNT_CREDENTIALS_ROLE = "kcm:controllers:service-account-credentials"
 BEGIN = "# --- controllers: written by `make manifests` from each controller's deploy.yaml ---"
 END = "# --- end of controllers ---"
 SEED_MOUNTS = (
@@ -59,27 +70,20 @@ class Deploy:
 
 def load(spec: runtime.Spec) -> Deploy:
     """The `deploy.yaml` in the controller's folder, the package its Spec names."""
-    package = spec.package
-    if not package:
-        raise ValueError(
-            f"{spec.name}: its Spec names no package, so its deploy.yaml cannot be found "
-            "(set package=__package__ in the Spec, in the controller's folder)"
-        )
-    path = importlib.resources.files(package) / "deploy.yaml"
-    text = path.read_text()
-    data: Any = yaml.safe_load(text)
-    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        raise ValueError(f"{package}/deploy.yaml: want a mapping with a `rules` list")
-    sa, replicas = data.get("serviceAccount"), data.get("replicas")
-    if not isinstance(sa, str) or not sa or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError(f"{package}/deploy.yaml: want serviceAccount (a name) and replicas (>= 1)")
+    file = deployfile.read(spec)
+    data, where, text = file.data, file.where, file.text
+    if not isinstance(data.get("rules"), list):
+        raise ValueError(f"{where}: want a mapping with a `rules` list")
+    sa, replicas = file.service_account, data.get("replicas")
+    if not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(f"{where}: want replicas (>= 1)")
     args, mounts = data.get("args") or [], data.get("mounts") or {}
     if not (isinstance(args, list) and all(isinstance(a, str) and a.startswith("--") for a in args)):
-        raise ValueError(f"{package}/deploy.yaml: `args` wants a list of --flag=value strings")
+        raise ValueError(f"{where}: `args` wants a list of --flag=value strings")
     if not (
         isinstance(mounts, dict) and all(isinstance(v, str) and v.startswith("/") for v in mounts.values())
     ):
-        raise ValueError(f"{package}/deploy.yaml: `mounts` wants Secret name: absolute path")
+        raise ValueError(f"{where}: `mounts` wants Secret name: absolute path")
     rules = text[text.index("\nrules:") + len("\nrules:") :].strip("\n")
     return Deploy(spec, sa, replicas, rules, tuple(args), tuple(mounts.items()))
 
@@ -293,6 +297,45 @@ def render(root: Path, specs: list[runtime.Spec]) -> dict[Path, str]:
     volumes = "".join(f"  {seed_volume(i)}: {{}}\n" for i in identities)
     out[compose] = _between(text, volumes, str(compose), SEED_VOLUMES)
     return out
+
+
+def rbac(root: Path, specs: list[runtime.Spec]) -> list[dict[str, Any]]:
+    """The RBAC objects of k8s/base/watcher.yaml, coordinator.yaml and each controller's manifest
+    (written from its deploy.yaml as `render` writes it), with the namespace kustomize sets."""
+    texts = [(root / "k8s/base" / name).read_text() for name in ("watcher.yaml", "coordinator.yaml")]
+    texts += [k8s_manifest(load(spec)) for spec in specs]
+    out = []
+    for doc in (d for text in texts for d in yaml.safe_load_all(text)):
+        if isinstance(doc, dict) and doc.get("kind") in RBAC_KINDS:
+            if doc["kind"] in NAMESPACED:
+                doc["metadata"]["namespace"] = NAMESPACE
+            out.append(doc)
+    return out
+
+
+def service_account_credentials(user: str) -> list[dict[str, Any]]:
+    """A ClusterRole to read, create and request tokens of ServiceAccounts (what upstream's
+    client builder does with the root identity), bound to `user` in kcm-system only."""
+    role = SERVICE_ACCOUNT_CREDENTIALS_ROLE
+    rbac_group = "rbac.authorization.k8s.io"
+    return [
+        {
+            "apiVersion": f"{rbac_group}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": [
+                {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create"]},
+                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+            ],
+        },
+        {
+            "apiVersion": f"{rbac_group}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": NAMESPACE},
+            "roleRef": {"apiGroup": rbac_group, "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": rbac_group, "kind": "User", "name": user}],
+        },
+    ]
 
 
 def strays(root: Path, wanted: dict[Path, str]) -> list[Path]:

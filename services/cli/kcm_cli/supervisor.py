@@ -17,10 +17,11 @@ STOP_GRACE = 10.0  # seconds a child gets to exit on SIGTERM before SIGKILL
 
 
 class Supervised:
-    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+    def __init__(self, name: str, argv: list[str], log_path: Path, stop_grace: float = STOP_GRACE) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        self.stop_grace = stop_grace  # seconds it gets to exit on SIGTERM before SIGKILL
         self.proc: asyncio.subprocess.Process | None = None
 
     async def run(self) -> None:
@@ -58,7 +59,7 @@ class Supervised:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), STOP_GRACE)
+            await asyncio.wait_for(asyncio.shield(proc.wait()), self.stop_grace)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

@@ -15,7 +15,7 @@ import socket
 
 from kcm_shared.base import errors
 from kcm_shared.bus import natsconn
-from kcm_shared.client import kubeclient
+from kcm_shared.client import clientbuilder, kubeclient
 
 
 def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
@@ -41,20 +41,30 @@ def kube_client(
     user_agent: str,
     write_guard: kubeclient.WriteGuard | None = None,
     rate_scale: tuple[float, float] = (1.0, 1.0),
+    credentials: clientbuilder.Credentials | None = None,
 ) -> kubeclient.KubeClient:
-    """The API client the flags describe, its qps and burst multiplied by `rate_scale`; raises
-    `errors.ConfigError` when the kubeconfig (or the in-cluster configuration) cannot be read.
-    Makes no request: a server that is down is the caller's to wait out."""
-    try:
-        conn = kubeclient.load_connection(args.kubeconfig, args.master)
-    except Exception as exc:  # the kubernetes loader raises many kinds; each is a bad config
-        where = f"kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster configuration"
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise errors.ConfigError(f"cannot load the {where}: {detail}") from exc
+    """The API client the flags describe, its qps and burst multiplied by `rate_scale`, and
+    authenticated by `credentials` when given (a ServiceAccount's, `clientbuilder`) rather than
+    by the kubeconfig's own. Raises `errors.ConfigError` when the kubeconfig (or the in-cluster
+    configuration) cannot be read. Makes no request: a server that is down is the caller's to
+    wait out."""
+    conn, tokens = (credentials.conn, credentials.tokens) if credentials else (connection(args), None)
     return kubeclient.KubeClient(
         conn,
         qps=args.kube_api_qps * rate_scale[0],
         burst=max(1, round(args.kube_api_burst * rate_scale[1])),
         user_agent=user_agent,
         write_guard=write_guard,
+        token_source=tokens,
     )
+
+
+def connection(args: argparse.Namespace) -> kubeclient.Connection:
+    """The connection `--kubeconfig` / `--master` (or the in-cluster configuration) describe;
+    `errors.ConfigError` when it cannot be read."""
+    try:
+        return kubeclient.load_connection(args.kubeconfig, args.master)
+    except Exception as exc:  # the kubernetes loader raises many kinds; each is a bad config
+        where = f"kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster configuration"
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise errors.ConfigError(f"cannot load the {where}: {detail}") from exc

@@ -1,3 +1,4 @@
-"""Layer 4, the API client: HTTP/1.1, token-bucket rate limits, `KubeClient`, discovery and the
-scale subresource (what upstream's client-go rest, discovery and scale clients do).
+"""Layer 4, the API client: HTTP/1.1, token-bucket rate limits, `KubeClient`, discovery, the
+scale subresource, and clients under a ServiceAccount's TokenRequest tokens (what upstream's
+client-go rest, discovery and scale clients and controller-manager's clientbuilder do).
 """

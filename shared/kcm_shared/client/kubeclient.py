@@ -13,9 +13,10 @@ Paths are built only by `resource_path` / `group_version_path`, which percent-en
 part through `segment`: names are user input (an ownerReference's name is anything
 non-empty), and a raw one could name another object or end the request line. A bearer token
 kept in a file (in-cluster, or a kubeconfig's `tokenFile`) is re-read as client-go does
-(`TokenFile`). A `write_guard` (the controller runtime passes `fencing.check_write`) is
-called right before each mutating request is sent, after the rate limiter's wait, and may
-refuse it by raising.
+(`TokenFile`); any other `TokenSource` may stand in for it (`kcm_shared.client.clientbuilder`'s
+TokenRequest tokens), on a connection stripped of its own credentials (`anonymous`). A
+`write_guard` (the controller runtime passes `fencing.check_write`) is called right before each
+mutating request is sent, after the rate limiter's wait, and may refuse it by raising.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import msgspec
@@ -88,7 +89,8 @@ class Connection:
     `token_file`, when set, is where the bearer token lives (in-cluster: the projected service
     account token; a kubeconfig's `tokenFile`): the kubelet rotates it, so `KubeClient` re-reads
     it rather than keeping the token it started with. `ca_file` is the file holding the CA
-    the connection trusts (a kubeconfig's inline data lands in a file too), if it names one.
+    the connection trusts (a kubeconfig's inline data lands in a file too), if it names one;
+    `insecure`: the server's certificate is not checked (`insecure-skip-tls-verify`).
     """
 
     server: str
@@ -97,6 +99,7 @@ class Connection:
     namespace: str = "default"
     token_file: str | None = None
     ca_file: str | None = None
+    insecure: bool = False
 
 
 def load_connection(
@@ -131,18 +134,37 @@ def load_connection(
         headers["Authorization"] = aiohttp.BasicAuth(cfg.username, cfg.password or "").encode()
     ssl_ctx: ssl.SSLContext | bool = True
     if cfg.host.startswith("https"):
-        ctx = (
-            ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-            if cfg.ssl_ca_cert
-            else ssl.create_default_context()
-        )
+        ssl_ctx = _trusting(cfg.ssl_ca_cert or None, insecure=not cfg.verify_ssl)
         if cfg.cert_file:
-            ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
-        if not cfg.verify_ssl:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        ssl_ctx = ctx
-    return Connection(cfg.host.rstrip("/"), headers, ssl_ctx, namespace, token_file, cfg.ssl_ca_cert or None)
+            ssl_ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    return Connection(
+        cfg.host.rstrip("/"),
+        headers,
+        ssl_ctx,
+        namespace,
+        token_file,
+        cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+    )
+
+
+def anonymous(conn: Connection) -> Connection:
+    """`conn` without its credentials (token, basic auth, client certificate), trusting the same
+    server: client-go's AnonymousClientConfig, the base of a client that authenticates as someone
+    else. The certificate matters as much as the headers: kube-apiserver tries client
+    certificates before bearer tokens, so a request carrying both is the certificate's user."""
+    ssl_ctx: ssl.SSLContext | bool = conn.ssl_context
+    if isinstance(ssl_ctx, ssl.SSLContext):
+        ssl_ctx = _trusting(conn.ca_file, insecure=conn.insecure)
+    return Connection(conn.server, {}, ssl_ctx, conn.namespace, None, conn.ca_file, conn.insecure)
+
+
+def _trusting(ca_file: str | None, *, insecure: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 def _kubeconfig_token_file(kubeconfig: str, user_name: str | None) -> str | None:
@@ -156,6 +178,19 @@ def _kubeconfig_token_file(kubeconfig: str, user_name: str | None) -> str | None
             if token_file:
                 return str(Path(kubeconfig).parent / Path(token_file).expanduser())
     return None
+
+
+class TokenSource(Protocol):
+    """Where a client's bearer token comes from, asked before every request (`TokenFile`,
+    `clientbuilder.ServiceAccountToken`)."""
+
+    async def header(self) -> str:
+        """The Authorization header's value to send now."""
+        ...
+
+    def rejected(self, header: str) -> None:
+        """The server answered 401 to `header`: get another before the next request."""
+        ...
 
 
 class TokenFile:
@@ -257,6 +292,7 @@ class KubeClient:
         timeout: float = 30.0,
         token_reread: float = TOKEN_REREAD_SECONDS,
         write_guard: WriteGuard | None = None,
+        token_source: TokenSource | None = None,
     ) -> None:
         self.conn = conn
         self.user_agent = user_agent
@@ -265,8 +301,10 @@ class KubeClient:
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self._api: http1.Client | None = None
-        self._token = TokenFile(conn.token_file, token_reread) if conn.token_file else None
-        # With a token file the Authorization header is the file's current token, per request.
+        self._token: TokenSource | None = token_source
+        if token_source is None and conn.token_file:
+            self._token = TokenFile(conn.token_file, token_reread)
+        # With a token source the Authorization header is its current token, per request.
         fixed = {k: v for k, v in conn.headers.items() if not (self._token and k.lower() == "authorization")}
         self._headers = {**fixed, "User-Agent": user_agent, "Accept": "application/json"}
 
@@ -344,7 +382,7 @@ class KubeClient:
         return resp.body
 
     async def _authorize(self, headers: dict[str, str]) -> str:
-        """Put the token file's current token in `headers` (when there is a token file); return it."""
+        """Put the token source's current token in `headers` (when there is one); return it."""
         if self._token is None:
             return ""
         headers["Authorization"] = auth = await self._token.header()

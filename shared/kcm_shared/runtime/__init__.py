@@ -10,7 +10,7 @@ The names below are the public face; the modules behind them: `spec` (Spec, Cont
 `kcm_shared.reconcile` (Reconcile and its outcomes: Result, TerminalError, NotOwner, with the
 table of what each leads to), `delaying` (`Context.enqueue_after` and the `Clock` it waits on),
 `cache` (the informer), `events` (the Event recorder), `controllerflags` (the command line),
-`manager` (what runs it all).
+`deployfile` (the controller's deploy.yaml: its ServiceAccount), `manager` (what runs it all).
 """
 
 from kcm_shared.reconcile import NotOwner, Reconcile, Result, TerminalError

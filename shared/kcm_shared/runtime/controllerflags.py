@@ -1,5 +1,6 @@
 """The controller services' command line: upstream's `--controllers` grammar and the flags
-of the Specs it runs (worker counts, each Spec's own), `--plugin`, and the work queue's.
+of the Specs it runs (worker counts, each Spec's own), `--plugin`, the work queue's, and
+upstream's `--use-service-account-credentials` with the namespace of those ServiceAccounts.
 
 Called by the launcher (`kcm controllers`, `kcm controller`, and `kcm dev`, which passes
 `passthrough_flags` on to the controllers it starts) and by `manager.run`. `int_in_range` is an
@@ -14,7 +15,7 @@ import importlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kcm_shared.bus import flags
+from kcm_shared.bus import flags, leaderelection
 from kcm_shared.runtime.spec import Spec
 
 
@@ -69,6 +70,21 @@ def add_arguments(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
         default=[],
         metavar="MODULE:ATTR",
         help="also run this controller Spec from an importable module (repeatable)",
+    )
+    p.add_argument(
+        "--use-service-account-credentials",
+        type=leaderelection.parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="each controller authenticates as its own ServiceAccount (deploy.yaml names it), "
+        "with tokens the --kubeconfig identity requests (TokenRequest) and refreshes",
+    )
+    p.add_argument(
+        "--service-account-credentials-namespace",
+        default="kube-system",
+        help="namespace of those ServiceAccounts (upstream's is always kube-system, where its "
+        "bootstrap roles system:controller:* already authorize them)",
     )
     p.add_argument(
         "--max-deliveries",

@@ -59,6 +59,25 @@ def test_a_missing_pair_is_made_again_alone(tmp_path: Path) -> None:
     assert files.sa_key.read_bytes() != old_key and files.sa_pub.exists()
 
 
+def test_client_certificates_name_their_user_and_groups_and_are_kept(tmp_path: Path) -> None:
+    admin = pki.client(tmp_path, "admin", "kubernetes-admin", ("system:masters",))
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    cert = x509.load_pem_x509_certificate(admin.cert.read_bytes())
+    assert cert.subject.rfc4514_string() == "CN=kubernetes-admin,O=system:masters"
+    assert cert.issuer == ca.subject
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert stat.S_IMODE(admin.key.stat().st_mode) == 0o600
+    before = admin.cert.read_bytes()
+    assert pki.client(tmp_path, "admin", "kubernetes-admin", ("system:masters",)).cert.read_bytes() == before
+
+    proxy = pki.front_proxy(tmp_path)
+    proxy_ca = x509.load_pem_x509_certificate(proxy.ca.cert.read_bytes())
+    client = x509.load_pem_x509_certificate(proxy.client.cert.read_bytes())
+    assert proxy_ca.subject.rfc4514_string() == "CN=front-proxy-ca" and proxy_ca.subject != ca.subject
+    assert (client.subject.rfc4514_string(), client.issuer) == ("CN=front-proxy-client", proxy_ca.subject)
+
+
 def _pod(spec: dict[str, Any]) -> podsecrets.PodSecretsView:
     return msgspec.json.decode(msgspec.json.encode({"spec": spec}), type=podsecrets.PodSecretsView)
 

@@ -90,6 +90,25 @@ def test_identity_flags(flag: str, attribute: str, default: object) -> None:
     assert str(getattr(main.parser().parse_args(["controllers", f"{flag}={value}"]), attribute)) == value
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], (False, "kube-system")),
+        (["--use-service-account-credentials"], (True, "kube-system")),
+        (["--use-service-account-credentials=true"], (True, "kube-system")),
+        (["--use-service-account-credentials=false"], (False, "kube-system")),
+        (
+            ["--use-service-account-credentials", "--service-account-credentials-namespace=kcm-system"],
+            (True, "kcm-system"),
+        ),
+    ],
+)
+def test_service_account_credentials_flags(argv: list[str], expected: tuple[bool, str]) -> None:
+    for command in (["controllers"], ["controller", "deployment"]):
+        args = main.parser().parse_args([*command, *argv])
+        assert (args.use_service_account_credentials, args.service_account_credentials_namespace) == expected
+
+
 def test_clean_up_period_is_a_go_duration_defaulting_to_a_year() -> None:
     attribute = "legacy_service_account_token_clean_up_period"
     assert getattr(main.parser().parse_args(["controllers"]), attribute) == 8760 * 3600
