@@ -113,15 +113,34 @@ def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> we
     return resp
 
 
+def _no_foreign_origin(request: web.Request) -> bool:
+    """No `Origin`, or this server's own: browsers send one with every cross-origin request and
+    every POST, so a page elsewhere cannot send even a body without a Content-Type (a simple
+    request that needs no CORS preflight); kubectl and API clients send none."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    try:
+        parts = urllib.parse.urlsplit(origin)
+    except ValueError:
+        return False
+    default_port = {"http": 80, "https": 443}.get(parts.scheme)
+    return default_port is not None and _loopback_here(request, parts.netloc, default_port)
+
+
 def _names_loopback(request: web.Request) -> bool:
     """Whether the request's Host is a loopback name or address with the port it came in on
     (a request without Host is no browser's)."""
     host = request.headers.get("Host")
-    if host is None:
-        return True
+    return host is None or _loopback_here(request, host, 443 if request.secure else 80)
+
+
+def _loopback_here(request: web.Request, host: str, default_port: int) -> bool:
+    """Whether `host` (`name[:port]`) is a loopback name or address at the port the request
+    came in on."""
     try:
         parts = urllib.parse.urlsplit("//" + host)
-        port = parts.port or (443 if request.secure else 80)
+        port = parts.port or default_port
     except ValueError:
         return False
     name = parts.hostname or ""
@@ -196,12 +215,12 @@ class Server:
         received = datetime.now(UTC) if self.audit_log is not None else None
         try:
             warnings: list[str] = []
-            if self.check_host and not _names_loopback(request):
+            if self.check_host and not (_names_loopback(request) and _no_foreign_origin(request)):
                 raise errors.ApiError(
                     403,
                     "Forbidden",
                     "this API server takes requests without credentials on loopback only: "
-                    "address it by a loopback address or localhost and its port",
+                    "address it by a loopback address or localhost and its port, from no web page",
                 )
             request[_USER] = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
             resp, resource = await self._route(request)
@@ -377,7 +396,9 @@ class Server:
         raw = await request.read()
         if not raw:
             return None
-        ctype = request.content_type  # aiohttp: application/octet-stream when the header is absent
+        # No Content-Type reads as JSON, as kube-apiserver reads it: the official Python client
+        # sends its bodies without one. (aiohttp says application/octet-stream then.)
+        ctype = request.content_type if "Content-Type" in request.headers else "application/json"
         if ctype not in _BODY_TYPES:
             raise errors.unsupported_media_type(request.headers.get("Content-Type", ""))
         if ctype == protobuf.CONTENT_TYPE:
