@@ -11,17 +11,19 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from typing import Any
 
 import nats.errors
 from kcm_shared.bus import membership, subjects, wire
+from kcm_watcher import syncserver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 
-from tests.conftest import wait_for
+from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
-from tests.e2e.bus_identity import as_identity, refused
+from tests.e2e.bus_identity import as_identity, refused, seed, url
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset,deployment")
@@ -222,3 +224,69 @@ def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(sta
     wait_for(
         lambda: replicasets(stack, "after-the-attack") == 1, 30, 0.5, "a ReplicaSet for a new Deployment"
     )
+
+
+def test_a_push_consumer_cannot_speak_on_core_subjects(stack: DevStack) -> None:
+    """Finding 6: a push consumer aimed at a core subject replayed stream messages there; a
+    standby coordinator took one on `kcm.coord.status` as its leader's verdicts (every field
+    has a default), and the watcher one on `kcm.watcher.sync` as a sync request."""
+    log = stack.state / "logs" / "standby-coordinator.log"
+    argv = [KCM, "coordinator", "--kubeconfig", str(stack.kubeconfig), "--nats-url", url(stack)]
+    argv += [
+        "--nats-nkey-seed",
+        str(seed(stack, "coordinator")),
+        "--ops-bind",
+        "127.0.0.1",
+        "--ops-port",
+        "0",
+    ]
+    with log.open("wb") as out:
+        standby = subprocess.Popen(argv, stdout=out, stderr=out)
+    aims = {
+        "consumer-0": (wire.COORD_STATUS, "standby-coordinator"),
+        "consumer-1": (wire.WATCHER_SYNC, "watcher"),
+    }
+
+    def dropped(subject: str, service: str) -> bool:
+        """A replay is logged with the subscription it came in on (it bears its stream subject)."""
+        lines = stack.log(service).splitlines()
+        return any("replayed message dropped" in x and f'"subscription": "{subject}"' in x for x in lines)
+
+    async def body(nc: Client, errors: list[str]) -> None:
+        js = nc.jetstream(timeout=3)
+        for name, (subject, _) in aims.items():
+            config = api.ConsumerConfig(
+                name=name,
+                deliver_subject=subject,
+                deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+                filter_subject=subjects.OBJECTS_FILTER,
+                ack_policy=api.AckPolicy.NONE,
+                inactive_threshold=60.0,
+                # A queue subscriber (the watcher's) counts as interest only to a delivery group.
+                deliver_group=syncserver.QUEUE_GROUP if subject == wire.WATCHER_SYNC else None,
+            )
+            await js.add_consumer(wire.OBJECTS_STREAM, config)
+        try:
+            await asyncio.to_thread(
+                wait_for,
+                lambda: all(dropped(*aim) for aim in aims.values()),
+                30,
+                0.5,
+                "every replay dropped with a log line",
+            )
+        finally:
+            for name in aims:
+                await js.delete_consumer(wire.OBJECTS_STREAM, name)
+
+    try:
+        wait_for(
+            lambda: "waiting to acquire lease" in log.read_text(errors="replace"),
+            60,
+            0.5,
+            "a standby coordinator",
+        )
+        as_identity(stack, "consumer", body)
+    finally:
+        standby.send_signal(signal.SIGTERM)
+        standby.wait(30)
+    stack.wait_healthy(30)
