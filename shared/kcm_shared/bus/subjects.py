@@ -17,6 +17,10 @@ passes 4,096 bytes; with this bound every subject of the bus stays under about 1
 `replayed(reply)` tells a message JetStream delivered from a stream from a client's publish:
 a push consumer may name any deliver subject (docs/bus.md "Known limits"), so the core
 subscribers of health beats, verdicts and sync requests drop what it says.
+
+`inbox_prefix(public_key)`: the reply subjects of a service connected with an nkey, its own
+(`natsconn.connect` sets it, `kcm_cli.natsauth` lets the identity subscribe there alone), so
+no identity sees another's replies or JetStream deliveries (docs/bus.md "Who may publish what").
 """
 
 from __future__ import annotations
@@ -289,3 +293,8 @@ def replayed(reply: str | None) -> bool:
     from a client: no service publishes a beat, verdict or request with such a reply, and any
     identity that may create a push consumer can aim one at any core subject."""
     return (reply or "").startswith(_JS_ACK)
+
+
+def inbox_prefix(public_key: str) -> str:
+    """nats-py's `inbox_prefix` for the identity of nkey `public_key` (instead of `_INBOX`)."""
+    return f"_INBOX_{public_key}"
