@@ -2,8 +2,8 @@
 try what an identity may and may not do on the bus.
 
 - `as_identity(stack, identity, body)` runs `body(nc, errors)` on a real nats-py connection
-  with the identity's seed (`STATE_DIR/nats-auth/<identity>.nk`); `errors` collects what the
-  server refused.
+  with the identity's seed (`STATE_DIR/nats-auth/<identity>.nk`) and its inbox prefix, as the
+  service connects (`natsconn.connect`); `errors` collects what the server refused.
 - `refused(nc, errors, subject)` publishes and reports whether the server called it a
   permissions violation.
 """
@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import nats
 import uvloop
+from kcm_cli import natsauth
+from kcm_shared.bus import subjects
 from nats.aio.client import Client
 
 from tests.e2e.devstack import DevStack
@@ -29,6 +31,14 @@ def url(stack: DevStack) -> str:
 
 def seed(stack: DevStack, identity: str) -> Path:
     return stack.state / "nats-auth" / f"{identity}.nk"
+
+
+def inbox(stack: DevStack, identity: str) -> str:
+    """The identity's reply prefix: its own for a service, nats-py's `_INBOX` for the consumer."""
+    if identity == "consumer":
+        return "_INBOX"
+    key = natsauth.public_key(seed(stack, identity).read_bytes().strip())
+    return subjects.inbox_prefix(key)
 
 
 def as_identity(
@@ -45,6 +55,7 @@ def as_identity(
         async def on_error(exc: Exception) -> None:
             errors.append(str(exc).lower())
 
+        options.setdefault("inbox_prefix", inbox(stack, identity))
         nc = await nats.connect(
             url(stack),
             nkeys_seed=str(seed(stack, identity)),

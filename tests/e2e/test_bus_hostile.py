@@ -28,6 +28,7 @@ from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
 from tests.conftest import KCM, wait_for
+from tests.e2e import bus_identity
 from tests.e2e.devstack import DevStack, children, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset")
@@ -41,7 +42,12 @@ def as_identity(stack: DevStack, identity: str, body: Callable[[Client], Awaitab
     async def run() -> T:
         url = (stack.state / "nats.url").read_text().strip()
         seed = stack.state / "nats-auth" / f"{identity}.nk"
-        nc = await nats.connect(url, nkeys_seed=str(seed), max_reconnect_attempts=0)
+        nc = await nats.connect(
+            url,
+            nkeys_seed=str(seed),
+            inbox_prefix=bus_identity.inbox(stack, identity),
+            max_reconnect_attempts=0,
+        )
         try:
             return await body(nc)
         finally:

@@ -11,17 +11,19 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from typing import Any
 
 import nats.errors
 from kcm_shared.bus import membership, subjects, wire
+from kcm_watcher import syncserver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 
-from tests.conftest import wait_for
+from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
-from tests.e2e.bus_identity import as_identity, refused
+from tests.e2e.bus_identity import as_identity, inbox, refused, seed, url
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset,deployment")
@@ -163,25 +165,54 @@ def replicasets(stack: DevStack, deployment: str) -> int:
     return sum(1 for rs in found if rs["metadata"]["name"].startswith(f"{deployment}-"))
 
 
-def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(stack: DevStack) -> None:
-    """Findings 3 and 14: the read-only identity learned a cache's consumer on `_INBOX.>` and
-    updated it (headers only: the deployment controller went blind), and could make any
-    number of consumers."""
+def cache_consumers(stack: DevStack, identity: str, deployment: str) -> set[str]:
+    """The consumers on the object stream delivering to `identity`'s inboxes, as the replies of
+    their deliveries name them, heard while `deployment` is made (by whoever may listen there)."""
 
-    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+    async def body(nc: Client, errors: list[str]) -> set[str]:
         names: set[str] = set()
 
         async def sniff(msg: Msg) -> None:
             if (msg.reply or "").startswith(f"$JS.ACK.{wire.OBJECTS_STREAM}."):
                 names.add(msg.reply.split(".")[3])
 
-        await nc.subscribe("_INBOX.>", cb=sniff)
-        await asyncio.to_thread(stack.kubectl, "create", "deployment", "sniffed", "--image=nginx")
+        await nc.subscribe(f"{inbox(stack, identity)}.>", cb=sniff)
+        await asyncio.to_thread(stack.kubectl, "create", "deployment", deployment, "--image=nginx")
         for _ in range(100):
             if names:
                 break
             await asyncio.sleep(0.1)
-        out: dict[str, Any] = {"learned a cache's consumer": bool(names)}
+        return names
+
+    return as_identity(stack, identity, body)
+
+
+def test_an_identity_cannot_hear_another_identitys_inbox(stack: DevStack) -> None:
+    """Finding 3: every identity subscribed to `_INBOX.>`, so it heard every other identity's
+    replies and learned the caches' consumer names from their deliveries."""
+    victim_inbox = f"{inbox(stack, 'controllers')}.>"
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, bool]:
+        out = {}
+        for subject in ("_INBOX.>", victim_inbox):
+            await nc.subscribe(subject)
+            await nc.flush()
+            await asyncio.sleep(0.2)
+            out[subject] = any("permissions violation" in e and subject.lower() in e for e in errors)
+        return out
+
+    assert as_identity(stack, ATTACKER, body) == {"_INBOX.>": True, victim_inbox: True}
+    assert cache_consumers(stack, "consumer", "sniffed") == set()
+
+
+def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(stack: DevStack) -> None:
+    """Findings 3 and 14: the read-only identity learned a cache's consumer on `_INBOX.>` and
+    updated it (headers only: the deployment controller went blind), and could make any
+    number of consumers. The names come from the controllers' own inbox here, as if leaked."""
+    names = cache_consumers(stack, "controllers", "sniffed-by-its-owner")
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"a cache's consumer named": bool(names)}
         api_prefix = f"$JS.API.CONSUMER.%s.{wire.OBJECTS_STREAM}"
         for victim in sorted(names):
             try:
@@ -213,7 +244,7 @@ def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(sta
         return out
 
     assert as_identity(stack, "consumer", body) == {
-        "learned a cache's consumer": True,
+        "a cache's consumer named": True,
         "update": "refused",
         "delete": "refused",
         "consumers made": 16,
@@ -222,3 +253,69 @@ def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(sta
     wait_for(
         lambda: replicasets(stack, "after-the-attack") == 1, 30, 0.5, "a ReplicaSet for a new Deployment"
     )
+
+
+def test_a_push_consumer_cannot_speak_on_core_subjects(stack: DevStack) -> None:
+    """Finding 6: a push consumer aimed at a core subject replayed stream messages there; a
+    standby coordinator took one on `kcm.coord.status` as its leader's verdicts (every field
+    has a default), and the watcher one on `kcm.watcher.sync` as a sync request."""
+    log = stack.state / "logs" / "standby-coordinator.log"
+    argv = [KCM, "coordinator", "--kubeconfig", str(stack.kubeconfig), "--nats-url", url(stack)]
+    argv += [
+        "--nats-nkey-seed",
+        str(seed(stack, "coordinator")),
+        "--ops-bind",
+        "127.0.0.1",
+        "--ops-port",
+        "0",
+    ]
+    with log.open("wb") as out:
+        standby = subprocess.Popen(argv, stdout=out, stderr=out)
+    aims = {
+        "consumer-0": (wire.COORD_STATUS, "standby-coordinator"),
+        "consumer-1": (wire.WATCHER_SYNC, "watcher"),
+    }
+
+    def dropped(subject: str, service: str) -> bool:
+        """A replay is logged with the subscription it came in on (it bears its stream subject)."""
+        lines = stack.log(service).splitlines()
+        return any("replayed message dropped" in x and f'"subscription": "{subject}"' in x for x in lines)
+
+    async def body(nc: Client, errors: list[str]) -> None:
+        js = nc.jetstream(timeout=3)
+        for name, (subject, _) in aims.items():
+            config = api.ConsumerConfig(
+                name=name,
+                deliver_subject=subject,
+                deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+                filter_subject=subjects.OBJECTS_FILTER,
+                ack_policy=api.AckPolicy.NONE,
+                inactive_threshold=60.0,
+                # A queue subscriber (the watcher's) counts as interest only to a delivery group.
+                deliver_group=syncserver.QUEUE_GROUP if subject == wire.WATCHER_SYNC else None,
+            )
+            await js.add_consumer(wire.OBJECTS_STREAM, config)
+        try:
+            await asyncio.to_thread(
+                wait_for,
+                lambda: all(dropped(*aim) for aim in aims.values()),
+                30,
+                0.5,
+                "every replay dropped with a log line",
+            )
+        finally:
+            for name in aims:
+                await js.delete_consumer(wire.OBJECTS_STREAM, name)
+
+    try:
+        wait_for(
+            lambda: "waiting to acquire lease" in log.read_text(errors="replace"),
+            60,
+            0.5,
+            "a standby coordinator",
+        )
+        as_identity(stack, "consumer", body)
+    finally:
+        standby.send_signal(signal.SIGTERM)
+        standby.wait(30)
+    stack.wait_healthy(30)

@@ -32,7 +32,10 @@ from kcm_shared.runtime import controllerflags
 from kcm_cli import pki
 from kcm_cli.controllers import BUILTIN
 
-INBOX = "_INBOX.>"  # nats-py's reply subjects; only allow_responses lets a client publish there
+# nats-py's default reply subjects, the third parties' (`consumer`); every kcm client replies
+# under its identity's own prefix (`subjects.inbox_prefix`). Only allow_responses lets a
+# client publish to an inbox.
+INBOX = "_INBOX.>"
 OBJECTS = wire.OBJECTS_STREAM
 GRANTS = f"KV_{wire.GRANTS_BUCKET}"
 SEED_SUFFIX = ".nk"
@@ -54,12 +57,18 @@ class Permissions:
     subscribe: tuple[str, ...]
     # May answer the requests it receives (publish to their reply subjects), and only those.
     responses: bool = False
+    # Subscribes to its own inbox, `subjects.inbox_prefix` of its public key (what
+    # `natsconn.connect` sets).
+    own_inbox: bool = True
 
-    def render(self) -> dict[str, object]:
+    def render(self, public_key: str) -> dict[str, object]:
+        subscribe = list(self.subscribe)
+        if self.own_inbox:
+            subscribe.append(subjects.inbox_prefix(public_key) + ".>")
         # An empty allow list would mean "anything" to nats-server: deny everything instead.
         out: dict[str, object] = {
             "publish": {"allow": list(self.publish)} if self.publish else {"deny": [">"]},
-            "subscribe": {"allow": list(self.subscribe)} if self.subscribe else {"deny": [">"]},
+            "subscribe": {"allow": subscribe} if subscribe else {"deny": [">"]},
         }
         if self.responses:
             out["allow_responses"] = True
@@ -140,7 +149,7 @@ def watcher() -> Permissions:
     """Publishes every object state and progress marker, and answers sync requests."""
     publish = [subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_read(OBJECTS)]
     publish.append(subjects.health_filter("watcher"))
-    return Permissions(_unique(publish), (wire.WATCHER_SYNC, INBOX), responses=True)
+    return Permissions(_unique(publish), (wire.WATCHER_SYNC,), responses=True)
 
 
 def coordinator() -> Permissions:
@@ -150,9 +159,7 @@ def coordinator() -> Permissions:
     # The grants it gives, kept where its successor finds them (docs/bus.md "Coordinator failover").
     publish += [_kv(wire.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
     publish += _declare(wire.DLQ_STREAM)  # the owner of the dead letters' stream
-    return Permissions(
-        _unique(publish), (subjects.COORD_FILTER, subjects.health_filter(), INBOX), responses=True
-    )
+    return Permissions(_unique(publish), (subjects.COORD_FILTER, subjects.health_filter()), responses=True)
 
 
 def controllers(names: Sequence[str]) -> Permissions:
@@ -170,13 +177,15 @@ def controllers(names: Sequence[str]) -> Permissions:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]
         publish += [*_create(stream), *_consume_work(stream)]
-    return Permissions(_unique(publish), (INBOX,))
+    return Permissions(_unique(publish), ())
 
 
 def consumer() -> Permissions:
     """A third party's read-only view: the object stream and live object messages, through its
     own consumers (`CONSUMER_NAMES`), nothing else."""
     publish = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", *_named_consumers(OBJECTS, CONSUMER_NAMES)]
+    # nats-py's default inbox for a third party's client, its own too for one made with
+    # `natsconn.connect`; no service replies under `_INBOX.`.
     return Permissions(_unique(publish), (subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, INBOX))
 
 
@@ -219,8 +228,8 @@ def authorization(
     """nats-server's `authorization` block for `identities`, making their seeds when missing."""
     users = []
     for identity, perms in identities.items():
-        seed = seed_file(directory, identity, apart=apart).read_bytes().strip()
-        users.append({"nkey": public_key(seed), "permissions": perms.render()})
+        key = public_key(seed_file(directory, identity, apart=apart).read_bytes().strip())
+        users.append({"nkey": key, "permissions": perms.render(key)})
     return {"users": users}
 
 

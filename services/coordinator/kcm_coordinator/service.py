@@ -274,6 +274,8 @@ class Service:
         )
 
     async def _on_beat(self, msg: Msg) -> None:
+        if _replayed(msg, subjects.health_filter()):
+            return
         try:
             self.beats.observe(healthbeat.decode(msg.data))
         except msgspec.DecodeError as exc:
@@ -282,6 +284,8 @@ class Service:
     async def _on_leader_status(self, msg: Msg) -> None:
         if self.is_leader:
             return  # our own, or a deposed leader's
+        if _replayed(msg, wire.COORD_STATUS):
+            return
         try:
             self.leader_view.observe(fleethealth.decode_verdicts(msg.data))
         except msgspec.DecodeError as exc:
@@ -383,6 +387,17 @@ async def run(args: argparse.Namespace) -> None:
         await client.close()
         with contextlib.suppress(Exception):
             await nc.drain()
+
+
+def _replayed(msg: Msg, subscription: str) -> bool:
+    """A beat or verdict a JetStream consumer delivered (docs/bus.md "Known limits"): a stream
+    message aimed at our subject by whoever made the consumer, never a service's own."""
+    if not subjects.replayed(msg.reply):
+        return False
+    # A delivery bears its stream subject, not the one it was aimed at: say where it came in.
+    extra = {"subscription": subscription, "subject": msg.subject, "reply": msg.reply}
+    log.warning("replayed message dropped", extra=extra)
+    return True
 
 
 def _write_atomically(path: Path, text: str) -> None:

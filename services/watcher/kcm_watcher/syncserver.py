@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 from kcm_shared.apimachinery import gvr, resourceversion
-from kcm_shared.bus import wire
+from kcm_shared.bus import subjects, wire
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -148,6 +148,11 @@ class SyncServer:
             await asyncio.wait(self._tasks)
 
     async def _on_request(self, msg: Msg) -> None:
+        if subjects.replayed(msg.reply):
+            # A stream message a push consumer aimed here: answering would ack it for its maker.
+            extra = {"subscription": wire.WATCHER_SYNC, "subject": msg.subject, "reply": msg.reply}
+            log.warning("replayed message dropped", extra=extra)
+            return
         # The subscription delivers one message at a time: answer each in its own task.
         if len(self._tasks) >= _MAX_PENDING:
             await msg.respond(_encode(SyncReply(False, error="busy, retry")))

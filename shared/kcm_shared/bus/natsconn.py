@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import nats
 import nats.errors
+import nkeys  # type: ignore[import-untyped]  # nats-py's own dependency, without type hints
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.errors import (
@@ -246,6 +247,7 @@ async def _connect_once(
         password=opts.password,
         token=opts.token,
         nkeys_seed=opts.nkey_seed,
+        inbox_prefix=_inbox_prefix(opts),
         user_credentials=opts.creds,
         tls=_tls(opts),
         allow_reconnect=True,
@@ -259,6 +261,16 @@ async def _connect_once(
         ping_interval=10,
     )
     return client
+
+
+def _inbox_prefix(opts: NatsOptions) -> str:
+    """The identity's own reply subjects when it is an nkey (what `kcm_cli.natsauth` lets it
+    subscribe to), nats-py's shared `_INBOX` otherwise."""
+    if opts.nkey_seed is None:
+        return "_INBOX"
+    with open(opts.nkey_seed, "rb") as f:
+        seed = f.read().strip()
+    return subjects.inbox_prefix(nkeys.from_seed(bytearray(seed)).public_key.decode())
 
 
 async def _ensure(js: JetStreamContext, config: api.StreamConfig, owner: bool) -> None:

@@ -13,6 +13,14 @@ limit) becomes a digest token, `~H` and the base32 of its SHA-256, which escapin
 header. `parse_object_subject` and `key_of_work_subject` take that header and check it
 against the subject. nats-server closes a connection whose control line (subject included)
 passes 4,096 bytes; with this bound every subject of the bus stays under about 1,700.
+
+`replayed(reply)` tells a message JetStream delivered from a stream from a client's publish:
+a push consumer may name any deliver subject (docs/bus.md "Known limits"), so the core
+subscribers of health beats, verdicts and sync requests drop what it says.
+
+`inbox_prefix(public_key)`: the reply subjects of a service connected with an nkey, its own
+(`natsconn.connect` sets it, `kcm_cli.natsauth` lets the identity subscribe there alone), so
+no identity sees another's replies or JetStream deliveries (docs/bus.md "Who may publish what").
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ PROGRESS_FILTER = f"{wire.PROGRESS_PREFIX}.>"
 DLQ_FILTER = f"{wire.DLQ_PREFIX}.>"
 COORD_FILTER = f"{wire.COORD_PREFIX}.>"
 HEARTBEAT_FILTER = f"{wire.COORD_HEARTBEAT}.*.*"
+_JS_ACK = "$JS.ACK."  # the reply subject of every message a JetStream consumer delivers
 
 _OBJECT = wire.OBJECT_PREFIX.split(".")
 _PROGRESS = wire.PROGRESS_PREFIX.split(".")
@@ -277,3 +286,15 @@ def parse_heartbeat_subject(subject: str) -> tuple[str, str]:
     if not subject.startswith(prefix) or not scope or "." in token:
         raise ValueError(f"not a heartbeat subject: {subject!r}")
     return scope, parse_instance_token(token)
+
+
+def replayed(reply: str | None) -> bool:
+    """Whether a message came from a JetStream consumer (its reply is an ack subject), not
+    from a client: no service publishes a beat, verdict or request with such a reply, and any
+    identity that may create a push consumer can aim one at any core subject."""
+    return (reply or "").startswith(_JS_ACK)
+
+
+def inbox_prefix(public_key: str) -> str:
+    """nats-py's `inbox_prefix` for the identity of nkey `public_key` (instead of `_INBOX`)."""
+    return f"_INBOX_{public_key}"

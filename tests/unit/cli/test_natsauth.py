@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
-from kcm_shared.bus import membership, subjects, wire
+from kcm_shared.bus import membership, natsconn, subjects, wire
 
 NAMES = [spec.name for spec in BUILTIN]
 ALL = {**natsauth.deployment_identities(BUILTIN), "all-controllers": natsauth.controllers(NAMES)}
@@ -129,7 +129,7 @@ def test_no_one_but_the_owner_changes_or_wipes_a_stream(op: str) -> None:
 
 
 def test_an_identity_without_subjects_is_denied_everything_not_allowed_everything() -> None:
-    rendered = natsauth.Permissions((), ("kcm.coord.>",), responses=True).render()
+    rendered = natsauth.Permissions((), ("kcm.coord.>",), responses=True).render("UKEY")
     assert rendered["publish"] == {"deny": [">"]}
     assert rendered["allow_responses"] is True
 
@@ -188,3 +188,19 @@ def test_kcm_nats_auth_makes_an_identity_per_chosen_controller_and_plugin(
     assert set(capsys.readouterr().out.split()) == {str(p) for p in tmp_path.iterdir()}
     conf = (tmp_path / natsauth.AUTH_CONF).read_text()
     assert "kcm.work.probe-controller.*.>" in conf and "kcm.work.deployment-controller" not in conf
+
+
+def test_each_identity_hears_its_own_inbox_only_and_the_consumer_the_default_one_too(tmp_path: Path) -> None:
+    identities = {"watcher": natsauth.watcher(), "consumer": natsauth.consumer()}
+    identities["replicaset"] = natsauth.controllers(["replicaset-controller"])
+    identities["coordinator"] = natsauth.coordinator()
+    users = natsauth.authorization(tmp_path, identities)["users"]
+    assert isinstance(users, list)
+    for identity, user in zip(identities, users, strict=True):
+        heard = user["permissions"]["subscribe"]["allow"]
+        inboxes = [subject for subject in heard if subject.startswith("_INBOX")]
+        seed = str(natsauth.seed_file(tmp_path, identity))
+        prefix = natsconn._inbox_prefix(natsconn.NatsOptions(nkey_seed=seed))
+        own = [f"{subjects.inbox_prefix(user['nkey'])}.>"]
+        assert own == [f"{prefix}.>"]
+        assert inboxes == (["_INBOX.>", *own] if identity == "consumer" else own)

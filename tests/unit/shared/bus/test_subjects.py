@@ -94,3 +94,10 @@ def test_heartbeat_subjects_name_the_scope_and_the_instance() -> None:
     for bad in ("kcm.coord.heartbeat", f"kcm.coord.heartbeat.{scope}", f"kcm.coord.status.{scope}.a"):
         with pytest.raises(ValueError):
             subjects.parse_heartbeat_subject(bad)
+
+
+def test_replayed_tells_a_jetstream_delivery_from_a_publish() -> None:
+    assert subjects.replayed("$JS.ACK.KCM_OBJECTS.consumer-0.1.2.3.4.0")
+    assert not subjects.replayed("_INBOX.abc")
+    assert not subjects.replayed("")
+    assert not subjects.replayed(None)
