@@ -100,8 +100,12 @@ def start_coordinator(
             stderr=log,
         )
     coordinator = Coordinator(proc, url_file, log_path)
-    wait_for(lambda: url_file.exists() or proc.poll() is not None, 30, what=f"{name} ops url")
-    assert proc.poll() is None, log_path.read_text()
+    try:
+        wait_for(lambda: url_file.exists() or proc.poll() is not None, 30, what=f"{name} ops url")
+        assert proc.poll() is None, log_path.read_text()
+    except BaseException:
+        coordinator.stop()  # not yet in the fixture's list: it would outlive the test
+        raise
     return coordinator
 
 
