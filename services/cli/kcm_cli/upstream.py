@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import ssl
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from kcm_apiserver import kubeconfig, nodeports
 from kcm_shared.base import errors
 from kcm_shared.client import clientbuilder, kubeclient
 
-from kcm_cli import manifests, natsd, pki
+from kcm_cli import manifests, natsauth, natsd, pki
 from kcm_cli.controllers import BUILTIN
 
 log = logging.getLogger("kcm.dev")
@@ -244,7 +243,9 @@ class ControlPlane:
         for source, path in self._tokens.values():
             token = (await source.header()).removeprefix("Bearer ")
             if not path.exists() or path.read_text() != token:
-                _write_private(path, token)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # Atomic: a client re-reading the file never sees half a token.
+                natsauth.write_private(path, token.encode())
 
     def controller_manager_kubeconfig(self) -> Path:
         """kubeadm's controller-manager.conf: user system:kube-controller-manager, whom the
@@ -332,13 +333,3 @@ def _certificate_user(pair: pki.Pair) -> dict[str, str]:
         "client-certificate-data": base64.b64encode(pair.cert.read_bytes()).decode(),
         "client-key-data": base64.b64encode(pair.key.read_bytes()).decode(),
     }
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Atomically (a client re-reading the file never sees half a token), owner-only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, path)
