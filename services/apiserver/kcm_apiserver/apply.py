@@ -20,9 +20,11 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from kcm_shared.apimachinery.jsonmerge import deep_copy
+
 from kcm_apiserver import typeinfo
 from kcm_apiserver.errors import ApiError
-from kcm_apiserver.patch import PatchError, deep_copy
+from kcm_apiserver.patch import PatchError
 from kcm_apiserver.typeinfo import TypeInfo
 
 Obj = dict[str, Any]

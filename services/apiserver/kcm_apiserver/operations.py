@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcm_shared.apimachinery import codec, selectors
+from kcm_shared.apimachinery import codec, jsonmerge, selectors
+from kcm_shared.apimachinery.jsonmerge import deep_copy
 
 from kcm_apiserver import (
     apply,
@@ -36,7 +37,6 @@ from kcm_apiserver import (
     strategies,
     validation,
 )
-from kcm_apiserver.patch import deep_copy
 from kcm_apiserver.registry import Registry, ResourceType, storage_key_of
 from kcm_apiserver.schemas import patchtypes, unknownfields
 from kcm_apiserver.store import Obj, Store
@@ -546,7 +546,7 @@ class Api:
             if patch_type == "json":
                 patched = patch.json_patch(current, body)
             elif patch_type == "merge":
-                patched = patch.merge_patch(current, body)
+                patched = jsonmerge.merge_patch(current, body)
             elif patch_type == "strategic":
                 if rt.model is None:
                     raise errors.ApiError(

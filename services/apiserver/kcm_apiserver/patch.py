@@ -5,7 +5,9 @@ validation. Strategic merge follows upstream's apimachinery `strategicpatch` pac
 merge recursively, lists whose field is tagged `patchStrategy: merge` merge by
 `patchMergeKey` (or union, for primitives), every other list is replaced, and the
 `$patch`, `$retainKeys`, `$setElementOrder/` and `$deleteFromPrimitiveList/` directives
-are honoured. Server-side apply reuses `deep_copy` and `json_equal`.
+are honoured. JSON merge patch and the deep copy every format starts from are
+`kcm_shared.apimachinery.jsonmerge`'s, shared with the testing kit's fake client;
+server-side apply reuses `json_equal`.
 
 All functions return new documents and never mutate their arguments.
 """
@@ -17,7 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
-import msgspec
+from kcm_shared.apimachinery.jsonmerge import deep_copy, merge_patch, merge_patch_into
 
 from kcm_apiserver import typeinfo
 from kcm_apiserver.typeinfo import TypeInfo
@@ -31,29 +33,6 @@ _ARRAY_INDEX = re.compile(r"-?[0-9]+")
 
 class PatchError(ValueError):
     """The patch document is malformed, or a JSON patch `test` operation failed."""
-
-
-_to_msgpack = msgspec.msgpack.Encoder().encode
-_from_msgpack = msgspec.msgpack.Decoder().decode
-
-
-def deep_copy(value: Any) -> Any:
-    """Copy a JSON value. A MessagePack round trip runs in C: for a pod about three times
-    faster than walking it here (bench/apiserver_writes.py), which every patch and status
-    write pays once."""
-    try:
-        return _from_msgpack(_to_msgpack(value))
-    except (TypeError, OverflowError, msgspec.EncodeError):
-        # Integers beyond 64 bits (still to be refused by validation) have no MessagePack form.
-        return _walk_copy(value)
-
-
-def _walk_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _walk_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_walk_copy(v) for v in value]
-    return value
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -225,28 +204,6 @@ def _replace(doc: Any, path: str, value: Any) -> Any:
     return doc
 
 
-# --- JSON merge patch (RFC 7386) --------------------------------------------------------------
-
-
-def merge_patch(doc: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
-    return _merge_patch_into(deep_copy(doc), patch)
-
-
-def _merge_patch_into(target: Any, patch: Any) -> Any:
-    """`merge_patch` on a `target` the caller owns and allows to be modified."""
-    if not isinstance(patch, dict):
-        return deep_copy(patch)
-    if not isinstance(target, dict):
-        target = {}
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = _merge_patch_into(target.get(key), value)
-    return target
-
-
 # --- Strategic merge patch --------------------------------------------------------------------
 
 
@@ -269,7 +226,7 @@ def _merges(info: TypeInfo | None) -> TypeGuard[TypeInfo]:
 def _merge_map(original: dict[str, Any], patch: dict[str, Any], info: TypeInfo | None) -> dict[str, Any]:
     """Merge `patch` into `original`, which the caller owns; returns the merged map."""
     if info is None:
-        merged: dict[str, Any] = _merge_patch_into(original, patch)
+        merged: dict[str, Any] = merge_patch_into(original, patch)
         return merged
     if _DIRECTIVE in patch:
         directive = patch[_DIRECTIVE]
@@ -298,7 +255,7 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], info: TypeInfo |
 
 def _merge_value(original: Any, patch: Any, info: TypeInfo | None) -> Any:
     if info is None:
-        return _merge_patch_into(original, patch)
+        return merge_patch_into(original, patch)
     if isinstance(original, dict) and isinstance(patch, dict):
         if "replace" in info.patch_strategy:
             return deep_copy(patch)
@@ -311,7 +268,7 @@ def _merge_value(original: Any, patch: Any, info: TypeInfo | None) -> Any:
 def _fresh_value(patch: Any, info: TypeInfo | None) -> Any:
     """A patch value for a field the original lacks, with its directives resolved."""
     if info is None:
-        return _merge_patch_into(None, patch)
+        return merge_patch_into(None, patch)
     if isinstance(patch, dict) and "replace" not in info.patch_strategy:
         return _merge_map({}, patch, info)
     if isinstance(patch, list) and _merges(info):

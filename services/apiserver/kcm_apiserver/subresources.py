@@ -11,7 +11,7 @@ import copy
 import datetime as dt
 from typing import Any
 
-from kcm_shared.apimachinery import selectors
+from kcm_shared.apimachinery import jsonmerge, selectors
 from kcm_shared.apis import satoken
 
 from kcm_apiserver import authn, errors, patch
@@ -84,7 +84,7 @@ def write_scale(api: Api, ctx: Ctx, name: str, patch_type: str | None, body: Any
         elif patch_type == "json":
             wanted = patch.json_patch(current, body)
         else:
-            wanted = patch.merge_patch(current, body)
+            wanted = jsonmerge.merge_patch(current, body)
     except patch.PatchError as exc:
         raise errors.ApiError(422, "Invalid", str(exc)) from exc
     if not isinstance(wanted, dict):
@@ -129,7 +129,7 @@ def bind(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
                 {"reason": "FieldValueInvalid", "field": "target", "message": "must be a Node with a name"},
             ],
         )
-    pod = patch.deep_copy(api.get_stored(ctx, name))
+    pod = jsonmerge.deep_copy(api.get_stored(ctx, name))
     if pod["metadata"].get("deletionTimestamp"):
         raise errors.conflict("", "pods", name, "pod is being deleted, cannot be assigned to a host")
     current = pod.get("spec", {}).get("nodeName")
@@ -274,7 +274,7 @@ def _mark_and_delete(api: Api, ctx: Ctx, name: str, options: Obj) -> None:
     preconditions are checked against the pod before that write and a resourceVersion one is
     moved to the version it made, as upstream."""
     if not ctx.dry_run:
-        pod = patch.deep_copy(api.get_stored(ctx, name))
+        pod = jsonmerge.deep_copy(api.get_stored(ctx, name))
         meta = pod["metadata"]
         pre = dict(options.get("preconditions") or {})
         for field, what, since in (
@@ -327,7 +327,7 @@ def _set_disruption_target(status: Obj, now: str) -> None:
 def finalize_namespace(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a Namespace")
-    ns = patch.deep_copy(api.get_stored(ctx, name))
+    ns = jsonmerge.deep_copy(api.get_stored(ctx, name))
     ns.setdefault("spec", {})["finalizers"] = list((body.get("spec") or {}).get("finalizers") or [])
     rv = (body.get("metadata") or {}).get("resourceVersion")
     if rv:
@@ -338,7 +338,7 @@ def finalize_namespace(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
 def approve_csr(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a CertificateSigningRequest")
-    csr = patch.deep_copy(api.get_stored(ctx, name))
+    csr = jsonmerge.deep_copy(api.get_stored(ctx, name))
     csr.setdefault("status", {})["conditions"] = (body.get("status") or {}).get("conditions") or []
     rv = (body.get("metadata") or {}).get("resourceVersion")
     if rv:

@@ -37,6 +37,7 @@ from typing import Any
 
 import msgspec
 
+from kcm_shared.apimachinery import jsonmerge
 from kcm_shared.client import kubeclient
 from kcm_shared.testing import patching
 
@@ -258,7 +259,7 @@ class FakeClient(kubeclient.KubeClient):
         if action.verb == "update":
             new = action.body
         elif action.patch_type == "merge":
-            new = patching.merge_patch(stored, action.body)
+            new = jsonmerge.merge_patch(stored, action.body)
         elif action.patch_type == "strategic":
             new = patching.strategic_merge_patch(stored, action.body)
         else:

@@ -1,7 +1,8 @@
-"""The patches `fakeclient.FakeClient` applies to the objects it holds: JSON merge patch and the
-part of strategic merge patch that controllers send.
+"""The strategic merge patches `fakeclient.FakeClient` applies to the objects it holds: the part of
+strategic merge patch that controllers send.
 
-- `merge_patch` is RFC 7386: maps merge, `null` deletes a key, anything else replaces.
+- JSON merge patch (RFC 7386) is `kcm_shared.apimachinery.jsonmerge.merge_patch`, the API
+  server's own.
 - `strategic_merge_patch` is a merge patch that also knows, by field name (`MERGE_KEYS`,
   `MERGED_PRIMITIVES`), the lists upstream's built-in types merge instead of replacing:
   ownerReferences by uid, conditions by type, containers by name, finalizers as a set; and the
@@ -11,7 +12,7 @@ part of strategic merge patch that controllers send.
   shared runtime may not import it, and a field name means the same in every type controllers
   patch.
 
-Both return a new document and leave their arguments alone.
+It returns a new document and leaves its arguments alone.
 """
 
 from __future__ import annotations
@@ -30,19 +31,6 @@ MERGE_KEYS = {
 MERGED_PRIMITIVES = frozenset({"finalizers", "podCIDRs"})
 _DELETE_FROM_PRIMITIVE_LIST = "$deleteFromPrimitiveList/"
 _DROPPED_DIRECTIVES = ("$setElementOrder/", "$retainKeys")
-
-
-def merge_patch(doc: Any, patch: Any) -> Any:
-    """`doc` with the RFC 7386 merge patch `patch` applied."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(doc) if isinstance(doc, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def strategic_merge_patch(doc: Any, patch: Any) -> Any:

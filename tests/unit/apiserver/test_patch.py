@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kcm_apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from kcm_apiserver.patch import PatchError, json_patch, strategic_merge_patch
 
 
 class T:
@@ -550,38 +550,6 @@ def test_strategic_merge_patch_without_schema_is_a_json_merge_patch() -> None:
     assert strategic_merge_patch(live, patch, None) == {
         "spec": {"items": [{"name": "b"}], "keep": 1, "$patch": "replace"}
     }
-
-
-@pytest.mark.parametrize(
-    ("doc", "patch", "expected"),
-    [
-        ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-        ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-        ({"a": "b"}, {"a": None}, {}),
-        ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
-        ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
-        ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
-        ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-        ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-        (["a", "b"], ["c", "d"], ["c", "d"]),
-        ({"a": "b"}, ["c"], ["c"]),
-        ({"a": "foo"}, None, None),
-        ({"a": "foo"}, "bar", "bar"),
-        ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-        ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
-        ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-    ],
-    ids=lambda v: repr(v),
-)
-def test_merge_patch_matches_rfc7386_examples(doc: Any, patch: Any, expected: Any) -> None:
-    assert merge_patch(doc, patch) == expected
-
-
-def test_merge_patch_does_not_share_structure_with_inputs() -> None:
-    doc = {"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}}
-    result = merge_patch(doc, {"spec": {"x": 2}})
-    result["metadata"]["labels"]["b"] = "2"
-    assert doc == {"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}}
 
 
 # RFC 6902 appendix A, plus the upstream json-patch library's extensions.

@@ -1,5 +1,5 @@
-"""kcm_shared.testing.patching: RFC 7386 merge patch and the strategic merge patch subset, with
-the RFC's own examples and upstream's directives."""
+"""kcm_shared.testing.patching: the strategic merge patch subset, with upstream's directives
+(RFC 7386 merge patch: tests/unit/shared/apimachinery/test_jsonmerge.py)."""
 
 from __future__ import annotations
 
@@ -7,31 +7,6 @@ from typing import Any
 
 import pytest
 from kcm_shared.testing import patching
-
-
-@pytest.mark.parametrize(
-    ("doc", "patch", "want"),
-    [  # RFC 7386 appendix A
-        ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-        ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-        ({"a": "b"}, {"a": None}, {}),
-        ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
-        ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
-        ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
-        ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-        ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-        (["a", "b"], ["c", "d"], ["c", "d"]),
-        ({"a": "b"}, ["c"], ["c"]),
-        ({"a": "foo"}, None, None),
-        ({"a": "foo"}, "bar", "bar"),
-        ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-        ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
-        ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-    ],
-)
-def test_merge_patch(doc: Any, patch: Any, want: Any) -> None:
-    assert patching.merge_patch(doc, patch) == want
-
 
 CONDITIONS = [{"type": "Ready", "status": "False"}, {"type": "DisruptionTarget", "status": "True"}]
 
