@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         return _to_a_reader_that_may_leave(lambda: coordinator_status.main(args))
     if hasattr(args, "run"):
-        logs.setup(args.service, args.log_level)
+        logs.setup(args.service, controllerflags.log_level(args))
         return _run(args.run(args))
     return 2
 

@@ -105,7 +105,10 @@ def strings(text: str) -> list[str]:
 
 
 def string_to_string(text: str) -> dict[str, str]:
-    """A StringToString's value: `k=v,k2=v2` (a value may hold commas inside quotes)."""
+    """A StringToString's value: `k=v,k2=v2` (a value may hold commas inside quotes); pflag
+    refuses the empty text too."""
+    if not text:
+        raise ValueError(" must be formatted as key=value")
     out: dict[str, str] = {}
     for pair in strings(text):
         key, sep, value = pair.partition("=")
@@ -119,6 +122,7 @@ def feature_gates(text: str) -> dict[str, str]:
     """`--feature-gates`' colon-separated multimap: `A=true,kube:B=false` as {"A": "true", ...}
     for the `kube` component (the one component kube-controller-manager has)."""
     out: dict[str, str] = {}
+    prefixed: set[bool] = set()
     for pair in (p.strip() for p in text.split(",")):
         if not pair:
             continue
@@ -128,7 +132,12 @@ def feature_gates(text: str) -> dict[str, str]:
         component, colon, name = key.partition(":")
         if colon and component.strip() != "kube":
             raise ValueError(f"component {component.strip()!r} is not registered")
+        prefixed.add(bool(colon))
         out[(name if colon else key).strip()] = value.strip()
+    if len(prefixed) > 1:
+        raise ValueError(
+            "set kube feature gates with default empty prefix or kube: prefix consistently, do not mix use"
+        )
     return out
 
 

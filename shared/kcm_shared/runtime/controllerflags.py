@@ -145,6 +145,14 @@ def add_passthrough(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
         "bootstrap roles system:controller:* already authorize them)",
     )
     g.add_argument(
+        "-v",
+        "--v",
+        type=pflagvalue.level,
+        default=0,
+        metavar="Level",
+        help="upstream's log verbosity: 4 and above turn on debug logs (see log_level)",
+    )
+    g.add_argument(
         "--max-deliveries",
         type=_positive,
         default=15,
@@ -183,6 +191,11 @@ class _FirstWins:
         if any(name in known for name in names):
             return None
         return self._group.add_argument(*names, **kwargs)
+
+
+def log_level(args: argparse.Namespace) -> str:
+    """The level of this process's logs: debug from upstream's `-v=4` on, else `--log-level`."""
+    return "debug" if getattr(args, "v", 0) >= 4 else str(args.log_level)
 
 
 def passthrough_flags(specs: Iterable[Spec]) -> frozenset[str]:

@@ -155,6 +155,23 @@ def feature_gates(text: str) -> dict[str, bool]:
     return out
 
 
+def emulated_version(text: str) -> list[str]:
+    """`--emulated-version`'s argparse type: `[kube=]<major>.<minor>` items, with upstream's errors."""
+    items = pflagvalue.strings(text)
+    for item in items:
+        component, sep, version = item.partition("=")
+        if not sep:
+            component, version = "kube", item
+        if component != "kube":
+            raise ValueError(f"component not registered: {component}")
+        parts = version.removeprefix("v").split(".")
+        if not 2 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+            raise ValueError(f'could not parse "{version}" as version')
+        if len(parts) == 3:
+            raise ValueError(f"patch version not allowed, got: {component}={version}")
+    return items
+
+
 # Why an accepted flag changes nothing here, where the controller it belongs to does not say it
 # (see `no_effect`). A flag kcm declares itself takes effect unless it is listed here.
 _SECURE_PORT = (
@@ -229,12 +246,22 @@ NO_EFFECT: dict[str, str] = {
     "log-text-info-buffer-size": _LOGS,
     "log-text-split-stream": _LOGS,
     "logging-format": _LOGS,
-    "v": _LOGS,
     "vmodule": _LOGS,
     "allow-metric-labels": _METRICS,
     "allow-metric-labels-manifest": _METRICS,
     "disabled-metrics": _METRICS,
     "show-hidden-metrics-for-version": _METRICS,
+}
+
+
+# What a flag kcm implements does here where that is not all upstream's flag does.
+NOTES: dict[str, str] = {
+    "version": "prints kcm's version and the upstream release it follows; --version=vX.Y.Z (which sets "
+    "upstream's reported version) is accepted and changes nothing",
+    "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",
+    "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
+    "(kube-system by default, as upstream's)",
+    "v": "4 and above turn on kcm's debug logs (kcm has no finer levels); below 4, --log-level decides",
 }
 
 
@@ -265,13 +292,14 @@ _TYPES: dict[str, Callable[[str], Any]] = {
 }
 
 
+ACCEPTED_GROUP = "kube-controller-manager flags accepted with no effect here (docs/flags.md)"
+
+
 def add_accepted(parser: argparse.ArgumentParser, skip: Iterable[str] = ()) -> None:
     """Declare each upstream flag `parser` lacks, with upstream's type and default (its value
     lands in the namespace under the usual dest), in one argument group; not those in `skip`."""
     known = {*parser._option_string_actions, *skip}
-    group = parser.add_argument_group(
-        "kube-controller-manager flags accepted with no effect here (docs/flags.md)"
-    )
+    group = parser.add_argument_group(ACCEPTED_GROUP)
     for flag in FLAGS.values():
         if flag.option in known or flag.name in ("help", "version"):
             continue
@@ -288,7 +316,7 @@ def add_accepted(parser: argparse.ArgumentParser, skip: Iterable[str] = ()) -> N
         )
         group.add_argument(
             *names,
-            type=_TYPES[flag.type],
+            type=emulated_version if flag.name == "emulated-version" else _TYPES[flag.type],
             default=_default(flag),
             action=pflag.Merge if many else "store",
             metavar=flag.type,
