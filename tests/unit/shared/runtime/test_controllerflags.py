@@ -151,3 +151,12 @@ def test_the_token_cleaner_is_selected_by_any_of_its_names(name: str) -> None:
     (spec,) = controllerflags.select(controllers.BUILTIN, name)
     assert spec.name == "legacy-serviceaccount-token-cleaner-controller"
     assert spec not in controllerflags.select(controllers.BUILTIN, f"*,-{name}")
+
+
+@pytest.mark.parametrize(("value", "runs"), [("true", True), ("false", False)])
+def test_enable_garbage_collector_false_leaves_the_garbage_collector_off(value: str, runs: bool) -> None:
+    words = main._pflag_argv(main.parser(), ["controllers", f"--enable-garbage-collector={value}"])
+    args = main.parser().parse_args(words)
+    chosen = controllerflags.select(controllers.BUILTIN, "garbagecollector,job")
+    left = [spec.name for spec in manager.runnable(chosen, args)]
+    assert left == (["garbage-collector-controller", "job-controller"] if runs else ["job-controller"])
