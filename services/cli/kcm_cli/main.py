@@ -278,13 +278,16 @@ def _passthrough(args: argparse.Namespace, normalized: list[str]) -> list[str]:
 PFLAG_COMMANDS = ("controllers", "controller", "dev")
 
 
-def _pflag_argv(p: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """`argv` with a PFLAG_COMMANDS subcommand's flags read as pflag reads them
-    (`pflag.normalize`); pflag.FlagError for a command line upstream would refuse."""
-    if not argv or argv[0] not in PFLAG_COMMANDS:
-        return argv
-    (sub,) = (a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    return [argv[0], *pflag.normalize(sub.choices[argv[0]], argv[1:])]
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """`kcm`'s reading of `argv`: the namespace, and the words argparse read, where a
+    PFLAG_COMMANDS subcommand's flags are written as pflag reads them (`pflag.normalize`).
+    pflag.FlagError for a command line upstream would refuse; SystemExit for argparse's errors."""
+    p = parser()
+    words = list(argv)
+    if words and words[0] in PFLAG_COMMANDS:
+        (sub,) = (a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        words = [words[0], *pflag.normalize(sub.choices[words[0]], words[1:])]
+    return p.parse_args(words), words
 
 
 def version() -> str:
@@ -293,14 +296,12 @@ def version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
     try:
-        words = _pflag_argv(p, list(sys.argv[1:] if argv is None else argv))
+        args, words = parse(sys.argv[1:] if argv is None else argv)
     except pflag.FlagError as exc:
         # Upstream's one line (without the usage it prints first), and its exit status.
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    args = p.parse_args(words)
     if args.command in PFLAG_COMMANDS[:2] and args.version in ("true", "raw"):
         print(version())
         return 0
@@ -327,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
         if args.reference and (args.replicas or args.partitions is not None):
-            p.error(
+            parser().error(
                 "kcm dev: --replicas and --partitions are for kcm's controllers, which --reference does not run"
             )
         logs.setup("dev", args.log_level)

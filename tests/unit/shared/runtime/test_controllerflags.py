@@ -73,11 +73,9 @@ def test_kcm_dev_refuses_a_flag_no_controller_has(capsys: pytest.CaptureFixture[
 
 
 def test_kcm_dev_hands_on_the_controllers_flags_as_pflag_read_them() -> None:
-    p = main.parser()
-    words = main._pflag_argv(
-        p, ["dev", "--concurrent-gc-syncs", "3", "--leader_elect=false", "--nodes=0", "-v4"]
+    args, words = main.parse(
+        ["dev", "--concurrent-gc-syncs", "3", "--leader_elect=false", "--nodes=0", "-v4"]
     )
-    args = p.parse_args(words)
     assert args.nodes == 0
     assert main._passthrough(args, words[1:]) == ["--concurrent-gc-syncs=3", "--leader-elect=false", "--v=4"]
 
@@ -155,8 +153,7 @@ def test_the_token_cleaner_is_selected_by_any_of_its_names(name: str) -> None:
 
 @pytest.mark.parametrize(("value", "runs"), [("true", True), ("false", False)])
 def test_enable_garbage_collector_false_leaves_the_garbage_collector_off(value: str, runs: bool) -> None:
-    words = main._pflag_argv(main.parser(), ["controllers", f"--enable-garbage-collector={value}"])
-    args = main.parser().parse_args(words)
+    args, _ = main.parse(["controllers", f"--enable-garbage-collector={value}"])
     chosen = controllerflags.select(controllers.BUILTIN, "garbagecollector,job")
     left = [spec.name for spec in manager.runnable(chosen, args)]
     assert left == (["garbage-collector-controller", "job-controller"] if runs else ["job-controller"])
