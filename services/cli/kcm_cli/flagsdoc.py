@@ -31,7 +31,7 @@ for `-` in a name, lists as `--x=a,b` (repeating one adds to it), maps as
 `--feature-gates=A=true,B=false`, and never a prefix of a name. A flag nobody declares, or a bad
 value, ends the command with upstream's one line (`Error: unknown flag: --foo`) and exit status 1.
 `--version` prints kcm's version and the upstream release it follows. `kcm dev` takes the same
-flags (but the bus services' own: it sets `--kubeconfig`, `--nats-*` and `--ops-*` itself) and
+flags (except the bus services' own: it sets `--kubeconfig`, `--nats-*` and `--ops-*` itself) and
 hands them on to the controllers it starts; with `--reference`, upstream's are handed to
 kube-controller-manager.
 

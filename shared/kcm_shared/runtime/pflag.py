@@ -99,7 +99,7 @@ def normalize(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]
                 raise FlagError(f"unknown shorthand flag: '{short}' in {word}")
             has_value, value = bool(rest), rest.removeprefix("=")
         action = actions[option]
-        shown = _display(action, option)
+        shown = _display(action)
         if action.nargs == 0:
             if has_value:
                 raise FlagError(f"flag {shown} takes no value")
@@ -133,7 +133,7 @@ def _long(action: argparse.Action) -> str:
     return max(action.option_strings, key=len)
 
 
-def _display(action: argparse.Action, option: str) -> str:
+def _display(action: argparse.Action) -> str:
     """How pflag names a flag in its messages: `--name`, or `-v, --v` with its shorthand."""
     short = [o for o in action.option_strings if len(o) == 2]
     return f"{short[0]}, {_long(action)}" if short else _long(action)
