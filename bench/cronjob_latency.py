@@ -198,7 +198,7 @@ async def measure(args: argparse.Namespace, replicas: int) -> Run:
         dev_args = ["--nodes", "0", "--controllers", "cronjob", "--log-level", "warning"]
         dev_args += [
             f"--replicas=cronjob={replicas}",
-            f"--concurrent-cronjob-syncs={args.concurrent_cronjob_syncs}",
+            f"--concurrent-cron-job-syncs={args.concurrent_cron_job_syncs}",
             f"--kube-api-qps={args.kube_api_qps:g}",
             f"--kube-api-burst={args.kube_api_burst}",
         ]
@@ -274,7 +274,7 @@ async def bench(args: argparse.Namespace) -> int:
     deployed = deployed_replicas()
     print(
         f"{args.cronjobs} CronJobs `* * * * *`; the controller as deployed ({deployed} replicas, "
-        f"from its deploy.yaml) and as one replica, each with {args.concurrent_cronjob_syncs} workers "
+        f"from its deploy.yaml) and as one replica, each with {args.concurrent_cron_job_syncs} workers "
         f"and --kube-api-qps={args.kube_api_qps:g} --kube-api-burst={args.kube_api_burst} per replica"
     )
     runs = [await measure(args, n) for n in dict.fromkeys([deployed, 1])]
@@ -298,7 +298,7 @@ def main() -> int:
     parser.add_argument("--cronjobs", type=int, default=CRONJOBS, help="CronJobs scheduled every minute")
     parser.add_argument("--minutes", type=int, default=3, help="minute boundaries to measure")
     parser.add_argument(
-        "--concurrent-cronjob-syncs",
+        "--concurrent-cron-job-syncs",
         type=int,
         default=5,
         help="the controller's workers (upstream's default: 5)",

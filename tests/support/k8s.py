@@ -80,9 +80,9 @@ def container_env(container: Obj, pod_name: str) -> dict[str, str]:
 
 
 def parsed_args(container: Obj) -> Any:
-    """The container's command line parsed by `kcm`'s own parser (SystemExit if it would not start)."""
+    """The container's command line as `kcm` reads it (SystemExit or pflag.FlagError if it would not start)."""
     args = [expand(a, container_env(container, "pod-0")) for a in container["args"]]
-    return main.parser().parse_args(args)
+    return main.parse(args)[0]
 
 
 def ops_port(container: Obj) -> int:

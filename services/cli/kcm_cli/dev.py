@@ -42,7 +42,7 @@ from kcm_apiserver import nodeports
 from kcm_coordinator import status
 from kcm_shared import runtime
 from kcm_shared.base import errors
-from kcm_shared.runtime import controllerflags
+from kcm_shared.runtime import controllerflags, upstreamflags
 
 from kcm_cli import natsauth, natsd, pki, supervisor, upstream
 from kcm_cli.controllers import BUILTIN
@@ -50,8 +50,6 @@ from kcm_cli.controllers import BUILTIN
 READY_TIMEOUT = 60.0
 APISERVER_STOP_GRACE = 5.0  # kube-apiserver's, before SIGKILL
 EMBEDDED, UPSTREAM = "embedded", "upstream"  # --apiserver
-# The work queue's flags: kcm's own, which kube-controller-manager would refuse.
-KCM_ONLY_FLAGS = frozenset({"--max-deliveries", "--ack-wait", "--stuck-after"})
 # With this controller running, the simulator's nodes wait for the pod CIDRs it gives them.
 NODE_IPAM = "node-ipam-controller"
 SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
@@ -310,7 +308,8 @@ async def _start_reference(
     # On the embedded server: its kubeconfig (anyone on loopback is its admin).
     kubeconfig_path = plane.controller_manager_kubeconfig() if plane else opts.kubeconfig_out
     port = natsd.free_port()
-    own = [f for f in opts.controller_flags if f.split("=", 1)[0] not in KCM_ONLY_FLAGS]
+    # Only upstream's: kube-controller-manager refuses kcm's own (the work queue's, ...).
+    own = [f for f in opts.controller_flags if f.split("=", 1)[0].removeprefix("--") in upstreamflags.FLAGS]
     supervise(
         "kube-controller-manager",
         upstream.reference_argv(bin_dir, state, identity, kubeconfig_path, port, own),

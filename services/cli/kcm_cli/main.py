@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import ipaddress
 import os
 import signal
@@ -24,7 +25,7 @@ from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
 from kcm_shared.apis import satoken
 from kcm_shared.base import errors, gcpolicy, logs
-from kcm_shared.runtime import controllerflags
+from kcm_shared.runtime import controllerflags, pflag, upstreamflags
 from kcm_simulator import control as simulator_control
 from kcm_simulator import main as simulator_main
 from kcm_watcher import cli as watcher_cli
@@ -154,6 +155,8 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _audit_argument(p)
     _node_port_range_argument(p)
     p.add_argument("--log-level", default="info")
+    # The controllers' flags, handed on to them (`_passthrough`).
+    controllerflags.add_passthrough(p, controllers.BUILTIN)
 
 
 def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -262,25 +265,46 @@ def _replicas(items: list[str]) -> dict[str, int]:
     return out
 
 
-def _passthrough(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """Controller flags `kcm dev` hands on: the rate limits, and any flag of the controllers'
-    own (`controllerflags.passthrough_flags`: worker counts, the work queue's, each controller's),
-    as `--flag=value`, or bare for a switch."""
+def _passthrough(args: argparse.Namespace, normalized: list[str]) -> list[str]:
+    """Controller flags `kcm dev` hands on: the rate limits, and every flag of the controllers'
+    (`controllerflags.add_passthrough`: upstream's, worker counts, the work queue's, each
+    controller's) given on its command line, as `--flag=value` (`normalized` is pflag's reading)."""
     flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
     known = controllerflags.passthrough_flags(controllers.BUILTIN)
-    for item in extra:
-        name = item.split("=", 1)[0]
-        if name not in known or (known[name] and "=" not in item):
-            raise SystemExit(f"kcm dev: unrecognized argument {item!r}")
-        flags.append(item)
-    return flags
+    return flags + [item for item in normalized if item.split("=", 1)[0] in known]
+
+
+# Subcommands that read their flags as kube-controller-manager does (Go's pflag syntax).
+PFLAG_COMMANDS = ("controllers", "controller", "dev")
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """`kcm`'s reading of `argv`: the namespace, and the words argparse read, where a
+    PFLAG_COMMANDS subcommand's flags are written as pflag reads them (`pflag.normalize`).
+    pflag.FlagError for a command line upstream would refuse; SystemExit for argparse's errors."""
+    p = parser()
+    words = list(argv)
+    if words and words[0] in PFLAG_COMMANDS:
+        (sub,) = (a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        words = [words[0], *pflag.normalize(sub.choices[words[0]], words[1:])]
+    return p.parse_args(words), words
+
+
+def version() -> str:
+    """`kcm --version`'s line: kcm's version and the kube-controller-manager release it follows."""
+    return f"kcm v{importlib.metadata.version('kcm')} (kube-controller-manager {upstreamflags.VERSION} compatible)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    args, extra = p.parse_known_args(argv)
-    if extra and args.command != "dev":
-        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        args, words = parse(sys.argv[1:] if argv is None else argv)
+    except pflag.FlagError as exc:
+        # Upstream's one line (without the usage it prints first), and its exit status.
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    if args.command in PFLAG_COMMANDS[:2] and args.version in ("true", "raw"):
+        print(version())
+        return 0
     if args.command == "apiserver":
         logs.setup("apiserver", args.log_level)
         opts = apiserver_main.Options(
@@ -304,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
         if args.reference and (args.replicas or args.partitions is not None):
-            p.error(
+            parser().error(
                 "kcm dev: --replicas and --partitions are for kcm's controllers, which --reference does not run"
             )
         logs.setup("dev", args.log_level)
@@ -318,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pod_start_delay=args.pod_start_delay,
             controllers=args.controllers,
             replicas=_replicas(args.replicas),
-            controller_flags=_passthrough(args, extra),
+            controller_flags=_passthrough(args, words[1:]),
             audit_log_path=args.audit_log_path,
             service_node_port_range=args.service_node_port_range,
             partitions=args.partitions,
@@ -354,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         return _to_a_reader_that_may_leave(lambda: coordinator_status.main(args))
     if hasattr(args, "run"):
-        logs.setup(args.service, args.log_level)
+        logs.setup(args.service, controllerflags.log_level(args))
         return _run(args.run(args))
     return 2
 

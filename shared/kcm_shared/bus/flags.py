@@ -28,7 +28,9 @@ def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
     o.add_argument("--ops-bind", default="0.0.0.0", help="address of /healthz and /metrics")
     o.add_argument("--ops-port", type=int, default=ops_port, help="port of /healthz and /metrics (0: any)")
     o.add_argument("--instance", default=default_instance(), help="this replica's name (default: host-pid)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument(
+        "--log-level", default="info", help="the least level logged: debug, info, warning or error"
+    )
     natsconn.add_arguments(p)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import prometheus_client
 
-from kcm_shared.apimachinery import goduration
+from kcm_shared.apimachinery import goduration, pflagvalue
 from kcm_shared.client import kubeclient
 
 log = logging.getLogger("kcm.leaderelection")
@@ -44,16 +44,6 @@ MASTER_STATUS = prometheus_client.Gauge(
 # started together do not hammer the API server in lock step.
 _JITTER = 1.2
 _RELEASE_TIMEOUT = 5.0
-
-
-def parse_bool(text: str) -> bool:
-    """A Go-style boolean flag value (`--leader-elect=false`)."""
-    lowered = text.strip().lower()
-    if lowered in ("1", "t", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "f", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
 
 
 def micro_time(now: dt.datetime | None = None) -> str:
@@ -322,7 +312,7 @@ def add_arguments(p: argparse.ArgumentParser, default_name: str) -> None:
     g = p.add_argument_group("leader election")
     g.add_argument(
         "--leader-elect",
-        type=parse_bool,
+        type=pflagvalue.boolean,
         nargs="?",
         const=True,
         default=True,

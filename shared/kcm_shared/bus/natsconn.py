@@ -94,10 +94,10 @@ class NatsOptions:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("NATS")
     g.add_argument("--nats-url", default=NatsOptions.url, help="NATS server URL(s), comma-separated")
-    g.add_argument("--nats-user")
+    g.add_argument("--nats-user", help="NATS user name (with --nats-password-file)")
     g.add_argument("--nats-password", help="prefer --nats-password-file: a command line is public")
     g.add_argument("--nats-password-file", help="file holding the password of --nats-user")
-    g.add_argument("--nats-token")
+    g.add_argument("--nats-token", help="NATS authentication token")
     g.add_argument("--nats-nkey-seed", help="file holding an nkey seed (what kcm dev, compose and k8s/ use)")
     g.add_argument("--nats-creds", help="a NATS .creds file")
     g.add_argument("--nats-tls-ca", help="CA bundle to verify the NATS server")

@@ -9,7 +9,8 @@ controller_utils) and `kcm_shared.testing` (fakes for tests) this is all a contr
 The names below are the public face; the modules behind them: `spec` (Spec, Context),
 `kcm_shared.reconcile` (Reconcile and its outcomes: Result, TerminalError, NotOwner, with the
 table of what each leads to), `delaying` (`Context.enqueue_after` and the `Clock` it waits on),
-`cache` (the informer), `events` (the Event recorder), `controllerflags` (the command line),
+`cache` (the informer), `events` (the Event recorder), `controllerflags` (the command line, with
+`pflag` for Go's flag syntax and `upstreamflags` for upstream's flags and controllers),
 `deployfile` (the controller's deploy.yaml: its ServiceAccount), `manager` (what runs it all).
 """
 

@@ -431,9 +431,14 @@ async def _logged(what: str, start: Callable[[], Coroutine[Any, Any, None]], *, 
 
 
 async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
+    """Run the Specs `--controllers` and `--plugin` choose; each controller of upstream's
+    registry that would have started but does not here is logged once with why."""
     chosen = controllerflags.select(specs, args.controllers) + [
         controllerflags.load_plugin(path) for path in args.plugin
     ]
+    gates = getattr(args, "feature_gates", None) or {}
+    for name, reason in controllerflags.not_started(specs, args.controllers, gates):
+        log.info("controller not started", extra={"controller": name, "reason": reason})
     if not chosen:
         raise SystemExit("kcm: no controller selected (see --controllers and --plugin)")
     await Manager(runnable(chosen, args), args).run()

@@ -86,7 +86,7 @@ def test_schema_validation_can_fail() -> None:
 def test_every_kcm_container_runs_a_kcm_subcommand_whose_flags_parse(overlay: str) -> None:
     for w in kcm_workloads(render(f"overlays/{overlay}")):
         for container in pod_spec(w)["containers"]:
-            args = parsed_args(container)  # raises SystemExit on an unknown subcommand or flag
+            args = parsed_args(container)  # SystemExit or pflag.FlagError if it would not start
             assert args.command in ("watcher", "coordinator", "controller", "controllers"), w["metadata"][
                 "name"
             ]

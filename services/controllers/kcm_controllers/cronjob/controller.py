@@ -441,5 +441,6 @@ SPEC = runtime.Spec(
     views={CRONJOBS: utils.CronJobView, JOBS: utils.JobView},
     build=build,
     workers=5,
+    workers_flag="concurrent-cron-job-syncs",  # upstream's spelling, not the alias's
     package=__package__,
 )

@@ -37,6 +37,7 @@ gets the upstream Warning Event `OwnerRefInvalidNamespace` on the dependent.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 from collections.abc import Callable
@@ -49,6 +50,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.base import cancellation
 from kcm_shared.client import discovery, kubeclient
+from kcm_shared.runtime import pflag
 
 from kcm_controllers.garbagecollector import graph
 
@@ -487,6 +489,20 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     return gc.reconcile
 
 
+def flags(p: runtime.FlagSet) -> None:
+    pflag.add_bool(
+        p,
+        "--enable-garbage-collector",
+        default=True,
+        help="enables the generic garbage collector (must match kube-apiserver's flag of that name)",
+    )
+
+
+def disabled_by(args: argparse.Namespace) -> str | None:
+    # Upstream's start function declines to start it, and the controller manager runs on.
+    return None if getattr(args, "enable_garbage_collector", True) else "--enable-garbage-collector=false"
+
+
 SPEC = runtime.Spec(
     name="garbage-collector-controller",
     alias="garbagecollector",
@@ -495,5 +511,7 @@ SPEC = runtime.Spec(
     build=build,
     workers=20,
     workers_flag="concurrent-gc-syncs",
+    flags=flags,
+    disabled_by=disabled_by,
     package=__package__,
 )

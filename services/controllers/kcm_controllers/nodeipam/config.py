@@ -16,7 +16,9 @@ import logging
 from dataclasses import dataclass
 
 from kcm_shared import runtime
+from kcm_shared.apimachinery import pflagvalue
 from kcm_shared.base import errors
+from kcm_shared.runtime import pflag
 
 from kcm_controllers.nodeipam.cidrset import CIDRSet, CIDRSetError, Network
 
@@ -39,9 +41,10 @@ class Config:
 
 
 def flags(p: runtime.FlagSet) -> None:
-    p.add_argument(
+    pflag.add_bool(
+        p,
         "--allocate-node-cidrs",
-        action="store_true",
+        default=False,
         help="should CIDRs for Pods be allocated and set on the cloud provider (the node IPAM "
         "controller runs only with it)",
     )
@@ -53,16 +56,18 @@ def flags(p: runtime.FlagSet) -> None:
         default="",
         help="CIDR Range for Services in cluster, reserved from the pod ranges; requires --allocate-node-cidrs",
     )
-    p.add_argument("--node-cidr-mask-size", type=int, default=0, help="mask size for node cidr in cluster")
+    p.add_argument(
+        "--node-cidr-mask-size", type=pflagvalue.int32, default=0, help="mask size for node cidr in cluster"
+    )
     p.add_argument(
         "--node-cidr-mask-size-ipv4",
-        type=int,
+        type=pflagvalue.int32,
         default=0,
         help=f"mask size for IPv4 node cidr in dual-stack cluster (default {DEFAULT_MASK_IPV4})",
     )
     p.add_argument(
         "--node-cidr-mask-size-ipv6",
-        type=int,
+        type=pflagvalue.int32,
         default=0,
         help=f"mask size for IPv6 node cidr in dual-stack cluster (default {DEFAULT_MASK_IPV6})",
     )

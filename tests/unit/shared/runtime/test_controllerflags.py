@@ -60,18 +60,24 @@ def test_a_spec_declares_its_own_flags_and_a_shared_one_once() -> None:
 
 def test_kcm_dev_passes_through_exactly_the_controllers_flags() -> None:
     known = controllerflags.passthrough_flags(SPECS)
-    assert known["--root-ca-file"] and known["--clean-up-period"] and not known["--allocate"]
-    assert known["--concurrent-one-syncs"] and known["--max-deliveries"]
-    assert "--nats-url" not in known and "--controllers" not in known
+    ours = {"--root-ca-file", "--clean-up-period", "--allocate", "--concurrent-one-syncs", "--max-deliveries"}
+    assert ours | {"--leader-elect", "--feature-gates", "-v"} <= known
+    assert not {"--nats-url", "--controllers", "--kubeconfig", "--ops-port", "--plugin"} & known
 
 
-def test_kcm_dev_refuses_a_flag_no_controller_has() -> None:
-    args = main.parser().parse_args(["dev"])
-    assert main._passthrough(args, ["--concurrent-gc-syncs=3"]) == ["--concurrent-gc-syncs=3"]
-    with pytest.raises(SystemExit, match="unrecognized argument"):
-        main._passthrough(args, ["--no-such-flag=1"])
-    with pytest.raises(SystemExit, match="unrecognized argument"):
-        main._passthrough(args, ["--concurrent-gc-syncs"])  # a value is wanted
+def test_kcm_dev_refuses_a_flag_no_controller_has(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main.main(["dev", "--no-such-flag=1"]) == 1
+    assert capsys.readouterr().err == "Error: unknown flag: --no-such-flag\n"
+    assert main.main(["dev", "--concurrent-gc-syncs"]) == 1  # a value is wanted
+    assert capsys.readouterr().err == "Error: flag needs an argument: --concurrent-gc-syncs\n"
+
+
+def test_kcm_dev_hands_on_the_controllers_flags_as_pflag_read_them() -> None:
+    args, words = main.parse(
+        ["dev", "--concurrent-gc-syncs", "3", "--leader_elect=false", "--nodes=0", "-v4"]
+    )
+    assert args.nodes == 0
+    assert main._passthrough(args, words[1:]) == ["--concurrent-gc-syncs=3", "--leader-elect=false", "--v=4"]
 
 
 @pytest.mark.parametrize(
@@ -143,3 +149,11 @@ def test_the_token_cleaner_is_selected_by_any_of_its_names(name: str) -> None:
     (spec,) = controllerflags.select(controllers.BUILTIN, name)
     assert spec.name == "legacy-serviceaccount-token-cleaner-controller"
     assert spec not in controllerflags.select(controllers.BUILTIN, f"*,-{name}")
+
+
+@pytest.mark.parametrize(("value", "runs"), [("true", True), ("false", False)])
+def test_enable_garbage_collector_false_leaves_the_garbage_collector_off(value: str, runs: bool) -> None:
+    args, _ = main.parse(["controllers", f"--enable-garbage-collector={value}"])
+    chosen = controllerflags.select(controllers.BUILTIN, "garbagecollector,job")
+    left = [spec.name for spec in manager.runnable(chosen, args)]
+    assert left == (["garbage-collector-controller", "job-controller"] if runs else ["job-controller"])

@@ -1,0 +1,323 @@
+"""Upstream kube-controller-manager v1.32's flags and controllers, as kcm accepts them.
+
+- `FLAGS`, `FEATURE_GATES`, `VERSION`: upstream's table (`upstream_flags.json` beside this module,
+  written from the pinned binary's `--help` by tools/upstream/flags.py, checked by a test).
+- `add_accepted(parser)`: declares every upstream flag the parser has not declared yet, with
+  upstream's type and default, so a command line written for kube-controller-manager parses;
+  `NO_EFFECT` (or the controller a flag belongs to) says why such a flag changes nothing here,
+  and docs/flags.md lists them (`kcm_cli.flagsdoc`).
+- `CONTROLLERS`: every controller of upstream's registry (cmd/kube-controller-manager/app
+  NewControllerDescriptors) with its aliases, whether it is a cloud provider controller and the
+  feature gates it needs; `enabled(expression, canonical)` is upstream's IsControllerEnabled.
+- Called by `kcm_shared.runtime.controllerflags` (declarations, `--controllers`) and the launcher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kcm_shared.apimachinery import pflagvalue
+from kcm_shared.runtime import pflag
+
+_DATA = json.loads((Path(__file__).with_name("upstream_flags.json")).read_text())
+VERSION: str = _DATA["version"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    shorthand: str
+    type: str  # pflag's type word as --help prints it (`int32`, `duration`, `strings`, ...)
+    default: str  # as --help prints it (`5m0s`, `[*]`, `kubernetes`)
+    section: str  # the --help section (`Generic`, `Job-controller`, ...)
+    help: str  # its first line
+
+    @property
+    def option(self) -> str:
+        return f"--{self.name}"
+
+
+FLAGS: dict[str, Flag] = {f["name"]: Flag(**f) for f in _DATA["flags"]}
+FEATURE_GATES: dict[str, bool] = {name: gate["default"] for name, gate in _DATA["feature_gates"].items()}
+DISABLED_BY_DEFAULT: frozenset[str] = frozenset(_DATA["controllers"]["disabled_by_default"])
+
+
+@dataclass(frozen=True)
+class Controller:
+    """One entry of upstream's controller registry."""
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    cloud: bool = False  # started only with a cloud provider, which kcm never has
+    feature_gates: tuple[str, ...] = ()  # all must be on for upstream to start it
+
+    @property
+    def disabled_by_default(self) -> bool:
+        return self.name in DISABLED_BY_DEFAULT
+
+
+def _c(name: str, *aliases: str, cloud: bool = False, gates: tuple[str, ...] = ()) -> Controller:
+    return Controller(name, aliases, cloud, gates)
+
+
+# Upstream's registry, in its order; names and aliases as its descriptors give them.
+CONTROLLERS: tuple[Controller, ...] = (
+    _c("serviceaccount-token-controller", "serviceaccount-token"),
+    _c("endpoints-controller", "endpoint"),
+    _c("endpointslice-controller", "endpointslice"),
+    _c("endpointslice-mirroring-controller", "endpointslicemirroring"),
+    _c("replicationcontroller-controller", "replicationcontroller"),
+    _c("pod-garbage-collector-controller", "podgc"),
+    _c("resourcequota-controller", "resourcequota"),
+    _c("namespace-controller", "namespace"),
+    _c("serviceaccount-controller", "serviceaccount"),
+    _c("garbage-collector-controller", "garbagecollector"),
+    _c("daemonset-controller", "daemonset"),
+    _c("job-controller", "job"),
+    _c("deployment-controller", "deployment"),
+    _c("replicaset-controller", "replicaset"),
+    _c("horizontal-pod-autoscaler-controller", "horizontalpodautoscaling"),
+    _c("disruption-controller", "disruption"),
+    _c("statefulset-controller", "statefulset"),
+    _c("cronjob-controller", "cronjob"),
+    _c("certificatesigningrequest-signing-controller", "csrsigning"),
+    _c("certificatesigningrequest-approving-controller", "csrapproving"),
+    _c("certificatesigningrequest-cleaner-controller", "csrcleaner"),
+    _c("ttl-controller", "ttl"),
+    _c("bootstrap-signer-controller", "bootstrapsigner"),
+    _c("token-cleaner-controller", "tokencleaner"),
+    _c("node-ipam-controller", "nodeipam"),
+    _c("node-lifecycle-controller", "nodelifecycle"),
+    _c("service-lb-controller", "service", cloud=True),
+    _c("node-route-controller", "route", cloud=True),
+    _c("cloud-node-lifecycle-controller", "cloud-node-lifecycle", cloud=True),
+    _c("persistentvolume-binder-controller", "persistentvolume-binder"),
+    _c("persistentvolume-attach-detach-controller", "attachdetach"),
+    _c("persistentvolume-expander-controller", "persistentvolume-expander"),
+    _c("clusterrole-aggregation-controller", "clusterrole-aggregation"),
+    _c("persistentvolumeclaim-protection-controller", "pvc-protection"),
+    _c("persistentvolume-protection-controller", "pv-protection"),
+    _c("ttl-after-finished-controller", "ttl-after-finished"),
+    _c("root-ca-certificate-publisher-controller", "root-ca-cert-publisher"),
+    _c("ephemeral-volume-controller", "ephemeral-volume"),
+    _c(
+        "storageversion-garbage-collector-controller",
+        "storage-version-gc",
+        gates=("APIServerIdentity", "StorageVersionAPI"),
+    ),
+    _c("resourceclaim-controller", "resource-claim-controller", gates=("DynamicResourceAllocation",)),
+    _c("legacy-serviceaccount-token-cleaner-controller", "legacy-service-account-token-cleaner"),
+    _c("validatingadmissionpolicy-status-controller"),
+    _c("taint-eviction-controller", gates=("SeparateTaintEvictionController",)),
+    _c("service-cidr-controller", gates=("MultiCIDRServiceAllocator",)),
+    _c("storage-version-migrator-controller", gates=("StorageVersionMigrator",)),
+    _c("kube-apiserver-serving-clustertrustbundle-publisher-controller", gates=("ClusterTrustBundle",)),
+    _c("selinux-warning-controller", gates=("SELinuxChangePolicy",)),
+    _c("volumeattributesclass-protection-controller", gates=("VolumeAttributesClass",)),
+)
+
+
+def enabled(expression: list[str], name: str, disabled_by_default: bool) -> bool:
+    """Upstream's IsControllerEnabled over canonical names: the first `name` or `-name` decides;
+    else `*` turns on what is on by default; else off."""
+    star = False
+    for item in expression:
+        if item == name:
+            return True
+        if item == f"-{name}":
+            return False
+        star = star or item == "*"
+    return star and not disabled_by_default
+
+
+def gates_on(gates: dict[str, bool], needed: Iterable[str]) -> bool:
+    """Whether every gate in `needed` is on: as set by --feature-gates, else its default (a gate
+    --help does not list is locked on, as upstream's GA gates are)."""
+    return all(gates.get(name, FEATURE_GATES.get(name, True)) for name in needed)
+
+
+def feature_gates(text: str) -> dict[str, bool]:
+    """`--feature-gates`' argparse type: known gates only, each a Go bool, with upstream's errors
+    (`unrecognized feature gate: Foo`, `invalid value of Foo=bar, err: ...`)."""
+    out: dict[str, bool] = {}
+    for name, value in pflagvalue.feature_gates(text).items():
+        if name not in FEATURE_GATES and name not in ("AllAlpha", "AllBeta"):
+            raise ValueError(f"unrecognized feature gate: {name}")
+        try:
+            out[name] = pflagvalue.boolean(value)
+        except ValueError as exc:
+            raise ValueError(f"invalid value of {name}={value}, err: {exc}") from None
+    return out
+
+
+def emulated_version(text: str) -> list[str]:
+    """`--emulated-version`'s argparse type: `[kube=]<major>.<minor>` items, with upstream's errors."""
+    items = pflagvalue.strings(text)
+    for item in items:
+        component, sep, version = item.partition("=")
+        if not sep:
+            component, version = "kube", item
+        if component != "kube":
+            raise ValueError(f"component not registered: {component}")
+        parts = version.removeprefix("v").split(".")
+        if not 2 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+            raise ValueError(f'could not parse "{version}" as version')
+        if len(parts) == 3:
+            raise ValueError(f"patch version not allowed, got: {component}={version}")
+    return items
+
+
+# Why an accepted flag changes nothing here, where the controller it belongs to does not say it
+# (see `no_effect`). A flag kcm declares itself takes effect unless it is listed here.
+_SECURE_PORT = (
+    "kcm does not serve upstream's secure port yet; /healthz and /metrics are on --ops-port, plain HTTP"
+)
+_AUTH = "for the secure port, which kcm does not serve yet"
+_CLOUD = "read only by the cloud provider controllers, which kcm never runs (upstream 1.32 has no in-tree cloud provider either)"
+_LEADER = (
+    "kcm's controllers do not elect one leader: the coordinator hands each replica partitions of the "
+    "work (docs/architecture.md); `kcm watcher` and `kcm coordinator` hold their own leases with these flags"
+)
+_LOGS = "kcm logs one JSON object per line (--log-level), with no klog options"
+_METRICS = "kcm's /metrics serves every metric; there is no filter or hidden set"
+NO_EFFECT: dict[str, str] = {
+    "bind-address": _SECURE_PORT,
+    "cert-dir": _SECURE_PORT,
+    "disable-http2-serving": _SECURE_PORT,
+    "http2-max-streams-per-connection": _SECURE_PORT,
+    "permit-address-sharing": _SECURE_PORT,
+    "permit-port-sharing": _SECURE_PORT,
+    "secure-port": _SECURE_PORT,
+    "tls-cert-file": _SECURE_PORT,
+    "tls-cipher-suites": _SECURE_PORT,
+    "tls-min-version": _SECURE_PORT,
+    "tls-private-key-file": _SECURE_PORT,
+    "tls-sni-cert-key": _SECURE_PORT,
+    "authentication-kubeconfig": _AUTH,
+    "authentication-skip-lookup": _AUTH,
+    "authentication-token-webhook-cache-ttl": _AUTH,
+    "authentication-tolerate-lookup-failure": _AUTH,
+    "client-ca-file": _AUTH,
+    "requestheader-allowed-names": _AUTH,
+    "requestheader-client-ca-file": _AUTH,
+    "requestheader-extra-headers-prefix": _AUTH,
+    "requestheader-group-headers": _AUTH,
+    "requestheader-uid-headers": _AUTH,
+    "requestheader-username-headers": _AUTH,
+    "authorization-always-allow-paths": _AUTH,
+    "authorization-kubeconfig": _AUTH,
+    "authorization-webhook-cache-authorized-ttl": _AUTH,
+    "authorization-webhook-cache-unauthorized-ttl": _AUTH,
+    "profiling": "no /debug/pprof: a Python process has no Go profiler to serve",
+    "contention-profiling": "no /debug/pprof: a Python process has no Go profiler to serve",
+    "enable-leader-migration": "leader migration hands controllers to cloud-controller-manager; kcm runs no cloud controller",
+    "leader-migration-config": "leader migration hands controllers to cloud-controller-manager; kcm runs no cloud controller",
+    "cloud-provider": _CLOUD,
+    "cloud-config": _CLOUD,
+    "external-cloud-volume-plugin": _CLOUD,
+    "configure-cloud-routes": _CLOUD,
+    "node-monitor-period": _CLOUD,
+    "route-reconciliation-period": _CLOUD,
+    "cluster-name": "read only by controllers kcm does not build (the persistentvolume binder, the cloud ones)",
+    "leader-elect": _LEADER,
+    "leader-elect-lease-duration": _LEADER,
+    "leader-elect-renew-deadline": _LEADER,
+    "leader-elect-resource-lock": _LEADER,
+    "leader-elect-resource-name": _LEADER,
+    "leader-elect-resource-namespace": _LEADER,
+    "leader-elect-retry-period": _LEADER,
+    "controller-start-interval": "kcm starts its controllers at once; the interval only spread upstream's start-up",
+    "min-resync-period": "kcm's caches follow the bus and never resync from a period",
+    "kube-api-content-type": "kcm's client speaks JSON only",
+    "emulated-version": "kcm follows v1.32 only",
+    "feature-gates": "checked against v1.32's gates and used to tell which feature-gated upstream controllers "
+    "would run (kcm builds none of them); no controller kcm runs reads a gate yet",
+    "cluster-signing-cert-file": "read by the CSR signing controller, which kcm does not build",
+    "cluster-signing-key-file": "read by the CSR signing controller, which kcm does not build",
+    "log-flush-frequency": _LOGS,
+    "log-json-info-buffer-size": _LOGS,
+    "log-json-split-stream": _LOGS,
+    "log-text-info-buffer-size": _LOGS,
+    "log-text-split-stream": _LOGS,
+    "logging-format": _LOGS,
+    "vmodule": _LOGS,
+    "allow-metric-labels": _METRICS,
+    "allow-metric-labels-manifest": _METRICS,
+    "disabled-metrics": _METRICS,
+    "show-hidden-metrics-for-version": _METRICS,
+}
+
+
+# What a flag kcm implements does here where that is not all upstream's flag does.
+NOTES: dict[str, str] = {
+    "version": "prints kcm's version and the upstream release it follows; --version=vX.Y.Z (which sets "
+    "upstream's reported version) is accepted and changes nothing",
+    "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",
+    "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
+    "(kube-system by default, as upstream's)",
+    "v": "4 and above turn on kcm's debug logs (kcm has no finer levels); below 4, --log-level decides",
+}
+
+
+def no_effect(flag: Flag, built: Iterable[str]) -> str | None:
+    """Why `flag` changes nothing in kcm, or None when kcm implements it: `NO_EFFECT`, else the
+    controller its --help section names when kcm does not build that controller."""
+    if flag.name in NO_EFFECT:
+        return NO_EFFECT[flag.name]
+    owner = flag.section.lower()
+    if owner in {c.name for c in CONTROLLERS} and owner not in set(built):
+        return f"read by the {owner}, which kcm does not build"
+    return None
+
+
+def _default(flag: Flag) -> Any:
+    text = flag.default
+    if flag.type in ("strings", "namedCertKey"):
+        inner = text.strip("[]")
+        return inner.split(",") if inner else []
+    if flag.type in ("stringToString", "colonSeparatedMultimapStringString", "pattern=N,..."):
+        return {}
+    return _TYPES.get(flag.type, pflagvalue.string)(text)
+
+
+_TYPES: dict[str, Callable[[str], Any]] = {
+    **pflagvalue.BY_TYPE,
+    "colonSeparatedMultimapStringString": feature_gates,
+}
+
+
+ACCEPTED_GROUP = "kube-controller-manager flags accepted with no effect here (docs/flags.md)"
+
+
+def add_accepted(parser: argparse.ArgumentParser, skip: Iterable[str] = ()) -> None:
+    """Declare each upstream flag `parser` lacks, with upstream's type and default (its value
+    lands in the namespace under the usual dest), in one argument group; not those in `skip`."""
+    known = {*parser._option_string_actions, *skip}
+    group = parser.add_argument_group(ACCEPTED_GROUP)
+    for flag in FLAGS.values():
+        if flag.option in known or flag.name in ("help", "version"):
+            continue
+        names = (f"-{flag.shorthand}", flag.option) if flag.shorthand else (flag.option,)
+        text = flag.help.replace("%", "%%")
+        if flag.type == "bool":
+            pflag.add_bool(group, *names, default=flag.default == "true", help=text)
+            continue
+        many = flag.type in (
+            "strings",
+            "stringToString",
+            "colonSeparatedMultimapStringString",
+            "namedCertKey",
+        )
+        group.add_argument(
+            *names,
+            type=emulated_version if flag.name == "emulated-version" else _TYPES[flag.type],
+            default=_default(flag),
+            action=pflag.Merge if many else "store",
+            metavar=flag.type,
+            help=text,
+        )

@@ -1,0 +1,139 @@
+"""Upstream kube-controller-manager v1.32's flags and controllers, and what kcm makes of them."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kcm_cli import controllers, main
+from kcm_shared.base import errors
+from kcm_shared.runtime import controllerflags, upstreamflags
+
+ROOT = Path(__file__).resolve().parents[4]
+BINARY = next(iter(sorted((ROOT / ".upstream").glob("*/bin/kube-controller-manager"))), None)
+BUILT = controllers.BUILTIN
+
+
+@pytest.mark.skipif(BINARY is None, reason="the upstream binaries are not built here (`make upstream`)")
+def test_the_checked_in_table_is_the_pinned_binarys_help() -> None:
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "upstream" / "flags.py"), "--check", "--binary", str(BINARY)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr
+
+
+def test_the_table_holds_every_flag_of_v1_32() -> None:
+    assert upstreamflags.VERSION.startswith("v1.32.")
+    # 141 flags of its own, and pflag's --help and --version.
+    assert len(upstreamflags.FLAGS) == 143
+    assert upstreamflags.FLAGS["concurrent-cron-job-syncs"].default == "5"
+    assert upstreamflags.FLAGS["leader-elect"].type == "bool"
+    assert upstreamflags.FLAGS["controllers"].default == "[*]"
+    assert upstreamflags.FLAGS["v"].shorthand == "v"
+
+
+def test_the_registry_is_upstreams() -> None:
+    names = [c.name for c in upstreamflags.CONTROLLERS]
+    assert sorted(names) == sorted(upstreamflags._DATA["controllers"]["all"])
+    aliases = [a for c in upstreamflags.CONTROLLERS for a in c.aliases]
+    assert len(set(aliases)) == len(aliases) and not set(aliases) & set(names)
+    assert {
+        "bootstrap-signer-controller",
+        "selinux-warning-controller",
+        "token-cleaner-controller",
+    } == upstreamflags.DISABLED_BY_DEFAULT
+    gates = {g for c in upstreamflags.CONTROLLERS for g in c.feature_gates}
+    assert gates <= set(upstreamflags.FEATURE_GATES)
+
+
+def test_every_built_controller_is_upstreams_under_its_names() -> None:
+    by_name = {c.name: c for c in upstreamflags.CONTROLLERS}
+    for spec in BUILT:
+        assert spec.name in by_name, spec.name
+        assert spec.alias in by_name[spec.name].aliases, spec.name
+        assert spec.enabled_by_default == (not by_name[spec.name].disabled_by_default)
+
+
+def test_kcm_controllers_declares_every_upstream_flag_with_its_default() -> None:
+    args = main.parser().parse_args(["controllers"])
+    p = argparse.ArgumentParser()
+    controllerflags.add_arguments(p, BUILT)
+    assert {f.option for f in upstreamflags.FLAGS.values()} <= set(p._option_string_actions)
+    assert (args.leader_elect, args.cluster_name, args.secure_port) == (True, "kubernetes", 10257)
+    assert args.requestheader_username_headers == ["x-remote-user"]
+    assert args.authorization_always_allow_paths == ["/healthz", "/readyz", "/livez"]
+    assert (args.min_resync_period, args.node_eviction_rate, args.controllers) == (43200.0, 0.1, ["*"])
+    assert args.concurrent_cron_job_syncs == 5
+
+
+def names(expression: str) -> list[str]:
+    return [spec.name for spec in controllerflags.select(BUILT, expression)]
+
+
+def test_kubeadms_and_k3ss_selections_run_every_built_controller_on_by_default() -> None:
+    everything = names("*")
+    assert len(everything) == len(BUILT)
+    assert names("*,bootstrapsigner,tokencleaner") == everything
+    assert names("*,-service,-route,-cloud-node-lifecycle") == everything
+
+
+def test_the_first_mention_of_a_controller_decides() -> None:
+    assert names("job,-job") == ["job-controller"]
+    assert names("-job,job") == []
+    assert "job-controller" not in names("-job-controller,*")
+    assert names("horizontalpodautoscaling") == ["horizontal-pod-autoscaler-controller"]
+
+
+@pytest.mark.parametrize("expression", ["nope", "*,-nope", "job,csrsigning,nope"])
+def test_an_unknown_name_is_upstreams_one_line(expression: str) -> None:
+    with pytest.raises(errors.ConfigError, match=r'^"nope" is not in the list of known controllers$'):
+        controllerflags.select(BUILT, expression)
+
+
+def test_a_known_controller_kcm_does_not_build_is_reported_with_why() -> None:
+    reasons = dict(controllerflags.not_started(BUILT, "*,bootstrapsigner,tokencleaner", {}))
+    assert reasons["bootstrap-signer-controller"] == "not built in kcm"
+    assert reasons["token-cleaner-controller"] == "not built in kcm"
+    assert reasons["node-lifecycle-controller"] == "not built in kcm"
+    assert reasons["service-lb-controller"].startswith("skipping a cloud provider controller")
+    assert reasons["resourceclaim-controller"].startswith("disabled by a feature gate")
+    assert "selinux-warning-controller" not in reasons  # off by default, and not asked for
+    assert not set(reasons) & {spec.name for spec in BUILT}
+    k3s = dict(controllerflags.not_started(BUILT, "*,-service,-route,-cloud-node-lifecycle", {}))
+    assert "service-lb-controller" not in k3s and "bootstrap-signer-controller" not in k3s
+    gated = dict(controllerflags.not_started(BUILT, "*", {"DynamicResourceAllocation": True}))
+    assert gated["resourceclaim-controller"] == "not built in kcm"
+
+
+def test_flags_with_no_effect_say_why() -> None:
+    built = [spec.name for spec in BUILT]
+    assert upstreamflags.no_effect(upstreamflags.FLAGS["node-monitor-grace-period"], built) == (
+        "read by the node-lifecycle-controller, which kcm does not build"
+    )
+    assert upstreamflags.no_effect(upstreamflags.FLAGS["concurrent-job-syncs"], built) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("1.32", None),
+        ("kube=1.32,kube=1.31", None),
+        ("v1.32", None),
+        ("a", 'could not parse "a" as version'),
+        ("foo=1.32", "component not registered: foo"),
+        ("1.32.1", "patch version not allowed, got: kube=1.32.1"),
+    ],
+)
+def test_emulated_version_is_checked_as_upstream_checks_it(text: str, error: str | None) -> None:
+    if error is None:
+        upstreamflags.emulated_version(text)
+    else:
+        with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
+            upstreamflags.emulated_version(text)
