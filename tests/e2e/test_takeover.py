@@ -3,9 +3,10 @@ kube-controller-manager on kube-apiserver are handed to kcm, and back, and nothi
 
 One state directory, three runs of `kcm dev --apiserver=upstream` on it (etcd keeps the cluster
 between them; the simulator's pods go on running across its restarts):
-1. `--reference`: upstream kube-controller-manager. A Deployment with a finished rollout (two
-   ReplicaSets), a StatefulSet with claims, a DaemonSet, a finished Job, a CronJob that ran
-   once (then suspended) and one that never ran, two Services (EndpointSlices, Endpoints) and a
+1. `--reference`: upstream kube-controller-manager. A Deployment, a StatefulSet with claims and
+   a DaemonSet, each after a second rollout (old ReplicaSets and ControllerRevisions beside the
+   current ones), a finished Job, a running Indexed Job, a CronJob that ran once (then
+   suspended) and one that never ran, two Services (EndpointSlices, Endpoints) and a
    ResourceQuota are made and settle.
 2. kcm's controllers, until each has worked through at least as many keys as its start-up fill
    holds (the work queue's `workqueue_work_duration_seconds_count`).
@@ -74,6 +75,9 @@ FILLS = {
 }
 SERVICE_QUEUES = ("endpointslice-controller", "endpoint_slice")  # one key per Service too
 
+# The simulator's containers otherwise wait out the whole grace period of a deleted pod (30 s):
+# the second rollouts would take minutes.
+QUICK_STOP = '"sim.kcm.dev/terminate-seconds": "0"'
 WORKLOADS = f"""
 apiVersion: v1
 kind: Namespace
@@ -93,7 +97,7 @@ spec:
   replicas: 3
   selector: {{matchLabels: {{app: web}}}}
   template:
-    metadata: {{labels: {{app: web}}}}
+    metadata: {{labels: {{app: web}}, annotations: {{{QUICK_STOP}}}}}
     spec:
       containers:
       - name: web
@@ -124,7 +128,7 @@ spec:
   replicas: 2
   selector: {{matchLabels: {{app: db}}}}
   template:
-    metadata: {{labels: {{app: db}}}}
+    metadata: {{labels: {{app: db}}, annotations: {{{QUICK_STOP}}}}}
     spec:
       containers:
       - name: db
@@ -143,7 +147,7 @@ metadata: {{name: agent, namespace: {NS}}}
 spec:
   selector: {{matchLabels: {{app: agent}}}}
   template:
-    metadata: {{labels: {{app: agent}}}}
+    metadata: {{labels: {{app: agent}}, annotations: {{{QUICK_STOP}}}}}
     spec:
       containers:
       - name: agent
@@ -161,6 +165,19 @@ spec:
       restartPolicy: Never
       containers:
       - {{name: once, image: "busybox:1.36", command: [date], resources: {{requests: {{cpu: 10m}}}}}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: worker, namespace: {NS}}}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {{name: worker, image: "busybox:1.36", resources: {{requests: {{cpu: 10m}}}}}}
 ---
 apiVersion: batch/v1
 kind: CronJob
@@ -211,14 +228,29 @@ def without_status(obj: dict[str, Any]) -> dict[str, Any]:
 
 def settle(stack: Stack) -> None:
     """Create the workloads under upstream kube-controller-manager and wait until it is done:
-    a second rollout of the Deployment, every pod running, the Job and the CronJob's first Job
-    complete, the quota counting, both Services' endpoints published."""
+    a second rollout of the Deployment, the StatefulSet and the DaemonSet, every pod running,
+    the Job and the CronJob's first Job complete, the Indexed Job's pods ready, the quota
+    counting, both Services' endpoints published."""
     stack.kubectl("apply", "-f", "-", input=WORKLOADS)
+    workloads = {
+        "deployment/web": "web=nginx:1.28",
+        "statefulset/db": "db=postgres:17",
+        "daemonset/agent": "agent=busybox:1.37",
+    }
     stack.kubectl("rollout", "status", "deployment/web", "-n", NS, "--timeout=120s", timeout=130)
-    stack.kubectl("set", "image", "deployment/web", "web=nginx:1.28", "-n", NS)
-    for workload in ("deployment/web", "statefulset/db", "daemonset/agent"):
+    # A second revision of each: old ReplicaSets and ControllerRevisions to find the current one among.
+    for workload, image in workloads.items():
+        stack.kubectl("set", "image", workload, image, "-n", NS)
+    for workload in workloads:
         stack.kubectl("rollout", "status", workload, "-n", NS, "--timeout=120s", timeout=130)
     stack.kubectl("wait", "--for=condition=Complete", "job/once", "-n", NS, "--timeout=60s", timeout=70)
+    # A Job still running when the controller managers change over: its pods hold the tracking finalizer.
+    wait_for(
+        lambda: get(stack, "job", "worker", "-n", NS).get("status", {}).get("ready") == 2,
+        60,
+        interval=0.5,
+        what="the running Job's two pods ready",
+    )
 
     def ran_once() -> bool:
         status = get(stack, "cronjob", "tick", "-n", NS).get("status", {})
@@ -228,11 +260,16 @@ def settle(stack: Stack) -> None:
     # Nothing more of it while the controller managers change over: its Jobs would be new ones.
     stack.kubectl("patch", "cronjob", "tick", "-n", NS, "-p", '{"spec":{"suspend":true}}')
 
-    def counted() -> bool:
-        used = get(stack, "resourcequota", "quota", "-n", NS).get("status", {}).get("used", {})
-        return (used.get("pods"), used.get("persistentvolumeclaims")) == ("8", "2")
+    used: dict[str, str] = {}
 
-    wait_for(counted, 60, interval=0.5, what="the quota counting 8 pods and 2 claims")
+    def counted() -> bool:
+        used.update(get(stack, "resourcequota", "quota", "-n", NS).get("status", {}).get("used", {}))
+        return (used.get("pods"), used.get("persistentvolumeclaims")) == ("10", "2")
+
+    try:
+        wait_for(counted, 60, interval=0.5, what="the quota counting 10 pods and 2 claims")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it counts {used}") from None
 
     def published() -> bool:
         slices = get(stack, "endpointslices", "-n", NS)["items"]
