@@ -356,20 +356,19 @@ class Handover:
     after: dict[Key, dict[str, Any]]
 
     def writes(self) -> list[dict[str, Any]]:
-        """The namespace's writes that kube-apiserver carried out, Events aside."""
+        """The namespace's write requests, Events aside, refused ones too: a create that met
+        AlreadyExists was still an attempt to make something new."""
         return [
             e
             for e in self.audit
-            if e.get("objectRef", {}).get("namespace") == NS
-            and e["objectRef"].get("resource") != "events"
-            and e.get("responseStatus", {}).get("code", 0) < 300
+            if e.get("objectRef", {}).get("namespace") == NS and e["objectRef"].get("resource") != "events"
         ]
 
     def churn(self) -> list[str]:
         """Creates, deletes and writes other than to `status`, and objects changed besides
         their status, gone or new."""
         out = [
-            f"{e['verb']} {_ref(e)} by {e['user']['username']}"
+            f"{e['verb']} {_ref(e)} by {e['user']['username']}: {e.get('responseStatus', {}).get('code')}"
             for e in self.writes()
             if e["objectRef"].get("subresource") != "status"
         ]
