@@ -306,6 +306,26 @@ def test_restarted_sim_finishes_deletions_begun_while_it_was_down(fresh_apiserve
         second.stop()
 
 
+def test_a_restarted_sim_leaves_running_pods_as_they_are(fresh_apiserver: ApiServer) -> None:
+    """As a kubelet's containers outlive the kubelet: no status rewritten (start and transition
+    times would move), and no new pod given an address a running one has."""
+    first = start_sim(fresh_apiserver)
+    try:
+        _create_pod(first, "before", nodeName="sim-node-0")
+        before = _running(first, "before")
+    finally:
+        first.stop()
+    second = start_sim(fresh_apiserver)
+    try:
+        # Running only once the new simulator has listed, and taken up, every pod before it.
+        _create_pod(second, "after", nodeName="sim-node-0")
+        after = _running(second, "after")
+        assert _pod(second, "before")["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert after["status"]["podIP"] != before["status"]["podIP"]
+    finally:
+        second.stop()
+
+
 def test_stop_heartbeat_freezes_the_lease_and_resume_renews_it(sim: Sim) -> None:
     def renew_time() -> str:
         lease = _get(sim.api, "get", "lease", "-n", "kube-node-lease", "sim-node-2") or {}

@@ -274,10 +274,18 @@ class Kubelet:
                 run.ready_changed.set()
             return
         if pod.get("status", {}).get("phase") not in _TERMINAL:
+            self._skip_addresses(pod)
             task = asyncio.ensure_future(self._run_pod(pod))
             key = (meta.get("namespace", ""), meta.get("name", ""))
             node = pod["spec"]["nodeName"]
             self._runs[uid] = PodRun(key, node, task, ready=podstatus.behaviour(pod).ready)
+
+    def _skip_addresses(self, pod: Obj) -> None:
+        """Hand out no address a pod already has: after a restart the serials start over."""
+        state = self.nodes[pod["spec"]["nodeName"]]
+        for ip in pod.get("status", {}).get("podIPs") or []:
+            for cidr in state.pod_cidrs:
+                state.serial = max(state.serial, nodes.serial_after(cidr, ip.get("ip", "")))
 
     def crash(self, namespace: str, name: str) -> bool:
         for run in self._runs.values():
@@ -349,7 +357,11 @@ class Kubelet:
     async def _run_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]
         run = self._runs[meta.get("uid", "")]
-        await asyncio.sleep(self._delay)
+        # A pod this simulator ran before it restarted goes on running, as a kubelet's containers
+        # outlive the kubelet: its status is not written again.
+        resumed = podstatus.resumed(pod, run.ready)
+        if resumed is None:
+            await asyncio.sleep(self._delay)
         node = pod["spec"]["nodeName"]
         state = self.nodes[node]
         host_ip = f"10.0.{state.index}.1"
@@ -369,23 +381,26 @@ class Kubelet:
         if before is None:
             before = self._failed_attempts.get(key, 0)
         policy = pod["spec"].get("restartPolicy", "Always")
-        restarts = 0
+        restarts = 0 if resumed is None else resumed.restarts
         last: tuple[int, str, str] | None = None
         while True:
-            started = _now()
             run.ready_changed.clear()  # this status reports the latest wish
-            status = podstatus.running(
-                pod,
-                now=started,
-                start_time=start_time,
-                host_ip=host_ip,
-                pod_ip=pod_ip,
-                ready=run.ready,
-                restarts=restarts,
-                last_exit=last,
-                pod_ips=pod_ips,
-            )
-            await self._patch_status(pod, status)
+            if resumed is not None:
+                started, status, resumed = resumed.started, resumed.status, None
+            else:
+                started = _now()
+                status = podstatus.running(
+                    pod,
+                    now=started,
+                    start_time=start_time,
+                    host_ip=host_ip,
+                    pod_ip=pod_ip,
+                    ready=run.ready,
+                    restarts=restarts,
+                    last_exit=last,
+                    pod_ips=pod_ips,
+                )
+                await self._patch_status(pod, status)
             code = await self._wait_exit(
                 run, want.exit_code_for(before + restarts), want.run_seconds, pod, status
             )

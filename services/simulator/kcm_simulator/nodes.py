@@ -128,6 +128,20 @@ def pod_ip(cidr: str, serial: int) -> str:
     return str(net[2 + serial % usable])
 
 
+def serial_after(cidr: str, ip: str) -> int:
+    """The first serial `pod_ip` hands out after `ip` in `cidr` (0 for an address outside it):
+    a restarted simulator goes on past the addresses of the pods it finds running."""
+    net = ipaddress.ip_network(cidr, strict=False)
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return 0
+    if addr.version != net.version or addr not in net:
+        return 0
+    offset = int(addr) - int(net.network_address)
+    return offset + 1 if net.num_addresses - 3 < 1 else max(0, offset - 1)
+
+
 def lease(name: str, now: str) -> Obj:
     return {
         "apiVersion": "coordination.k8s.io/v1",

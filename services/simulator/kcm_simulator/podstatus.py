@@ -264,6 +264,35 @@ def running(
     }
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """A run a restarted kubelet finds under way: when its containers started, how often they
+    restarted, and the status it already reported."""
+
+    started: str
+    restarts: int
+    status: Obj
+
+
+def resumed(pod: Obj, ready: bool) -> Resumed | None:
+    """The run the pod's status already reports, when every container is running with the
+    readiness `ready` asks for: a restarted kubelet keeps such containers and rewrites nothing
+    (a fresh status would move every start and transition time, and with them Endpoints'
+    trigger times). None when the status says anything else, so the run starts anew."""
+    status = pod.get("status") or {}
+    names = [c.get("name", "") for c in pod.get("spec", {}).get("containers") or []]
+    by_name = {c.get("name"): c for c in status.get("containerStatuses") or []}
+    if status.get("phase") != "Running" or not status.get("podIP") or not names:
+        return None
+    if any(name not in by_name or "running" not in (by_name[name].get("state") or {}) for name in names):
+        return None
+    if any(bool(by_name[name].get("ready")) != ready for name in names):
+        return None
+    first = by_name[names[0]]
+    started = first["state"]["running"].get("startedAt") or status.get("startTime") or ""
+    return Resumed(started, int(first.get("restartCount") or 0), status)
+
+
 def with_readiness(status: Obj, ready: bool, now: str) -> Obj:
     """A Running status whose containers became ready or not ready, as a readiness probe's
     verdict changes it: the containers' `ready`, and Ready and ContainersReady when they flip."""

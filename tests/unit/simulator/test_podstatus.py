@@ -149,3 +149,47 @@ def test_stopped_pod_keeps_the_conditions_the_kubelet_does_not_own() -> None:
     assert status["phase"] == "Failed"
     assert [c for c in status["conditions"] if c["type"] == "DisruptionTarget"] == [evicted]
     assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "False"
+
+
+def running_pod(ready: bool = True) -> Obj:
+    subject = pod({})
+    subject["status"] = podstatus.running(
+        subject,
+        now="2024-01-01T00:00:05Z",
+        start_time="2024-01-01T00:00:00Z",
+        host_ip="10.0.0.1",
+        pod_ip="10.244.0.2",
+        ready=ready,
+        restarts=2,
+    )
+    return subject
+
+
+def test_a_restarted_kubelet_resumes_a_running_pod_as_reported() -> None:
+    subject = running_pod()
+    got = podstatus.resumed(subject, ready=True)
+    assert got is not None
+    assert (got.started, got.restarts, got.status) == ("2024-01-01T00:00:05Z", 2, subject["status"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p["status"].update(phase="Pending"),
+        lambda p: p["status"].pop("podIP"),
+        lambda p: p["status"]["containerStatuses"][0].update(state={"waiting": {}}),
+        lambda p: p["spec"]["containers"].append({"name": "sidecar", "image": "x"}),
+        lambda p: p.pop("status"),
+    ],
+    ids=["pending", "no-ip", "container-not-running", "container-without-status", "no-status"],
+)
+def test_a_pod_not_reported_running_starts_anew(change: Any) -> None:
+    subject = running_pod()
+    change(subject)
+    assert podstatus.resumed(subject, ready=True) is None
+
+
+def test_a_pod_whose_readiness_must_change_starts_anew() -> None:
+    # Its ready annotation changed while no kubelet ran: the new run reports it.
+    assert podstatus.resumed(running_pod(ready=True), ready=False) is None
+    assert podstatus.resumed(running_pod(ready=False), ready=False) is not None

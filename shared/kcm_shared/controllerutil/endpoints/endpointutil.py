@@ -18,7 +18,9 @@ controller and the endpointslice-mirroring controller import it; nothing here do
   pod update must requeue (podEndpointsChanged, ServiceSelectorCache, GetServicesToUpdateOnPodChange,
   determineNeededServiceUpdates).
 - `repack_subsets`: the canonical layout of Endpoints subsets (pkg/api/v1/endpoints
-  RepackSubsets), which the endpoints controller writes and the API server stores.
+  RepackSubsets), which the endpoints controller writes and the embedded API server stores;
+  ports and subsets in upstream's order, so Endpoints that stock kube-controller-manager wrote
+  read as up to date (kube-apiserver 1.32 stores subsets as written).
 - `TriggerTimeTracker`: the value of the `endpoints.kubernetes.io/last-change-trigger-time`
   annotation (TriggerTimeTracker), and `ip_family` for an address's family (utilnet.IsIPv6String).
 """
@@ -26,8 +28,9 @@ controller and the endpointslice-mirroring controller import it; nothing here do
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from typing import Any
 
 import msgspec
@@ -287,6 +290,72 @@ def _canonical(value: Any) -> bytes:
     return msgspec.json.encode(value, order="sorted")
 
 
+# Upstream orders ports and subsets by the md5 of Go's dump of the typed value (hashutil's
+# DeepHashObject: spew's `%#v` with pointers followed, strings raw). These print the JSON form
+# as that dump prints the v1 types, fields in Go's declaration order: an absent pointer or list
+# is `<nil>`, an absent string or number its zero value.
+_REFERENCE_FIELDS = (
+    ("Kind", "string", "kind"),
+    ("Namespace", "string", "namespace"),
+    ("Name", "string", "name"),
+    ("UID", "types.UID", "uid"),
+    ("APIVersion", "string", "apiVersion"),
+    ("ResourceVersion", "string", "resourceVersion"),
+    ("FieldPath", "string", "fieldPath"),
+)
+
+
+def _go(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _go_pointer(value: Any) -> str:
+    return "<nil>" if value is None else str(value)
+
+
+def _go_list(type_name: str, items: list[Any] | None, dump: Callable[[Any], str]) -> str:
+    inner = "<nil>" if items is None else f"[{' '.join(dump(item) for item in items)}]"
+    return f"([]{type_name}){inner}"
+
+
+def _dump_port(port: dict[str, Any]) -> str:
+    return (
+        f"{{Name:(string){_go(port.get('name'))} Port:(int32){int(port.get('port') or 0)} "
+        f"Protocol:(v1.Protocol){_go(port.get('protocol'))} "
+        f"AppProtocol:(*string){_go_pointer(port.get('appProtocol'))}}}"
+    )
+
+
+def _dump_address(address: dict[str, Any]) -> str:
+    ref = address.get("targetRef")
+    target = "<nil>"
+    if isinstance(ref, dict):
+        target = (
+            "{" + " ".join(f"{f}:({kind}){_go(ref.get(key))}" for f, kind, key in _REFERENCE_FIELDS) + "}"
+        )
+    return (
+        f"{{IP:(string){_go(address.get('ip'))} Hostname:(string){_go(address.get('hostname'))} "
+        f"NodeName:(*string){_go_pointer(address.get('nodeName'))} TargetRef:(*v1.ObjectReference){target}}}"
+    )
+
+
+def _md5(text: str) -> bytes:
+    return hashlib.md5(text.encode(), usedforsecurity=False).digest()
+
+
+def _port_order(port: dict[str, Any]) -> bytes:
+    """Upstream's sort key of a port (portsByHash)."""
+    return _md5(f"(v1.EndpointPort){_dump_port(port)}")
+
+
+def _subset_order(subset: dict[str, Any]) -> bytes:
+    """Upstream's sort key of a subset whose lists are sorted already (subsetsByHash)."""
+    addresses = _go_list("v1.EndpointAddress", subset.get("addresses"), _dump_address)
+    not_ready = _go_list("v1.EndpointAddress", subset.get("notReadyAddresses"), _dump_address)
+    ports = _go_list("v1.EndpointPort", subset.get("ports"), _dump_port)
+    return _md5(f"(v1.EndpointSubset){{Addresses:{addresses} NotReadyAddresses:{not_ready} Ports:{ports}}}")
+
+
 def _address_key(address: dict[str, Any]) -> tuple[bytes, str]:
     """(IP, pod uid): the identity of an address, and its sort order (IP bytes, then uid)."""
     ref = address.get("targetRef")
@@ -300,7 +369,7 @@ def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
     exact set of ports they serve; an address de-duplicated by IP and pod uid; not ready for
     one port if it is not ready in any subset offering that port; subsets without ports
     (a headless Service without ports) kept. Addresses sorted by IP then uid; ports and
-    subsets in a fixed order of their content."""
+    subsets in upstream's order (`_port_order`, `_subset_order`)."""
     addresses: dict[tuple[bytes, str], dict[str, Any]] = {}
     # port (canonical JSON, or None for "no ports") -> address key -> ready
     by_port: dict[bytes | None, dict[tuple[bytes, str], bool]] = {}
@@ -339,10 +408,10 @@ def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not_ready_addresses:
             packed["notReadyAddresses"] = not_ready_addresses
         if group_ports:
-            packed["ports"] = sorted(group_ports, key=_canonical)
+            packed["ports"] = sorted(group_ports, key=_port_order)
         out.append(packed)
     if len(out) > 1:
-        out.sort(key=_canonical)
+        out.sort(key=_subset_order)
     return out
 
 

@@ -498,3 +498,117 @@ def test_repack_keeps_distinct_port_sets_apart() -> None:
     ]
     # The order is a function of the content only: the same input, shuffled, packs the same.
     assert eu.repack_subsets(list(reversed(given))) == packed
+
+
+# Upstream's order, as upstream's RepackSubsets (v1.32, run on the same input) returned it.
+def pod_addr(ip: str, n: int, node: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ip": ip,
+        "targetRef": {"kind": "Pod", "namespace": "ns", "name": f"p{n}", "uid": f"uid-{n}"},
+    }
+    if node is not None:
+        out["nodeName"] = node
+    return out
+
+
+def udp(number: int, name: str = "") -> dict[str, Any]:
+    return {**port(number, name), "protocol": "UDP"}
+
+
+UPSTREAM_ORDER_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = [
+    (
+        "a Service's https and http ports",
+        [{"addresses": [addr("10.0.0.1")], "ports": [port(80, "http"), port(443, "https")]}],
+        [{"addresses": [addr("10.0.0.1")], "ports": [port(443, "https"), port(80, "http")]}],
+    ),
+    (
+        "two subsets, three ports in one",
+        [
+            {"addresses": [pod_addr("10.0.2.2", 2)], "ports": [port(54, "http7")]},
+            {
+                "addresses": [addr("10.0.0.3")],
+                "ports": [udp(9091, "metrics9"), udp(54, "a7"), port(444, "metrics6")],
+            },
+        ],
+        [
+            {"addresses": [pod_addr("10.0.2.2", 2)], "ports": [port(54, "http7")]},
+            {
+                "addresses": [addr("10.0.0.3")],
+                "ports": [udp(54, "a7"), udp(9091, "metrics9"), port(444, "metrics6")],
+            },
+        ],
+    ),
+    (
+        "two subsets, the one with node names first",
+        [
+            {
+                "addresses": [{"ip": "10.0.2.8", "nodeName": "node-0"}, addr("10.0.0.3")],
+                "ports": [port(8081, "grpc8")],
+            },
+            {
+                "addresses": [pod_addr("10.0.0.9", 9, "node-1"), pod_addr("10.0.2.5", 5, "node-1")],
+                "ports": [udp(444)],
+            },
+        ],
+        [
+            {
+                "addresses": [pod_addr("10.0.0.9", 9, "node-1"), pod_addr("10.0.2.5", 5, "node-1")],
+                "ports": [udp(444)],
+            },
+            {
+                "addresses": [addr("10.0.0.3"), {"ip": "10.0.2.8", "nodeName": "node-0"}],
+                "ports": [port(8081, "grpc8")],
+            },
+        ],
+    ),
+    (
+        "a subset without ports after one with",
+        [
+            {"addresses": [pod_addr("10.0.2.8", 8)]},
+            {
+                "addresses": [pod_addr("10.0.1.1", 1, "node-1")],
+                "ports": [udp(9091, "grpc9"), udp(445, "https11")],
+            },
+        ],
+        [
+            {
+                "addresses": [pod_addr("10.0.1.1", 1, "node-1")],
+                "ports": [udp(445, "https11"), udp(9091, "grpc9")],
+            },
+            {"addresses": [pod_addr("10.0.2.8", 8)]},
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), UPSTREAM_ORDER_CASES)
+def test_repack_orders_ports_and_subsets_as_upstream(
+    name: str, given: list[dict[str, Any]], expected: list[dict[str, Any]]
+) -> None:
+    # As stock kube-controller-manager orders them, so what it wrote reads as up to date (an
+    # order of our own rewrote every multi-port Service's Endpoints after a takeover).
+    assert eu.repack_subsets(given) == expected, name
+    assert eu.repack_subsets(list(reversed(given))) == expected, name
+
+
+@pytest.mark.parametrize(
+    ("given", "md5"),
+    [
+        (port(443, "https"), "9b812254c483d72210c747708df106ac"),
+        (port(5432), "861c73773439a7d051013333566a326c"),
+        ({**udp(1, "x"), "appProtocol": "http"}, "52bf410528e7e8ee9db0bc1d744f0b13"),
+    ],
+)
+def test_a_ports_sort_key_is_the_md5_of_gos_dump(given: dict[str, Any], md5: str) -> None:
+    # The digests of k8s.io/apimachinery's dump.ForHash of the same v1.EndpointPort.
+    assert eu._port_order(given).hex() == md5
+
+
+def test_a_subsets_sort_key_is_the_md5_of_gos_dump() -> None:
+    subset = {
+        "addresses": [pod_addr("10.0.0.1", 0, "n1")],
+        "notReadyAddresses": [{"ip": "10.0.0.2", "hostname": "h"}],
+        "ports": [port(80, "http")],
+    }
+    subset["addresses"][0]["targetRef"].update(name="p", uid="u1")
+    assert eu._subset_order(subset).hex() == "06681f445bc05f865b6863c6dacd7827"
