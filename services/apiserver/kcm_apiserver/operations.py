@@ -38,7 +38,7 @@ from kcm_apiserver import (
     validation,
 )
 from kcm_apiserver.registry import Registry, ResourceType, storage_key_of
-from kcm_apiserver.schemas import patchtypes, unknownfields
+from kcm_apiserver.schemas import patchtypes, unknownfields, zerovalues
 from kcm_apiserver.store import Obj, Store
 from kcm_apiserver.validation import fielderrors
 
@@ -405,6 +405,8 @@ class Api:
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
         strategies.canonicalize(srt, obj)
+        if srt.model:
+            zerovalues.fill(srt.model, obj)
         charges = quota.admit(self.store, srt, ctx.namespace, obj)
         if self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]):
             if not ctx.dry_run:
@@ -491,6 +493,8 @@ class Api:
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
         strategies.canonicalize(srt, new)
+        if srt.model:
+            zerovalues.fill(srt.model, new)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         taken = self._assign_node_ports(srt, new, old) if subresource != "status" else set()

@@ -105,7 +105,8 @@ class Target:
 
 
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
-    resp = web.Response(body=_encode(body), status=status, content_type="application/json")
+    # Go's json.Encoder ends every document with a newline; clients comparing bodies see it.
+    resp = web.Response(body=_encode(body) + b"\n", status=status, content_type="application/json")
     for w in warnings or ():
         # RFC 9110 quoted-string; upstream drops warnings holding control characters.
         if not any(unicodedata.category(c) == "Cc" for c in w):
@@ -152,6 +153,23 @@ def _loopback_here(request: web.Request, host: str, default_port: int) -> bool:
             return False
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
     return sockname is not None and port == sockname[1]
+
+
+def _openapi_not_found() -> web.Response:
+    """kube-openapi's answer to a document it does not have: an empty 404."""
+    return web.Response(status=404)
+
+
+def _page_not_found() -> web.Response:
+    """Go's http.NotFound, which kube-apiserver answers outside its API groups (`/nope`,
+    `/apis/<unknown group>/...`)."""
+    return web.Response(
+        text="404 page not found\n",
+        status=404,
+        content_type="text/plain",
+        charset="utf-8",
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
 
 
 def _error(exc: errors.ApiError) -> web.Response:
@@ -279,7 +297,7 @@ class Server:
             return _json(discovery.api_group_list(self.api.registry)), "discovery"
         if parts and parts[0] in ("api", "apis"):
             return await self._api(request, parts)
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _page_not_found(), "notfound"
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         if parts[1:] == ["v2"]:
@@ -294,14 +312,14 @@ class Server:
             elif gv[0] == "apis" and len(gv) == 3:
                 group, version = gv[1], gv[2]
             else:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                return _openapi_not_found()
             if not self.api.registry.in_group_version(group, version):
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                return _openapi_not_found()
             resp = _json(openapi_v3.group_version_document(self.api.registry, group, version, crds))
             if "hash" in request.query:
                 resp.headers["Cache-Control"] = "public, immutable"
             return resp
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _openapi_not_found()
 
     def _openapi_v2_response(self, request: web.Request) -> web.Response:
         """JSON or gnostic protobuf by Accept, revalidated by ETag, as kube-openapi's handler serves it."""
@@ -319,24 +337,27 @@ class Server:
     def _parse(self, parts: list[str]) -> tuple[str, str, list[str]]:
         if parts[0] == "api":
             if len(parts) < 2:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.no_such_resource()
             return "", parts[1], parts[2:]
         if len(parts) < 3:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         return parts[1], parts[2], parts[3:]
 
     async def _api(self, request: web.Request, parts: list[str]) -> tuple[web.StreamResponse, str]:
         registry = self.api.registry
+        if parts[0] == "apis" and len(parts) >= 2 and parts[1] not in registry.groups():
+            # No handler is registered under an unknown group: Go's mux answers, not the API.
+            return _page_not_found(), "notfound"
         if parts[0] == "apis" and len(parts) == 2:
             group_doc = discovery.api_group(registry, parts[1])
             if group_doc is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.no_such_resource()
             return _json(group_doc), "discovery"
         group, version, rest = self._parse(parts)
         if not rest:
             doc = discovery.resource_list(registry, group, version)
             if doc is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.no_such_resource()
             return _json(doc), "discovery"
         target = self._target(group, version, rest)
         request[_TARGET] = target
@@ -353,14 +374,14 @@ class Server:
             if candidate is not None and candidate.namespaced:
                 namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         rt = registry.lookup(group, version, rest[0])
         if rt is None:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         if sub and sub not in rt.subresources:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         return Target(rt, namespace, name, sub, watch_path)
 
     # -- resources ------------------------------------------------------------------------------
@@ -431,7 +452,7 @@ class Server:
         q = request.query
         api = self.api
         if t.rt.namespaced is False and t.namespace:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         if t.rt.derived:
             return self._derived(request, t)
         if (t.rt.group, t.rt.resource) == ("authentication.k8s.io", "selfsubjectreviews"):
