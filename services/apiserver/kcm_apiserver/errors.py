@@ -91,6 +91,8 @@ def conflict(group: str, resource: str, name: str, why: str) -> ApiError:
 
 def invalid(group: str, kind: str, name: str, causes: Sequence[Mapping[str, Any]]) -> ApiError:
     summary = ", ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
+    if len(causes) > 1:  # an aggregate of several errors prints as Go's `[a, b]`
+        summary = f"[{summary}]"
     qualified_kind = f"{kind}.{group}" if group else kind
     return ApiError(
         422,

@@ -799,6 +799,9 @@ class Server:
             else (rt.kind, rt.group_version)
         )
         meta: Obj = {"resourceVersion": str(rv)}
+        if kind == "PartialObjectMetadata" or rt.model is not None:
+            # A typed object's ObjectMeta: Go writes its zero creationTimestamp as null.
+            meta["creationTimestamp"] = None
         if initial_end:
             blueprint: Obj = {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {}, "items": None}
             meta["annotations"] = {
