@@ -31,6 +31,7 @@ from kcm_apiserver import (
     defaults,
     errors,
     fieldsel,
+    localapiservices,
     nodeports,
     patch,
     quota,
@@ -147,6 +148,13 @@ class Api:
         for role in bootstrappolicy.cluster_roles():
             if store.get(storage_key_of(role_rt), "", role["metadata"]["name"]) is None:
                 self.create(Ctx(role_rt, field_manager="kube-apiserver"), role)
+        apiservice_rt = self._rt("apiregistration.k8s.io", "v1", "apiservices")
+        for apiservice in localapiservices.local_apiservices(registry):
+            name = apiservice["metadata"]["name"]
+            if store.get(storage_key_of(apiservice_rt), "", name) is None:
+                created = self.create(Ctx(apiservice_rt, field_manager="kube-apiserver"), apiservice)
+                created["status"] = localapiservices.available_status(self.clock())
+                self.update(Ctx(apiservice_rt, field_manager="kube-apiserver"), name, created, "status")
 
     def _rt(self, group: str, version: str, resource: str) -> ResourceType:
         rt = self.registry.lookup(group, version, resource)

@@ -77,6 +77,7 @@ _BODY_TYPES = frozenset(
     | {media for media, kind in _PATCH_TYPES.items() if kind != "unsupported"}
 )
 _TOO_DEEP = f"the body of the request could not be decoded: exceeded max depth of {codec.MAX_DEPTH}"
+_TYPE_META = ("apiVersion", "kind")
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -589,12 +590,12 @@ class Server:
             meta["continue"] = result.continue_token
         if result.remaining is not None:
             meta["remainingItemCount"] = result.remaining
-        return {
-            "kind": f"{rt.kind}List",
-            "apiVersion": rt.group_version,
-            "metadata": meta,
-            "items": [self.api.to_served(rt, o) for o in result.items],
-        }
+        items = [self.api.to_served(rt, o) for o in result.items]
+        if rt.model is not None:
+            # A typed list's items carry no apiVersion and kind in Go's encoding; a custom
+            # resource's (unstructured) items do.
+            items = [{k: v for k, v in o.items() if k not in _TYPE_META} for o in items]
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.group_version, "metadata": meta, "items": items}
 
     def _list(self, request: web.Request, ctx: Ctx) -> web.Response:
         q = request.query
