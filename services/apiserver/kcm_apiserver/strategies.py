@@ -28,9 +28,6 @@ _INITIAL_STATUS: dict[tuple[str, str], Obj] = {
     ("", "Namespace"): {"phase": "Active"},
     ("", "PersistentVolume"): {"phase": "Pending"},
     ("", "PersistentVolumeClaim"): {"phase": "Pending"},
-    # Upstream serialises status.replicas even when 0 (no omitempty), and the official
-    # client's model requires it in every RC it reads.
-    ("", "ReplicationController"): {"replicas": 0},
 }
 
 
