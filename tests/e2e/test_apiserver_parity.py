@@ -84,7 +84,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         asyncio.run(asyncio.wait_for(plane.wait_ready(), 120))
         # Only then: on a busy machine both starting at once outlast start_apiserver's wait.
         embedded = start_apiserver(tmp_path_factory.mktemp("embedded"))
-        admin = pki.client(identity.ca_cert.parent, "admin", "kubernetes-admin", ("system:masters",))
+        admin = plane.admin_certificate()
         up = requests.Session()
         up.trust_env = False  # REQUESTS_CA_BUNDLE would override the cluster CA given here
         up.cert = (str(admin.cert), str(admin.key))
@@ -135,7 +135,6 @@ def masked(obj: Any, uid: str = "") -> Any:
 KEPT: dict[str, str] = {
     r"\.metadata\.finalizers": "no StorageObjectInUseProtection admission (kubernetes.io/pvc-protection)",
     r"\.spec\.serviceAccount(Name)?": "no ServiceAccount admission",
-    r"\.spec\.tolerations": "no DefaultTolerationSeconds admission: kcm's eviction tests expect prompt evictions",
     r"(\.spec(\.jobTemplate\.spec)?\.template)?\.spec\.containers\[0\]\.resources"
     r"|\.spec(\.jobTemplate(\.spec\.template)?|\.template)\.metadata(\.creationTimestamp)?"
     r"|\.status\.loadBalancer|\.endpoints\[0\]\.conditions": (

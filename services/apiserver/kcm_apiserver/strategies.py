@@ -22,6 +22,8 @@ Obj = dict[str, Any]
 # Kinds whose create keeps what the client sent as status (a kubelet registers its Node
 # with status; everything else starts from an empty status).
 _KEEPS_STATUS_ON_CREATE = {("", "Node"), ("coordination.k8s.io", "Lease")}
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 # Upstream's built-in PriorityClasses (scheduling.SystemPriorityClasses), and no class at all.
 _SYSTEM_PRIORITIES = {"": 0, "system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 _INITIAL_STATUS: dict[tuple[str, str], Obj] = {
@@ -82,6 +84,7 @@ def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> N
     if ident == ("", "Pod"):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
         _admit_priority(obj.setdefault("spec", {}))
+        _admit_default_toleration_seconds(obj["spec"])
     elif ident == ("", "Namespace"):
         spec = obj.setdefault("spec", {})
         if "kubernetes" not in spec.setdefault("finalizers", []):
@@ -107,6 +110,23 @@ def _admit_priority(spec: Obj) -> None:
     if value is not None:
         spec.setdefault("priority", value)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+def _admit_default_toleration_seconds(spec: Obj) -> None:
+    """Upstream's DefaultTolerationSeconds admission for a new pod: unless a toleration already
+    covers it (its key, or none; effect NoExecute, or none), the pod tolerates each of the
+    not-ready and unreachable NoExecute taints for 300 s, so the eviction of its node's pods
+    waits five minutes for it."""
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        return  # validation refuses it
+    held = [t for t in tolerations or [] if isinstance(t, dict)]
+    for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+        if not any(
+            t.get("key") in (key, "", None) and t.get("effect") in ("NoExecute", "", None) for t in held
+        ):
+            added = {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            spec.setdefault("tolerations", []).append(added)
 
 
 def _allocate_cluster_ip(svc: Obj, ips: ClusterIPAllocator) -> None:
@@ -296,9 +316,6 @@ def template_generation_on_update(old: Obj, new: Obj, subresource: str) -> None:
     if not subresource and changed:
         value += 1
     new["metadata"].setdefault("annotations", {})[DAEMONSET_TEMPLATE_GENERATION] = str(value)
-
-
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 def _taint_not_ready(node: Obj) -> None:

@@ -1,6 +1,6 @@
 """What kube-apiserver writes that a client did not: Go's zero values of required fields, the
 generation only on kinds whose strategy keeps one, a Secret's `stringData` folded into `data`, a
-Job's generated labels and `manualSelector`, a pod's priority, and Status bodies in Go's field
+Job's generated labels and `manualSelector`, a pod's priority and default tolerations, and Status bodies in Go's field
 order. tests/e2e/test_apiserver_parity.py compares the same against kube-apiserver itself."""
 
 from __future__ import annotations
@@ -140,3 +140,34 @@ def test_status_fields_are_in_go_order_with_details_only_where_upstream_has_them
     assert "details" not in errors.bad_request("m").status()
     encoded = json.dumps(errors.not_found("apps", "deployments", "x").status(), separators=(",", ":"))
     assert encoded.endswith('"details":{"name":"x","group":"apps","kind":"deployments"},"code":404}')
+
+
+NOT_READY = {
+    "key": "node.kubernetes.io/not-ready",
+    "operator": "Exists",
+    "effect": "NoExecute",
+    "tolerationSeconds": 300,
+}
+UNREACHABLE = {**NOT_READY, "key": "node.kubernetes.io/unreachable"}
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "after"),
+    [
+        (None, [NOT_READY, UNREACHABLE]),
+        ([{"operator": "Exists"}], [{"operator": "Exists"}]),  # tolerates everything already
+        (
+            [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}],
+            [
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+                NOT_READY,
+            ],
+        ),
+    ],
+)
+def test_a_new_pod_tolerates_an_unready_node_for_five_minutes(
+    api: Api, tolerations: list[dict[str, Any]] | None, after: list[dict[str, Any]]
+) -> None:
+    spec = {**POD_SPEC, **({"tolerations": tolerations} if tolerations else {})}
+    pod = api.create(ctx(api, "", "pods"), {"kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+    assert pod["spec"]["tolerations"] == after
