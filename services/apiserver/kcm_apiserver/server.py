@@ -37,6 +37,7 @@ from kcm_apiserver import (
     authn,
     discovery,
     errors,
+    gojson,
     metrics_api,
     openapi_v2,
     protobuf,
@@ -414,7 +415,9 @@ class Server:
             user_agent=request.headers.get("User-Agent", ""),
         )
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, kind: str = "") -> Any:
+        """The request's body decoded; `kind`, the one a create or update expects, words a
+        JSON syntax error as kube-apiserver does (`gojson`)."""
         raw = await request.read()
         if not raw:
             return None
@@ -439,6 +442,8 @@ class Server:
                 else:
                     body = _decode(raw)
             except (msgspec.DecodeError, yaml.YAMLError, RecursionError) as exc:
+                if kind and ctype == "application/json" and gojson.syntax_error(raw):
+                    raise errors.bad_request(gojson.unrecognized(kind, raw)) from exc
                 raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
             # JSON nests no deeper than it has brackets: most bodies need no walk.
             if ctype.endswith("json") and raw.count(b"{") + raw.count(b"[") <= codec.MAX_DEPTH:
@@ -474,7 +479,7 @@ class Server:
                     raise errors.method_not_allowed(
                         "the server does not allow this method on the requested resource"
                     )
-                obj = api.create(ctx, await self._body(request))
+                obj = api.create(ctx, await self._body(request, t.rt.kind))
                 request[_CREATED] = obj["metadata"]["name"]
                 return _json(obj, 201, ctx.warnings)
             if method == "DELETE":
@@ -490,7 +495,7 @@ class Server:
             obj = api.get(ctx, t.name)
             return self._respond_object(request, t.rt, obj)
         if method == "PUT":
-            obj = api.update(ctx, t.name, await self._body(request), subresource=t.subresource)
+            obj = api.update(ctx, t.name, await self._body(request, t.rt.kind), subresource=t.subresource)
             return _json(obj, 200, ctx.warnings)
         if method == "PATCH":
             ptype = _PATCH_TYPES.get(request.content_type)
