@@ -422,7 +422,27 @@ def _persistent_volume(pv: Obj) -> None:
     spec = _child(pv, "spec")
     _default(spec, "persistentVolumeReclaimPolicy", "Retain")
     _default(spec, "volumeMode", "Filesystem")
+    if isinstance(spec.get("hostPath"), dict):
+        _default(spec["hostPath"], "type", "")
     _default(_child(pv, "status"), "phase", "Pending")
+
+
+def _limit_range(lr: Obj) -> None:
+    """A Container item's default limit is its max, and its default request the default limit,
+    else its min, resource by resource (upstream's SetDefaults_LimitRangeItem)."""
+    for item in _dicts(_child(lr, "spec").get("limits")):
+        if item.get("type") != "Container":
+            continue
+        default = dict(item.get("default") or {})
+        for key, value in (item.get("max") or {}).items():
+            default.setdefault(key, value)
+        request = dict(item.get("defaultRequest") or {})
+        for source in (default, item.get("min") or {}):
+            for key, value in source.items():
+                request.setdefault(key, value)
+        for key, value in (("default", default), ("defaultRequest", request)):
+            if value:
+                item[key] = value
 
 
 def _storage_class(sc: Obj) -> None:
@@ -490,6 +510,7 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("", "Secret"): _secret,
     ("", "PersistentVolume"): _persistent_volume,
     ("", "PersistentVolumeClaim"): _persistent_volume_claim,
+    ("", "LimitRange"): _limit_range,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replica_set,
     ("apps", "StatefulSet"): _stateful_set,

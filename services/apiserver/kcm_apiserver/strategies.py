@@ -228,6 +228,7 @@ _STATUS_KEEPS_OLD: dict[tuple[str, str], tuple[str, ...]] = {
 # endpointslice controllers compare it with the one they wrote (EndpointSliceTracker).
 _WITH_GENERATION = {
     ("", "ReplicationController"),
+    ("", "PodTemplate"),
     ("apps", "Deployment"),
     ("apps", "ReplicaSet"),
     ("apps", "StatefulSet"),

@@ -1,7 +1,8 @@
 """What kube-apiserver writes that a client did not: Go's zero values of required fields, the
 generation only on kinds whose strategy keeps one, a Secret's `stringData` folded into `data`, a
-Job's generated labels and `manualSelector`, a pod's priority and default tolerations, and Status bodies in Go's field
-order. tests/e2e/test_apiserver_parity.py compares the same against kube-apiserver itself."""
+Job's generated labels and `manualSelector`, a pod's priority and default tolerations, a
+LimitRange's defaults, and Status bodies in Go's field order. tests/e2e/test_apiserver_parity.py
+compares the same against kube-apiserver itself."""
 
 from __future__ import annotations
 
@@ -171,3 +172,17 @@ def test_a_new_pod_tolerates_an_unready_node_for_five_minutes(
     spec = {**POD_SPEC, **({"tolerations": tolerations} if tolerations else {})}
     pod = api.create(ctx(api, "", "pods"), {"kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
     assert pod["spec"]["tolerations"] == after
+
+
+def test_a_container_limit_range_item_defaults_from_max_and_min(api: Api) -> None:
+    item = {
+        "type": "Container",
+        "max": {"cpu": "2"},
+        "min": {"memory": "1Mi"},
+        "defaultRequest": {"cpu": "1"},
+    }
+    body = {"kind": "LimitRange", "metadata": {"name": "lr"}, "spec": {"limits": [item, {"type": "Pod"}]}}
+    limits = api.create(ctx(api, "", "limitranges"), body)["spec"]["limits"]
+    assert limits[0]["default"] == {"cpu": "2"}
+    assert limits[0]["defaultRequest"] == {"cpu": "1", "memory": "1Mi"}
+    assert limits[1] == {"type": "Pod"}

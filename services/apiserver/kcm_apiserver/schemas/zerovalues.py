@@ -32,6 +32,7 @@ _ZEROS: dict[str, Any] = {"integer": 0, "boolean": False, "string": ""}
 # same (`+optional` on a field without `omitempty`), found by tests/e2e/test_apiserver_parity.py.
 _ALWAYS_WRITTEN: dict[str, frozenset[str]] = {
     "V1StatefulSetStatus": frozenset({"availableReplicas"}),
+    "CoreV1Event": frozenset({"reportingComponent", "reportingInstance"}),
     "V1PodDisruptionBudgetStatus": frozenset(
         {"currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods"}
     ),
