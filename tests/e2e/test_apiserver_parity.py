@@ -575,3 +575,15 @@ def test_a_list_page_is_the_same(pair: Pair, ns: str) -> None:
     for listed in (up, kcm):
         listed["metadata"] = MASK
     assert differences(masked(up), masked(kcm)) == []
+
+
+def test_kubectl_get_apiservices_prints_the_same_table(pair: Pair) -> None:
+    table = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    path = "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps"
+    up, kcm = (s.request("GET", path, headers=table).json() for s in (pair.up, pair.kcm))
+    assert kcm["columnDefinitions"] == up["columnDefinitions"]
+    assert (
+        [r["cells"][:3] for r in kcm["rows"]]
+        == [r["cells"][:3] for r in up["rows"]]
+        == [["v1.apps", "Local", "True"]]
+    )

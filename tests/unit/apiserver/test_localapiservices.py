@@ -3,8 +3,10 @@ aggregator does (tests/e2e/test_apiserver_parity.py compares them with kube-apis
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from kcm_apiserver import errors
+from kcm_apiserver import errors, tables
 from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.store import Store
@@ -60,3 +62,23 @@ def test_an_apiservice_name_is_version_dot_group(api: Api) -> None:
         'must be `spec.version+"."+spec.group`: "v1.x.io"'
     )
     assert api.create(ctx(api), {"kind": "APIService", "metadata": {"name": "v1.x.io"}, "spec": spec})
+
+
+@pytest.mark.parametrize(
+    ("spec", "conditions", "cells"),
+    [
+        ({}, [{"type": "Available", "status": "True", "reason": "Local"}], ["Local", "True"]),
+        (
+            {"service": {"namespace": "kube-system", "name": "metrics-server"}},
+            [{"type": "Available", "status": "False", "reason": "FailedDiscoveryCheck"}],
+            ["kube-system/metrics-server", "False (FailedDiscoveryCheck)"],
+        ),
+        ({}, [], ["Local", "Unknown"]),
+    ],
+)
+def test_kubectl_get_apiservices_columns(
+    spec: dict[str, Any], conditions: list[dict[str, str]], cells: list[str]
+) -> None:
+    obj = {"metadata": {"name": "v1.x"}, "spec": spec, "status": {"conditions": conditions}}
+    row = tables.to_table("apiregistration.k8s.io", "APIService", [obj])["rows"][0]["cells"]
+    assert row[1:3] == cells
