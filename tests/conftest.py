@@ -126,6 +126,9 @@ def start_apiserver(workdir: Path, *extra: str) -> ApiServer:
     proc = subprocess.Popen(args, stdout=log, stderr=log)
     try:
         wait_for(lambda: kubeconfig.exists() or proc.poll() is not None, 30, what="kubeconfig")
+    except AssertionError:
+        kill_process(proc)  # no fixture holds it yet, so nothing else would ever stop it
+        raise
     finally:
         log.close()
     if proc.poll() is not None:

@@ -710,6 +710,10 @@ def _without_server_fields(obj: Any) -> Any:
     metadata = out.get("metadata")
     if isinstance(metadata, dict):
         out["metadata"] = {k: v for k, v in metadata.items() if k not in _SERVER_METADATA}
+        if not out["metadata"]:
+            # Go's zero ObjectMeta: nothing anyone set, so no `f:metadata` entry (upstream records
+            # no managedFields at all for an object that says nothing but its name).
+            del out["metadata"]
     return out
 
 

@@ -14,6 +14,7 @@ stateful or create-only and live in `strategies`.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -315,6 +316,11 @@ def generate_job_selector(job: Obj) -> None:
         labels.setdefault(key, uid)
     match_labels = _child(_child(spec, "selector"), "matchLabels")
     match_labels.setdefault(CONTROLLER_UID_LABEL, uid)
+    _default(spec, "manualSelector", False)
+    # Upstream defaults the object again when it reads it back from storage, so a Job without
+    # labels of its own takes the pod labels just generated.
+    if not meta.get("labels"):
+        job["metadata"]["labels"] = dict(labels)
 
 
 # --- services and networking -------------------------------------------------------------------
@@ -393,6 +399,14 @@ def _node(node: Obj) -> None:
 
 def _secret(secret: Obj) -> None:
     _default(secret, "type", "Opaque")
+    # Write-only, as upstream's v1 conversion: merged into `data` (base64, winning over a key
+    # `data` has too) and never stored.
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = secret.get("data") or {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
 
 
 def _pvc_spec(spec: Obj) -> None:
@@ -408,7 +422,27 @@ def _persistent_volume(pv: Obj) -> None:
     spec = _child(pv, "spec")
     _default(spec, "persistentVolumeReclaimPolicy", "Retain")
     _default(spec, "volumeMode", "Filesystem")
+    if isinstance(spec.get("hostPath"), dict):
+        _default(spec["hostPath"], "type", "")
     _default(_child(pv, "status"), "phase", "Pending")
+
+
+def _limit_range(lr: Obj) -> None:
+    """A Container item's default limit is its max, and its default request the default limit,
+    else its min, resource by resource (upstream's SetDefaults_LimitRangeItem)."""
+    for item in _dicts(_child(lr, "spec").get("limits")):
+        if item.get("type") != "Container":
+            continue
+        default = dict(item.get("default") or {})
+        for key, value in (item.get("max") or {}).items():
+            default.setdefault(key, value)
+        request = dict(item.get("defaultRequest") or {})
+        for source in (default, item.get("min") or {}):
+            for key, value in source.items():
+                request.setdefault(key, value)
+        for key, value in (("default", default), ("defaultRequest", request)):
+            if value:
+                item[key] = value
 
 
 def _storage_class(sc: Obj) -> None:
@@ -476,6 +510,7 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("", "Secret"): _secret,
     ("", "PersistentVolume"): _persistent_volume,
     ("", "PersistentVolumeClaim"): _persistent_volume_claim,
+    ("", "LimitRange"): _limit_range,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replica_set,
     ("apps", "StatefulSet"): _stateful_set,

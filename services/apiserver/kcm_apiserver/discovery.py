@@ -94,9 +94,14 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
                 "kind": rt.kind,
                 "verbs": list(_SUBRESOURCE_VERBS.get(sub, ("get",))),
             }
-            if sub in _SUBRESOURCE_KIND:
+            if sub == "proxy":
+                sub_entry["kind"] = f"{rt.kind}ProxyOptions"
+            elif sub in _SUBRESOURCE_KIND:
                 g, v, k = _SUBRESOURCE_KIND[sub]
-                sub_entry.update({"group": g, "version": v, "kind": k})
+                # Upstream names the group and version only where they are not the resource's.
+                if (g, v) != (rt.group, rt.version):
+                    sub_entry.update({"group": g, "version": v})
+                sub_entry["kind"] = k
             resources.append(sub_entry)
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

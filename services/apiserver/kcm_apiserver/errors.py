@@ -2,7 +2,9 @@
 
 Every handler raises `ApiError`; the HTTP layer turns it into a Status JSON body, so a
 client (kubectl, client-go, the Python client) reads the same error it would from
-kube-apiserver.
+kube-apiserver, byte for byte: `status()` keeps Go's field order (details before code), and
+`details` is there exactly when upstream's constructor fills it (`{}` for a resource this
+server does not have, none for a BadRequest).
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
-        if self.details:
+        if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 
@@ -48,10 +50,11 @@ def _qualified(group: str, resource: str) -> str:
 
 
 def _details(group: str, resource: str, name: str, **more: Any) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": resource, **more}
+    # metav1.StatusDetails' field order: name, group, kind, then the rest.
+    details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group
-    return details
+    return {**details, "kind": resource, **more}
 
 
 def not_found(group: str, resource: str, name: str) -> ApiError:
@@ -61,6 +64,11 @@ def not_found(group: str, resource: str, name: str) -> ApiError:
         f'{_qualified(group, resource)} "{name}" not found',
         details=_details(group, resource, name),
     )
+
+
+def no_such_resource() -> ApiError:
+    """A group-version this server serves, but no such resource or subresource in it."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
 
 
 def already_exists(group: str, resource: str, name: str) -> ApiError:
@@ -83,6 +91,8 @@ def conflict(group: str, resource: str, name: str, why: str) -> ApiError:
 
 def invalid(group: str, kind: str, name: str, causes: Sequence[Mapping[str, Any]]) -> ApiError:
     summary = ", ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
+    if len(causes) > 1:  # an aggregate of several errors prints as Go's `[a, b]`
+        summary = f"[{summary}]"
     qualified_kind = f"{kind}.{group}" if group else kind
     return ApiError(
         422,
@@ -97,7 +107,8 @@ def bad_request(message: str) -> ApiError:
 
 
 def method_not_allowed(message: str) -> ApiError:
-    return ApiError(405, "MethodNotAllowed", message)
+    # Upstream's NewMethodNotSupported always has details, empty when its resource is.
+    return ApiError(405, "MethodNotAllowed", message, details={})
 
 
 def forbidden(

@@ -31,6 +31,7 @@ from kcm_apiserver import (
     defaults,
     errors,
     fieldsel,
+    localapiservices,
     nodeports,
     patch,
     quota,
@@ -38,7 +39,7 @@ from kcm_apiserver import (
     validation,
 )
 from kcm_apiserver.registry import Registry, ResourceType, storage_key_of
-from kcm_apiserver.schemas import patchtypes, unknownfields
+from kcm_apiserver.schemas import patchtypes, unknownfields, zerovalues
 from kcm_apiserver.store import Obj, Store
 from kcm_apiserver.validation import fielderrors
 
@@ -147,6 +148,13 @@ class Api:
         for role in bootstrappolicy.cluster_roles():
             if store.get(storage_key_of(role_rt), "", role["metadata"]["name"]) is None:
                 self.create(Ctx(role_rt, field_manager="kube-apiserver"), role)
+        apiservice_rt = self._rt("apiregistration.k8s.io", "v1", "apiservices")
+        for apiservice in localapiservices.local_apiservices(registry):
+            name = apiservice["metadata"]["name"]
+            if store.get(storage_key_of(apiservice_rt), "", name) is None:
+                created = self.create(Ctx(apiservice_rt, field_manager="kube-apiserver"), apiservice)
+                created["status"] = localapiservices.available_status(self.clock())
+                self.update(Ctx(apiservice_rt, field_manager="kube-apiserver"), name, created, "status")
 
     def _rt(self, group: str, version: str, resource: str) -> ResourceType:
         rt = self.registry.lookup(group, version, resource)
@@ -405,6 +413,8 @@ class Api:
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
         strategies.canonicalize(srt, obj)
+        if srt.model:
+            zerovalues.fill(srt.model, obj)
         charges = quota.admit(self.store, srt, ctx.namespace, obj)
         if self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]):
             if not ctx.dry_run:
@@ -491,6 +501,8 @@ class Api:
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
         strategies.canonicalize(srt, new)
+        if srt.model:
+            zerovalues.fill(srt.model, new)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         taken = self._assign_node_ports(srt, new, old) if subresource != "status" else set()

@@ -199,6 +199,17 @@ BUILTIN: tuple[ResourceType, ...] = (
         cats=("api-extensions",),
         sub=("status",),
     ),
+    # apiregistration.k8s.io/v1: the local APIServices of the group-versions served here
+    # (localapiservices); nothing is aggregated, so an APIService is only ever a record
+    _r(
+        "apiregistration.k8s.io",
+        "v1",
+        "apiservices",
+        "APIService",
+        False,
+        cats=("api-extensions",),
+        sub=("status",),
+    ),
     # metrics.k8s.io/v1beta1: computed by metrics_api from pods and nodes, never stored
     ResourceType(
         "metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, verbs=("get", "list"), derived=True

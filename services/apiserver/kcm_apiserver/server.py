@@ -37,6 +37,7 @@ from kcm_apiserver import (
     authn,
     discovery,
     errors,
+    gojson,
     metrics_api,
     openapi_v2,
     protobuf,
@@ -77,6 +78,7 @@ _BODY_TYPES = frozenset(
     | {media for media, kind in _PATCH_TYPES.items() if kind != "unsupported"}
 )
 _TOO_DEEP = f"the body of the request could not be decoded: exceeded max depth of {codec.MAX_DEPTH}"
+_TYPE_META = ("apiVersion", "kind")
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -105,7 +107,8 @@ class Target:
 
 
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
-    resp = web.Response(body=_encode(body), status=status, content_type="application/json")
+    # Go's json.Encoder ends every document with a newline; clients comparing bodies see it.
+    resp = web.Response(body=_encode(body) + b"\n", status=status, content_type="application/json")
     for w in warnings or ():
         # RFC 9110 quoted-string; upstream drops warnings holding control characters.
         if not any(unicodedata.category(c) == "Cc" for c in w):
@@ -152,6 +155,23 @@ def _loopback_here(request: web.Request, host: str, default_port: int) -> bool:
             return False
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
     return sockname is not None and port == sockname[1]
+
+
+def _openapi_not_found() -> web.Response:
+    """kube-openapi's answer to a document it does not have: an empty 404."""
+    return web.Response(status=404)
+
+
+def _page_not_found() -> web.Response:
+    """Go's http.NotFound, which kube-apiserver answers outside its API groups (`/nope`,
+    `/apis/<unknown group>/...`)."""
+    return web.Response(
+        text="404 page not found\n",
+        status=404,
+        content_type="text/plain",
+        charset="utf-8",
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
 
 
 def _error(exc: errors.ApiError) -> web.Response:
@@ -279,7 +299,7 @@ class Server:
             return _json(discovery.api_group_list(self.api.registry)), "discovery"
         if parts and parts[0] in ("api", "apis"):
             return await self._api(request, parts)
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _page_not_found(), "notfound"
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         if parts[1:] == ["v2"]:
@@ -294,14 +314,14 @@ class Server:
             elif gv[0] == "apis" and len(gv) == 3:
                 group, version = gv[1], gv[2]
             else:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                return _openapi_not_found()
             if not self.api.registry.in_group_version(group, version):
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                return _openapi_not_found()
             resp = _json(openapi_v3.group_version_document(self.api.registry, group, version, crds))
             if "hash" in request.query:
                 resp.headers["Cache-Control"] = "public, immutable"
             return resp
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _openapi_not_found()
 
     def _openapi_v2_response(self, request: web.Request) -> web.Response:
         """JSON or gnostic protobuf by Accept, revalidated by ETag, as kube-openapi's handler serves it."""
@@ -319,24 +339,27 @@ class Server:
     def _parse(self, parts: list[str]) -> tuple[str, str, list[str]]:
         if parts[0] == "api":
             if len(parts) < 2:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.no_such_resource()
             return "", parts[1], parts[2:]
         if len(parts) < 3:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         return parts[1], parts[2], parts[3:]
 
     async def _api(self, request: web.Request, parts: list[str]) -> tuple[web.StreamResponse, str]:
         registry = self.api.registry
+        if parts[0] == "apis" and len(parts) >= 2 and parts[1] not in registry.groups():
+            # No handler is registered under an unknown group: Go's mux answers, not the API.
+            return _page_not_found(), "notfound"
         if parts[0] == "apis" and len(parts) == 2:
             group_doc = discovery.api_group(registry, parts[1])
             if group_doc is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.no_such_resource()
             return _json(group_doc), "discovery"
         group, version, rest = self._parse(parts)
         if not rest:
             doc = discovery.resource_list(registry, group, version)
             if doc is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.no_such_resource()
             return _json(doc), "discovery"
         target = self._target(group, version, rest)
         request[_TARGET] = target
@@ -353,14 +376,14 @@ class Server:
             if candidate is not None and candidate.namespaced:
                 namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         rt = registry.lookup(group, version, rest[0])
         if rt is None:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         if sub and sub not in rt.subresources:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         return Target(rt, namespace, name, sub, watch_path)
 
     # -- resources ------------------------------------------------------------------------------
@@ -392,7 +415,9 @@ class Server:
             user_agent=request.headers.get("User-Agent", ""),
         )
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, kind: str = "") -> Any:
+        """The request's body decoded; `kind`, the one a create or update expects, words a
+        JSON syntax error as kube-apiserver does (`gojson`)."""
         raw = await request.read()
         if not raw:
             return None
@@ -417,6 +442,8 @@ class Server:
                 else:
                     body = _decode(raw)
             except (msgspec.DecodeError, yaml.YAMLError, RecursionError) as exc:
+                if kind and ctype == "application/json" and gojson.syntax_error(raw):
+                    raise errors.bad_request(gojson.unrecognized(kind, raw)) from exc
                 raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
             # JSON nests no deeper than it has brackets: most bodies need no walk.
             if ctype.endswith("json") and raw.count(b"{") + raw.count(b"[") <= codec.MAX_DEPTH:
@@ -431,7 +458,7 @@ class Server:
         q = request.query
         api = self.api
         if t.rt.namespaced is False and t.namespace:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.no_such_resource()
         if t.rt.derived:
             return self._derived(request, t)
         if (t.rt.group, t.rt.resource) == ("authentication.k8s.io", "selfsubjectreviews"):
@@ -452,7 +479,7 @@ class Server:
                     raise errors.method_not_allowed(
                         "the server does not allow this method on the requested resource"
                     )
-                obj = api.create(ctx, await self._body(request))
+                obj = api.create(ctx, await self._body(request, t.rt.kind))
                 request[_CREATED] = obj["metadata"]["name"]
                 return _json(obj, 201, ctx.warnings)
             if method == "DELETE":
@@ -468,7 +495,7 @@ class Server:
             obj = api.get(ctx, t.name)
             return self._respond_object(request, t.rt, obj)
         if method == "PUT":
-            obj = api.update(ctx, t.name, await self._body(request), subresource=t.subresource)
+            obj = api.update(ctx, t.name, await self._body(request, t.rt.kind), subresource=t.subresource)
             return _json(obj, 200, ctx.warnings)
         if method == "PATCH":
             ptype = _PATCH_TYPES.get(request.content_type)
@@ -568,12 +595,12 @@ class Server:
             meta["continue"] = result.continue_token
         if result.remaining is not None:
             meta["remainingItemCount"] = result.remaining
-        return {
-            "kind": f"{rt.kind}List",
-            "apiVersion": rt.group_version,
-            "metadata": meta,
-            "items": [self.api.to_served(rt, o) for o in result.items],
-        }
+        items = [self.api.to_served(rt, o) for o in result.items]
+        if rt.model is not None:
+            # A typed list's items carry no apiVersion and kind in Go's encoding; a custom
+            # resource's (unstructured) items do.
+            items = [{k: v for k, v in o.items() if k not in _TYPE_META} for o in items]
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.group_version, "metadata": meta, "items": items}
 
     def _list(self, request: web.Request, ctx: Ctx) -> web.Response:
         q = request.query
@@ -778,6 +805,9 @@ class Server:
             else (rt.kind, rt.group_version)
         )
         meta: Obj = {"resourceVersion": str(rv)}
+        if kind == "PartialObjectMetadata" or rt.model is not None:
+            # A typed object's ObjectMeta: Go writes its zero creationTimestamp as null.
+            meta["creationTimestamp"] = None
         if initial_end:
             blueprint: Obj = {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {}, "items": None}
             meta["annotations"] = {

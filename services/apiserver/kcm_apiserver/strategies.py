@@ -22,13 +22,14 @@ Obj = dict[str, Any]
 # Kinds whose create keeps what the client sent as status (a kubelet registers its Node
 # with status; everything else starts from an empty status).
 _KEEPS_STATUS_ON_CREATE = {("", "Node"), ("coordination.k8s.io", "Lease")}
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+# Upstream's built-in PriorityClasses (scheduling.SystemPriorityClasses), and no class at all.
+_SYSTEM_PRIORITIES = {"": 0, "system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 _INITIAL_STATUS: dict[tuple[str, str], Obj] = {
     ("", "Namespace"): {"phase": "Active"},
     ("", "PersistentVolume"): {"phase": "Pending"},
     ("", "PersistentVolumeClaim"): {"phase": "Pending"},
-    # Upstream serialises status.replicas even when 0 (no omitempty), and the official
-    # client's model requires it in every RC it reads.
-    ("", "ReplicationController"): {"replicas": 0},
 }
 
 
@@ -82,6 +83,8 @@ def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> N
         obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(ident, {}))
     if ident == ("", "Pod"):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
+        _admit_priority(obj.setdefault("spec", {}))
+        _admit_default_toleration_seconds(obj["spec"])
     elif ident == ("", "Namespace"):
         spec = obj.setdefault("spec", {})
         if "kubernetes" not in spec.setdefault("finalizers", []):
@@ -94,8 +97,36 @@ def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> N
         _taint_not_ready(obj)
     elif ident == ("apps", "DaemonSet"):
         template_generation_on_create(obj)
-    if rt.has_status or rt.model is None or ident in _GENERATION_WITHOUT_STATUS:
+    if rt.model is None or ident in _WITH_GENERATION:
         obj["metadata"]["generation"] = 1
+
+
+def _admit_priority(spec: Obj) -> None:
+    """Upstream's Priority admission for a new pod: the priority of its class (0 without one:
+    there is no global default PriorityClass here) and the default preemption policy. Other
+    classes are not served, so a pod naming one keeps what it says (upstream refuses it unless
+    the class exists)."""
+    value = _SYSTEM_PRIORITIES.get(spec.get("priorityClassName") or "")
+    if value is not None:
+        spec.setdefault("priority", value)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+def _admit_default_toleration_seconds(spec: Obj) -> None:
+    """Upstream's DefaultTolerationSeconds admission for a new pod: unless a toleration already
+    covers it (its key, or none; effect NoExecute, or none), the pod tolerates each of the
+    not-ready and unreachable NoExecute taints for 300 s, so the eviction of its node's pods
+    waits five minutes for it."""
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        return  # validation refuses it
+    held = [t for t in tolerations or [] if isinstance(t, dict)]
+    for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+        if not any(
+            t.get("key") in (key, "", None) and t.get("effect") in ("NoExecute", "", None) for t in held
+        ):
+            added = {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            spec.setdefault("tolerations", []).append(added)
 
 
 def _allocate_cluster_ip(svc: Obj, ips: ClusterIPAllocator) -> None:
@@ -191,9 +222,23 @@ _STATUS_KEEPS_OLD: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "Pod"): ("ownerReferences",),
     ("apiextensions.k8s.io", "CustomResourceDefinition"): ("labels", "annotations", "ownerReferences"),
 }
-# Kinds without a status whose strategy keeps a generation all the same: the endpointslice
-# controllers compare it with the one they wrote to tell a stale cache (EndpointSliceTracker).
-_GENERATION_WITHOUT_STATUS = {("discovery.k8s.io", "EndpointSlice")}
+# The built-in kinds whose upstream strategy starts metadata.generation at 1 (custom resources
+# have one too); the others have none, a Pod, Service, Node, Namespace, claim or HPA included,
+# and so nothing to bump. EndpointSlice has no status but a generation all the same: the
+# endpointslice controllers compare it with the one they wrote (EndpointSliceTracker).
+_WITH_GENERATION = {
+    ("", "ReplicationController"),
+    ("", "PodTemplate"),
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("batch", "Job"),
+    ("batch", "CronJob"),
+    ("policy", "PodDisruptionBudget"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("discovery.k8s.io", "EndpointSlice"),
+}
 # metav1.ResetObjectMetaForStatus, for the kinds whose status strategy calls it.
 _RESET_FOR_STATUS = ("labels", "annotations", "finalizers", "ownerReferences")
 _STATUS_RESETS_METADATA = {("storage.k8s.io", "VolumeAttachment")}
@@ -229,7 +274,7 @@ def _generation_changed(rt: ResourceType, old: Obj, new: Obj, subresource: str) 
     labels count as its spec (they name its Service and manager)."""
     if spec_changed(old, new):
         return True
-    if (rt.group, rt.kind) in _GENERATION_WITHOUT_STATUS:
+    if (rt.group, rt.kind) == ("discovery.k8s.io", "EndpointSlice"):
         return bool((old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}))
     if (rt.group, rt.kind) == ("apps", "Deployment") and not subresource:
         return bool((old["metadata"].get("annotations") or {}) != (new["metadata"].get("annotations") or {}))
@@ -272,9 +317,6 @@ def template_generation_on_update(old: Obj, new: Obj, subresource: str) -> None:
     if not subresource and changed:
         value += 1
     new["metadata"].setdefault("annotations", {})[DAEMONSET_TEMPLATE_GENERATION] = str(value)
-
-
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 def _taint_not_ready(node: Obj) -> None:

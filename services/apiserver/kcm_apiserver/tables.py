@@ -736,6 +736,20 @@ def _cron_job_cells(cron: JSON, now: datetime) -> Cells:
     ]
 
 
+def _api_service_cells(apiservice: JSON, now: datetime) -> Cells:
+    service = _spec(apiservice).get("service")
+    where = (
+        f"{service.get('namespace', '')}/{service.get('name', '')}" if isinstance(service, dict) else "Local"
+    )
+    available = "Unknown"
+    for condition in _status(apiservice).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Available":
+            status, reason = str(condition.get("status", "")), condition.get("reason")
+            available = f"{status} ({reason})" if status != "True" and reason else status
+            break
+    return [_name(apiservice), where, available, _age(apiservice, now)]
+
+
 def _lease_cells(lease: JSON, now: datetime) -> Cells:
     return [_name(lease), _spec(lease).get("holderIdentity") or "", _age(lease, now)]
 
@@ -1172,6 +1186,15 @@ _PRINTERS: dict[tuple[str, str], tuple[list[JSON], _Printer]] = {
             *_wide_template_cols(),
         ],
         _cron_job_cells,
+    ),
+    ("apiregistration.k8s.io", "APIService"): (
+        [
+            _name_col(),
+            _col("Service", doc="The reference to the service that hosts this API endpoint."),
+            _col("Available", doc="Whether this service is available."),
+            _age_col(),
+        ],
+        _api_service_cells,
     ),
     ("coordination.k8s.io", "Lease"): (
         [_name_col(), _col("Holder", doc="The identity of the holder of the lease."), _age_col()],

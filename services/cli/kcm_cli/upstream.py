@@ -8,7 +8,8 @@ child processes and calls, in order:
 - `ControlPlane(state, identity, bin_dir, ...)`: `etcd_argv` and `apiserver_argv` to supervise
   (etcd first, so that it stops last), `wait_ready` (etcd's /health, then kube-apiserver's
   /readyz) and `write_admin_kubeconfig`: kubeadm's admin.conf, user `kubernetes-admin` in
-  `system:masters`, at `--kubeconfig-out`.
+  `system:masters` (`admin_certificate`), at `--kubeconfig-out`. tests/e2e/test_apiserver_parity.py
+  runs the same etcd and kube-apiserver without the rest of `kcm dev`.
 - `ControlPlane.bus_identities()`: the RBAC objects of k8s/ (`kcm_cli.manifests.rbac`, the
   Deployments left out) applied as the admin, then the identities the bus services run as: the
   watcher and the coordinator their ServiceAccounts' (a kubeconfig with a `tokenFile` this
@@ -188,9 +189,12 @@ class ControlPlane:
         trust = ssl.create_default_context(cafile=str(self.identity.ca_cert))
         await wait_ok(f"{self.url}/readyz", trust)
 
+    def admin_certificate(self) -> pki.Pair:
+        """kubeadm's admin: a client certificate of `kubernetes-admin` in `system:masters`."""
+        return pki.client(self.identity.ca_cert.parent, "admin", "kubernetes-admin", ("system:masters",))
+
     def write_admin_kubeconfig(self, path: Path) -> None:
-        admin = pki.client(self.identity.ca_cert.parent, "admin", "kubernetes-admin", ("system:masters",))
-        self._write_kubeconfig(path, _certificate_user(admin))
+        self._write_kubeconfig(path, _certificate_user(self.admin_certificate()))
 
     async def bus_identities(self, admin_kubeconfig: Path) -> Identities:
         """Apply k8s/'s RBAC as the admin; the flags each bus service authenticates with."""

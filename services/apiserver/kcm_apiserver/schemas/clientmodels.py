@@ -67,6 +67,7 @@ _GROUP_PACKAGES: Final = {
     "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions",
     "apiextensions": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions",
     "apiregistration": "io.k8s.kube-aggregator.pkg.apis.apiregistration",
+    "apiregistration.k8s.io": "io.k8s.kube-aggregator.pkg.apis.apiregistration",
 }
 
 # Kinds that subresources read and write, beyond those the registry serves as resources.

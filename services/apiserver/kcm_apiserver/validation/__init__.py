@@ -8,7 +8,7 @@ selectors and their templates, pod specs, workload strategies, and the fields th
 not change once set. Unknown kinds (custom resources) get the metadata checks only.
 
 The rules live in one module per API group, as upstream splits them (`core`, `apps`,
-`batch`, `policy`, `autoscaling`, `apiextensions`, `discovery`); `metav1` holds the metadata,
+`batch`, `policy`, `autoscaling`, `apiextensions`, `apiregistration`, `discovery`); `metav1` holds the metadata,
 label selector and write-option rules, `fielderrors` the causes and how values print. This
 module only dispatches by group and kind.
 """
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .apiextensions import validate_custom_resource_definition
+from .apiregistration import validate_api_service
 from .apps import validate_daemon_set, validate_deployment, validate_replica_set, validate_stateful_set
 from .autoscaling import validate_horizontal_pod_autoscaler
 from .batch import validate_cron_job, validate_job, validate_job_status
@@ -61,6 +62,7 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("autoscaling", "HorizontalPodAutoscaler"): validate_horizontal_pod_autoscaler,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): validate_custom_resource_definition,
     ("discovery.k8s.io", "EndpointSlice"): validate_endpoint_slice,
+    ("apiregistration.k8s.io", "APIService"): validate_api_service,
 }
 
 

@@ -87,6 +87,9 @@ _NAME_CHECKS: dict[tuple[str, str], NameCheck] = {
     (_RBAC, "RoleBinding"): is_path_segment_name,
     (_RBAC, "ClusterRoleBinding"): is_path_segment_name,
     ("certificates.k8s.io", "CertificateSigningRequest"): is_path_segment_name,
+    # Only the path-segment rule here: the name must also be `<version>.<group>` of the spec
+    # (validation/apiregistration).
+    ("apiregistration.k8s.io", "APIService"): is_path_segment_name,
 }
 _NAMESPACED = {(rt.group, rt.kind): rt.namespaced for rt in BUILTIN}
 

@@ -1,0 +1,589 @@
+"""The embedded API server answers as kube-apiserver v1.32 does (`make upstream`): the same
+requests go to both over real HTTP and their answers are compared after masking what legitimately
+differs (uids, timestamps, resourceVersions, managedFields, allocated addresses).
+
+One bare etcd + kube-apiserver for the module (kcm_cli.upstream's argv and pki, no controller
+manager) and one embedded server; each test works in a namespace of its own on both. Where they
+differ kube-apiserver is right: a difference kept on purpose is in `KEPT` below, with its reason,
+and in docs/apiserver.md "Known differences"; anything else fails the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import itertools
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+from kcm_cli import pki, upstream
+
+from tests.conftest import ApiServer, start_apiserver, stop_process
+
+AGENT = "kcm-parity-test"  # not curl: kube-apiserver pretty-prints for curl and wget
+JSON = {"Content-Type": "application/json", "Accept": "application/json"}
+# Metadata and status fields whose values each server makes up on its own.
+MASKED_KEYS = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "managedFields",
+        "lastTransitionTime",
+        "lastUpdateTime",
+        "lastProbeTime",
+        "startTime",
+        "clusterIP",
+        "clusterIPs",
+    }
+)
+MASK = "<masked>"
+
+
+@dataclass
+class Server:
+    """One API server reached over HTTP(S) with admin credentials."""
+
+    name: str
+    url: str
+    session: requests.Session
+
+    def request(self, method: str, path: str, body: Any = None, **kw: Any) -> requests.Response:
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        headers = {**JSON, **kw.pop("headers", {})}
+        return self.session.request(method, self.url + path, data=data, headers=headers, timeout=30, **kw)
+
+
+@dataclass
+class Pair:
+    up: Server
+    kcm: Server
+    embedded: ApiServer
+
+    def both(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[requests.Response, ...]:
+        return tuple(s.request(method, path, copy.deepcopy(body), **kw) for s in (self.up, self.kcm))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    state = tmp_path_factory.mktemp("upstream")
+    identity = pki.ensure(state / "pki")
+    plane = upstream.ControlPlane(state, identity, upstream.binaries())
+    procs: list[subprocess.Popen[bytes]] = []
+    embedded: ApiServer | None = None
+    try:
+        for name, argv in (("etcd", plane.etcd_argv()), ("kube-apiserver", plane.apiserver_argv())):
+            with open(state / f"{name}.log", "wb") as log:
+                procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+        asyncio.run(asyncio.wait_for(plane.wait_ready(), 120))
+        # Only then: on a busy machine both starting at once outlast start_apiserver's wait.
+        embedded = start_apiserver(tmp_path_factory.mktemp("embedded"))
+        admin = plane.admin_certificate()
+        up = requests.Session()
+        up.trust_env = False  # REQUESTS_CA_BUNDLE would override the cluster CA given here
+        up.cert = (str(admin.cert), str(admin.key))
+        up.verify = str(identity.ca_cert)
+        sessions = [up, requests.Session()]
+        for s in sessions:
+            s.headers["User-Agent"] = AGENT
+        yield Pair(
+            Server("kube-apiserver", plane.url, up), Server("embedded", embedded.url, sessions[1]), embedded
+        )
+    finally:
+        if embedded is not None:
+            embedded.stop()
+        for proc in reversed(procs):
+            stop_process(proc)
+
+
+_namespaces = itertools.count()
+
+
+@pytest.fixture()
+def ns(pair: Pair) -> str:
+    """A namespace on both servers, with a `default` ServiceAccount that mounts no token (no
+    controller manager runs to make one, and kube-apiserver's ServiceAccount admission needs it)."""
+    name = f"parity-{next(_namespaces)}"
+    for r in pair.both("POST", "/api/v1/namespaces", {"metadata": {"name": name}}):
+        assert r.status_code == 201, r.text
+    sa = {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
+    for r in pair.both("POST", f"/api/v1/namespaces/{name}/serviceaccounts", sa):
+        assert r.status_code == 201, r.text
+    return name
+
+
+def masked(obj: Any, uid: str = "") -> Any:
+    """`obj` with what each server makes up masked: `MASKED_KEYS`, and the object's own uid
+    wherever it is copied (a Job's selector and labels)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = uid or (meta.get("uid", "") if isinstance(meta, dict) else "")
+    if isinstance(obj, dict):
+        return {k: (MASK if k in MASKED_KEYS else masked(v, uid)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [masked(v, uid) for v in obj]
+    return MASK if uid and obj == uid else obj
+
+
+# Differences kept on purpose (docs/apiserver.md "Known differences"): a path pattern of the
+# compared object, and why.
+KEPT: dict[str, str] = {
+    r"\.metadata\.finalizers": "no StorageObjectInUseProtection admission (kubernetes.io/pvc-protection)",
+    r"\.spec\.serviceAccount(Name)?": "no ServiceAccount admission",
+    r"((\.spec(\.jobTemplate\.spec)?)?\.template)?\.spec\.containers\[0\]\.resources"
+    r"|(\.spec|\.spec\.jobTemplate\.spec)?\.template\.metadata(\.creationTimestamp)?"
+    r"|\.spec\.jobTemplate\.metadata|\.status\.loadBalancer|\.endpoints\[0\]\.conditions"
+    r"|\.status: kube-apiserver=\{'daemonEndpoints'.*": (
+        "an empty struct Go always writes ({}, a template's `creationTimestamp: null`): the same to "
+        "every client, and a template's hash in the controllers would change"
+    ),
+    r"\.status\.currentMetrics|\.(eventTime|firstTimestamp|lastTimestamp)|\.source": (
+        "null (a nil list, a zero time) or {} where Go writes a field without omitempty; absent here"
+    ),
+    r"\.status\.lastPhaseTransitionTime": "a PersistentVolume's phase changes are not timed",
+    r"\.spec\.(username|groups|extra)": "a CertificateSigningRequest does not record its requester",
+    r"\.metadata\.managedFields: kube-apiserver=<absent>.*": (
+        "what admission adds (a new Node's not-ready taint) is owned by the writer here; upstream "
+        "tracks the request before admission"
+    ),
+}
+
+
+def unexplained(diffs: list[str]) -> list[str]:
+    """The differences no `KEPT` pattern matches (a pattern matches the path, or the whole line)."""
+    return [
+        d for d in diffs if not any(re.fullmatch(p, d.split(":", 1)[0]) or re.fullmatch(p, d) for p in KEPT)
+    ]
+
+
+def differences(up: Any, kcm: Any, path: str = "") -> list[str]:
+    """Every path where the two documents differ, as `path: kube-apiserver=... embedded=...`."""
+    if isinstance(up, dict) and isinstance(kcm, dict):
+        out = []
+        for key in sorted(set(up) | set(kcm)):
+            here = f"{path}.{key}"
+            if key not in kcm:
+                out.append(f"{here}: kube-apiserver={up[key]!r} embedded=<absent>")
+            elif key not in up:
+                out.append(f"{here}: kube-apiserver=<absent> embedded={kcm[key]!r}")
+            else:
+                out += differences(up[key], kcm[key], here)
+        return out
+    if isinstance(up, list) and isinstance(kcm, list) and len(up) == len(kcm):
+        return [
+            d for i, (a, b) in enumerate(zip(up, kcm, strict=True)) for d in differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if up == kcm else [f"{path}: kube-apiserver={up!r} embedded={kcm!r}"]
+
+
+# -- objects ----------------------------------------------------------------------------------
+
+
+def _certificate_request() -> str:
+    """A PEM certificate request, base64-encoded as a CSR's spec.request holds it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "parity")])
+    csr = x509.CertificateSigningRequestBuilder().subject_name(name).sign(key, hashes.SHA256())
+    return base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+CSR = _certificate_request()
+POD_SPEC = {"containers": [{"name": "c", "image": "nginx:1.27"}]}
+TEMPLATE = {"metadata": {"labels": {"app": "a"}}, "spec": POD_SPEC}
+SELECTOR = {"matchLabels": {"app": "a"}}
+# path under /api or /apis, object: a minimal valid object of every built-in kind the controllers use.
+OBJECTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "Pod": ("/api/v1/namespaces/{ns}/pods", {"metadata": {"name": "p"}, "spec": POD_SPEC}),
+    "Service": (
+        "/api/v1/namespaces/{ns}/services",
+        {"metadata": {"name": "s"}, "spec": {"selector": {"app": "a"}, "ports": [{"port": 80}]}},
+    ),
+    "Endpoints": (
+        "/api/v1/namespaces/{ns}/endpoints",
+        {
+            "metadata": {"name": "e"},
+            "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 80}]}],
+        },
+    ),
+    "ConfigMap": ("/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": "c"}, "data": {"k": "v"}}),
+    "Secret": ("/api/v1/namespaces/{ns}/secrets", {"metadata": {"name": "s"}, "stringData": {"k": "v"}}),
+    "PersistentVolumeClaim": (
+        "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+        {
+            "metadata": {"name": "c"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    ),
+    "ResourceQuota": (
+        "/api/v1/namespaces/{ns}/resourcequotas",
+        {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "10"}}},
+    ),
+    "ReplicationController": (
+        "/api/v1/namespaces/{ns}/replicationcontrollers",
+        {"metadata": {"name": "rc"}, "spec": {"selector": {"app": "a"}, "template": TEMPLATE}},
+    ),
+    "Deployment": (
+        "/apis/apps/v1/namespaces/{ns}/deployments",
+        {"metadata": {"name": "d"}, "spec": {"selector": SELECTOR, "template": TEMPLATE}},
+    ),
+    "ReplicaSet": (
+        "/apis/apps/v1/namespaces/{ns}/replicasets",
+        {"metadata": {"name": "rs"}, "spec": {"selector": SELECTOR, "template": TEMPLATE}},
+    ),
+    "StatefulSet": (
+        "/apis/apps/v1/namespaces/{ns}/statefulsets",
+        {
+            "metadata": {"name": "ss"},
+            "spec": {"selector": SELECTOR, "template": TEMPLATE, "serviceName": "s"},
+        },
+    ),
+    "DaemonSet": (
+        "/apis/apps/v1/namespaces/{ns}/daemonsets",
+        {"metadata": {"name": "ds"}, "spec": {"selector": SELECTOR, "template": TEMPLATE}},
+    ),
+    "ControllerRevision": (
+        "/apis/apps/v1/namespaces/{ns}/controllerrevisions",
+        {"metadata": {"name": "cr"}, "revision": 1, "data": {"spec": {}}},
+    ),
+    "Job": (
+        "/apis/batch/v1/namespaces/{ns}/jobs",
+        {
+            "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {**POD_SPEC, "restartPolicy": "Never"}}},
+        },
+    ),
+    "CronJob": (
+        "/apis/batch/v1/namespaces/{ns}/cronjobs",
+        {
+            "metadata": {"name": "cj"},
+            "spec": {
+                "schedule": "*/5 * * * *",
+                "jobTemplate": {"spec": {"template": {"spec": {**POD_SPEC, "restartPolicy": "Never"}}}},
+            },
+        },
+    ),
+    "EndpointSlice": (
+        "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
+        {
+            "metadata": {"name": "es"},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"]}],
+            "ports": [{"port": 80}],
+        },
+    ),
+    "PodDisruptionBudget": (
+        "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+        {"metadata": {"name": "pdb"}, "spec": {"selector": SELECTOR, "minAvailable": 1}},
+    ),
+    "HorizontalPodAutoscaler": (
+        "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers",
+        {
+            "metadata": {"name": "h"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                "maxReplicas": 3,
+            },
+        },
+    ),
+    "Lease": (
+        "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+        {"metadata": {"name": "l"}, "spec": {"holderIdentity": "h"}},
+    ),
+    "Node": ("/api/v1/nodes", {"metadata": {"name": "parity-node"}}),
+    "PersistentVolume": (
+        "/api/v1/persistentvolumes",
+        {
+            "metadata": {"name": "parity-pv"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/x"},
+            },
+        },
+    ),
+    "ServiceAccount": ("/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "sa"}}),
+    "Event": (
+        "/api/v1/namespaces/{ns}/events",
+        {
+            "metadata": {"name": "ev"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "{ns}"},
+            "reason": "R",
+            "message": "m",
+        },
+    ),
+    "LimitRange": (
+        "/api/v1/namespaces/{ns}/limitranges",
+        {"metadata": {"name": "lr"}, "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}},
+    ),
+    "PodTemplate": (
+        "/api/v1/namespaces/{ns}/podtemplates",
+        {"metadata": {"name": "pt"}, "template": TEMPLATE},
+    ),
+    "ClusterRole": (
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        {
+            "metadata": {"name": "parity-role"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        },
+    ),
+    "CertificateSigningRequest": (
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+        {
+            "metadata": {"name": "parity-csr"},
+            "spec": {"request": CSR, "signerName": "example.com/signer", "usages": ["digital signature"]},
+        },
+    ),
+    "Role": (
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+        {"metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OBJECTS))
+def test_a_minimal_object_is_created_and_read_alike(pair: Pair, ns: str, kind: str) -> None:
+    path, body = OBJECTS[kind]
+    group_version = "v1" if path.startswith("/api/") else "/".join(path.split("/")[2:4])
+    body = {"apiVersion": group_version, "kind": kind, **body}
+    path = path.format(ns=ns)
+    body = json.loads(json.dumps(body).replace("{ns}", ns))
+    created = pair.both("POST", path, body)
+    assert [r.status_code for r in created] == [201, 201], [r.text for r in created]
+    diffs = differences(masked(created[0].json()), masked(created[1].json()))
+    read = pair.both("GET", f"{path}/{body['metadata']['name']}")
+    diffs += differences(masked(read[0].json()), masked(read[1].json()))
+    assert not unexplained(diffs), "\n".join(unexplained(diffs))
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def test_error_bodies_are_the_same_bytes(pair: Pair, ns: str) -> None:
+    cms = f"/api/v1/namespaces/{ns}/configmaps"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    pair.both("POST", cms, cm)
+    bad_deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"replicas": -1, "selector": {"matchLabels": {"a": "b"}}, "template": TEMPLATE},
+    }
+    bad_apiservice = {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": f"v2.{ns}.example.com"},
+        "spec": {
+            "group": f"{ns}.example.com",
+            "version": "v1",
+            "groupPriorityMinimum": 1,
+            "versionPriority": 0,
+        },
+    }
+    cases: list[tuple[str, str, Any]] = [
+        ("GET", f"{cms}/nope", None),  # NotFound
+        ("POST", cms, cm),  # AlreadyExists
+        ("PUT", f"{cms}/c", {**cm, "metadata": {"name": "c", "resourceVersion": "1"}}),  # Conflict
+        ("POST", cms, {**cm, "metadata": {"name": "Bad_"}}),  # Invalid
+        ("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", bad_deployment),  # Invalid, two causes
+        ("POST", "/apis/apiregistration.k8s.io/v1/apiservices", bad_apiservice),  # Invalid, by the spec
+        ("PUT", "/api/v1/namespaces", {}),  # MethodNotAllowed
+        ("GET", "/api/v1/nopes", None),  # no such resource
+        ("GET", "/apis/apps/v9/deployments", None),  # no such version of a group
+        ("GET", "/apis/nope.io/v1/things", None),  # no such group: Go's text 404
+    ]
+    for method, path, body in cases:
+        up, kcm = pair.both(method, path, body)
+        assert (kcm.status_code, kcm.headers["Content-Type"]) == (up.status_code, up.headers["Content-Type"])
+        assert kcm.content == up.content, f"{method} {path}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{bad",
+        b'{"metadata": {"name": "c"},}',
+        b'{"metadata": {"name": "c"} "data": {}}',
+        b'{"data": {"k": tru}}',
+        b'{"data": {"k": "a\nb"}}',
+        b'{"data": {"k": 1.}}',
+        b"[1 2]",
+        b'{"metadata": {"name": "a-long-name-to-pass-thirty-bytes"}',
+    ],
+)
+def test_malformed_json_is_the_same_bad_request(pair: Pair, ns: str, body: bytes) -> None:
+    cms = f"/api/v1/namespaces/{ns}/configmaps"
+    for method, path in (("POST", cms), ("PUT", f"{cms}/c")):
+        up, kcm = pair.both(method, path, body)
+        assert (up.status_code, kcm.content) == (400, up.content), method
+
+
+# -- watch ------------------------------------------------------------------------------------
+
+
+def watch_lines(server: Server, path: str, count: int) -> list[dict[str, Any]]:
+    """The first `count` events of a watch (the server ends it after 30 s at most)."""
+    sep = "&" if "?" in path else "?"
+    resp = server.request("GET", f"{path}{sep}watch=true&timeoutSeconds=30", stream=True)
+    assert resp.status_code == 200, resp.text
+    events: list[dict[str, Any]] = []
+    with resp:
+        raw = resp.raw
+        while len(events) < count:
+            line = raw.readline()
+            assert line.endswith(b"\n"), f"{server.name}: the stream ended after {events}"
+            events.append(json.loads(line))
+    return events
+
+
+def test_watch_events_are_framed_alike(pair: Pair, ns: str) -> None:
+    cms = f"/api/v1/namespaces/{ns}/configmaps"
+    for r in pair.both("POST", cms, {"metadata": {"name": "w"}}):
+        assert r.status_code == 201
+    got = [watch_lines(s, f"{cms}?resourceVersion=0", 1) for s in (pair.up, pair.kcm)]
+    assert differences(masked(got[0]), masked(got[1])) == []
+    assert got[0][0]["type"] == "ADDED"
+
+
+def test_a_bookmark_ends_the_initial_events_alike(pair: Pair, ns: str) -> None:
+    cms = f"/api/v1/namespaces/{ns}/configmaps"
+    pair.both("POST", cms, {"metadata": {"name": "b"}})
+    query = "?sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    got = [watch_lines(s, cms + query, 2) for s in (pair.up, pair.kcm)]
+    assert [e["type"] for e in got[0]] == ["ADDED", "BOOKMARK"]
+    assert differences(masked(got[0]), masked(got[1])) == []
+
+
+# -- discovery and OpenAPI --------------------------------------------------------------------
+
+
+def resource_lists(server: Server) -> dict[str, dict[str, dict[str, Any]]]:
+    """group/version -> resource name -> its discovery entry, for every served group-version."""
+    versions = ["v1"] + [
+        v["groupVersion"] for g in server.request("GET", "/apis").json()["groups"] for v in g["versions"]
+    ]
+    out = {}
+    for gv in versions:
+        doc = server.request("GET", f"/api/{gv}" if gv == "v1" else f"/apis/{gv}").json()
+        out[gv] = {r["name"]: r for r in doc["resources"]}
+    return out
+
+
+# What discovery compares of a resource both servers serve.
+DISCOVERED = ("kind", "namespaced", "verbs", "shortNames", "categories", "singularName", "group", "version")
+
+
+def test_discovery_of_the_resources_both_serve(pair: Pair) -> None:
+    up, kcm = resource_lists(pair.up), resource_lists(pair.kcm)
+    shared = 0
+    diffs: list[str] = []
+    for gv in sorted(set(up) & set(kcm)):
+        for name in sorted(set(up[gv]) & set(kcm[gv])):
+            shared += 1
+            a, b = (
+                {k: sorted(r[k]) if k == "verbs" else r.get(k) for k in DISCOVERED}
+                for r in (up[gv][name], kcm[gv][name])
+            )
+            diffs += differences(a, b, f"{gv}/{name}")
+    assert shared > 60
+    assert not diffs, "\n".join(diffs)
+
+
+def kinds_of(definitions: dict[str, Any]) -> set[str]:
+    """The built-in kinds among OpenAPI definitions. Kept: the other definitions here follow the
+    pinned Python client, whose API is newer than v1.32 (it has types kube-apiserver lacks)."""
+    return {
+        n
+        for n, d in definitions.items()
+        if n.startswith("io.k8s.api.") and d.get("x-kubernetes-group-version-kind")
+    }
+
+
+def test_openapi_describes_the_shared_kinds(pair: Pair) -> None:
+    v2 = [s.request("GET", "/openapi/v2").json()["definitions"] for s in (pair.up, pair.kcm)]
+    kinds = kinds_of(v2[1])
+    assert len(kinds) > 40
+    assert kinds <= set(v2[0]), sorted(kinds - set(v2[0]))
+    v3 = [set(s.request("GET", "/openapi/v3").json()["paths"]) for s in (pair.up, pair.kcm)]
+    # Kept: metrics.k8s.io is served in-process here, by an aggregated metrics-server there.
+    assert v3[1] - v3[0] == {"apis/metrics.k8s.io/v1beta1"}
+    for name in ("api/v1", "apis/apps/v1", "apis/batch/v1"):
+        docs = [s.request("GET", f"/openapi/v3/{name}").json() for s in (pair.up, pair.kcm)]
+        # Kept: pods/resize is served here (v1.33's in-place resize); v1.32 has no such path.
+        extra = (
+            set(docs[1]["paths"])
+            - set(docs[0]["paths"])
+            - {f"/{name}/namespaces/{{namespace}}/pods/{{name}}/resize"}
+        )
+        assert not extra, sorted(extra)
+        schemas = [kinds_of(d["components"]["schemas"]) for d in docs]
+        assert schemas[1] <= schemas[0], sorted(schemas[1] - schemas[0])
+
+
+def test_the_python_client_reads_a_new_daemonset(pair: Pair, ns: str) -> None:
+    from kubernetes import client, config
+
+    path, body = OBJECTS["DaemonSet"]
+    created = pair.kcm.request(
+        "POST", path.format(ns=ns), {"apiVersion": "apps/v1", "kind": "DaemonSet", **body}
+    )
+    assert created.status_code == 201, created.text
+    api = client.AppsV1Api(config.new_client_from_config(config_file=str(pair.embedded.kubeconfig)))
+    ds = api.read_namespaced_daemon_set("ds", ns)
+    assert (ds.status.current_number_scheduled, ds.status.number_ready) == (0, 0)
+
+
+def test_the_local_apiservices_are_served_as_kube_apiserver_has_them(pair: Pair) -> None:
+    path = "/apis/apiregistration.k8s.io/v1/apiservices"
+    up, kcm = (
+        {a["metadata"]["name"]: a for a in s.request("GET", path).json()["items"]}
+        for s in (pair.up, pair.kcm)
+    )
+    served = {
+        f"{gv.split('/')[-1]}.{gv.split('/')[0] if '/' in gv else ''}" for gv in resource_lists(pair.kcm)
+    } - {"v1.apiregistration.k8s.io"}  # kube-apiserver lists none for its aggregator's own group
+    # Kept: metrics.k8s.io is served in-process here; there only an aggregated metrics-server has it.
+    assert set(kcm) == served
+    assert set(kcm) - set(up) == {"v1beta1.metrics.k8s.io"}
+    diffs = [
+        d
+        for name in sorted(set(kcm) & set(up))
+        for d in differences(masked(up[name]), masked(kcm[name]), name)
+    ]
+    assert not diffs, "\n".join(diffs)
+
+
+def test_a_list_page_is_the_same(pair: Pair, ns: str) -> None:
+    cms = f"/api/v1/namespaces/{ns}/configmaps"
+    for name in ("a", "b"):
+        pair.both("POST", cms, {"metadata": {"name": name}, "data": {"k": "v"}})
+    up, kcm = (r.json() for r in pair.both("GET", f"{cms}?limit=1"))
+    assert (
+        sorted(up["metadata"])
+        == sorted(kcm["metadata"])
+        == ["continue", "remainingItemCount", "resourceVersion"]
+    )
+    for listed in (up, kcm):
+        listed["metadata"] = MASK
+    assert differences(masked(up), masked(kcm)) == []
+
+
+def test_kubectl_get_apiservices_prints_the_same_table(pair: Pair) -> None:
+    table = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    path = "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps"
+    up, kcm = (s.request("GET", path, headers=table).json() for s in (pair.up, pair.kcm))
+    assert kcm["columnDefinitions"] == up["columnDefinitions"]
+    assert (
+        [r["cells"][:3] for r in kcm["rows"]]
+        == [r["cells"][:3] for r in up["rows"]]
+        == [["v1.apps", "Local", "True"]]
+    )
