@@ -6,7 +6,8 @@ kube-controller-manager and then under kcm on the same upstream API server (`kcm
 each scenario in a namespace of its own, all scenarios of a side under one start of its controller
 manager, `--jobs` at a time. Then prints, per scenario, the differences in what the controllers
 wrote (tools/differential/normalize.py), each marked with its verdict from known.yaml beside this
-file (`admitted` with a reason, or `bug`) or as `unexplained`, and a table of the counts. Exits 1
+file (`admitted` with a reason, or `bug`; entries under "*" hold for every scenario) or as
+`unexplained`, and a table of the counts. Exits 1
 when a difference is unexplained or a scenario failed on both sides, 0 otherwise.
 
 The state directory (default `.kcm-diff`) is the tool's own: a run starts it afresh, and
@@ -34,6 +35,7 @@ from tools.differential import normalize, play
 
 SCENARIOS = play.HERE / "scenarios"
 KNOWN = play.HERE / "known.yaml"
+ANY = "*"  # known.yaml's entries for every scenario
 MARKER = ".kcm-differential"  # in a state directory this tool made, and may therefore wipe
 
 
@@ -112,7 +114,8 @@ def report(state: Path, chosen: list[Path], verdicts: dict[str, list[Verdict]]) 
         rows = []
         for diff in normalize.compare(ref, kcm):
             line = diff.line()
-            found = next((v for v in verdicts.get(scenario, []) if v.match.search(line)), None)
+            candidates = [*verdicts.get(scenario, []), *verdicts.get(ANY, [])]
+            found = next((v for v in candidates if v.match.search(line)), None)
             rows.append(
                 {
                     "line": line,

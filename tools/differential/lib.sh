@@ -36,12 +36,12 @@ poll() {
 _set() { [ -n "$(k get "$1" -o "jsonpath=$2")" ]; }
 _unset() { [ -z "$(k get "$1" -o "jsonpath=$2")" ]; }
 _none() { [ -z "$(k get "$@" -o name)" ]; }
-_words() { local n=$1; shift; [ "$(k get "$@" | wc -w)" -eq "$n" ]; }
+_words() { local n=$1; shift; [ "$(k get "$@" | tr -s ' ' '\n' | sort -u | grep -c .)" -eq "$n" ]; }
 
 # until_set RESOURCE JSONPATH [SECONDS] / until_unset ...: until the jsonpath reads something / nothing.
 until_set() { poll "${3:-90}" _set "$1" "$2"; }
 until_unset() { poll "${3:-90}" _unset "$1" "$2"; }
 # until_none SECONDS KUBECTL-GET-ARGS...: until the selection is empty.
 until_none() { local s=$1; shift; poll "$s" _none "$@"; }
-# until_words N SECONDS KUBECTL-GET-ARGS...: until kubectl get prints N words (e.g. of a jsonpath).
+# until_words N SECONDS KUBECTL-GET-ARGS...: until kubectl get prints N distinct words (of a jsonpath).
 until_words() { local n=$1 s=$2; shift 2; poll "$s" _words "$n" "$@"; }
