@@ -11,8 +11,10 @@
   (docs/controllers.md). Those hashes are compared on their own instead, one difference per
   ReplicaSet or ControllerRevision, matched by owner and revision number.
 - Events are grouped by the object they are about: one object's Events are compared as a sequence
-  (time order, repeats folded into one); the Events of objects whose names differ only in a
-  masked suffix (a ReplicaSet's pods) as a set, since their interleaving is the scheduler's.
+  of distinct Events in the order each first appeared (repeats interleave as concurrent requests
+  were answered, e.g. the creates and quota refusals of one burst of pod creates, on both
+  sides); the Events of objects whose names differ only in a masked suffix (a ReplicaSet's pods)
+  as a set, since their interleaving is the scheduler's.
 
 tools/differential/__main__.py calls `compare`; tests/unit/tools/test_differential.py tests it.
 """
@@ -275,12 +277,12 @@ def _events(objs: list[dict[str, Any]], masks: Masks) -> dict[str, tuple[bool, l
         when = e.get("eventTime") or e.get("firstTimestamp") or e["metadata"].get("creationTimestamp") or ""
         component = (e.get("source") or {}).get("component") or e.get("reportingComponent") or ""
         event = _Event(e.get("type", ""), e.get("reason", ""), masks.text(e.get("message", "")), component)
+        # The name's suffix is the recorder's clock: the order within a second.
         about[key].append((when, e["metadata"]["name"], event))
     out = {}
     for key, rows in about.items():
         sequence = [event for _, _, event in sorted(rows, key=lambda r: (r[0], r[1]))]
-        folded = [e for i, e in enumerate(sequence) if i == 0 or e != sequence[i - 1]]
-        out[key] = (len(names[key]) > 1, folded)
+        out[key] = (len(names[key]) > 1, list(dict.fromkeys(sequence)))
     return out
 
 

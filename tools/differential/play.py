@@ -139,11 +139,19 @@ def snapshot(kubeconfig: Path, namespace: str) -> dict[str, Any]:
 
 def _versions(doc: dict[str, Any]) -> set[tuple[str, str, str]] | None:
     """What changes with every write in the namespace; None while an object is being deleted (a
-    pod's grace period runs: its end is a write still to come)."""
+    pod's grace period runs: its end is a write still to come). An Event counts when it appears,
+    not when its count goes up: a controller that retries for ever (an autoscaler without
+    metrics, every 15 s) repeats its Events on both sides, and its namespace is settled all the
+    same."""
     if any("deletionTimestamp" in o["metadata"] for o in doc["items"]):
         return None
     return {
-        (o["kind"], o["metadata"]["name"], o["metadata"].get("resourceVersion", "")) for o in doc["items"]
+        (
+            o["kind"],
+            o["metadata"]["name"],
+            "" if o["kind"] == "Event" else o["metadata"].get("resourceVersion", ""),
+        )
+        for o in doc["items"]
     }
 
 
