@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench manifests upstream clean
+.PHONY: setup run test lint bench manifests upstream differential clean
 
 setup: $(STAMP)
 
@@ -40,5 +40,10 @@ bench: setup
 upstream:
 	$(PYTHON) tools/upstream/build.py
 
+# Every scenario of tools/differential/scenarios/ under upstream kube-controller-manager, then under
+# kcm, on one upstream API server; prints the differences per controller (needs `make upstream`).
+differential: setup
+	$(BIN)/python -m tools.differential
+
 clean:
-	rm -rf $(VENV) .kcm .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .kcm .kcm-diff .mypy_cache .ruff_cache .pytest_cache

@@ -396,6 +396,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="disruption-controller",
     alias="disruption",
+    event_component="controllermanager",  # upstream's disruption controller records as this (seen in a differential run)
     primary=None,
     views={
         PDBS: budget.PDBView,

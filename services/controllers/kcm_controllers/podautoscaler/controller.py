@@ -105,13 +105,24 @@ class HPAView(codec.Meta):
     spec: HPASpecView = msgspec.field(default_factory=HPASpecView)
 
 
+def _fetch_error(exc: BaseException, what: str) -> str:
+    """client-go's text for a failed read of `what` (resource.group): a 404 whose body is no
+    Status (an API group nobody serves) reads as its NewGenericServerResponse says it."""
+    if isinstance(exc, kubeclient.ApiError) and exc.not_found and not exc.status:
+        return f"the server could not find the requested resource (get {what})"
+    return podcontrol.error_message(exc)
+
+
 class MetricError(Exception):
     """A metric gave no proposal: `reason` is the ScalingActive condition's (and the Event's);
     `spec` marks an error of the HPA's spec rather than of the metrics pipeline (the `error`
-    label of the metric_computation metrics)."""
+    label of the metric_computation metrics). `detail` is what the Event and the condition say,
+    the message less `context`, which upstream adds only to the error it aggregates ("invalid
+    metrics ..., first error is: <context>: <detail>")."""
 
-    def __init__(self, reason: str, message: str, *, spec: bool = False) -> None:
-        super().__init__(message)
+    def __init__(self, reason: str, message: str, *, spec: bool = False, context: str = "") -> None:
+        super().__init__(f"{context}: {message}" if context else message)
+        self.detail = message
         self.reason = reason
         self.spec = spec
 
@@ -370,7 +381,7 @@ class HorizontalController:
             except Exception as exc:
                 raise calc.CalculationError(
                     f"unable to get metrics for resource {resource}: unable to fetch metrics from resource "
-                    f"metrics API: {podcontrol.error_message(exc)}"
+                    f"metrics API: {_fetch_error(exc, 'pods.metrics.k8s.io')}"
                 ) from exc
             items = listed.get("items") or []
             if not items:
@@ -408,7 +419,8 @@ class HorizontalController:
             reason = "FailedGetContainerResourceMetric" if container else "FailedGetResourceMetric"
             raise MetricError(
                 reason,
-                f"failed to get {resource} resource metric value: failed to get {resource} {verb}: {exc}",
+                f"failed to get {resource} {verb}: {exc}",
+                context=f"failed to get {resource} resource metric value",
             ) from exc
         body: Obj = {"name": resource, "current": current_value}
         if container:
@@ -499,7 +511,7 @@ class HorizontalController:
                     )
             except MetricError as exc:
                 observe_metric(kind, "none", "spec" if exc.spec else "internal", started)
-                self.recorder.event(hpa, events.WARNING, exc.reason, str(exc))
+                self.recorder.event(hpa, events.WARNING, exc.reason, exc.detail)
                 statuses.append({"type": ""})
                 if first is None:
                     first = exc
@@ -521,7 +533,7 @@ class HorizontalController:
                 "ScalingActive",
                 "False",
                 first.reason,
-                f"the HPA was unable to compute the replica count: {first}",
+                f"the HPA was unable to compute the replica count: {first.detail}",
                 now,
             )
             return -1, "", statuses, error
@@ -621,11 +633,12 @@ class HorizontalController:
                 hpa, status, scale, current, now
             )
             if proposal == -1:
-                self.recorder.event(
-                    hpa,
-                    events.WARNING,
-                    "FailedComputeMetricsReplicas",
-                    f"failed to compute desired number of replicas based on listed metrics for {reference}: {error}",
+                # The Event is the error itself; upstream puts "failed to compute desired number of
+                # replicas ... for <reference>" only on the error it returns (its log line).
+                self.recorder.event(hpa, events.WARNING, "FailedComputeMetricsReplicas", str(error))
+                log.info(
+                    "failed to compute desired number of replicas based on listed metrics",
+                    extra={"hpa": key, "target": reference, "error": str(error)},
                 )
                 self.set_status(
                     status, hpa, current, int(status.get("desiredReplicas") or 0), metric_statuses, False, now
@@ -850,6 +863,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="horizontal-pod-autoscaler-controller",
     alias="horizontalpodautoscaling",
+    event_component="horizontal-pod-autoscaler",  # upstream's HPA controller records as this (seen in a differential run)
     primary=HPAS,
     views={HPAS: HPAView, PODS: PodView},
     build=build,
