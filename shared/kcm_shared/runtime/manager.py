@@ -44,7 +44,7 @@ from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserv
 from kcm_shared.client import clientbuilder, kubeclient
 from kcm_shared.runtime import cache, controllerflags, deployfile, events
 from kcm_shared.runtime.spec import Context, Spec
-from kcm_shared.workqueue import durable
+from kcm_shared.workqueue import durable, ratelimit
 
 log = logging.getLogger("kcm.controller")
 
@@ -341,9 +341,18 @@ class Manager:
                 stream_replicas=self._nats.stream_replicas,
                 on_lost=functools.partial(self._fill, spec.name),
                 claim=functools.partial(self._claim, spec.name),
+                rate_limiter=retry_limiter(spec),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
+
+
+def retry_limiter(spec: Spec) -> ratelimit.RateLimiter | None:
+    """The limiter of a Spec's failed reconciles: its own per-key backoff where upstream's
+    queue has one (`Spec.retry_backoff`), else None for the queue's default."""
+    if spec.retry_backoff is None:
+        return None
+    return ratelimit.ItemExponentialFailureRateLimiter(*spec.retry_backoff)
 
 
 def _client_builder(args: argparse.Namespace) -> clientbuilder.ClientBuilder | None:

@@ -140,6 +140,11 @@ class Spec:
     # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
     # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
     flags: Callable[[FlagSet], None] | None = None
+    # (first, max) seconds of the per-key retry backoff after failed reconciles, for a
+    # controller whose upstream queue has its own limiter (the Job controller's 1 s -> 60 s,
+    # the namespace controller's 5 ms -> 60 s) instead of the default 5 ms -> 1000 s with an
+    # overall 10/s bucket.
+    retry_backoff: tuple[float, float] | None = None
     # Multiplies --kube-api-qps and --kube-api-burst for this controller's client: upstream
     # gives the chatty namespace controller 20x the qps and 100x the burst.
     client_rate_scale: tuple[float, float] = (1.0, 1.0)

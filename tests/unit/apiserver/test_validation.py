@@ -658,10 +658,53 @@ def test_job_selector_not_auto_generated() -> None:
     assert check("Job", job)[0][2].endswith("`selector` not auto-generated")
 
 
+def test_suspended_job_may_not_lose_its_generated_labels() -> None:
+    # Its template's labels may change while it never ran; the generated ones must stay, or
+    # its pods would escape its selector and be created without end.
+    old = make("Job", mutate=lambda o: o["spec"].update(suspend=True))
+    new = copy.deepcopy(old)
+    for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
+        del new["spec"]["template"]["metadata"]["labels"][key]
+    assert check("Job", new, old) == [
+        (
+            "FieldValueRequired",
+            "spec.template.metadata.labels[controller-uid]",
+            "Required value: must be 'uid-1'",
+        ),
+        (
+            "FieldValueRequired",
+            "spec.template.metadata.labels[batch.kubernetes.io/controller-uid]",
+            "Required value: must be 'uid-1'",
+        ),
+        (
+            "FieldValueInvalid",
+            "spec.template.metadata.labels",
+            'Invalid value: map[string]string{"app":"web", "batch.kubernetes.io/job-name":"web", '
+            '"job-name":"web"}: `selector` does not match template `labels`',
+        ),
+    ]
+
+
+def test_job_made_before_the_prefixed_labels_updates_without_them() -> None:
+    old = make("Job")
+    labels = old["spec"]["template"]["metadata"]["labels"]
+    for key in ("batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"):
+        del labels[key]
+    old["spec"]["selector"] = {"matchLabels": {"controller-uid": "uid-1"}}
+    new = copy.deepcopy(old)
+    new["spec"]["parallelism"] = 2
+    assert fields("Job", new, old) == []
+    assert fields("Job", new) == [
+        ("FieldValueRequired", "spec.template.metadata.labels[batch.kubernetes.io/controller-uid]"),
+        ("FieldValueRequired", "spec.template.metadata.labels[batch.kubernetes.io/job-name]"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("selector", "expected"),
     [
         ({"matchLabels": {"app": "web"}}, []),
+        ({}, []),  # upstream's Job takes an empty manual selector (it selects every pod)
         ({"matchLabels": {"app": "db"}}, [("FieldValueInvalid", "spec.template.metadata.labels")]),
         (None, [("FieldValueRequired", "spec.selector")]),
     ],
@@ -700,7 +743,12 @@ def test_job_spec_rules(spec: Obj, expected: list[tuple[str, str]]) -> None:
         (
             False,
             lambda s: s.update(selector={"matchLabels": {"x": "y"}}),
-            [("FieldValueInvalid", "spec.selector")],
+            # not auto-generated, no longer selecting the template, immutable: upstream's three
+            [
+                ("FieldValueInvalid", "spec.selector"),
+                ("FieldValueInvalid", "spec.template.metadata.labels"),
+                ("FieldValueInvalid", "spec.selector"),
+            ],
         ),
         (False, lambda s: s.update(completionMode="Indexed"), [("FieldValueInvalid", "spec.completionMode")]),
         (
