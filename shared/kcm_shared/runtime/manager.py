@@ -347,12 +347,12 @@ class Manager:
             self.checks.add(spec.name, queue.check)
 
 
-def retry_limiter(spec: Spec) -> ratelimit.RateLimiter | None:
-    """The limiter of a Spec's failed reconciles: its own per-key backoff where upstream's
-    queue has one (`Spec.retry_backoff`), else None for the queue's default."""
-    if spec.retry_backoff is None:
-        return None
-    return ratelimit.ItemExponentialFailureRateLimiter(*spec.retry_backoff)
+def retry_limiter(spec: Spec) -> ratelimit.RateLimiter:
+    """The limiter of a Spec's failed reconciles (`Spec.retry_backoff`, `Spec.retry_bucket`)."""
+    per_key = ratelimit.ItemExponentialFailureRateLimiter(*spec.retry_backoff)
+    if not spec.retry_bucket:
+        return per_key
+    return ratelimit.MaxOfRateLimiter(per_key, ratelimit.BucketRateLimiter(10.0, 100))
 
 
 def _client_builder(args: argparse.Namespace) -> clientbuilder.ClientBuilder | None:

@@ -140,11 +140,13 @@ class Spec:
     # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
     # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
     flags: Callable[[FlagSet], None] | None = None
-    # (first, max) seconds of the per-key retry backoff after failed reconciles, for a
-    # controller whose upstream queue has its own limiter (the Job controller's 1 s -> 60 s,
-    # the namespace controller's 5 ms -> 60 s) instead of the default 5 ms -> 1000 s with an
-    # overall 10/s bucket.
-    retry_backoff: tuple[float, float] | None = None
+    # The retries of failed reconciles, as the controller's upstream queue: per key, (first,
+    # max) seconds doubling with each failure in a row; with `retry_bucket`, also no more than
+    # 10 retries/s (burst 100) over all keys. The default is client-go's default controller
+    # limiter; the Job controller's queues are 1 s -> 60 s without the bucket, the namespace
+    # controller's 5 ms -> 60 s with it.
+    retry_backoff: tuple[float, float] = (0.005, 1000.0)
+    retry_bucket: bool = True
     # Multiplies --kube-api-qps and --kube-api-burst for this controller's client: upstream
     # gives the chatty namespace controller 20x the qps and 100x the burst.
     client_rate_scale: tuple[float, float] = (1.0, 1.0)

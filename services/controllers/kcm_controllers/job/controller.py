@@ -1141,5 +1141,6 @@ SPEC = runtime.Spec(
     # Upstream's DefaultJobApiBackOff and MaxJobApiBackOff, for both of its queues: a Job
     # refused by a quota is back within a minute of the quota being raised.
     retry_backoff=(1.0, 60.0),
+    retry_bucket=False,
     package=__package__,
 )

@@ -21,8 +21,8 @@ Upstream pkg/controller/namespace/deletion/namespaced_resources_deleter.go, on o
 7. `PUT namespaces/<name>/finalize` without the `kubernetes` finalizer; the API server
    removes the namespace once no finalizer is left.
 
-Writes of steps 2 and 7 re-read the namespace and try again on 409 Conflict, and stop when
-its uid changed. Called by `kcm_controllers.namespace.controller`.
+Writes of steps 2 and 7 re-read the namespace and try again on 409 Conflict, for as long as
+it conflicts, and stop when its uid changed. Called by `kcm_controllers.namespace.controller`.
 """
 
 from __future__ import annotations
@@ -156,23 +156,21 @@ class Deleter:
         await self._retry_on_conflict(namespace, self._finalize)
 
     async def _retry_on_conflict(self, namespace: Obj, write: Callable[[Obj], Awaitable[Obj]]) -> Obj | None:
-        """`write(namespace)`, re-read and tried again while it conflicts; None once it is gone."""
+        """`write(namespace)`, re-read and tried again for as long as it conflicts, as upstream's
+        retryOnConflictError (no limit: a namespace others keep updating is still finalized);
+        None once it is gone."""
         latest = namespace
-
-        async def attempt() -> Obj:
-            nonlocal latest
-            try:
-                return await write(latest)
-            except kubeclient.ApiError as exc:
-                if exc.conflict:
-                    fresh = await self.client.get(self._ns_path(latest["metadata"]["name"]))
-                    if fresh["metadata"].get("uid") != latest["metadata"].get("uid"):
-                        raise DeletionError("namespace uid has changed across retries") from exc
-                    latest = fresh
-                raise
-
         try:
-            return await kubeclient.retry_on_conflict(attempt)
+            while True:
+                try:
+                    return await write(latest)
+                except kubeclient.ApiError as exc:
+                    if not exc.conflict:
+                        raise
+                fresh = await self.client.get(self._ns_path(latest["metadata"]["name"]))
+                if fresh["metadata"].get("uid") != latest["metadata"].get("uid"):
+                    raise DeletionError("namespace uid has changed across retries")
+                latest = fresh
         except kubeclient.ApiError as exc:
             if exc.not_found:
                 return None
