@@ -36,7 +36,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import msgspec
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.client import discovery, kubeclient
@@ -202,7 +201,7 @@ class Deleter:
         apis: list[discovery.ApiResource] = []
         try:
             mapper = await self.discover(self.client)
-        except (kubeclient.ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except kubeclient.REQUEST_ERRORS as exc:
             # Not fatal upstream either: what could be discovered is still deleted.
             errors.append(discovery.error_text(exc))
             found.append(conditions.discovery_failure(errors[-1]))
@@ -285,7 +284,7 @@ class Deleter:
             if not await self._delete_collection(api, path):
                 await self._delete_each(api, path)
             items = await self._list(api, path)
-        except (kubeclient.ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except kubeclient.REQUEST_ERRORS as exc:
             outcome.error = discovery.error_text(exc)
             return outcome
         if items is None:
