@@ -404,6 +404,7 @@ class Api:
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
+        ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
         strategies.canonicalize(srt, obj)
         charges = quota.admit(self.store, srt, ctx.namespace, obj)
         if self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]):
@@ -490,6 +491,8 @@ class Api:
             defaults.apply_defaults(srt.group, srt.kind, new)
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
+        if not subresource:
+            ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))
         strategies.canonicalize(srt, new)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]

@@ -1039,3 +1039,80 @@ ALL = ["All"]
 )
 def test_request_options(causes: list[Cause], expected: list[tuple[str, str]]) -> None:
     assert [(c["field"], c["message"]) for c in causes] == expected
+
+
+@pytest.mark.parametrize(
+    ("template_spec", "expected"),
+    [
+        (
+            {"selector": {"matchLabels": {"app": "web"}}},
+            [
+                (
+                    "FieldValueInvalid",
+                    "spec.jobTemplate.spec.selector",
+                    'Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"web"}, '
+                    "MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: `selector` will be auto-generated",
+                )
+            ],
+        ),
+        (
+            {"manualSelector": True},
+            [
+                (
+                    "FieldValueNotSupported",
+                    "spec.jobTemplate.spec.manualSelector",
+                    'Unsupported value: true: supported values: "nil", "false"',
+                )
+            ],
+        ),
+        ({"manualSelector": False}, []),
+    ],
+)
+def test_cron_job_template_may_not_choose_its_selector(
+    template_spec: Obj, expected: list[tuple[str, str, str]]
+) -> None:
+    cj = make("CronJob", mutate=lambda o: o["spec"]["jobTemplate"]["spec"].update(template_spec))
+    assert check("CronJob", cj) == expected
+
+
+TZ_ONLY = "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+TZ_BOTH = "cannot use both timeZone field and TZ or CRON_TZ in schedule"
+
+
+@pytest.mark.parametrize(
+    ("old_schedule", "schedule", "zone", "message"),
+    [
+        (None, "TZ=UTC 0 * * * *", "Europe/Rome", TZ_ONLY),  # create: never, zone or not
+        (None, "TZ=UTC 0 * * * *", None, TZ_ONLY),
+        ("0 * * * *", "TZ=UTC 0 * * * *", None, TZ_ONLY),  # an update may not add one
+        ("TZ=UTC 0 * * * *", "TZ=UTC 5 * * * *", None, None),  # ... but may keep one
+        ("TZ=UTC 0 * * * *", "TZ=UTC 0 * * * *", "Europe/Rome", TZ_BOTH),
+    ],
+)
+def test_cron_job_tz_in_schedule(
+    old_schedule: str | None, schedule: str, zone: str | None, message: str | None
+) -> None:
+    def mutate(o: Obj) -> None:
+        o["spec"]["schedule"] = schedule
+        if zone is not None:
+            o["spec"]["timeZone"] = zone
+
+    new = make("CronJob", mutate=mutate)
+    old = None
+    if old_schedule is not None:
+        old = make("CronJob", mutate=lambda o: o["spec"].update(schedule=old_schedule))
+    got = [m for _, f, m in check("CronJob", new, old) if f == "spec.schedule"]
+    assert got == ([f'Invalid value: "{schedule}": {message}'] if message else [])
+
+
+def test_cron_job_update_keeps_an_old_zone_and_long_name() -> None:
+    # Neither is re-checked on update (upstream: an unchanged timeZone, the 52-character limit).
+    name = "c" * 60
+    old = make("CronJob", name, lambda o: o["spec"].update(timeZone="Local"))
+    new = copy.deepcopy(old)
+    new["spec"]["suspend"] = True
+    assert check("CronJob", new, old) == []
+    assert fields("CronJob", old) == [
+        ("FieldValueInvalid", "spec.timeZone"),
+        ("FieldValueInvalid", "metadata.name"),
+    ]

@@ -704,31 +704,56 @@ def _time_zone(c: Causes, zone: object) -> None:
         c.invalid("spec.timeZone", zone, str(exc))
 
 
+def _cron_schedule(c: Causes, schedule: str, time_zone: object, old_schedule: str | None) -> None:
+    """spec.schedule (upstream validateScheduleFormat). A TZ or CRON_TZ prefix is refused on
+    create; an update may keep one the old schedule had, unless timeZone is set too."""
+    if err := cron_schedule_error(schedule):
+        c.invalid("spec.schedule", schedule, err)
+    if "TZ" not in schedule:
+        return
+    if old_schedule is None or "TZ" not in old_schedule:
+        c.invalid(
+            "spec.schedule", schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+        )
+    elif time_zone is not None:
+        c.invalid("spec.schedule", schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule")
+
+
 def validate_cron_job(c: Causes, obj: Obj, old: Obj | None) -> None:
-    name = str(as_dict(obj.get("metadata")).get("name") or "")
-    # The controller appends an 11-character suffix and job names end up as 63-character labels.
-    if len(name) > 52:
-        c.invalid("metadata.name", name, "must be no more than 52 characters")
+    """Upstream ValidateCronJobCreate / ValidateCronJobUpdate, in their order."""
     spec = as_dict(obj.get("spec"))
+    old_spec = as_dict(old.get("spec")) if old is not None else None
     schedule = spec.get("schedule")
     if not schedule:
         c.required("spec.schedule", "")
     else:
-        if err := cron_schedule_error(str(schedule)):
-            c.invalid("spec.schedule", schedule, err)
-        if "TZ" in str(schedule):
-            detail = (
-                "cannot use both timeZone field and TZ or CRON_TZ in schedule"
-                if spec.get("timeZone")
-                else "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
-            )
-            c.invalid("spec.schedule", schedule, detail)
-    _time_zone(c, spec.get("timeZone"))
+        old_schedule = str(old_spec.get("schedule") or "") if old_spec is not None else None
+        _cron_schedule(c, str(schedule), spec.get("timeZone"), old_schedule)
+    validate_nonnegative(c, spec, "startingDeadlineSeconds", "spec")
+    # An update re-checks the zone only when it changes: one the tz database later dropped
+    # does not make the CronJob unchangeable.
+    if old_spec is None or old_spec.get("timeZone") != spec.get("timeZone"):
+        _time_zone(c, spec.get("timeZone"))
     validate_one_of(c, spec, "concurrencyPolicy", "spec", ("Allow", "Forbid", "Replace"))
-    for key in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
-        validate_nonnegative(c, spec, key, "spec")
     job_template = as_dict(spec.get("jobTemplate"))
     validate_labels(
         c, as_dict(job_template.get("metadata")).get("labels"), "spec.jobTemplate.metadata.labels"
     )
-    _job_spec(c, as_dict(job_template.get("spec")), "spec.jobTemplate.spec")
+    template_spec = as_dict(job_template.get("spec"))
+    _job_spec(c, template_spec, "spec.jobTemplate.spec")
+    # The controller makes each Job's selector: the template may not bring its own.
+    if template_spec.get("selector") is not None:
+        c.invalid(
+            "spec.jobTemplate.spec.selector",
+            go_label_selector(as_dict(template_spec["selector"])),
+            "`selector` will be auto-generated",
+        )
+    if template_spec.get("manualSelector") is True:
+        c.not_supported("spec.jobTemplate.spec.manualSelector", True, ("nil", "false"))
+    for key in ("successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        validate_nonnegative(c, spec, key, "spec")
+    name = str(as_dict(obj.get("metadata")).get("name") or "")
+    # The controller appends an 11-character suffix and job names end up as 63-character labels;
+    # an update may keep an older, longer name.
+    if old is None and len(name) > 52:
+        c.invalid("metadata.name", name, "must be no more than 52 characters")
