@@ -13,7 +13,7 @@ from kcm_shared import runtime
 from kcm_shared.client import kubeclient
 from kcm_shared.testing import caches, fakeclient, recorders
 
-from tests.unit.controllers.deployment.test_util import deployment, rs
+from tests.support.deployment import deployment, rs
 
 RSS = "/apis/apps/v1/namespaces/default/replicasets"
 
