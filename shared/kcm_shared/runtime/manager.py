@@ -217,6 +217,8 @@ class Manager:
             await _until_done(
                 f"stop partition {partition}", name, functools.partial(run.queue.stop_partition, partition)
             )
+        if lost:
+            run.ctx.partitions_lost(functools.partial(self._owns, name))
         if not gained:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
@@ -246,6 +248,15 @@ class Manager:
         primary = run.spec.primary
         assert primary is not None, "a Spec without a primary resource must set Context.keys"
         return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
+
+    def _owns(self, name: str, key: str) -> bool:
+        """Whether this replica owns `key`'s partition of controller `name` now."""
+        count = self.members.partitions(name) if self.members is not None else None
+        return (
+            count is not None
+            and self.members is not None
+            and self.members.owns(name, subjects.partition_of(key, count))
+        )
 
     def _claim(self, name: str, key: str, partition: int) -> fencing.Claim | None:
         return None if self.members is None else self.members.claim(name, key, partition)

@@ -457,6 +457,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.recorder,
     )
     cjc.register()
+    ctx.on_partitions_lost(cjc.own_writes.retain)
     return cjc.sync
 
 

@@ -594,6 +594,7 @@ class DeploymentSync:
 def build(ctx: runtime.Context) -> runtime.Reconcile:
     sync = DeploymentSync(ctx)
     sync.register()
+    ctx.on_partitions_lost(sync.own_writes.retain)
     return sync.reconcile
 
 

@@ -184,6 +184,11 @@ class JobController:
         self.own_writes: ownwrites.OwnWrites[JobView] = ownwrites.OwnWrites()
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
 
+    def forget_unowned(self, owned: Callable[[str], bool]) -> None:
+        """Drop what is kept for Jobs whose partition moved to another replica."""
+        for memory in (self.expectations, self.finalizer_expectations, self.backoff, self.own_writes):
+            memory.retain(owned)
+
     def register(self) -> None:
         self.pods.add_index(ORPHANS_INDEX, _orphan_namespace)
         self.jobs.add_handler(on_add=self.add_job, on_update=self.update_job, on_delete=self.delete_job)
@@ -1128,6 +1133,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     )
     jc.register()
     ctx.keys = jc.keys
+    ctx.on_partitions_lost(jc.forget_unowned)
     return jc.sync
 
 

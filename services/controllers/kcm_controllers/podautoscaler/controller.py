@@ -287,6 +287,11 @@ class HorizontalController:
             tuple[str, str, str, str], tuple[float, selectors.LabelSelector | None]
         ] = {}
 
+    def forget_unowned(self, owned: Callable[[str], bool]) -> None:
+        """Drop the recommendation history of HPAs whose partition moved to another replica
+        (their new owner starts its own, as upstream's new leader does)."""
+        self.histories = {key: history for key, history in self.histories.items() if owned(key)}
+
     # --- scale targets ------------------------------------------------------------------
 
     async def scale_path(self, namespace: str, ref: Obj) -> str:
@@ -852,6 +857,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         if old.metadata.generation != new.metadata.generation:
             after_period(new)
 
+    ctx.on_partitions_lost(hc.forget_unowned)
     hpas.add_handler(
         on_add=after_period,
         on_update=on_update,

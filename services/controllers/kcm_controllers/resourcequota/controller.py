@@ -107,6 +107,11 @@ class ResourceQuotaController:
 
     # --- event handlers ----------------------------------------------------------------------
 
+    def forget_unowned(self, owned: Callable[[str], bool]) -> None:
+        """Drop what is kept for quotas whose partition moved to another replica."""
+        self.own_writes.retain(owned)
+        self._counted = {key: seen for key, seen in self._counted.items() if owned(key)}
+
     def keys(self) -> Iterable[str]:
         yield RESYNC_KEY
         yield from self.quotas.keys()
@@ -338,6 +343,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     period = float(getattr(ctx.args, "resource_quota_sync_period", 300.0))
     rq = ResourceQuotaController(ctx, period)
     ctx.keys = rq.keys
+    ctx.on_partitions_lost(rq.forget_unowned)
     return rq.reconcile
 
 
