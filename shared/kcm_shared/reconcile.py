@@ -14,7 +14,9 @@ points here):
     raises an exception     backoff retry, for ever, never dead-lettered: after the key's
                             backoff (client-go's `DefaultControllerRateLimiter`: 5 ms doubling
                             with each failure in a row, capped at 1000 s, combined by max with an
-                            overall 10 qps / burst 100 bucket), while other keys keep flowing.
+                            overall 10 qps / burst 100 bucket; or the Spec's `retry_backoff`
+                            and `retry_bucket`, as upstream's Job and namespace queues), while
+                            other keys keep flowing.
                             The count of failures in a row is stored with the work item
                             (`Kcm-Failures`), so the backoff survives a restart and a hand-over.
                             A change to the key stored meanwhile runs at once, as upstream's

@@ -178,8 +178,10 @@ def test_pods_metric_reports_failed_get_pods_metric(stack: devstack.DevStack, ns
     apply_hpa(stack, ns, "qps", "qps", [pods_metric])
     c = wait_condition(stack, ns, "qps", "ScalingActive", "FailedGetPodsMetric")
     assert c["status"] == "False"
+    # Upstream's condition carries the metric's own error; "failed to get pods metric value: "
+    # goes only into FailedComputeMetricsReplicas' "first error is: ...".
     assert c["message"].startswith(
-        "the HPA was unable to compute the replica count: failed to get pods metric value: "
+        "the HPA was unable to compute the replica count: "
         "unable to get metric requests_per_second: unable to fetch metrics from custom metrics API: "
     ), c["message"]
     wait_events(stack, ns, "FailedGetPodsMetric", "FailedComputeMetricsReplicas")

@@ -2,7 +2,8 @@
 
 One shared stack, a namespace per test. The simulator runs each pod for
 `sim.kcm.dev/run-seconds` and ends it with `sim.kcm.dev/exit-code`. Covers a Job made with
-`kubectl create job` (pod names, labels, ownerRef, tracking finalizer), NonIndexed
+`kubectl create job` (pod names, labels, ownerRef, tracking finalizer, the Job found by its
+generated job-name label), NonIndexed
 completions with parallelism (never more pods at once than parallelism), Indexed Jobs
 (index annotation, label, env, hostname, completedIndexes), backoffLimit,
 activeDeadlineSeconds, suspend and resume, a Job managed by another controller, adoption and
@@ -54,6 +55,11 @@ def test_kubectl_create_job_runs_a_tracked_pod(stack: devstack.DevStack, ns: str
     stack.kubectl("create", "job", "hello", "-n", ns, "--image=busybox")
     job = get(stack, ns, "job", "hello")
     uid = job["metadata"]["uid"]
+    # As kube-apiserver: the Job takes the generated labels, and the selector is not manual.
+    assert stack.kubectl("get", "jobs", "-n", ns, "-l", "job-name=hello", "-o", "name").stdout.split() == [
+        "job.batch/hello"
+    ]
+    assert job["spec"]["manualSelector"] is False
     (pod,) = wait_for(lambda: pods_of(stack, ns, "hello"), 20, what="the job's pod")
     meta = pod["metadata"]
     assert meta["name"].startswith("hello-") and meta["generateName"] == "hello-"

@@ -2,7 +2,7 @@
 (tests/unit/controllers/job/): the tracking-crash scenarios and the sync scenarios.
 
 - `JobServer` is the testing kit's fake client holding the Job and its pods; it serves only
-  the writes a sync makes (the Job's status patch, a pod's finalizer removal), and once
+  the writes a sync makes (the Job's status patch, a pod's finalizer removal or release), and once
   `writes_left` reaches 0 every write raises `Crash`, as if the process had died there.
 - `controller(server, ...)` is a registered controller whose caches hold what the server holds
   now; `refresh` brings the same controller's caches up to the server and moves its clock.
@@ -36,13 +36,12 @@ class JobServer(fakeclient.FakeClient):
 
     async def handle(self, action: fakeclient.Action) -> dict[str, Any] | None:
         status = action.verb == "patch" and action.path == f"{JOB}/status"
-        finalizer = (
-            action.verb == "patch"
-            and action.path.startswith(f"{PODS}/")
-            and action.patch_type == "strategic"
-            and action.body == tracking.remove_finalizer_patch()
+        pod_patch = (
+            action.verb == "patch" and action.path.startswith(f"{PODS}/") and action.patch_type == "strategic"
         )
-        assert status or finalizer, action
+        finalizer = pod_patch and action.body == tracking.remove_finalizer_patch()
+        release = pod_patch and "ownerReferences" in (action.body or {}).get("metadata", {})
+        assert status or finalizer or release, action
         if self.writes_left is not None:
             if self.writes_left == 0:
                 raise Crash("killed")

@@ -272,10 +272,7 @@ def _job(job: Obj) -> None:
     # With per-index limits the global limit must not cut indexes short, so it becomes "unlimited".
     _default(spec, "backoffLimit", 2**31 - 1 if spec.get("backoffLimitPerIndex") is not None else 6)
     template = _child(spec, "template")
-    labels = (template.get("metadata") or {}).get("labels")
-    meta = _child(job, "metadata")
-    if labels is not None and not meta.get("labels"):
-        meta["labels"] = dict(labels)
+    _job_labels(job)
     _default(spec, "completionMode", "NonIndexed")
     _default(spec, "suspend", False)
     failure_policy = spec.get("podFailurePolicy")
@@ -284,7 +281,17 @@ def _job(job: Obj) -> None:
             for pattern in _dicts(rule.get("onPodConditions")):
                 _default(pattern, "status", "True")
     _default(spec, "podReplacementPolicy", "Failed" if failure_policy else "TerminatingOrFailed")
+    _default(spec, "manualSelector", False)
     _pod_template(template)
+
+
+def _job_labels(job: Obj) -> None:
+    """A Job without labels of its own takes its pod template's."""
+    template: Obj = (job.get("spec") or {}).get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels")
+    meta = _child(job, "metadata")
+    if labels is not None and not meta.get("labels"):
+        meta["labels"] = dict(labels)
 
 
 def _cron_job(cj: Obj) -> None:
@@ -316,11 +323,9 @@ def generate_job_selector(job: Obj) -> None:
         labels.setdefault(key, uid)
     match_labels = _child(_child(spec, "selector"), "matchLabels")
     match_labels.setdefault(CONTROLLER_UID_LABEL, uid)
-    _default(spec, "manualSelector", False)
-    # Upstream defaults the object again when it reads it back from storage, so a Job without
-    # labels of its own takes the pod labels just generated.
-    if not meta.get("labels"):
-        job["metadata"]["labels"] = dict(labels)
+    # kube-apiserver defaults on every decode, so the labels generated here reach the Job's
+    # own when it has none (`kubectl get jobs -l job-name=pi` finds it).
+    _job_labels(job)
 
 
 # --- services and networking -------------------------------------------------------------------

@@ -412,6 +412,7 @@ class Api:
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
+        ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
         strategies.canonicalize(srt, obj)
         if srt.model:
             zerovalues.fill(srt.model, obj)
@@ -500,6 +501,8 @@ class Api:
             defaults.apply_defaults(srt.group, srt.kind, new)
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
+        if not subresource:
+            ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))
         strategies.canonicalize(srt, new)
         if srt.model:
             zerovalues.fill(srt.model, new)

@@ -11,7 +11,7 @@ import copy
 import ipaddress
 from typing import Any
 
-from kcm_shared.apimachinery import apitypes
+from kcm_shared.apimachinery import apitypes, selectors
 from kcm_shared.controllerutil.endpoints import endpointutil
 
 from kcm_apiserver import defaults, errors, nodeports
@@ -279,6 +279,62 @@ def _generation_changed(rt: ResourceType, old: Obj, new: Obj, subresource: str) 
     if (rt.group, rt.kind) == ("apps", "Deployment") and not subresource:
         return bool((old["metadata"].get("annotations") or {}) != (new["metadata"].get("annotations") or {}))
     return False
+
+
+# Upstream pkg/api/job's soft limits: past both, completedIndexes may not keep up with failures.
+_INDEXED_COMPLETIONS_SOFT_LIMIT = 100_000
+_INDEXED_PARALLELISM_SOFT_LIMIT = 10_000
+_JOB_KINDS = {"Job": "spec", "CronJob": "spec.jobTemplate.spec"}
+
+
+def warnings_on_create(rt: ResourceType, obj: Obj) -> list[str]:
+    """The Warning headers of a create (upstream WarningsOnCreate), for Jobs and CronJobs: a
+    name that is not a DNS label (it names pods and hostnames), a huge Indexed job spec."""
+    path = _JOB_KINDS.get(rt.kind) if rt.group == "batch" else None
+    if path is None:
+        return []
+    warnings = []
+    if msgs := selectors.is_dns1123_label(str(obj["metadata"].get("name") or "")):
+        warnings.append(
+            "metadata.name: this is used in Pod names and hostnames, which can result in surprising "
+            f"behavior; a DNS label is recommended: [{' '.join(msgs)}]"
+        )
+    return warnings + _job_spec_warnings(path, obj)
+
+
+def warnings_on_update(rt: ResourceType, old: Obj, new: Obj) -> list[str]:
+    """The Warning headers of an update through the main resource (upstream WarningsOnUpdate):
+    the job spec's when the generation moved; a CronJob keeping a TZ prefix in its schedule."""
+    path = _JOB_KINDS.get(rt.kind) if rt.group == "batch" else None
+    if path is None:
+        return []
+    warnings = []
+    if new["metadata"].get("generation") != old["metadata"].get("generation"):
+        warnings = _job_spec_warnings(path, new)
+    if rt.kind == "CronJob" and "TZ" in str((new.get("spec") or {}).get("schedule") or ""):
+        # Upstream's path reads spec.spec.schedule: its text, kept as it is.
+        warnings.append(
+            "cannot use TZ or CRON_TZ in spec.spec.schedule, use timeZone instead, see "
+            "https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details"
+        )
+    return warnings
+
+
+def _job_spec_warnings(path: str, obj: Obj) -> list[str]:
+    """Upstream WarningsForJobSpec, less the pod template's warnings (not produced here)."""
+    spec: Obj = obj.get("spec") or {}
+    if path != "spec":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    if spec.get("completionMode") != "Indexed":
+        return []
+    completions, parallelism = spec.get("completions") or 0, spec.get("parallelism") or 0
+    if completions > _INDEXED_COMPLETIONS_SOFT_LIMIT and parallelism > _INDEXED_PARALLELISM_SOFT_LIMIT:
+        return [
+            f"{path}: In Indexed Jobs with a number of completions higher than 10^5 and a parallelism "
+            "higher than 10^4, Kubernetes might not be able to track completedIndexes when a big "
+            "number of indexes fail"
+        ]
+    return []
 
 
 DAEMONSET_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"

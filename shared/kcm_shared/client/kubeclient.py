@@ -82,6 +82,11 @@ class ApiError(Exception):
         return self.code == 410
 
 
+# What one request may fail with: an answer (ApiError) or no answer (a broken connection, a
+# timeout). A caller that logs a failed request and goes on, as upstream's loops do, catches these.
+REQUEST_ERRORS: tuple[type[Exception], ...] = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+
+
 @dataclass
 class Connection:
     """Where the API server is and how to authenticate to it.

@@ -185,9 +185,13 @@ def adopt_patch(ref: codec.OwnerReference, uid: str, finalizers: Sequence[str] =
     return {"metadata": meta}
 
 
-def release_patch(owner_uid: str, uid: str) -> dict[str, object]:
-    """Strategic-merge patch deleting the owner's reference, with a uid precondition."""
-    return {"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid}}
+def release_patch(owner_uid: str, uid: str, finalizers: Sequence[str] = ()) -> dict[str, object]:
+    """Strategic-merge patch deleting the owner's reference (and `finalizers`, leaving the
+    object's others), with a uid precondition."""
+    meta: dict[str, object] = {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid}
+    if finalizers:
+        meta["$deleteFromPrimitiveList/finalizers"] = list(finalizers)
+    return {"metadata": meta}
 
 
 async def claim(
@@ -204,8 +208,9 @@ async def claim(
     """The candidates `owner` controls, after adopting matching orphans and releasing the rest.
 
     The patches are strategic-merge patches, which built-in kinds (pods, ReplicaSets) take.
-    An adopted object also gets `finalizers` (the Job controller's tracking finalizer, as
-    upstream's PodControllerRefManager with finalizers adds).
+    An adopted object also gets `finalizers` and a released one loses them in the same patch
+    (the Job controller's tracking finalizer, as upstream's PodControllerRefManager with
+    finalizers does: a released pod is no longer counted, so nothing else would remove it).
     """
     om = owner.metadata
     adopt_once = _once(can_adopt)
@@ -225,7 +230,7 @@ async def claim(
             if om.deletion_timestamp is not None:
                 continue
             try:
-                await client.patch(_path(resource, m), release_patch(om.uid, m.uid), "strategic")
+                await client.patch(_path(resource, m), release_patch(om.uid, m.uid, finalizers), "strategic")
             except kubeclient.ApiError as exc:
                 # Gone (404), or no longer ours / replaced under the same name (422).
                 if exc.code not in (404, 422):

@@ -103,6 +103,11 @@ class ControllerExpectations:
         """Forget the controller (call when the controller object itself is deleted)."""
         self._store.pop(controller_key, None)
 
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        """Forget every controller `keep` refuses (its partition moved to another replica)."""
+        for key in [k for k in self._store if not keep(k)]:
+            self.delete_expectations(key)
+
 
 class UIDTrackingControllerExpectations(ControllerExpectations):
     """Expectations whose deletions are tracked by the keys of the objects being deleted.
@@ -142,3 +147,7 @@ class UIDTrackingControllerExpectations(ControllerExpectations):
     def delete_expectations(self, controller_key: str) -> None:
         super().delete_expectations(controller_key)
         self._uids.pop(controller_key, None)
+
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        super().retain(keep)
+        self._uids = {key: uids for key, uids in self._uids.items() if keep(key)}

@@ -14,6 +14,7 @@ dropped, so it can never hide someone else's write.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -60,6 +61,10 @@ class OwnWrites(Generic[T]):
             return entry.result
         del self._written[key]  # caught up, deleted, or changed by someone else
         return cached
+
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        """Forget the writes of every key `keep` refuses (a partition moved away)."""
+        self._written = {key: entry for key, entry in self._written.items() if keep(key)}
 
     def __len__(self) -> int:
         return len(self._written)

@@ -102,6 +102,10 @@ def has_status_cause(exc: BaseException, cause: str) -> bool:
     return any(isinstance(c, dict) and c.get("reason") == cause for c in causes)
 
 
+class DeletePodError(Exception):
+    """A pod delete that failed other than with 404 (the API error is its `__cause__`)."""
+
+
 class PodControl(Protocol):
     """What a workload controller does to pods; `RealPodControl`, or the testing kit's fake."""
 
@@ -155,11 +159,13 @@ class RealPodControl:
         try:
             await self._client.delete(kubeclient.resource_path(*PODS_PATH, namespace, name))
         except Exception as exc:
-            if not (isinstance(exc, kubeclient.ApiError) and exc.not_found):
-                self._recorder.event(
-                    owner, events.WARNING, FAILED_DELETE, f"Error deleting: {error_message(exc)}"
-                )
-            raise
+            if isinstance(exc, kubeclient.ApiError) and exc.not_found:
+                raise
+            self._recorder.event(
+                owner, events.WARNING, FAILED_DELETE, f"Error deleting: {error_message(exc)}"
+            )
+            # Upstream's wording, which reaches the ReplicaFailure condition's message.
+            raise DeletePodError(f"unable to delete pods: {error_message(exc)}") from exc
         self._recorder.event(owner, events.NORMAL, SUCCESSFUL_DELETE, f"Deleted pod: {name}")
 
 

@@ -44,7 +44,7 @@ from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserv
 from kcm_shared.client import clientbuilder, kubeclient
 from kcm_shared.runtime import cache, controllerflags, deployfile, events
 from kcm_shared.runtime.spec import Context, Spec
-from kcm_shared.workqueue import durable
+from kcm_shared.workqueue import durable, ratelimit
 
 log = logging.getLogger("kcm.controller")
 
@@ -217,6 +217,8 @@ class Manager:
             await _until_done(
                 f"stop partition {partition}", name, functools.partial(run.queue.stop_partition, partition)
             )
+        if lost:
+            run.ctx.partitions_lost(functools.partial(self._owns, name))
         if not gained:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
@@ -246,6 +248,15 @@ class Manager:
         primary = run.spec.primary
         assert primary is not None, "a Spec without a primary resource must set Context.keys"
         return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
+
+    def _owns(self, name: str, key: str) -> bool:
+        """Whether this replica owns `key`'s partition of controller `name` now."""
+        count = self.members.partitions(name) if self.members is not None else None
+        return (
+            count is not None
+            and self.members is not None
+            and self.members.owns(name, subjects.partition_of(key, count))
+        )
 
     def _claim(self, name: str, key: str, partition: int) -> fencing.Claim | None:
         return None if self.members is None else self.members.claim(name, key, partition)
@@ -341,9 +352,18 @@ class Manager:
                 stream_replicas=self._nats.stream_replicas,
                 on_lost=functools.partial(self._fill, spec.name),
                 claim=functools.partial(self._claim, spec.name),
+                rate_limiter=retry_limiter(spec),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
+
+
+def retry_limiter(spec: Spec) -> ratelimit.RateLimiter:
+    """The limiter of a Spec's failed reconciles (`Spec.retry_backoff`, `Spec.retry_bucket`)."""
+    per_key = ratelimit.ItemExponentialFailureRateLimiter(*spec.retry_backoff)
+    if not spec.retry_bucket:
+        return per_key
+    return ratelimit.MaxOfRateLimiter(per_key, ratelimit.BucketRateLimiter(10.0, 100))
 
 
 def _client_builder(args: argparse.Namespace) -> clientbuilder.ClientBuilder | None:

@@ -22,6 +22,8 @@ every resource discovery lists) use the dynamic part of `Context`:
 - `hand_off(key)`: enqueue durably whichever replica owns the key's partition. `enqueue`
   drops keys of partitions owned elsewhere because their owner sees the same cache event;
   a key found while reconciling (a fan-out from local state) has no such event elsewhere.
+- `on_partitions_lost(forget)`: memory kept per key (own writes, expectations, backoff) is
+  dropped for the keys of partitions this replica no longer owns.
 - `add_task(coro, ready=event)`: a controller's own loop (e.g. periodic re-discovery), run in
   the Manager's task group; with `ready`, start-up waits for the event before its first
   catch-up, so caches opened by the loop's first round count.
@@ -79,6 +81,7 @@ class Context:
     # What `enqueue_after` waits on: the event loop's, or a test's fake.
     clock: delaying.Clock = field(default_factory=delaying.LoopClock, repr=False)
     _delayed: delaying.DelayedEnqueue = field(init=False, repr=False)
+    _forgetters: list[Callable[[Callable[[str], bool]], None]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self._delayed = delaying.DelayedEnqueue(self.enqueue, self.clock)
@@ -88,6 +91,17 @@ class Context:
         a key already waiting keeps its earliest time, and a delay <= 0 enqueues at once.
         In memory only; a reconcile's own "again later" is `Result(requeue_after=...)`."""
         self._delayed(key, delay)
+
+    def on_partitions_lost(self, forget: Callable[[Callable[[str], bool]], None]) -> None:
+        """Have `forget(owned)` called once this replica stopped some partitions; it drops
+        what it remembers (own writes, expectations, backoff, history) of every key for which
+        `owned(key)` is False: that key's new owner keeps its own, and ours would only grow."""
+        self._forgetters.append(forget)
+
+    def partitions_lost(self, owned: Callable[[str], bool]) -> None:
+        """Called by the Manager after it stopped partitions: each `on_partitions_lost` callback."""
+        for forget in self._forgetters:
+            forget(owned)
 
     def _manager(self) -> Host:
         if self.manager is None:
@@ -140,6 +154,13 @@ class Spec:
     # Its own flags, with upstream's names and defaults; `build` reads them from `ctx.args`.
     # Two controllers may declare the same flag (e.g. --root-ca-file): the first one counts.
     flags: Callable[[FlagSet], None] | None = None
+    # The retries of failed reconciles, as the controller's upstream queue: per key, (first,
+    # max) seconds doubling with each failure in a row; with `retry_bucket`, also no more than
+    # 10 retries/s (burst 100) over all keys. The default is client-go's default controller
+    # limiter; the Job controller's queues are 1 s -> 60 s without the bucket, the namespace
+    # controller's 5 ms -> 60 s with it.
+    retry_backoff: tuple[float, float] = (0.005, 1000.0)
+    retry_bucket: bool = True
     # Multiplies --kube-api-qps and --kube-api-burst for this controller's client: upstream
     # gives the chatty namespace controller 20x the qps and 100x the burst.
     client_rate_scale: tuple[float, float] = (1.0, 1.0)

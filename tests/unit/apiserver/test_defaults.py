@@ -334,10 +334,23 @@ def test_spec_defaults(group: str, kind: str, spec: Obj, expected: Obj) -> None:
         assert obj["spec"][key] == value, key
 
 
-def test_job_without_completions_or_parallelism_never_gets_manual_selector() -> None:
+def test_job_defaults_manual_selector_to_false() -> None:
     job = _defaulted("batch", "Job", {"spec": {"template": _template()}})
-    assert "manualSelector" not in job["spec"]
+    assert job["spec"]["manualSelector"] is False
     assert job["metadata"]["labels"] == {"app": "web"}
+
+
+def test_job_without_labels_takes_the_generated_ones() -> None:
+    # kube-apiserver defaults on decode, after the selector was generated: `kubectl get jobs
+    # -l job-name=pi` finds a Job made without labels.
+    job = _defaulted("batch", "Job", {"metadata": {"name": "pi", "uid": "u1"}, "spec": {"template": {}}})
+    generate_job_selector(job)
+    assert job["metadata"]["labels"] == {
+        "batch.kubernetes.io/job-name": "pi",
+        "job-name": "pi",
+        "batch.kubernetes.io/controller-uid": "u1",
+        "controller-uid": "u1",
+    }
 
 
 def test_job_keeps_its_own_labels() -> None:

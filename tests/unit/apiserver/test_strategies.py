@@ -139,3 +139,37 @@ def test_new_node_is_tainted_not_ready_once(api: Api) -> None:
     edited = copy.deepcopy(api.get(c, "n"))
     edited["spec"]["taints"] = []
     assert not api.update(c, "n", edited)["spec"].get("taints")
+
+
+def _cron_job(name: str, schedule: str = "0 * * * *") -> Obj:
+    template = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {**TEMPLATE["spec"], "restartPolicy": "Never"},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
+    }
+
+
+def test_job_kinds_warn_of_names_that_are_not_dns_labels_and_of_tz_in_a_kept_schedule(api: Api) -> None:
+    # Upstream's cronjob strategy WarningsOnCreate and WarningsOnUpdate.
+    c = ctx(api, "batch", "cronjobs")
+    api.create(c, _cron_job("nightly.backup"))
+    assert c.warnings == [
+        "metadata.name: this is used in Pod names and hostnames, which can result in surprising "
+        "behavior; a DNS label is recommended: [must not contain dots]"
+    ]
+    api.create(ctx(api, "batch", "cronjobs"), _cron_job("tz"))
+    # A CronJob made before the rule may keep its TZ prefix; each update says it should not.
+    api.store.get("batch/cronjobs", "ns", "tz")["spec"]["schedule"] = "TZ=UTC 0 * * * *"
+    stored = copy.deepcopy(api.get(ctx(api, "batch", "cronjobs"), "tz"))
+    stored["spec"]["suspend"] = True
+    c = ctx(api, "batch", "cronjobs")
+    api.update(c, "tz", stored)
+    assert c.warnings == [
+        "cannot use TZ or CRON_TZ in spec.spec.schedule, use timeZone instead, see "
+        "https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details"
+    ]

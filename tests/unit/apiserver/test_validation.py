@@ -658,10 +658,53 @@ def test_job_selector_not_auto_generated() -> None:
     assert check("Job", job)[0][2].endswith("`selector` not auto-generated")
 
 
+def test_suspended_job_may_not_lose_its_generated_labels() -> None:
+    # Its template's labels may change while it never ran; the generated ones must stay, or
+    # its pods would escape its selector and be created without end.
+    old = make("Job", mutate=lambda o: o["spec"].update(suspend=True))
+    new = copy.deepcopy(old)
+    for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
+        del new["spec"]["template"]["metadata"]["labels"][key]
+    assert check("Job", new, old) == [
+        (
+            "FieldValueRequired",
+            "spec.template.metadata.labels[controller-uid]",
+            "Required value: must be 'uid-1'",
+        ),
+        (
+            "FieldValueRequired",
+            "spec.template.metadata.labels[batch.kubernetes.io/controller-uid]",
+            "Required value: must be 'uid-1'",
+        ),
+        (
+            "FieldValueInvalid",
+            "spec.template.metadata.labels",
+            'Invalid value: map[string]string{"app":"web", "batch.kubernetes.io/job-name":"web", '
+            '"job-name":"web"}: `selector` does not match template `labels`',
+        ),
+    ]
+
+
+def test_job_made_before_the_prefixed_labels_updates_without_them() -> None:
+    old = make("Job")
+    labels = old["spec"]["template"]["metadata"]["labels"]
+    for key in ("batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"):
+        del labels[key]
+    old["spec"]["selector"] = {"matchLabels": {"controller-uid": "uid-1"}}
+    new = copy.deepcopy(old)
+    new["spec"]["parallelism"] = 2
+    assert fields("Job", new, old) == []
+    assert fields("Job", new) == [
+        ("FieldValueRequired", "spec.template.metadata.labels[batch.kubernetes.io/controller-uid]"),
+        ("FieldValueRequired", "spec.template.metadata.labels[batch.kubernetes.io/job-name]"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("selector", "expected"),
     [
         ({"matchLabels": {"app": "web"}}, []),
+        ({}, []),  # upstream's Job takes an empty manual selector (it selects every pod)
         ({"matchLabels": {"app": "db"}}, [("FieldValueInvalid", "spec.template.metadata.labels")]),
         (None, [("FieldValueRequired", "spec.selector")]),
     ],
@@ -700,7 +743,12 @@ def test_job_spec_rules(spec: Obj, expected: list[tuple[str, str]]) -> None:
         (
             False,
             lambda s: s.update(selector={"matchLabels": {"x": "y"}}),
-            [("FieldValueInvalid", "spec.selector")],
+            # not auto-generated, no longer selecting the template, immutable: upstream's three
+            [
+                ("FieldValueInvalid", "spec.selector"),
+                ("FieldValueInvalid", "spec.template.metadata.labels"),
+                ("FieldValueInvalid", "spec.selector"),
+            ],
         ),
         (False, lambda s: s.update(completionMode="Indexed"), [("FieldValueInvalid", "spec.completionMode")]),
         (
@@ -991,3 +1039,80 @@ ALL = ["All"]
 )
 def test_request_options(causes: list[Cause], expected: list[tuple[str, str]]) -> None:
     assert [(c["field"], c["message"]) for c in causes] == expected
+
+
+@pytest.mark.parametrize(
+    ("template_spec", "expected"),
+    [
+        (
+            {"selector": {"matchLabels": {"app": "web"}}},
+            [
+                (
+                    "FieldValueInvalid",
+                    "spec.jobTemplate.spec.selector",
+                    'Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"web"}, '
+                    "MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: `selector` will be auto-generated",
+                )
+            ],
+        ),
+        (
+            {"manualSelector": True},
+            [
+                (
+                    "FieldValueNotSupported",
+                    "spec.jobTemplate.spec.manualSelector",
+                    'Unsupported value: true: supported values: "nil", "false"',
+                )
+            ],
+        ),
+        ({"manualSelector": False}, []),
+    ],
+)
+def test_cron_job_template_may_not_choose_its_selector(
+    template_spec: Obj, expected: list[tuple[str, str, str]]
+) -> None:
+    cj = make("CronJob", mutate=lambda o: o["spec"]["jobTemplate"]["spec"].update(template_spec))
+    assert check("CronJob", cj) == expected
+
+
+TZ_ONLY = "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+TZ_BOTH = "cannot use both timeZone field and TZ or CRON_TZ in schedule"
+
+
+@pytest.mark.parametrize(
+    ("old_schedule", "schedule", "zone", "message"),
+    [
+        (None, "TZ=UTC 0 * * * *", "Europe/Rome", TZ_ONLY),  # create: never, zone or not
+        (None, "TZ=UTC 0 * * * *", None, TZ_ONLY),
+        ("0 * * * *", "TZ=UTC 0 * * * *", None, TZ_ONLY),  # an update may not add one
+        ("TZ=UTC 0 * * * *", "TZ=UTC 5 * * * *", None, None),  # ... but may keep one
+        ("TZ=UTC 0 * * * *", "TZ=UTC 0 * * * *", "Europe/Rome", TZ_BOTH),
+    ],
+)
+def test_cron_job_tz_in_schedule(
+    old_schedule: str | None, schedule: str, zone: str | None, message: str | None
+) -> None:
+    def mutate(o: Obj) -> None:
+        o["spec"]["schedule"] = schedule
+        if zone is not None:
+            o["spec"]["timeZone"] = zone
+
+    new = make("CronJob", mutate=mutate)
+    old = None
+    if old_schedule is not None:
+        old = make("CronJob", mutate=lambda o: o["spec"].update(schedule=old_schedule))
+    got = [m for _, f, m in check("CronJob", new, old) if f == "spec.schedule"]
+    assert got == ([f'Invalid value: "{schedule}": {message}'] if message else [])
+
+
+def test_cron_job_update_keeps_an_old_zone_and_long_name() -> None:
+    # Neither is re-checked on update (upstream: an unchanged timeZone, the 52-character limit).
+    name = "c" * 60
+    old = make("CronJob", name, lambda o: o["spec"].update(timeZone="Local"))
+    new = copy.deepcopy(old)
+    new["spec"]["suspend"] = True
+    assert check("CronJob", new, old) == []
+    assert fields("CronJob", old) == [
+        ("FieldValueInvalid", "spec.timeZone"),
+        ("FieldValueInvalid", "metadata.name"),
+    ]

@@ -45,11 +45,12 @@ from .fielderrors import (
     validate_nonnegative,
     validate_one_of,
 )
-from .metav1 import validate_label_selector, validate_labels, validate_selector_matches_template
+from .metav1 import validate_labels, validate_selector_matches_template
 
 _JOB_RESTART_POLICIES = ("OnFailure", "Never")
 _JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 _JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+_PREFIXED_LABELS = (_JOB_UID_LABELS[0], _JOB_NAME_LABELS[0])
 # While a Job is suspended and has never started, these template fields may be edited.
 _JOB_SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
 # Upstream's caps (pkg/apis/batch/validation): they bound the length of completedIndexes and
@@ -171,10 +172,6 @@ def _job_spec(c: Causes, spec: Obj, path: str) -> None:
         c.not_supported(restart_path, restart, _JOB_RESTART_POLICIES)
     elif spec.get("podFailurePolicy") is not None and restart != "Never":
         c.invalid(restart_path, restart, 'only "Never" is supported when podFailurePolicy is specified')
-    if spec.get("manualSelector") is True:
-        validate_selector_matches_template(c, spec, path, "job")
-    elif isinstance(spec.get("selector"), dict):
-        validate_label_selector(c, spec["selector"], f"{path}.selector")
 
 
 def _indexed_limits(c: Causes, spec: Obj, path: str) -> None:
@@ -392,8 +389,11 @@ def _failed_overlapping_completed(completed: str, failed: str, completions: int)
     return ""
 
 
-def _generated_selector(c: Causes, obj: Obj) -> None:
-    """On create, a Job without a manual selector must carry the labels the server generated."""
+def _generated_selector(c: Causes, obj: Obj, prefixed: bool) -> None:
+    """A Job without a manual selector carries the labels the server generated, on create
+    and on every update (upstream validateGeneratedSelector): a template that lost them
+    would make pods its selector never finds. `prefixed`: the batch.kubernetes.io/ labels
+    are required too (always on create; on update only if the old template had both)."""
     spec, meta = as_dict(obj.get("spec")), as_dict(obj.get("metadata"))
     if spec.get("manualSelector") is True or spec.get("selector") is None:
         return
@@ -401,13 +401,16 @@ def _generated_selector(c: Causes, obj: Obj) -> None:
     if not uid:
         c.required("metadata.uid", "")
     labels = as_dict(as_dict(as_dict(spec.get("template")).get("metadata")).get("labels"))
-    expected = {**dict.fromkeys(_JOB_UID_LABELS, uid), **dict.fromkeys(_JOB_NAME_LABELS, name)}
-    for key in (*_JOB_UID_LABELS, *_JOB_NAME_LABELS):
+    (prefixed_uid, legacy_uid), (prefixed_name, legacy_name) = _JOB_UID_LABELS, _JOB_NAME_LABELS
+    expected = {legacy_uid: uid, legacy_name: name}
+    if prefixed:
+        expected |= {prefixed_uid: uid, prefixed_name: name}
+    for key, value in expected.items():
         at = f"spec.template.metadata.labels[{key}]"
         if key not in labels:
-            c.required(at, expected[key])
-        elif labels[key] != expected[key]:
-            c.invalid(at, go_string_map(labels), f"must be '{expected[key]}'")
+            c.required(at, f"must be '{value}'")
+        elif labels[key] != value:
+            c.invalid(at, go_string_map(labels), f"must be '{value}'")
     selector = spec["selector"]
     try:
         matches = label_selector_from_dict(as_dict(selector)).matches(expected)
@@ -419,7 +422,13 @@ def _generated_selector(c: Causes, obj: Obj) -> None:
 
 def validate_job(c: Causes, obj: Obj, old: Obj | None) -> None:
     spec = as_dict(obj.get("spec"))
+    old_spec = as_dict(as_dict(old).get("spec"))
+    # Updates of Jobs made before the prefixed labels existed need not gain them.
+    old_labels = as_dict(as_dict(as_dict(old_spec.get("template")).get("metadata")).get("labels"))
+    _generated_selector(c, obj, old is None or all(key in old_labels for key in _PREFIXED_LABELS))
     _job_spec(c, spec, "spec")
+    # Manual or generated, the selector must select the Job's own pods (an empty one selects all).
+    validate_selector_matches_template(c, spec, "spec", "job", allow_empty=True)
     completions = spec.get("completions")
     if spec.get("completionMode") == "Indexed" and is_int(completions) and completions > 0:
         # The controller names each pod's hostname "<job>-<index>": the last must be a DNS label.
@@ -430,9 +439,7 @@ def validate_job(c: Causes, obj: Obj, old: Obj | None) -> None:
                 "metadata.name", name, f"will not able to create pod with invalid DNS label: {hostname}"
             )
     if old is None:
-        _generated_selector(c, obj)
         return
-    old_spec = as_dict(old.get("spec"))
     if spec.get("completionMode") == "Indexed" and completions is not None:
         # Elastic Indexed Jobs: completions may change, but only together with parallelism.
         if semantic(completions) != semantic(old_spec.get("completions")) and completions != spec.get(
@@ -697,31 +704,56 @@ def _time_zone(c: Causes, zone: object) -> None:
         c.invalid("spec.timeZone", zone, str(exc))
 
 
+def _cron_schedule(c: Causes, schedule: str, time_zone: object, old_schedule: str | None) -> None:
+    """spec.schedule (upstream validateScheduleFormat). A TZ or CRON_TZ prefix is refused on
+    create; an update may keep one the old schedule had, unless timeZone is set too."""
+    if err := cron_schedule_error(schedule):
+        c.invalid("spec.schedule", schedule, err)
+    if "TZ" not in schedule:
+        return
+    if old_schedule is None or "TZ" not in old_schedule:
+        c.invalid(
+            "spec.schedule", schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+        )
+    elif time_zone is not None:
+        c.invalid("spec.schedule", schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule")
+
+
 def validate_cron_job(c: Causes, obj: Obj, old: Obj | None) -> None:
-    name = str(as_dict(obj.get("metadata")).get("name") or "")
-    # The controller appends an 11-character suffix and job names end up as 63-character labels.
-    if len(name) > 52:
-        c.invalid("metadata.name", name, "must be no more than 52 characters")
+    """Upstream ValidateCronJobCreate / ValidateCronJobUpdate, in their order."""
     spec = as_dict(obj.get("spec"))
+    old_spec = as_dict(old.get("spec")) if old is not None else None
     schedule = spec.get("schedule")
     if not schedule:
         c.required("spec.schedule", "")
     else:
-        if err := cron_schedule_error(str(schedule)):
-            c.invalid("spec.schedule", schedule, err)
-        if "TZ" in str(schedule):
-            detail = (
-                "cannot use both timeZone field and TZ or CRON_TZ in schedule"
-                if spec.get("timeZone")
-                else "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
-            )
-            c.invalid("spec.schedule", schedule, detail)
-    _time_zone(c, spec.get("timeZone"))
+        old_schedule = str(old_spec.get("schedule") or "") if old_spec is not None else None
+        _cron_schedule(c, str(schedule), spec.get("timeZone"), old_schedule)
+    validate_nonnegative(c, spec, "startingDeadlineSeconds", "spec")
+    # An update re-checks the zone only when it changes: one the tz database later dropped
+    # does not make the CronJob unchangeable.
+    if old_spec is None or old_spec.get("timeZone") != spec.get("timeZone"):
+        _time_zone(c, spec.get("timeZone"))
     validate_one_of(c, spec, "concurrencyPolicy", "spec", ("Allow", "Forbid", "Replace"))
-    for key in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
-        validate_nonnegative(c, spec, key, "spec")
     job_template = as_dict(spec.get("jobTemplate"))
     validate_labels(
         c, as_dict(job_template.get("metadata")).get("labels"), "spec.jobTemplate.metadata.labels"
     )
-    _job_spec(c, as_dict(job_template.get("spec")), "spec.jobTemplate.spec")
+    template_spec = as_dict(job_template.get("spec"))
+    _job_spec(c, template_spec, "spec.jobTemplate.spec")
+    # The controller makes each Job's selector: the template may not bring its own.
+    if template_spec.get("selector") is not None:
+        c.invalid(
+            "spec.jobTemplate.spec.selector",
+            go_label_selector(as_dict(template_spec["selector"])),
+            "`selector` will be auto-generated",
+        )
+    if template_spec.get("manualSelector") is True:
+        c.not_supported("spec.jobTemplate.spec.manualSelector", True, ("nil", "false"))
+    for key in ("successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        validate_nonnegative(c, spec, key, "spec")
+    name = str(as_dict(obj.get("metadata")).get("name") or "")
+    # The controller appends an 11-character suffix and job names end up as 63-character labels;
+    # an update may keep an older, longer name.
+    if old is None and len(name) > 52:
+        c.invalid("metadata.name", name, "must be no more than 52 characters")

@@ -220,9 +220,10 @@ def validate_label_selector(c: Causes, sel: Obj, path: str) -> None:
 
 
 def validate_selector_matches_template(
-    c: Causes, spec: Obj, base: str, what: str, *, required: bool = True
+    c: Causes, spec: Obj, base: str, what: str, *, required: bool = True, allow_empty: bool = False
 ) -> None:
-    """A workload's selector: present, valid, non-empty and selecting its own pod template."""
+    """A workload's selector: present, valid, non-empty (unless `allow_empty`: a Job's) and
+    selecting its own pod template."""
     sel = spec.get("selector")
     if sel is None:
         if required:
@@ -233,7 +234,7 @@ def validate_selector_matches_template(
         return
     before = len(c)
     validate_label_selector(c, sel, f"{base}.selector")
-    if not sel.get("matchLabels") and not sel.get("matchExpressions"):
+    if not allow_empty and not sel.get("matchLabels") and not sel.get("matchExpressions"):
         c.invalid(f"{base}.selector", go_label_selector(sel), f"empty selector is invalid for {what}")
     elif len(c) == before:
         labels = as_dict(as_dict(spec.get("template")).get("metadata")).get("labels")

@@ -4,9 +4,10 @@ Upstream pkg/controller/cronjob/cronjob_controllerv2.go (v1.32) on our runtime
 (docs/runtime.md); the schedule arithmetic and views are in `utils.py`, the cron grammar in
 `kcm_shared.apis.cron`. Event handlers only map changes to CronJob keys:
 
-- CronJob added, updated or deleted: its key. Upstream requeues a CronJob whose schedule
-  changed after the new schedule's next time; here it is synced at once, and that sync
-  computes the same delay.
+- CronJob added, updated or deleted: its key, at once, except after a change of schedule or
+  time zone: then after the new schedule's next time (upstream's updateCronJob), so a time
+  of the new schedule that has just passed starts no Job; a schedule that does not parse is
+  not enqueued (an `UnParseableCronJobSchedule` Event says why).
 - Job added, updated or deleted: the CronJob its controllerRef names (the old and the new
   one when that ref changed), so a finished Job is counted and old ones cleaned up at once.
 
@@ -75,6 +76,7 @@ class CronJobController:
         cronjobs: cache.Cache[utils.CronJobView],
         jobs: cache.Cache[utils.JobView],
         enqueue: Callable[[str], None],
+        enqueue_after: Callable[[str, float], None],
         recorder: events.EventRecorder,
         *,
         now: Callable[[], dt.datetime] = _utcnow,
@@ -83,6 +85,7 @@ class CronJobController:
         self.cronjobs = cronjobs
         self.jobs = jobs
         self.enqueue = enqueue
+        self.enqueue_after = enqueue_after
         self.recorder = recorder
         self.now = now
         self.own_writes: ownwrites.OwnWrites[utils.CronJobView] = ownwrites.OwnWrites()
@@ -91,9 +94,7 @@ class CronJobController:
 
     def register(self) -> None:
         self.cronjobs.add_handler(
-            on_add=self._enqueue_cronjob,
-            on_update=lambda _old, new: self._enqueue_cronjob(new),
-            on_delete=self._enqueue_cronjob,
+            on_add=self._enqueue_cronjob, on_update=self.update_cronjob, on_delete=self._enqueue_cronjob
         )
         self.jobs.add_handler(on_add=self.add_job, on_update=self.update_job, on_delete=self.delete_job)
 
@@ -101,6 +102,24 @@ class CronJobController:
 
     def _enqueue_cronjob(self, cj: utils.CronJobView) -> None:
         self.enqueue(codec.key_of(cj))
+
+    def update_cronjob(self, old: utils.CronJobView, cur: utils.CronJobView) -> None:
+        if old.spec.schedule == cur.spec.schedule and old.spec.time_zone == cur.spec.time_zone:
+            self._enqueue_cronjob(cur)
+            return
+        try:
+            schedule = cron.parse_standard(utils.format_schedule(cur), self.local_zone)
+        except cron.ParseError:
+            self.recorder.event(
+                cur,
+                events.WARNING,
+                "UnParseableCronJobSchedule",
+                f"unparseable schedule for cronjob: {cur.spec.schedule}",
+            )
+            return
+        delay = utils.next_schedule_delay(cur, self.now(), schedule)
+        # A schedule with no next time at all: the sync says so at once.
+        self.enqueue_after(codec.key_of(cur), 0.0 if delay is None else delay)
 
     def _enqueue_owner(self, job: utils.JobView, ref: codec.OwnerReference | None) -> None:
         cj = controllerref.resolve(self.cronjobs.get, job.metadata.namespace, ref, KIND)
@@ -429,8 +448,16 @@ def cj_with(cj: utils.CronJobView, status: utils.Status) -> utils.CronJobView:
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:
-    cjc = CronJobController(ctx.client, ctx.caches[CRONJOBS], ctx.caches[JOBS], ctx.enqueue, ctx.recorder)
+    cjc = CronJobController(
+        ctx.client,
+        ctx.caches[CRONJOBS],
+        ctx.caches[JOBS],
+        ctx.enqueue,
+        ctx.enqueue_after,
+        ctx.recorder,
+    )
     cjc.register()
+    ctx.on_partitions_lost(cjc.own_writes.retain)
     return cjc.sync
 
 

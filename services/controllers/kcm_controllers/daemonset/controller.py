@@ -691,6 +691,8 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.recorder,
     )
     dsc.register()
+    ctx.on_partitions_lost(dsc.expectations.retain)
+    ctx.on_partitions_lost(dsc.own_writes.retain)
     return dsc.sync
 
 

@@ -363,7 +363,7 @@ class DeploymentSync:
             elif podcontrol.has_status_cause(exc, podcontrol.NAMESPACE_TERMINATING_CAUSE):
                 raise  # every create fails until the namespace is gone: nothing to report
             else:
-                msg = f'Failed to create new replica set "{name}": {exc}'
+                msg = f'Failed to create new replica set "{name}": {podcontrol.error_message(exc)}'
                 if util.has_progress_deadline(d):
                     cond = util.new_condition(util.PROGRESSING, "False", util.FAILED_RS_CREATE, msg, now)
                     util.set_condition(d.status, cond)
@@ -538,12 +538,21 @@ class DeploymentSync:
         # Unavailable old pods go first: removing them costs no availability.
         scaled = False
         current = {rs.metadata.uid: rs for rs in old}
-        for rs, size in util.unhealthy_cleanup(old, limit):
-            changed, current[rs.metadata.uid] = await self._scale_and_record(rs, size, d)
-            scaled = scaled or changed
-        old = list(current.values())
-        for rs, size in util.old_scale_down(d, [*old, new_rs], old):
-            scaled = (await self._scale_and_record(rs, size, d))[0] or scaled
+        try:
+            for rs, size in util.unhealthy_cleanup(old, limit):
+                changed, current[rs.metadata.uid] = await self._scale_and_record(rs, size, d)
+                scaled = scaled or changed
+            old = list(current.values())
+            for rs, size in util.old_scale_down(d, [*old, new_rs], old):
+                scaled = (await self._scale_and_record(rs, size, d))[0] or scaled
+        except kubeclient.REQUEST_ERRORS as exc:
+            # Upstream reports a failed scale-down as none and goes on to the status: the
+            # rollout is not held up, and the replica set's next event tries again.
+            log.info(
+                "scaling down old replica sets failed",
+                extra={"deployment": codec.key_of(d), "error": podcontrol.error_message(exc)},
+            )
+            return False
         return scaled
 
     async def _rollout_recreate(
@@ -585,6 +594,7 @@ class DeploymentSync:
 def build(ctx: runtime.Context) -> runtime.Reconcile:
     sync = DeploymentSync(ctx)
     sync.register()
+    ctx.on_partitions_lost(sync.own_writes.retain)
     return sync.reconcile
 
 

@@ -390,6 +390,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     )
     dc.register()
     ctx.keys = dc.keys
+    ctx.on_partitions_lost(dc.own_writes.retain)
     return dc.reconcile
 
 

@@ -321,6 +321,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     )
     ec.register()
     ctx.keys = ec.keys
+    ctx.on_partitions_lost(ec.own_writes.retain)
     return ec.sync
 
 

@@ -170,6 +170,9 @@ class EndpointSliceController:
     async def reconcile(self, key: str) -> runtime.Result | None:
         try:
             await self.sync_service(key)
+        except StaleInformerCache:
+            SYNCS.labels("stale").inc()
+            raise
         except Exception:
             SYNCS.labels("error").inc()
             raise

@@ -46,16 +46,17 @@ TOPOLOGY_MODE = "service.kubernetes.io/topology-mode"
 TOPOLOGY_AWARE_HINTS = "service.kubernetes.io/topology-aware-hints"
 
 _SUBSYSTEM = "endpoint_slice_controller"
+_PER_SYNC_BUCKETS = [2.0**i for i in range(1, 16)]  # upstream's ExponentialBuckets(2, 2, 15)
 CHANGES = prometheus_client.Counter(f"{_SUBSYSTEM}_changes", "Number of EndpointSlice changes", ["operation"])
 ADDED_PER_SYNC = prometheus_client.Histogram(
     f"{_SUBSYSTEM}_endpoints_added_per_sync",
     "Number of endpoints added on each Service sync",
-    buckets=[2.0**i for i in range(15)],
+    buckets=_PER_SYNC_BUCKETS,
 )
 REMOVED_PER_SYNC = prometheus_client.Histogram(
     f"{_SUBSYSTEM}_endpoints_removed_per_sync",
     "Number of endpoints removed on each Service sync",
-    buckets=[2.0**i for i in range(15)],
+    buckets=_PER_SYNC_BUCKETS,
 )
 
 
@@ -274,21 +275,23 @@ def _hints(
         topology.forget(key, address_type)
     prefer_close = svc.spec.traffic_distribution == PREFER_CLOSE
     for slice_ in unchanged:
-        if _needs_hints_update(slice_, prefer_close):
+        if any(_hinted(ep, prefer_close) != ep for ep in slice_.endpoints or ()):
             plan.update.append(_with(slice_, list(slice_.endpoints or ()), dict(slice_.metadata.labels)))
     for slice_ in plan.create + plan.update:
-        slice_.endpoints = [
-            msgspec.structs.replace(ep, hints=_zone_hint(ep) if prefer_close else None)
-            for ep in slice_.endpoints or ()
-        ]
+        slice_.endpoints = [_hinted(ep, prefer_close) for ep in slice_.endpoints or ()]
 
 
-def _zone_hint(ep: views.Endpoint) -> views.EndpointHints | None:
-    return views.EndpointHints(for_zones=[views.ForZone(name=ep.zone)]) if ep.zone else None
-
-
-def _needs_hints_update(slice_: views.EndpointSlice, prefer_close: bool) -> bool:
-    return any(ep.hints != (_zone_hint(ep) if prefer_close else None) for ep in slice_.endpoints or ())
+def _hinted(ep: views.Endpoint, prefer_close: bool) -> views.Endpoint:
+    """upstream trafficdist's heuristics: PreferClose hints each ready endpoint at its own zone
+    ("" without one) and leaves a not-ready one as it is (clients skip it anyway); without
+    PreferClose no endpoint has hints."""
+    if not prefer_close:
+        return ep if ep.hints is None else msgspec.structs.replace(ep, hints=None)
+    if ep.conditions.ready is not True:
+        return ep
+    return msgspec.structs.replace(
+        ep, hints=views.EndpointHints(for_zones=[views.ForZone(name=ep.zone or "")])
+    )
 
 
 def plan(

@@ -52,6 +52,7 @@ class Event:
 class Allocation:
     minimum: int
     maximum: int
+    desired: float  # the zone's CPU share of the endpoints, at least its minimum
 
 
 def with_address_type(message: str, address_type: str) -> str:
@@ -120,9 +121,12 @@ class TopologyCache:
         if len(ratios) > endpoints:
             return None, f"{INSUFFICIENT_NUMBER_OF_ENDPOINTS} ({endpoints} endpoints, {len(ratios)} zones)"
         minimums: dict[str, int] = {}
+        desired: dict[str, float] = {}
         remaining = endpoints
         for zone, ratio in ratios.items():
-            minimums[zone] = math.ceil(ratio * endpoints / (1 + OVERLOAD_THRESHOLD))
+            share = ratio * endpoints
+            minimums[zone] = math.ceil(share / (1 + OVERLOAD_THRESHOLD))
+            desired[zone] = max(share, minimums[zone])
             remaining -= minimums[zone]
             if remaining < 0:
                 return (
@@ -130,7 +134,7 @@ class TopologyCache:
                     f"{MIN_ALLOCATION_EXCEEDS_OVERLOAD_THRESHOLD} ({endpoints} endpoints, {len(ratios)} zones)",
                 )
         spare = endpoints - sum(minimums.values())
-        return {zone: Allocation(m, m + spare) for zone, m in minimums.items()}, ""
+        return {zone: Allocation(m, m + spare, desired[zone]) for zone, m in minimums.items()}, ""
 
     def add_hints(
         self,
@@ -222,15 +226,39 @@ def _hints_by_zone(
 def _giving_and_receiving(
     allocations: dict[str, Allocation], allocated: dict[str, int]
 ) -> tuple[dict[str, int], dict[str, int]]:
-    giving: dict[str, int] = {}
-    receiving: dict[str, int] = {}
+    """upstream getGivingAndReceivingZones: how many endpoints each zone gives or receives to
+    come near its desired share (not merely inside its minimum and maximum). Whole endpoints
+    move from the zone with the most to give to the zone with the most to receive while both
+    have at least half an endpoint and one of them a whole one; ties go to the first zone by
+    name (upstream's map order is random)."""
+    to_give: dict[str, float] = {}
+    to_receive: dict[str, float] = {}
     for zone, allocation in sorted(allocations.items()):
         have = allocated.get(zone, 0)
-        if have < allocation.minimum:
-            receiving[zone] = allocation.minimum - have
-        elif have > allocation.maximum:
-            giving[zone] = have - allocation.maximum
-    return giving, receiving
+        if have > allocation.desired:
+            to_give[zone] = have - allocation.desired
+        elif have < allocation.desired:
+            to_receive[zone] = allocation.desired - have
+    giving: dict[str, int] = {}
+    receiving: dict[str, int] = {}
+    while True:
+        giver, give = _most(to_give)
+        receiver, receive = _most(to_receive)
+        if not giver or not receiver or (give < 1.0 and receive < 1.0) or give < 0.5 or receive < 0.5:
+            return giving, receiving
+        giving[giver] = giving.get(giver, 0) + 1
+        to_give[giver] -= 1
+        receiving[receiver] = receiving.get(receiver, 0) + 1
+        to_receive[receiver] -= 1
+
+
+def _most(zones: dict[str, float]) -> tuple[str, float]:
+    """The zone with the largest positive number, and the number ("", 0.0 when none)."""
+    best, most = "", 0.0
+    for zone, n in zones.items():
+        if n > most:
+            best, most = zone, n
+    return best, most
 
 
 def _redistribute(

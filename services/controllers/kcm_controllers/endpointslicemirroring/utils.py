@@ -159,10 +159,21 @@ def endpoint_hash(endpoint: Obj) -> tuple[tuple[str, ...], str, str, str]:
 
 
 def endpoints_equal_beyond_hash(a: Obj, b: Obj) -> bool:
-    """upstream EndpointsEqualBeyondHash: conditions, nodeName, zone, hints and targetRef."""
-    return all(
-        a.get(field) == b.get(field) for field in ("conditions", "nodeName", "zone", "hints", "targetRef")
+    """upstream EndpointsEqualBeyondHash: nodeName, zone, the three conditions and targetRef
+    but its resourceVersion. Hints are not compared (mirrored slices carry none of their own),
+    nor is a targetRef's resourceVersion, which moves with every change of the pod: a slice
+    is not rewritten for either."""
+    conditions_a, conditions_b = a.get("conditions") or {}, b.get("conditions") or {}
+    return (
+        a.get("nodeName") == b.get("nodeName")
+        and a.get("zone") == b.get("zone")
+        and all(conditions_a.get(c) == conditions_b.get(c) for c in ("ready", "serving", "terminating"))
+        and _without_version(a.get("targetRef")) == _without_version(b.get("targetRef"))
     )
+
+
+def _without_version(ref: Obj | None) -> Obj | None:
+    return None if ref is None else {k: v for k, v in ref.items() if k != "resourceVersion"}
 
 
 def endpoint_slice_prefix(name: str) -> str:

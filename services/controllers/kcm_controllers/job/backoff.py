@@ -15,7 +15,7 @@ upstream's is.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kcm_controllers.job import indexing, podview
@@ -46,6 +46,10 @@ class Store:
 
     def remove(self, key: str) -> None:
         self._records.pop(key, None)
+
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        """Forget the records of every key `keep` refuses (its partition moved away)."""
+        self._records = {key: record for key, record in self._records.items() if keep(key)}
 
 
 def _terminated_at(status: podview.ContainerStatus) -> dt.datetime | None:

@@ -82,6 +82,11 @@ ORPHANS_INDEX = "job-orphans"  # pods cache index: the namespace of each pod wit
 # (bench/job_pods.py: 121 status writes for 2,000 pods instead of 639, ratio 0.74-0.77 instead
 # of 0.62-0.71) and refills the parallelism ten times sooner.
 SYNC_JOB_BATCH_PERIOD = 0.1
+# A sync that waits out a pod-failure backoff comes back no sooner than this (upstream's
+# enqueueSyncJobWithDelay floors the delay at its batch period, 1 s): a backoff about to end
+# is not polled in a burst of syncs. Upstream's 1 s stays here although our batch period is
+# shorter: it is a floor on retries of pods that already failed, not on pod events.
+BACKOFF_REQUEUE_FLOOR = 1.0
 MAX_UNCOUNTED_PODS = 500  # UIDs in uncountedTerminatedPods at once (keeps status ~20 KB)
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
 # Finalizer patches of one sync in flight at once: half the API client's requests
@@ -144,6 +149,9 @@ class _Counting:
     needs_flush: bool
     reached_max: bool
     now: dt.datetime
+    # Failed pods per podFailurePolicy action, counted once the status that records them is
+    # written (upstream's recordJobPodFailurePolicyActions): a failed write counts nothing.
+    by_action: dict[str, int] = field(default_factory=dict)
     remove_error: Exception | None = None
 
 
@@ -175,6 +183,11 @@ class JobController:
         self.backoff = backoff.Store()
         self.own_writes: ownwrites.OwnWrites[JobView] = ownwrites.OwnWrites()
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
+
+    def forget_unowned(self, owned: Callable[[str], bool]) -> None:
+        """Drop what is kept for Jobs whose partition moved to another replica."""
+        for memory in (self.expectations, self.finalizer_expectations, self.backoff, self.own_writes):
+            memory.retain(owned)
 
     def register(self) -> None:
         self.pods.add_index(ORPHANS_INDEX, _orphan_namespace)
@@ -724,7 +737,7 @@ class JobController:
         if not jobview.has_backoff_limit_per_index(job):
             wait = backoff.remaining(c.new_backoff, now)
             if wait > 0:
-                c.requeue(wait)
+                c.requeue(max(wait, BACKOFF_REQUEUE_FLOOR))
                 return active, None
         diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)
         indexes: list[int] = []
@@ -733,7 +746,7 @@ class JobController:
             if jobview.has_backoff_limit_per_index(job):
                 indexes, wait = self._creatable_indexes(indexes, c.delayed_per_index, now)
                 if wait > 0:
-                    c.requeue(wait)
+                    c.requeue(max(wait, BACKOFF_REQUEUE_FLOOR))
                     return active, None
             diff = len(indexes)
         if diff == 0:
@@ -951,8 +964,6 @@ class JobController:
                 # below bring it back for the rest.
                 reached_max = True
                 break
-        for action, n in by_action.items():
-            metrics.POD_FAILURES_HANDLED.labels(action).inc(n)
         if indexed:
             c.succeeded_indexes = c.succeeded_indexes.with_indexes(sorted(new_indexes))
             text = str(c.succeeded_indexes)
@@ -981,7 +992,9 @@ class JobController:
                 jobview.COMPLETE, "True", c.finished.reason, c.finished.message, now
             )
 
-        return _Counting(counts, uncounted, with_finalizer, to_remove, needs_flush, reached_max, now)
+        return _Counting(
+            counts, uncounted, with_finalizer, to_remove, needs_flush, reached_max, now, by_action
+        )
 
     async def _uncount(self, key: str, c: _Sync, t: _Counting) -> None:
         """1. The new uncounted UIDs (and interim conditions) are stored before any finalizer
@@ -990,6 +1003,8 @@ class JobController:
             await self.write_status(key, c, t.counts, t.uncounted)
             self.backoff.update(key, c.new_backoff)
             t.needs_flush = False
+        for action, n in t.by_action.items():
+            metrics.POD_FAILURES_HANDLED.labels(action).inc(n)
         if t.to_remove:
             done, t.remove_error = await self.remove_finalizers(key, t.to_remove)
             t.with_finalizer -= done
@@ -1118,6 +1133,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     )
     jc.register()
     ctx.keys = jc.keys
+    ctx.on_partitions_lost(jc.forget_unowned)
     return jc.sync
 
 
@@ -1128,5 +1144,9 @@ SPEC = runtime.Spec(
     views={JOBS: JobView, PODS: podview.JobPodView},
     build=build,
     workers=5,
+    # Upstream's DefaultJobApiBackOff and MaxJobApiBackOff, for both of its queues: a Job
+    # refused by a quota is back within a minute of the quota being raised.
+    retry_backoff=(1.0, 60.0),
+    retry_bucket=False,
     package=__package__,
 )

@@ -16,7 +16,7 @@ cache that lags behind does not count those pods again. Used by `job_controller.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kcm_shared.apimachinery import codec
@@ -83,3 +83,7 @@ class FinalizerExpectations:
 
     def delete(self, key: str) -> None:
         self._uids.pop(key, None)
+
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        """Forget the Jobs `keep` refuses (their partition moved away)."""
+        self._uids = {key: uids for key, uids in self._uids.items() if keep(key)}

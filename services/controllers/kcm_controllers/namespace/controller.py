@@ -128,5 +128,8 @@ SPEC = runtime.Spec(
     # Upstream multiplies the namespace controller's client qps by 20 and burst by 100: it
     # makes a discovery round and two requests per resource for every namespace it empties.
     client_rate_scale=(20.0, 100.0),
+    # Upstream's nsControllerRateLimiter: a namespace stuck on an error is retried at least
+    # every minute.
+    retry_backoff=(0.005, 60.0),
     package=__package__,
 )

@@ -21,8 +21,8 @@ Upstream pkg/controller/namespace/deletion/namespaced_resources_deleter.go, on o
 7. `PUT namespaces/<name>/finalize` without the `kubernetes` finalizer; the API server
    removes the namespace once no finalizer is left.
 
-Writes of steps 2 and 7 re-read the namespace and try again on 409 Conflict, and stop when
-its uid changed. Called by `kcm_controllers.namespace.controller`.
+Writes of steps 2 and 7 re-read the namespace and try again on 409 Conflict, for as long as
+it conflicts, and stop when its uid changed. Called by `kcm_controllers.namespace.controller`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import msgspec
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.client import discovery, kubeclient
@@ -156,23 +155,21 @@ class Deleter:
         await self._retry_on_conflict(namespace, self._finalize)
 
     async def _retry_on_conflict(self, namespace: Obj, write: Callable[[Obj], Awaitable[Obj]]) -> Obj | None:
-        """`write(namespace)`, re-read and tried again while it conflicts; None once it is gone."""
+        """`write(namespace)`, re-read and tried again for as long as it conflicts, as upstream's
+        retryOnConflictError (no limit: a namespace others keep updating is still finalized);
+        None once it is gone."""
         latest = namespace
-
-        async def attempt() -> Obj:
-            nonlocal latest
-            try:
-                return await write(latest)
-            except kubeclient.ApiError as exc:
-                if exc.conflict:
-                    fresh = await self.client.get(self._ns_path(latest["metadata"]["name"]))
-                    if fresh["metadata"].get("uid") != latest["metadata"].get("uid"):
-                        raise DeletionError("namespace uid has changed across retries") from exc
-                    latest = fresh
-                raise
-
         try:
-            return await kubeclient.retry_on_conflict(attempt)
+            while True:
+                try:
+                    return await write(latest)
+                except kubeclient.ApiError as exc:
+                    if not exc.conflict:
+                        raise
+                fresh = await self.client.get(self._ns_path(latest["metadata"]["name"]))
+                if fresh["metadata"].get("uid") != latest["metadata"].get("uid"):
+                    raise DeletionError("namespace uid has changed across retries")
+                latest = fresh
         except kubeclient.ApiError as exc:
             if exc.not_found:
                 return None
@@ -204,7 +201,7 @@ class Deleter:
         apis: list[discovery.ApiResource] = []
         try:
             mapper = await self.discover(self.client)
-        except (kubeclient.ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except kubeclient.REQUEST_ERRORS as exc:
             # Not fatal upstream either: what could be discovered is still deleted.
             errors.append(discovery.error_text(exc))
             found.append(conditions.discovery_failure(errors[-1]))
@@ -287,7 +284,7 @@ class Deleter:
             if not await self._delete_collection(api, path):
                 await self._delete_each(api, path)
             items = await self._list(api, path)
-        except (kubeclient.ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except kubeclient.REQUEST_ERRORS as exc:
             outcome.error = discovery.error_text(exc)
             return outcome
         if items is None:

@@ -2,8 +2,8 @@
 
 Upstream pkg/controller/podautoscaler/horizontal.go (v1.32, autoscaling/v2) on our runtime;
 the replica arithmetic is `replica_calculator.py`, behavior (stabilization windows, policies)
-is `behavior.py`. Each HPA key is synced when the HPA is added or its spec changes, and then
-every --horizontal-pod-autoscaler-sync-period through the durable work queue
+is `behavior.py`. Each HPA key is synced one --horizontal-pod-autoscaler-sync-period after the
+HPA is added or its spec changes, and then every period through the durable work queue
 (`runtime.Result(requeue_after=...)`), failures included, as upstream's fixed-interval queue.
 
 One sync (`HorizontalController.sync`, upstream reconcileAutoscaler): read the HPA, resolve
@@ -13,8 +13,9 @@ metrics.k8s.io PodMetrics over the pods the scale's selector matches; Pods/Objec
 ask custom.metrics.k8s.io / external.metrics.k8s.io, which nothing serves here, so they
 fail as upstream's do on such a cluster), take the largest, stabilize and rate-limit it
 with behavior, write the new size through `/scale`, then write status (currentReplicas,
-desiredReplicas, currentMetrics, lastScaleTime, observedGeneration and the AbleToScale,
-ScalingActive, ScalingLimited conditions) when it changed. Events and condition reasons
+desiredReplicas, currentMetrics with an empty entry in place of each metric that failed,
+lastScaleTime and the AbleToScale, ScalingActive, ScalingLimited conditions; no
+observedGeneration, as upstream) when it changed. Events and condition reasons
 and messages are upstream's.
 """
 
@@ -115,15 +116,15 @@ def _fetch_error(exc: BaseException, what: str) -> str:
 
 class MetricError(Exception):
     """A metric gave no proposal: `reason` is the ScalingActive condition's (and the Event's);
-    `spec` marks an error of the HPA's spec rather than of the metrics pipeline (the `error`
-    label of the metric_computation metrics). `detail` is what the Event and the condition say,
-    the message less `context`, which upstream adds only to the error it aggregates ("invalid
-    metrics ..., first error is: <context>: <detail>")."""
+    `detail` is what the Event and the condition say, `prefix` what upstream puts before it in
+    the error that reaches "first error is: ..." (`str` of this); `spec` marks an error of the
+    HPA's spec rather than of the metrics pipeline (the `error` label of the
+    metric_computation metrics)."""
 
-    def __init__(self, reason: str, message: str, *, spec: bool = False, context: str = "") -> None:
-        super().__init__(f"{context}: {message}" if context else message)
-        self.detail = message
+    def __init__(self, reason: str, detail: str, prefix: str = "", *, spec: bool = False) -> None:
+        super().__init__(f"{prefix}: {detail}" if prefix else detail)
         self.reason = reason
+        self.detail = detail
         self.spec = spec
 
 
@@ -294,6 +295,11 @@ class HorizontalController:
             tuple[str, str, str, str], tuple[float, selectors.LabelSelector | None]
         ] = {}
 
+    def forget_unowned(self, owned: Callable[[str], bool]) -> None:
+        """Drop the recommendation history of HPAs whose partition moved to another replica
+        (their new owner starts its own, as upstream's new leader does)."""
+        self.histories = {key: history for key, history in self.histories.items() if owned(key)}
+
     # --- scale targets ------------------------------------------------------------------
 
     async def scale_path(self, namespace: str, ref: Obj) -> str:
@@ -417,11 +423,12 @@ class HorizontalController:
         except (calc.CalculationError, ValueError) as exc:
             verb = "usage" if target.get("averageValue") is not None else "utilization"
             reason = "FailedGetContainerResourceMetric" if container else "FailedGetResourceMetric"
-            raise MetricError(
-                reason,
-                f"failed to get {resource} {verb}: {exc}",
-                context=f"failed to get {resource} resource metric value",
-            ) from exc
+            prefix = (
+                f"failed to get {container} container metric value"
+                if container
+                else f"failed to get {resource} resource metric value"
+            )
+            raise MetricError(reason, f"failed to get {resource} {verb}: {exc}", prefix) from exc
         body: Obj = {"name": resource, "current": current_value}
         if container:
             body["container"] = container
@@ -447,8 +454,8 @@ class HorizontalController:
         api = "external" if kind == "External" else "custom"
         raise MetricError(
             reason,
-            f"{prefix.format(name=metric)}: unable to get metric {metric}: unable to fetch metrics from "
-            f"{api} metrics API: {detail}",
+            f"unable to get metric {metric}: unable to fetch metrics from {api} metrics API: {detail}",
+            prefix.format(name=metric),
         )
 
     async def compute_replicas(
@@ -507,11 +514,13 @@ class HorizontalController:
                     proposal, name, metric_status = await self.other_proposal(hpa, spec)
                 else:
                     raise MetricError(
-                        "InvalidMetricSourceType", f"unknown metric source type {kind!r}", spec=True
+                        "InvalidMetricSourceType", f'unknown metric source type "{kind}"', spec=True
                     )
             except MetricError as exc:
                 observe_metric(kind, "none", "spec" if exc.spec else "internal", started)
                 self.recorder.event(hpa, events.WARNING, exc.reason, exc.detail)
+                # Kept in place, as upstream's: each entry of currentMetrics stays paired with
+                # the spec.metrics entry it measures (kubectl lists them side by side).
                 statuses.append({"type": ""})
                 if first is None:
                     first = exc
@@ -521,7 +530,6 @@ class HorizontalController:
             statuses.append(metric_status)
             if replicas == 0 or proposal > replicas:
                 replicas, metric = proposal, name
-        statuses = [s for s in statuses if s.get("type")]
         error: Exception | None = None
         if first is not None:
             error = RuntimeError(
@@ -612,7 +620,8 @@ class HorizontalController:
         rules = (
             rate.rules_of(spec["behavior"], self.downscale_stabilization) if spec.get("behavior") else None
         )
-        metric_statuses: list[Obj] = list(status.get("currentMetrics") or [])
+        # Only a computation fills it: scaled to 0 or outside min/max, no metric was read.
+        metric_statuses: list[Obj] = []
         reason = ""
         desired = 0
         if current == 0 and min_replicas != 0:
@@ -758,7 +767,9 @@ class HorizontalController:
             status["currentMetrics"] = metrics
         else:
             status.pop("currentMetrics", None)
-        status["observedGeneration"] = hpa["metadata"].get("generation", 0)
+        # Upstream's setStatus builds the status anew from the fields above, the conditions and
+        # lastScaleTime: it never writes observedGeneration, and drops one found there.
+        status.pop("observedGeneration", None)
         if rescale:
             status["lastScaleTime"] = _timestamp(now)
 
@@ -780,7 +791,7 @@ class HorizontalController:
                 hpa,
                 events.WARNING,
                 "FailedUpdateStatus",
-                f"failed to update status for {meta.get('name', '')}: {podcontrol.error_message(exc)}",
+                podcontrol.error_message(exc),
             )
             raise
 
@@ -846,15 +857,21 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ),
     )
 
-    def on_update(old: HPAView, new: HPAView) -> None:
-        # Our own status writes come back as updates: only a spec change needs a sync before
-        # the next period (the key is already requeued for that).
-        if old.metadata.generation != new.metadata.generation:
-            ctx.enqueue(codec.key_of(new))
+    def after_period(hpa: HPAView) -> None:
+        # Upstream's queue adds every key one sync period late (AddRateLimited on a fixed
+        # interval limiter): a new HPA, or a changed spec, is synced a period later, not at once.
+        ctx.enqueue_after(codec.key_of(hpa), hc.sync_period)
 
+    def on_update(old: HPAView, new: HPAView) -> None:
+        # Our own status writes come back as updates; the key is already requeued for them.
+        if old.metadata.generation != new.metadata.generation:
+            after_period(new)
+
+    ctx.on_partitions_lost(hc.forget_unowned)
     hpas.add_handler(
-        on_add=lambda hpa: ctx.enqueue(codec.key_of(hpa)),
+        on_add=after_period,
         on_update=on_update,
+        # A deleted HPA's sync finds it gone and frees its recommendation history.
         on_delete=lambda hpa: ctx.enqueue(codec.key_of(hpa)),
     )
     return hc.sync

@@ -158,9 +158,10 @@ def _proposal(
         if abs(1.0 - ratio) <= tolerance:
             return current_replicas
         return math.ceil(ratio * groups.ready_count)
-    if groups.missing:
+    if groups.missing and ratio != 1.0:
         for name in groups.missing:
-            # Below target: missing pods count at the target; above: as idle.
+            # Below target: missing pods count at the target; above: as idle; exactly at the
+            # target they are left out, so the ratio stays 1 and nothing changes.
             metrics[name] = missing_value(name) if ratio < 1.0 else 0
     if scale_up_with_unready:
         for name in groups.unready:

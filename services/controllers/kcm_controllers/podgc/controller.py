@@ -18,7 +18,9 @@ or Failed is first patched Failed through pods/status (with the DisruptionTarget
 reason DeletionByPodGC, for an orphan), then deleted with gracePeriodSeconds 0.
 `pod_gc_collector_force_delete_pods_total` and `..._errors_total` count them by namespace and
 reason (terminated, out-of-service, orphaned, unscheduled). A failed deletion is logged and
-counted; the next pass tries again, as upstream. The quarantine is this replica's memory: a
+counted, whether the API answered or the connection broke; the pass goes on and the next
+one tries again 20 s later, as upstream's (a failed request never turns the period into the
+queue's backoff). The quarantine is this replica's memory: a
 new owner of the key starts it over, which only delays a deletion.
 """
 
@@ -140,7 +142,7 @@ class PodGC:
             try:
                 if not await self._node_exists(name):
                     deleted.add(name)
-            except kubeclient.ApiError as exc:
+            except kubeclient.REQUEST_ERRORS as exc:
                 # The name comes back into quarantine on the next pass if pods still need it.
                 log.error("Error while getting node", extra={"node": name, "error": str(exc)})
         for pod in pods:
@@ -193,7 +195,7 @@ class PodGC:
                 patch = selection.failed_status_patch(pod, condition, self.now())
                 await self.client.patch(f"{path}/status", patch, "strategic")
             await self.client.delete(path, {"gracePeriodSeconds": 0})
-        except kubeclient.ApiError as exc:
+        except kubeclient.REQUEST_ERRORS as exc:
             DELETING_POD_ERRORS.labels(meta.namespace, reason).inc()
             log.error("PodGC could not force delete Pod", extra={"pod": codec.key_of(pod), "error": str(exc)})
             return False

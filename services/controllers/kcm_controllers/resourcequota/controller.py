@@ -95,7 +95,9 @@ class ResourceQuotaController:
         # caches: the version a sync waited for, and the version its own write produced
         # from it (a write that succeeds on version R carries exactly R's charges).
         self._counted: dict[str, tuple[str, str]] = {}
-        self.quotas.add_handler(on_add=self._quota_added, on_update=self._quota_updated)
+        self.quotas.add_handler(
+            on_add=self._quota_added, on_update=self._quota_updated, on_delete=self._quota_added
+        )
         for res in (*COUNTED, QUOTAS):
             evaluator = evaluators.REGISTRY.get(res.group, res.resource)
             self._sources[(res.group, res.resource)] = res
@@ -105,11 +107,17 @@ class ResourceQuotaController:
 
     # --- event handlers ----------------------------------------------------------------------
 
+    def forget_unowned(self, owned: Callable[[str], bool]) -> None:
+        """Drop what is kept for quotas whose partition moved to another replica."""
+        self.own_writes.retain(owned)
+        self._counted = {key: seen for key, seen in self._counted.items() if owned(key)}
+
     def keys(self) -> Iterable[str]:
         yield RESYNC_KEY
         yield from self.quotas.keys()
 
     def _quota_added(self, quota: views.QuotaView) -> None:
+        # Also a deleted one, as upstream: its sync finds it gone and frees what was kept for it.
         self.enqueue(codec.key_of(quota.metadata))
 
     def _quota_updated(self, old: views.QuotaView, new: views.QuotaView) -> None:
@@ -160,14 +168,16 @@ class ResourceQuotaController:
         # Asking the watcher for a marker costs up to its 2 s grace when nothing else of the
         # resource changes; a version whose charges are counted already needs no wait.
         counted = rv in self._counted.get(quota_key, ())
-        async with asyncio.timeout(CATCH_UP_LIMIT):
-            for evaluator in evaluators.REGISTRY.for_names(hard):
-                source = (evaluator.group, evaluator.resource)
-                res = await self._source(evaluator, rv, counted)
-                if res is not None:
-                    items[source] = self.caches[res].list(namespace)
-                else:
-                    items[source] = await self._list(evaluator, namespace)
+        # The limit bounds the waits for caches only: listing a large uncached resource, or
+        # discovery, may take what it takes (upstream's sync has no limit at all).
+        deadline = asyncio.get_running_loop().time() + CATCH_UP_LIMIT
+        for evaluator in evaluators.REGISTRY.for_names(hard):
+            source = (evaluator.group, evaluator.resource)
+            res = await self._source(evaluator, rv, counted, deadline)
+            if res is not None:
+                items[source] = self.caches[res].list(namespace)
+            else:
+                items[source] = await self._list(evaluator, namespace)
         used = resources.parse_list(quota.status.used)
 
         def objects(evaluator: Evaluator) -> list[Any] | None:
@@ -182,7 +192,7 @@ class ResourceQuotaController:
         return None
 
     async def _source(
-        self, evaluator: Evaluator, resource_version: str, counted: bool
+        self, evaluator: Evaluator, resource_version: str, counted: bool, deadline: float
     ) -> gvr.Resource | None:
         """The cache to count `evaluator`'s objects from, caught up with `resource_version`
         (so every create admission charged before it is there) unless that version's charges
@@ -201,7 +211,8 @@ class ResourceQuotaController:
         if counted and self.caches[res].has_synced():
             return res
         if res in COUNTED or res == QUOTAS:
-            await self.caches[res].wait_caught_up(resource_version)
+            async with asyncio.timeout_at(deadline):
+                await self.caches[res].wait_caught_up(resource_version)
             return res
         try:
             async with asyncio.timeout(DYNAMIC_CATCH_UP_LIMIT):
@@ -332,6 +343,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     period = float(getattr(ctx.args, "resource_quota_sync_period", 300.0))
     rq = ResourceQuotaController(ctx, period)
     ctx.keys = rq.keys
+    ctx.on_partitions_lost(rq.forget_unowned)
     return rq.reconcile
 
 

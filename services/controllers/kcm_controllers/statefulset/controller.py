@@ -162,6 +162,7 @@ class StatefulSetController:
 def build(ctx: runtime.Context) -> runtime.Reconcile:
     ssc = StatefulSetController(ctx)
     ssc.register()
+    ctx.on_partitions_lost(ssc.control.own_writes.retain)
     return ssc.sync
 
 

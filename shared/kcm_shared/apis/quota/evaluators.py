@@ -426,6 +426,11 @@ def claim_usage(claim: views.ClaimView, _now: dt.datetime) -> ResourceList:
     if raw is not None:
         # Whole bytes, so that the quota's own validation accepts the sum (upstream issue 94313).
         storage = quantity.parse(raw).round_up_to_units()
+        # RecoverVolumeExpansionFailure (on by default since 1.32): a claim whose request was
+        # lowered after a failed expansion is charged what was allocated while that is more.
+        allocated = claim.status.allocated_resources.get("storage")
+        if allocated is not None:
+            storage = max(storage, quantity.parse(allocated).round_up_to_units())
         out[REQUESTS_STORAGE] = storage
         if cls:
             out[cls + STORAGE_CLASS_SUFFIX + REQUESTS_STORAGE] = storage

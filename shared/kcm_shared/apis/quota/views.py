@@ -88,8 +88,13 @@ class ClaimSpec(codec.View):
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
 
 
+class ClaimStatus(codec.View):
+    allocated_resources: dict[str, RawQuantity] = msgspec.field(default_factory=dict)
+
+
 class ClaimView(codec.Meta):
     spec: ClaimSpec = msgspec.field(default_factory=ClaimSpec)
+    status: ClaimStatus = msgspec.field(default_factory=ClaimStatus)
 
 
 class ScopedResourceSelectorRequirement(codec.View):

@@ -118,6 +118,8 @@ class ReplicaManager:
             podcontrol.RealPodControl(ctx.client, ctx.recorder),
         )
         manager.register()
+        ctx.on_partitions_lost(manager.expectations.retain)
+        ctx.on_partitions_lost(manager.own_writes.retain)
         return manager.sync
 
     def register(self) -> None:

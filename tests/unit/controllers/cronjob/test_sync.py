@@ -79,7 +79,7 @@ def controller(
         cached_jobs.seed(j)
     recorder = recorders.RecordingEventRecorder()
     cjc = cronjob_controller.CronJobController(
-        client, cronjobs, cached_jobs, lambda key: None, recorder, now=now
+        client, cronjobs, cached_jobs, lambda key: None, lambda key, delay: None, recorder, now=now
     )
     cjc.local_zone = dt.UTC
     return cjc, recorder
@@ -488,3 +488,22 @@ def test_ran_previously(
         assert result is not None and result.requeue_after == pytest.approx(
             requeue + utils.NEXT_SCHEDULE_DELTA
         )
+
+
+def test_a_schedule_change_waits_for_the_new_schedules_next_time() -> None:
+    # Upstream's updateCronJob: 10:30 of the new schedule has just passed and starts no Job;
+    # the key comes back at 11:30 (plus upstream's 100 ms).
+    old = cronjob(schedule="0 * * * *")
+    new = cronjob(schedule="30 * * * *")
+    cjc, recorder = controller(old, [], fakeclient.FakeClient(), lambda: NOW)
+    now_, later = [], []
+    cjc.enqueue, cjc.enqueue_after = now_.append, lambda key, delay: later.append((key, delay))
+    cjc.update_cronjob(old, new)
+    assert now_ == [] and later == [("ns/cj", pytest.approx(3580.1))]
+    cjc.update_cronjob(new, cronjob(schedule="30 * * * *", suspend=True))
+    assert now_ == ["ns/cj"]  # any other change: at once
+    cjc.update_cronjob(new, cronjob(schedule="61 * * * *"))
+    assert len(later) == 1
+    assert recorder.seen() == [
+        ("Warning", "UnParseableCronJobSchedule", "unparseable schedule for cronjob: 61 * * * *")
+    ]

@@ -10,13 +10,15 @@ import datetime as dt
 from typing import Any
 
 import msgspec
+import prometheus_client
 import pytest
 from kcm_controllers.endpointslice import controller as esc
 from kcm_controllers.endpointslice import reconciler, utils, views
+from kcm_shared import runtime
 from kcm_shared.apimachinery import codec
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
-from kcm_shared.testing import fakeclient
+from kcm_shared.testing import caches, fakeclient, recorders
 
 NS = "test"
 NODE = codec.Meta(metadata=codec.ObjectMeta(name="node-1"))
@@ -362,6 +364,20 @@ def test_prefer_close_hints_every_endpoint_with_its_zone() -> None:
     assert (plans[0].create[0].endpoints or [])[0].hints is None
 
 
+def test_prefer_close_leaves_not_ready_endpoints_without_hints() -> None:
+    # upstream preferCloseHeuristic: only ready endpoints are hinted (and looked at).
+    svc = service(trafficDistribution="PreferClose")
+    zone_node = codec.Meta(metadata=codec.ObjectMeta(name="node-1", labels={utils.LABEL_ZONE: "us-a"}))
+    plans, _, _ = reconciler.plan(svc, [pod(1), pod(2, ready=False)], [], lambda _: zone_node, 100)
+    hints = {ep.target_ref.name: ep.hints for ep in plans[0].create[0].endpoints or () if ep.target_ref}
+    assert hints == {"pod1": views.EndpointHints(for_zones=[views.ForZone(name="us-a")]), "pod2": None}
+    # A slice whose only difference is a not-ready endpoint without hints needs no write.
+    existing = slice_with(1, svc, [])
+    existing.endpoints = plans[0].create[0].endpoints
+    plans, _, _ = reconciler.plan(svc, [pod(1), pod(2, ready=False)], [existing], lambda _: zone_node, 100)
+    assert (plans[0].create, plans[0].update) == ([], [])
+
+
 def test_pod_on_unknown_node_is_left_out_and_reported() -> None:
     plans, _, missing = reconciler.plan(service(), [pod(1), pod(2, node="gone")], [], nodes, 100)
     assert missing == [("pod2", "gone")]
@@ -415,3 +431,48 @@ def test_flags_have_upstreams_names_defaults_and_limits() -> None:
     for bad in ("0", "1001", "x"):
         with pytest.raises(SystemExit):
             p.parse_args([f"--max-endpoints-per-slice={bad}"])
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+def test_a_sync_on_a_stale_slice_cache_counts_as_stale() -> None:
+    # Upstream's trackSync: result="stale" for StaleInformerCache, not "error".
+    stores: dict[Any, Any] = {res: caches.new(res, view) for res, view in esc.SPEC.views.items()}
+    ctx = runtime.Context(
+        "endpointslice-controller",
+        fakeclient.FakeClient(),
+        stores,
+        lambda key: None,
+        recorders.RecordingEventRecorder(),
+    )
+    controller = esc.EndpointSliceController(ctx, max_per_slice=100, batch_period=0.0)
+    controller.register()
+    caches.deliver(
+        stores[esc.SERVICES],
+        caches.ADDED,
+        {
+            "metadata": {"name": "foo", "namespace": NS, "resourceVersion": "1"},
+            "spec": {"selector": {"app": "a"}},
+        },
+    )
+    controller.tracker.update((NS, "foo"), Ref("uid-1", 2))  # written by us, not in the cache yet
+
+    def count(result: str) -> float:
+        return (
+            prometheus_client.REGISTRY.get_sample_value(
+                "endpoint_slice_controller_syncs_total", {"result": result}
+            )
+            or 0.0
+        )
+
+    before = count("stale"), count("error")
+    with pytest.raises(esc.StaleInformerCache):
+        asyncio.run(controller.reconcile(f"{NS}/foo"))
+    assert (count("stale"), count("error")) == (before[0] + 1, before[1])
+
+
+def test_per_sync_histograms_have_upstreams_buckets() -> None:
+    # ExponentialBuckets(2, 2, 15): 2 to 32768.
+    assert reconciler.ADDED_PER_SYNC._upper_bounds[:-1] == [2.0**i for i in range(1, 16)]
+    assert reconciler.REMOVED_PER_SYNC._upper_bounds[:-1] == [2.0**i for i in range(1, 16)]

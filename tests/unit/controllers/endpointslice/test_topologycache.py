@@ -106,6 +106,16 @@ def test_endpoints_of_one_zone_are_shared_with_the_other() -> None:
     assert sorted(h or "" for h in hints(s)) == ["zone-a", "zone-a", "zone-b", "zone-b"]
 
 
+def test_endpoints_move_until_each_zone_has_its_cpu_share() -> None:
+    # upstream getGivingAndReceivingZones aims at each zone's desired share (10/5/5 here), not
+    # only inside minimum (9/5/5) and maximum (10/6/6): zone-b gives 3 and zone-c 1 to zone-a.
+    t = cache(**{"zone-a": 0.5, "zone-b": 0.25, "zone-c": 0.25})
+    s = slice_of(*["zone-a"] * 6, *["zone-b"] * 8, *["zone-c"] * 6)
+    t.add_hints("ns/svc", "IPv4", [s], [], [])
+    counts = {zone: hints(s).count(zone) for zone in ("zone-a", "zone-b", "zone-c")}
+    assert counts == {"zone-a": 10, "zone-b": 5, "zone-c": 5}
+
+
 @pytest.mark.parametrize(
     ("zones", "message"),
     [

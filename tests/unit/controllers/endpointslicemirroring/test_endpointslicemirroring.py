@@ -182,6 +182,24 @@ def test_trigger_time_change_alone_is_no_update() -> None:
     assert (p.to_create, p.to_update, p.to_delete) == ([], [], [])
 
 
+def test_a_target_refs_resource_version_or_hints_alone_is_no_update() -> None:
+    # upstream EndpointsEqualBeyondHash ignores the targetRef's resourceVersion, and hints.
+    def pod_ref(version: str) -> Obj:
+        ref = {
+            "kind": "Pod",
+            "namespace": "default",
+            "name": "p",
+            "uid": "pod-uid",
+            "resourceVersion": version,
+        }
+        return endpoints([{"ports": PORTS, "addresses": [{"ip": "10.0.0.1", "targetRef": ref}]}])
+
+    first = reconciler.plan(pod_ref("1"), [], 1000).to_create[0]
+    first["endpoints"][0]["hints"] = {"forZones": [{"name": "zone-a"}]}
+    p = reconciler.plan(pod_ref("2"), [existing(first, "test-ep-abc")], 1000)
+    assert (p.to_create, p.to_update, p.to_delete) == ([], [], [])
+
+
 def test_address_change_updates_and_extra_slices_are_deleted() -> None:
     ep = endpoints([{"ports": PORTS, "addresses": [{"ip": "10.0.0.1"}]}])
     made = reconciler.plan(ep, [], 1000).to_create[0]

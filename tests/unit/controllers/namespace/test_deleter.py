@@ -1,7 +1,8 @@
 """One round of the namespace deleter against the testing kit's fake API server (upstream's
 namespaced_resources_deleter_test.go scenarios): deletecollection or list+delete by verbs,
 a 405 falling back, content left with and without finalizers, the pod estimate, conditions
-written, and the finalize that ends it."""
+written, and the finalize that ends it however often it conflicts; and the controller's retry
+delays, upstream's namespace queue's."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 from kcm_controllers.namespace import conditions, deleter
+from kcm_controllers.namespace import controller as namespace_controller
 from kcm_shared.apimachinery import gvr
 from kcm_shared.client import discovery, kubeclient
+from kcm_shared.runtime import manager
 from kcm_shared.testing import fakeclient
 
 NOW = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC)
@@ -175,3 +178,20 @@ def test_a_namespace_not_being_deleted_is_left_alone() -> None:
     del namespace(fake)["metadata"]["deletionTimestamp"]
     run(fake, [api("", "configmaps")])
     assert calls(fake) == [("get", "/api/v1/namespaces/ns")]
+
+
+def test_finalize_is_retried_for_as_long_as_it_conflicts() -> None:
+    # client-go's RetryOnConflict would give up after 5; upstream's deleter never does.
+    fake = fake_api({})
+    fake.fail(
+        "update", FINALIZE, kubeclient.ApiError(409, "Conflict", "the object has been modified"), times=8
+    )
+    run(fake, [api("", "configmaps")])
+    assert [verb for verb, path in calls(fake) if path == FINALIZE] == ["update"] * 9
+    assert namespace(fake)["spec"]["finalizers"] == ["example.com/other"]
+
+
+def test_failed_rounds_retry_within_a_minute() -> None:
+    # Upstream's nsControllerRateLimiter: 5 ms doubling to 60 s (not 1000 s), with the bucket.
+    limiter = manager.retry_limiter(namespace_controller.SPEC)
+    assert [limiter.when("ns", n) for n in (1, 2, 14, 15, 30)] == [0.005, 0.01, 40.96, 60.0, 60.0]

@@ -20,11 +20,11 @@ def test_an_unserved_metrics_api_reads_as_client_go_says() -> None:
     assert controller._fetch_error(with_status, "pods.metrics.k8s.io") == 'pods "x" not found'
 
 
-def test_the_context_goes_only_into_the_aggregated_error() -> None:
+def test_the_prefix_goes_only_into_the_aggregated_error() -> None:
     exc = controller.MetricError(
         "FailedGetResourceMetric",
         "failed to get cpu utilization: boom",
-        context="failed to get cpu resource metric value",
+        "failed to get cpu resource metric value",
     )
     assert exc.detail == "failed to get cpu utilization: boom"  # the Event's and the condition's
     assert str(exc) == "failed to get cpu resource metric value: failed to get cpu utilization: boom"

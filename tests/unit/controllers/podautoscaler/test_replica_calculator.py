@@ -138,6 +138,8 @@ def run(
         ("MissingMetrics", 4, [400, 95], 100, {"pods": 4}, (3, 24, 247)),
         # Above target they count as idle: here that flips the direction, so no change.
         ("MissingMetricsWouldReverse", 4, [900, 900], 50, {"pods": 4}, (4, 90, 900)),
+        # Exactly at target they are left out: the ratio stays 1, no change (not a scale-down).
+        ("MissingMetricsAtTarget", 4, [500, 500], 50, {"pods": 4}, (4, 50, 500)),
     ],
 )
 def test_resource_replicas_table(

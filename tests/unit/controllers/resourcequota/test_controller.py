@@ -127,3 +127,35 @@ def test_a_resource_nobody_serves_stays_out_of_used_and_is_looked_for_again() ->
     result = asyncio.run(rqc.reconcile("ns/q"))
     assert result == runtime.Result(requeue_after=rq.UNKNOWN_RETRY)
     assert client.calls("patch")[0][2]["status"]["used"] == {"pods": "0"}
+
+
+def test_a_deleted_quota_is_synced_and_what_was_kept_for_it_freed() -> None:
+    rqc, enqueued, _, client = setup([quota({"pods": "5"})], [pod("a", "20")])
+    assert asyncio.run(rqc.reconcile("ns/q")) is None
+    assert "ns/q" in rqc._counted and len(rqc.own_writes) == 1
+    enqueued.clear()
+    gone = client.objects["/api/v1/namespaces/ns/resourcequotas/q"]
+    caches.deliver(
+        rqc.quotas, caches.DELETED, {**gone, "metadata": {**gone["metadata"], "resourceVersion": "12"}}
+    )
+    assert enqueued == ["ns/q"]
+    assert asyncio.run(rqc.reconcile("ns/q")) is None
+    assert "ns/q" not in rqc._counted and len(rqc.own_writes) == 0
+
+
+def test_listing_an_uncached_resource_is_not_bounded_by_the_cache_wait(monkeypatch: Any) -> None:
+    # The limit is for caches that may never catch up; a slow paginated list still ends.
+    rqc, _, _, client = setup([quota({"pods": "5", "count/widgets.example.com": "1"})], [])
+    monkeypatch.setattr(rq, "CATCH_UP_LIMIT", 0.05)
+
+    async def slow_widgets(evaluator: Any, namespace: str) -> list[Any]:
+        await asyncio.sleep(0.2)  # a list slower than the cache limit
+        return [{"metadata": {"name": "w", "namespace": NS}}]
+
+    async def unknown(group: str, resource: str) -> None:
+        return None  # not in discovery's last answer: counted by listing
+
+    rqc._list = slow_widgets  # type: ignore[method-assign]
+    rqc._resource = unknown  # type: ignore[method-assign]
+    assert asyncio.run(rqc.reconcile("ns/q")) is None
+    assert client.calls("patch")[0][2]["status"]["used"] == {"pods": "0", "count/widgets.example.com": "1"}

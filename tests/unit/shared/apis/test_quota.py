@@ -282,6 +282,25 @@ def test_claim_usage_charges_its_storage_class() -> None:
     ) == ["gold.storageclass.storage.k8s.io/requests.storage", "requests.storage"]
 
 
+@pytest.mark.parametrize(
+    ("request_", "allocated", "charged"),
+    [
+        ("10Gi", "12Gi", "12Gi"),  # lowered after a failed expansion: what was allocated counts
+        ("12Gi", "10Gi", "12Gi"),  # an expansion under way: the request counts
+        ("10Gi", None, "10Gi"),
+    ],
+)
+def test_claim_usage_charges_allocated_storage_when_it_is_more(
+    request_: str, allocated: str | None, charged: str
+) -> None:
+    # persistent_volume_claims_test.go, RecoverVolumeExpansionFailure (on by default in 1.32)
+    doc: dict[str, Any] = {"spec": {"resources": {"requests": {"storage": request_}}}}
+    if allocated is not None:
+        doc["status"] = {"allocatedResources": {"storage": allocated}}
+    claim = msgspec.convert(doc, views.ClaimView)
+    assert usage(claim, evaluators.CLAIMS_EVALUATOR)["requests.storage"] == charged
+
+
 def test_object_counts_and_legacy_names() -> None:
     configmaps = evaluators.REGISTRY.get("", "configmaps")
     assert usage(msgspec.convert({}, views.PodView), configmaps) == {

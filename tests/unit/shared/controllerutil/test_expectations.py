@@ -110,3 +110,12 @@ def test_uid_expectations_count_each_key_once() -> None:
     assert e.get_uids("ns/rs") == {"ns/b"}
     e.deletion_observed_of("ns/rs", "ns/b")
     assert e.satisfied_expectations("ns/rs")
+
+
+def test_retain_forgets_the_controllers_whose_partition_moved_away() -> None:
+    exp = expectations.UIDTrackingControllerExpectations()
+    exp.expect_creations("ns/kept", 1)
+    exp.expect_deletions_of("ns/moved", ["ns/p1"])
+    exp.retain(lambda key: key == "ns/kept")
+    assert exp.get_expectations("ns/kept") is not None
+    assert exp.get_expectations("ns/moved") is None and exp.get_uids("ns/moved") is None

@@ -57,3 +57,12 @@ def test_a_write_on_a_version_we_did_not_write_starts_afresh() -> None:
     # 5 was replaced by a write this no longer follows: the cache's 5 is not taken for 9.
     five = obj("5")
     assert writes.latest("default/web", five) is five
+
+
+def test_retain_forgets_the_writes_of_keys_whose_partition_moved_away() -> None:
+    writes: ownwrites.OwnWrites[codec.Meta] = ownwrites.OwnWrites()
+    writes.record("ns/kept", "1", obj("2", "kept"))
+    writes.record("ns/moved", "1", obj("2", "moved"))
+    writes.retain(lambda key: key == "ns/kept")
+    assert len(writes) == 1
+    assert writes.latest("ns/kept", obj("1", "kept")) == obj("2", "kept")

@@ -10,7 +10,7 @@ import pytest
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, podcontrol
-from kcm_shared.testing import recorders
+from kcm_shared.testing import fakeclient, recorders
 
 FAIL = RuntimeError("fake error")
 
@@ -133,3 +133,21 @@ def test_recording_pod_control_records_and_fails_on_request() -> None:
     with pytest.raises(RuntimeError):
         asyncio.run(fake.create_pods("ns", template(), OWNER, ref))
     assert len(fake.templates) == 2
+
+
+def test_a_failed_delete_says_unable_to_delete_pods_and_a_404_stays_itself() -> None:
+    # Upstream RealPodControl.DeletePod: its wording reaches the ReplicaFailure condition.
+    client = fakeclient.FakeClient({"/api/v1/namespaces/ns/pods/p1": {"metadata": {"name": "p1"}}})
+    forbidden = kubeclient.ApiError(403, "Forbidden", 'pods "p1" is forbidden: no')
+    client.fail("delete", "/api/v1/namespaces/ns/pods/p1", forbidden, times=1)
+    events = recorders.RecordingEventRecorder()
+    control = podcontrol.RealPodControl(client, events)
+    with pytest.raises(podcontrol.DeletePodError) as raised:
+        asyncio.run(control.delete_pod("ns", "p1", OWNER))
+    assert str(raised.value) == 'unable to delete pods: pods "p1" is forbidden: no'
+    assert raised.value.__cause__ is forbidden
+    assert podcontrol.error_message(raised.value) == str(raised.value)
+    assert events.seen() == [("Warning", "FailedDelete", 'Error deleting: pods "p1" is forbidden: no')]
+    with pytest.raises(kubeclient.ApiError) as gone:
+        asyncio.run(control.delete_pod("ns", "p2", OWNER))
+    assert gone.value.not_found
