@@ -46,6 +46,6 @@ def write_counts(text: str) -> Writes:
     for family in text_string_to_metric_families(wanted):
         for sample in family.samples:
             labels = sample.labels
-            if labels.get("verb") in WRITE_VERBS:
+            if sample.name == COUNTER and labels.get("verb") in WRITE_VERBS:
                 counts[labels.get("resource", ""), labels.get("code", "")] += int(sample.value)
     return Writes(counts)
