@@ -160,10 +160,18 @@ async def stack(
             yield Stack(dev, session, processes(dev.proc.pid))
 
 
-async def namespace(s: Stack, name: str) -> None:
+async def namespace(s: Stack, name: str, limit_s: float) -> None:
+    """A new namespace, once its `default` ServiceAccount is there: until then kube-apiserver's
+    ServiceAccount admission refuses every pod in it (the serviceaccount controller makes it)."""
     await s.create(
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
+
+    async def made() -> bool:
+        async with s.session.get(f"{s.url}/api/v1/namespaces/{name}/serviceaccounts/default") as resp:
+            return resp.status == 200
+
+    await poll(made, limit_s, f"the ServiceAccount {name}/default")
 
 
 async def poll(check: Callable[[], Awaitable[bool]], limit_s: float, what: str) -> None:
@@ -246,7 +254,7 @@ async def deployment_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
     out = Outcome(per=n)
     apps = f"/apis/apps/v1/namespaces/{ns}"
     labels = {"app": name}
-    await namespace(s, ns)
+    await namespace(s, ns, args.timeout)
     spec = {"replicas": 0, "selector": {"matchLabels": labels}}
     spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec()}
     await s.create(
@@ -306,7 +314,7 @@ async def job_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
     n, ns = args.job_completions, "bench-job"
     out = Outcome(per=n)
     jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
-    await namespace(s, ns)
+    await namespace(s, ns, args.timeout)
     # A one-pod Job first: the job controller is running and synced before the clock starts.
     await s.create(jobs, job("warm-up", 1, 1))
 
@@ -378,7 +386,7 @@ async def quiet_writes(s: Stack, limit_s: float) -> apimetrics.Writes:
 async def service_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
     n, ns, app = args.service_pods, "bench-churn", "churn"
     out = Outcome(per_what="change")
-    await namespace(s, ns)
+    await namespace(s, ns, args.timeout)
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": app}}
     svc["spec"] = {"selector": {"app": app}, "ports": [{"port": 80, "targetPort": 8080}]}
     await s.create(f"/api/v1/namespaces/{ns}/services", svc)
