@@ -41,6 +41,7 @@ import ssl
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,10 +98,12 @@ class Config:
 @dataclass
 class Outcome:
     """One scenario under one configuration: its figures (label -> value, in print order), the
-    processes' usage over the measured phase, and what CPU time is divided by."""
+    processes' usage and kube-apiserver's write requests over the measured phase, and what those
+    are divided by."""
 
     figures: dict[str, float] = field(default_factory=dict)
     usage: benchlib.Usage = field(default_factory=benchlib.Usage)
+    writes: apimetrics.Writes = field(default_factory=apimetrics.Writes)
     per: int = 0
     per_what: str = "pod"
     problems: list[str] = field(default_factory=list)
@@ -172,6 +175,15 @@ async def namespace(s: Stack, name: str, limit_s: float) -> None:
             return resp.status == 200
 
     await poll(made, limit_s, f"the ServiceAccount {name}/default")
+
+
+@contextlib.asynccontextmanager
+async def counting(s: Stack, out: Outcome) -> AsyncIterator[None]:
+    """kube-apiserver's write requests over the block into `out.writes` (the scrapes outside
+    the CPU measurement it wraps)."""
+    before = await s.writes()
+    yield
+    out.writes = (await s.writes()).since(before)
 
 
 async def poll(check: Callable[[], Awaitable[bool]], limit_s: float, what: str) -> None:
@@ -283,6 +295,7 @@ async def deployment_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
             s.session, f"{s.url}/api/v1/namespaces/{ns}/pods", _EVENTS, benchlib.first_seen(created)
         ) as pods,
         benchlib.watching(s.session, f"{s.url}{apps}/deployments", _EVENTS, on_deployment) as deployments,
+        counting(s, out),
     ):
         with benchlib.measure(s.processes, out.usage):
             start = time.perf_counter()
@@ -329,7 +342,7 @@ async def job_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
         if obj.metadata.name == "work" and _true(obj, "Complete") and not complete:
             complete.append(now)
 
-    async with benchlib.watching(s.session, f"{s.url}{jobs}", _EVENTS, on_job) as watch:
+    async with benchlib.watching(s.session, f"{s.url}{jobs}", _EVENTS, on_job) as watch, counting(s, out):
         with benchlib.measure(s.processes, out.usage):
             start = time.perf_counter()
             await s.create(jobs, job("work", n, args.job_parallelism))
@@ -453,7 +466,7 @@ async def service_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    writes = after.since(before)
+    writes = out.writes = after.since(before)
     out.per = changes
     out.figures["churn: pod changes"] = changes
     out.figures["churn: EndpointSlice writes per change"] = writes.of("endpointslices") / changes
@@ -530,6 +543,10 @@ def _figure(label: str) -> Callable[[Outcome], float]:
     return lambda out: out.figures.get(label, math.nan)
 
 
+def _writes(resource: str) -> Callable[[Outcome], float]:
+    return lambda out: out.writes.of(resource) / out.per if out.per else math.nan
+
+
 def _cpu(names: tuple[str, ...]) -> Callable[[Outcome], float]:
     return lambda out: cpu_ms(out, names)
 
@@ -565,6 +582,13 @@ def table(scenario: str, outcomes: Results, limits: list[str]) -> list[str]:
     for label in labels:
         row(f"  {label}", _figure(label))
     per_what = next(iter(outcomes.values())).per_what
+    resources = Counter[str]()
+    for out in outcomes.values():
+        resources.update({resource: n for (resource, _), n in out.writes.counts.items()})
+    lines.append(f"  kube-apiserver write requests per {per_what}, by resource")
+    row("    all resources", lambda out: sum(out.writes.counts.values()) / out.per if out.per else math.nan)
+    for resource, _ in resources.most_common():
+        row(f"    {resource}", _writes(resource))
     names = list(dict.fromkeys(name for out in outcomes.values() for name in out.usage.cpu))
     own = [name for name in CONTROLLER_MANAGER if name in names]
     others = [name for name in names if name not in CONTROLLER_MANAGER]
