@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench manifests upstream differential clean
+.PHONY: setup run test lint bench bench-upstream manifests upstream differential clean
 
 setup: $(STAMP)
 
@@ -32,8 +32,14 @@ lint: setup
 manifests: setup
 	$(BIN)/kcm manifests
 
-bench: setup
+# bench/side_by_side.py runs upstream's binaries, hence `upstream` (a no-op once they are built).
+bench: setup upstream
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+# Upstream kube-controller-manager and kcm side by side on kube-apiserver, alone; sizes and
+# scenarios through ARGS, e.g. `make bench-upstream ARGS="--pods 200 --scenarios deployment"`.
+bench-upstream: setup upstream
+	$(BIN)/python bench/side_by_side.py $(ARGS)
 
 # The pinned upstream kube-apiserver, kube-controller-manager, kube-scheduler and etcd, built with Go
 # from their published modules (tools/upstream/*/go.mod) into .upstream/; reused while the pins stand.

@@ -86,34 +86,6 @@ class Service:
     pid: int
 
 
-def _service_name(pid: int) -> str:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return f"pid {pid}"
-    # A console script runs as `python .../kcm ...`, a module as `python -m kcm_cli.main ...`.
-    if Path(argv[0]).name.startswith("python") and len(argv) > 1:
-        argv = argv[2:] if argv[1] == "-m" else argv[1:]
-    program = Path(argv[0]).name
-    if program == "kcm" or program.startswith("kcm_cli"):
-        sub = argv[1:3] if argv[1:2] == ["controller"] else argv[1:2]
-        return " ".join(["kcm", *sub])
-    return program
-
-
-def memory_kib(pid: int) -> tuple[float, float]:
-    """(resident now, peak resident) of a process in KiB, from /proc; NaN when it is gone."""
-    values = {"VmRSS": math.nan, "VmHWM": math.nan}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            if key in values:
-                values[key] = float(rest.split()[0])
-    except OSError:
-        pass
-    return values["VmRSS"], values["VmHWM"]
-
-
 @dataclass
 class Stack:
     url: str
@@ -126,7 +98,7 @@ class Stack:
         for pid in pids:
             pids.extend(benchlib.children(pid))
         self.services = [Service("kcm dev (apiserver + sim)", self.dev.pid)]
-        self.services += [Service(_service_name(pid), pid) for pid in pids[1:]]
+        self.services += [Service(benchlib.service_name(pid), pid) for pid in pids[1:]]
 
     def cpu_seconds(self) -> dict[int, float]:
         return {s.pid: benchlib.process_cpu_seconds(s.pid) for s in self.services}
@@ -250,32 +222,10 @@ def watch(session: aiohttp.ClientSession, url: str, rv: str, seen: Any) -> Corou
 # -- measurements ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Usage:
-    """Per service: CPU seconds over a phase, resident and peak resident KiB at its end; and
-    the share of the machine's CPU time the hypervisor took meanwhile."""
-
-    seconds: float = math.nan
-    cpu: dict[str, float] = field(default_factory=dict)
-    rss: dict[str, tuple[float, float]] = field(default_factory=dict)
-    stolen_percent: float = math.nan
-
-
 @contextlib.contextmanager
-def measure(stack: Stack, usage: Usage) -> Any:
-    start, before = time.perf_counter(), stack.cpu_seconds()
-    load0 = time.process_time()
-    stolen0, ticks0 = benchlib.machine_cpu_ticks()
-    yield
-    usage.seconds = time.perf_counter() - start
-    stolen1, ticks1 = benchlib.machine_cpu_ticks()
-    if ticks1 > ticks0:
-        usage.stolen_percent = 100 * (stolen1 - stolen0) / (ticks1 - ticks0)
-    after = stack.cpu_seconds()
-    for s in stack.services:
-        usage.cpu[s.name] = after[s.pid] - before[s.pid]
-        usage.rss[s.name] = memory_kib(s.pid)
-    usage.cpu["load generator (this process)"] = time.process_time() - load0
+def measure(stack: Stack, usage: benchlib.Usage) -> Any:
+    with benchlib.measure({s.name: s.pid for s in stack.services}, usage):
+        yield
 
 
 @dataclass
@@ -285,7 +235,7 @@ class Baseline:
     seconds: float = math.nan  # to the last pod seen by the watch
     loop_seconds: float = math.nan  # to the loop's last reply
     ok: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: benchlib.Usage = field(default_factory=benchlib.Usage)
 
     @property
     def rate(self) -> float:
@@ -309,7 +259,7 @@ class Run:
     all_bound_s: float = math.nan
     all_ready_s: float = math.nan
     available_s: float = math.nan
-    scale_usage: Usage = field(default_factory=Usage)
+    scale_usage: benchlib.Usage = field(default_factory=benchlib.Usage)
     failures: benchlib.Failures = field(default_factory=benchlib.Failures)
     problems: list[str] = field(default_factory=list)
 
@@ -345,17 +295,7 @@ async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _L
 
 
 async def settle(stack: Stack) -> None:
-    """Wait (at most `SETTLE_LIMIT_S`) until the stack's processes are nearly idle, so one
-    phase's leftovers (watch fan-out, cache updates) do not count against the next."""
-    deadline = time.monotonic() + SETTLE_LIMIT_S
-    before = stack.cpu_seconds()
-    while time.monotonic() < deadline:
-        await asyncio.sleep(1.0)
-        after = stack.cpu_seconds()
-        busy = sum(after[pid] - before[pid] for pid in after)
-        if busy < 0.2:
-            return
-        before = after
+    await benchlib.settle([service.pid for service in stack.services], SETTLE_LIMIT_S)
 
 
 async def create_raw_pods(
@@ -623,12 +563,12 @@ def _median_ratio(label: str, runs: list[Run]) -> None:
         print(f"{label}: {ratios[0]:.2f}" if ratios else f"{label}: none")
 
 
-def _percent(usage: Usage, name: str) -> float:
+def _percent(usage: benchlib.Usage, name: str) -> float:
     spent = usage.cpu.get(name, math.nan)
     return 100 * spent / usage.seconds if usage.seconds > 0 else math.nan
 
 
-def _rss(usage: Usage, name: str) -> str:
+def _rss(usage: benchlib.Usage, name: str) -> str:
     now, peak = usage.rss.get(name, (math.nan, math.nan))
     return f"{benchlib.fmt(now / 1024, 0)} ({benchlib.fmt(peak / 1024, 0)})"
 

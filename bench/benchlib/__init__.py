@@ -14,10 +14,11 @@ import math
 import os
 import shlex
 import signal
+import ssl
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,50 @@ def descendants(pid: int) -> list[int]:
     return pids[1:]
 
 
+def service_name(pid: int) -> str:
+    """What a process of a `kcm dev` stack runs: `kcm <service>` (`kcm controller <name>` for one
+    controller's own process), else its program's name (`etcd`, `kube-apiserver`, ...)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return f"pid {pid}"
+    # A console script runs as `python .../kcm ...`, a module as `python -m kcm_cli.main ...`.
+    if Path(argv[0]).name.startswith("python") and len(argv) > 1:
+        argv = argv[2:] if argv[1] == "-m" else argv[1:]
+    program = Path(argv[0]).name
+    if program == "kcm" or program.startswith("kcm_cli"):
+        sub = argv[1:3] if argv[1:2] == ["controller"] else argv[1:2]
+        return " ".join(["kcm", *sub])
+    return program
+
+
+def memory_kib(pid: int) -> tuple[float, float]:
+    """(resident now, peak resident) of a process in KiB, from /proc; NaN when it is gone."""
+    values = {"VmRSS": math.nan, "VmHWM": math.nan}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in values:
+                values[key] = float(rest.split()[0])
+    except OSError:
+        pass
+    return values["VmRSS"], values["VmHWM"]
+
+
+async def settle(pids: list[int], limit_s: float = 30.0, idle_cpu_s: float = 0.2) -> None:
+    """Wait (at most `limit_s`) until these processes together spend under `idle_cpu_s` of CPU
+    in a second, so one phase's leftovers (watch fan-out, cache updates) do not count against
+    the next."""
+    deadline = time.monotonic() + limit_s
+    before = sum(process_cpu_seconds(pid) for pid in pids)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        after = sum(process_cpu_seconds(pid) for pid in pids)
+        if after - before < idle_cpu_s:
+            return
+        before = after
+
+
 def kill_all(pids: list[int]) -> None:
     """SIGKILL what is left of `pids` (what a stopped `kcm dev` could not stop in time)."""
     for pid in pids:
@@ -213,7 +258,8 @@ async def kcm_process(
 
 @dataclass
 class Dev:
-    """A running `kcm dev`: its process, state directory, API server URL and NATS URL."""
+    """A running `kcm dev`: its process, state directory, API server URL and NATS URL (empty
+    under `--reference`, which runs no NATS)."""
 
     proc: asyncio.subprocess.Process
     state: Path
@@ -236,7 +282,8 @@ async def kcm_dev(command: list[str], workdir: Path, args: list[str]) -> AsyncIt
                 raise RuntimeError(f"kcm dev did not become ready:\n{tail(log_path)}")
             await asyncio.sleep(0.1)
         config = yaml.safe_load((state / "kubeconfig").read_text())
-        nats_url = text.split("kcm dev ready", 1)[1].split(", nats ", 1)[1].split(",", 1)[0]
+        ready = text.split("kcm dev ready", 1)[1]
+        nats_url = ready.split(", nats ", 1)[1].split(",", 1)[0] if ", nats " in ready else ""
         services = descendants(proc.pid)
         yield Dev(proc, state, str(config["clusters"][0]["cluster"]["server"]), nats_url)
     finally:
@@ -245,14 +292,49 @@ async def kcm_dev(command: list[str], workdir: Path, args: list[str]) -> AsyncIt
         kill_all(services)
 
 
+@dataclass
+class Usage:
+    """Per process (by name): CPU seconds over a phase, resident and peak resident KiB at its
+    end; the phase's wall time, and the share of the machine's CPU time the hypervisor took
+    meanwhile."""
+
+    seconds: float = math.nan
+    cpu: dict[str, float] = field(default_factory=dict)
+    rss: dict[str, tuple[float, float]] = field(default_factory=dict)
+    stolen_percent: float = math.nan
+
+
+THIS_PROCESS = "load generator (this process)"
+
+
+@contextlib.contextmanager
+def measure(processes: dict[str, int], usage: Usage) -> Iterator[None]:
+    """Fill `usage` over the block for these processes (name -> pid) and for this one, under
+    `THIS_PROCESS`; nothing when the block raises."""
+    start = time.perf_counter()
+    before = {name: process_cpu_seconds(pid) for name, pid in processes.items()}
+    load0 = time.process_time()
+    stolen0, ticks0 = machine_cpu_ticks()
+    yield
+    usage.seconds = time.perf_counter() - start
+    stolen1, ticks1 = machine_cpu_ticks()
+    if ticks1 > ticks0:
+        usage.stolen_percent = 100 * (stolen1 - stolen0) / (ticks1 - ticks0)
+    for name, pid in processes.items():
+        usage.cpu[name] = process_cpu_seconds(pid) - before[name]
+        usage.rss[name] = memory_kib(pid)
+    usage.cpu[THIS_PROCESS] = time.process_time() - load0
+
+
 # -- API calls -------------------------------------------------------------------------------------
 
 
-def client_session(connections: int) -> aiohttp.ClientSession:
+def client_session(connections: int, tls: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
     """A session for load against the API server: `connections` at most, no overall deadline
-    (a watch or a long run), but a stalled read still ends."""
+    (a watch or a long run), but a stalled read still ends. `tls`: how to reach an https server
+    (kube-apiserver: its CA and a client certificate, `kubeclient.load_connection`'s)."""
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connections),
+        connector=aiohttp.TCPConnector(limit=connections, ssl=True if tls is None else tls),
         timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
     )
 
