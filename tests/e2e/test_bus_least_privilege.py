@@ -23,7 +23,7 @@ from nats.js import api
 
 from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
-from tests.e2e.bus_identity import as_identity, inbox, refused, seed, url
+from tests.e2e.bus_identity import as_identity, connect, inbox, refused, seed, url
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset,deployment")
@@ -319,3 +319,84 @@ def test_a_push_consumer_cannot_speak_on_core_subjects(stack: DevStack) -> None:
         standby.send_signal(signal.SIGTERM)
         standby.wait(30)
     stack.wait_healthy(30)
+
+
+def test_a_replayed_beat_hides_no_dead_watcher(stack: DevStack) -> None:
+    """Finding 6: a beat is read from its body alone, so a controller identity could write a
+    watcher's beat into its own work stream and replay it, through a push consumer aimed at the
+    watcher's health subject, to the coordinators: a frozen watcher looked healthy.
+
+    nats-server delivers a push consumer's messages only while a client subscribes to the
+    deliver subject itself (the coordinators' `kcm.health.*.*` is no interest to it), which no
+    kcm service does: here an observer with the coordinator identity follows the watcher's
+    beats, as a dashboard of one watcher would; the coordinators hear the replays through it."""
+    instance = stack.status()["watcher"]["leader"]
+    forged = {
+        "service": "watcher",
+        "instance": instance,
+        "leader": True,
+        "interval": 10.0,  # the longest a beat may claim: one replay stands for 31 s
+        "checks": {"watcher": None, "nats": None, "publishing": None},
+    }
+    aim = subjects.health_subject("watcher", instance)
+    stream = subjects.work_stream("replicaset-controller")
+    # A partition no replica consumes, so the stream's queue keeps the message for the replay.
+    planted = f"{wire.WORK_PREFIX}.replicaset-controller.forged.default.beat"
+
+    def dropped() -> int:
+        lines = stack.log("coordinator").splitlines()
+        where = f'"subscription": "{subjects.health_filter()}"'
+        return sum(1 for x in lines if "replayed message dropped" in x and where in x)
+
+    def verdict() -> dict[str, Any]:
+        return dict(stack.status().get("watcher") or {})
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        heard: list[Msg] = []
+
+        async def hear(msg: Msg) -> None:
+            heard.append(msg)
+
+        observer = await connect(stack, "coordinator", errors)
+        await observer.subscribe(aim, cb=hear)
+        await observer.flush()
+        js = nc.jetstream(timeout=3)
+        await js.publish(planted, json.dumps(forged).encode(), stream=stream)
+        config = api.ConsumerConfig(
+            name="replay",
+            deliver_subject=aim,
+            filter_subject=f"{wire.WORK_PREFIX}.replicaset-controller.forged.>",
+            ack_policy=api.AckPolicy.EXPLICIT,  # a work queue's consumers must ack
+            ack_wait=1.0,  # never acked: delivered again every second
+            inactive_threshold=10.0,  # the identity may not delete it: it goes by itself
+        )
+        await js.add_consumer(stream, config)
+        seen: list[dict[str, Any]] = []
+        try:
+            for _ in range(600):
+                seen.append(await asyncio.to_thread(verdict))
+                if len(heard) >= 3 and await asyncio.to_thread(dropped) >= 3:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await observer.close()
+        return {
+            "replays heard": len(heard) >= 3 and all(json.loads(m.data) == forged for m in heard),
+            "replays dropped": await asyncio.to_thread(dropped) >= 3,
+            "healthy while frozen": [v for v in seen if v.get("healthy")],
+            "verdict": "no active watcher" in str(verdict().get("error")),
+        }
+
+    pid = stack.service_pid("watcher")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: "no active watcher" in str(verdict().get("error")), 30, 0.2, "the watcher unhealthy")
+        assert as_identity(stack, ATTACKER, body) == {
+            "replays heard": True,
+            "replays dropped": True,
+            "healthy while frozen": [],
+            "verdict": True,
+        }
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: verdict().get("healthy"), 30, 0.2, "the watcher healthy again")
