@@ -15,7 +15,7 @@ import subprocess
 from typing import Any
 
 import nats.errors
-from kcm_shared.bus import membership, subjects, wire
+from kcm_shared.bus import consumers, membership, subjects, wire
 from kcm_watcher import syncserver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -252,6 +252,60 @@ def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(sta
     stack.kubectl("create", "deployment", "after-the-attack", "--image=nginx")
     wait_for(
         lambda: replicasets(stack, "after-the-attack") == 1, 30, 0.5, "a ReplicaSet for a new Deployment"
+    )
+
+
+def test_a_controller_touches_no_consumer_on_the_object_stream_but_its_own(stack: DevStack) -> None:
+    """Finding 3, for a controller identity: it could create consumers on the object stream by
+    any name, and so change or delete another controller's cache consumer once it learned its
+    name. Now each identity's consumers there have names of its own prefix, and it may touch
+    no other. The names come from the stack's controllers' own inbox here, as if leaked."""
+    victims = cache_consumers(stack, "controllers", "sniffed-for-a-controller")
+    theirs = set(subjects.consumer_names(inbox(stack, "controllers")))
+    own = set(subjects.consumer_names(inbox(stack, ATTACKER)))
+    api_prefix = f"$JS.API.CONSUMER.%s.{wire.OBJECTS_STREAM}"
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"victims named": bool(victims), "under their prefix": victims <= theirs}
+        for victim in sorted(victims)[:1]:
+            update = {
+                "name": victim,
+                "deliver_subject": f"{inbox(stack, ATTACKER)}.stolen",
+                "headers_only": True,
+            }
+            request = json.dumps({"stream_name": wire.OBJECTS_STREAM, "config": update}).encode()
+            attempts = {
+                "nameless create": (api_prefix % "CREATE", request),
+                "update": (f"{api_prefix % 'CREATE'}.{victim}", request),
+                "update by filter": (f"{api_prefix % 'CREATE'}.{victim}.{subjects.OBJECTS_FILTER}", request),
+                "durable update": (f"{api_prefix % 'DURABLE.CREATE'}.{victim}", request),
+                "info": (f"{api_prefix % 'INFO'}.{victim}", b""),
+                "delete": (f"{api_prefix % 'DELETE'}.{victim}", b""),
+                "a name of no prefix": (f"{api_prefix % 'CREATE'}.mine", request),
+            }
+            for what, (subject, data) in attempts.items():
+                out[what] = "refused" if await refused(nc, errors, subject, data) else "allowed"
+        config = api.ConsumerConfig(
+            deliver_subject=nc.new_inbox(), ack_policy=api.AckPolicy.NONE, inactive_threshold=10.0
+        )
+        made = await consumers.create(nc, wire.OBJECTS_STREAM, config)
+        out["its own"] = made.name in own
+        await consumers.delete(nc, wire.OBJECTS_STREAM, made.name)
+        return out
+
+    refusals = ["nameless create", "update", "update by filter", "durable update", "info", "delete"]
+    assert as_identity(stack, ATTACKER, body) == {
+        "victims named": True,
+        "under their prefix": True,
+        **{what: "refused" for what in [*refusals, "a name of no prefix"]},
+        "its own": True,
+    }
+    stack.kubectl("create", "deployment", "after-a-controller-tried", "--image=nginx")
+    wait_for(
+        lambda: replicasets(stack, "after-a-controller-tried") == 1,
+        30,
+        0.5,
+        "a ReplicaSet for a new Deployment",
     )
 
 
