@@ -4,6 +4,7 @@ try what an identity may and may not do on the bus.
 - `as_identity(stack, identity, body)` runs `body(nc, errors)` on a real nats-py connection
   with the identity's seed (`STATE_DIR/nats-auth/<identity>.nk`) and its inbox prefix, as the
   service connects (`natsconn.connect`); `errors` collects what the server refused.
+- `connect(stack, identity, errors)` is that connection alone, for a second client beside it.
 - `refused(nc, errors, subject)` publishes and reports whether the server called it a
   permissions violation.
 """
@@ -51,24 +52,29 @@ def as_identity(
 
     async def run() -> T:
         errors: list[str] = []
-
-        async def on_error(exc: Exception) -> None:
-            errors.append(str(exc).lower())
-
-        options.setdefault("inbox_prefix", inbox(stack, identity))
-        nc = await nats.connect(
-            url(stack),
-            nkeys_seed=str(seed(stack, identity)),
-            error_cb=on_error,
-            max_reconnect_attempts=0,
-            **options,
-        )
+        nc = await connect(stack, identity, errors, **options)
         try:
             return await body(nc, errors)
         finally:
             await nc.close()
 
     return uvloop.run(run())
+
+
+async def connect(stack: DevStack, identity: str, errors: list[str], **options: Any) -> Client:
+    """A client connected as `identity`; what the server refuses it goes to `errors`."""
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc).lower())
+
+    options.setdefault("inbox_prefix", inbox(stack, identity))
+    return await nats.connect(
+        url(stack),
+        nkeys_seed=str(seed(stack, identity)),
+        error_cb=on_error,
+        max_reconnect_attempts=0,
+        **options,
+    )
 
 
 async def refused(nc: Client, errors: list[str], subject: str, payload: bytes = b"{}") -> bool:

@@ -105,6 +105,11 @@ class DevStack:
     def wait_healthy(self, timeout: float = 60.0) -> None:
         wait_for(self.healthy, timeout, interval=0.25, what=f"controllers healthy: {self.status()}")
 
+    def service_pid(self, service: str) -> int:
+        """The pid of the one process of `service` (`watcher`, `coordinator`) `kcm dev` supervises."""
+        [pid] = [pid for pid, cmd in children(self.proc.pid).items() if f" {service} " in f" {cmd} "]
+        return pid
+
     def controller_pids(self, alias: str) -> list[int]:
         """Pids of the processes running the controller `alias` (canonical name or alias)."""
         spec = controllerflags.select(BUILTIN, alias)[0]

@@ -15,7 +15,7 @@ import subprocess
 from typing import Any
 
 import nats.errors
-from kcm_shared.bus import membership, subjects, wire
+from kcm_shared.bus import consumers, membership, subjects, wire
 from kcm_watcher import syncserver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -23,7 +23,7 @@ from nats.js import api
 
 from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
-from tests.e2e.bus_identity import as_identity, inbox, refused, seed, url
+from tests.e2e.bus_identity import as_identity, connect, inbox, refused, seed, url
 from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--nodes", "0", "--controllers", "replicaset,deployment")
@@ -255,6 +255,60 @@ def test_the_consumer_cannot_touch_a_cache_consumer_and_has_a_bounded_number(sta
     )
 
 
+def test_a_controller_touches_no_consumer_on_the_object_stream_but_its_own(stack: DevStack) -> None:
+    """Finding 3, for a controller identity: it could create consumers on the object stream by
+    any name, and so change or delete another controller's cache consumer once it learned its
+    name. Now each identity's consumers there have names of its own prefix, and it may touch
+    no other. The names come from the stack's controllers' own inbox here, as if leaked."""
+    victims = cache_consumers(stack, "controllers", "sniffed-for-a-controller")
+    theirs = set(subjects.consumer_names(inbox(stack, "controllers")))
+    own = set(subjects.consumer_names(inbox(stack, ATTACKER)))
+    api_prefix = f"$JS.API.CONSUMER.%s.{wire.OBJECTS_STREAM}"
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"victims named": bool(victims), "under their prefix": victims <= theirs}
+        for victim in sorted(victims)[:1]:
+            update = {
+                "name": victim,
+                "deliver_subject": f"{inbox(stack, ATTACKER)}.stolen",
+                "headers_only": True,
+            }
+            request = json.dumps({"stream_name": wire.OBJECTS_STREAM, "config": update}).encode()
+            attempts = {
+                "nameless create": (api_prefix % "CREATE", request),
+                "update": (f"{api_prefix % 'CREATE'}.{victim}", request),
+                "update by filter": (f"{api_prefix % 'CREATE'}.{victim}.{subjects.OBJECTS_FILTER}", request),
+                "durable update": (f"{api_prefix % 'DURABLE.CREATE'}.{victim}", request),
+                "info": (f"{api_prefix % 'INFO'}.{victim}", b""),
+                "delete": (f"{api_prefix % 'DELETE'}.{victim}", b""),
+                "a name of no prefix": (f"{api_prefix % 'CREATE'}.mine", request),
+            }
+            for what, (subject, data) in attempts.items():
+                out[what] = "refused" if await refused(nc, errors, subject, data) else "allowed"
+        config = api.ConsumerConfig(
+            deliver_subject=nc.new_inbox(), ack_policy=api.AckPolicy.NONE, inactive_threshold=10.0
+        )
+        made = await consumers.create(nc, wire.OBJECTS_STREAM, config)
+        out["its own"] = made.name in own
+        await consumers.delete(nc, wire.OBJECTS_STREAM, made.name)
+        return out
+
+    refusals = ["nameless create", "update", "update by filter", "durable update", "info", "delete"]
+    assert as_identity(stack, ATTACKER, body) == {
+        "victims named": True,
+        "under their prefix": True,
+        **{what: "refused" for what in [*refusals, "a name of no prefix"]},
+        "its own": True,
+    }
+    stack.kubectl("create", "deployment", "after-a-controller-tried", "--image=nginx")
+    wait_for(
+        lambda: replicasets(stack, "after-a-controller-tried") == 1,
+        30,
+        0.5,
+        "a ReplicaSet for a new Deployment",
+    )
+
+
 def test_a_push_consumer_cannot_speak_on_core_subjects(stack: DevStack) -> None:
     """Finding 6: a push consumer aimed at a core subject replayed stream messages there; a
     standby coordinator took one on `kcm.coord.status` as its leader's verdicts (every field
@@ -319,3 +373,84 @@ def test_a_push_consumer_cannot_speak_on_core_subjects(stack: DevStack) -> None:
         standby.send_signal(signal.SIGTERM)
         standby.wait(30)
     stack.wait_healthy(30)
+
+
+def test_a_replayed_beat_hides_no_dead_watcher(stack: DevStack) -> None:
+    """Finding 6: a beat is read from its body alone, so a controller identity could write a
+    watcher's beat into its own work stream and replay it, through a push consumer aimed at the
+    watcher's health subject, to the coordinators: a frozen watcher looked healthy.
+
+    nats-server delivers a push consumer's messages only while a client subscribes to the
+    deliver subject itself (the coordinators' `kcm.health.*.*` is no interest to it), which no
+    kcm service does: here an observer with the coordinator identity follows the watcher's
+    beats, as a dashboard of one watcher would; the coordinators hear the replays through it."""
+    instance = stack.status()["watcher"]["leader"]
+    forged = {
+        "service": "watcher",
+        "instance": instance,
+        "leader": True,
+        "interval": 10.0,  # the longest a beat may claim: one replay stands for 31 s
+        "checks": {"watcher": None, "nats": None, "publishing": None},
+    }
+    aim = subjects.health_subject("watcher", instance)
+    stream = subjects.work_stream("replicaset-controller")
+    # A partition no replica consumes, so the stream's queue keeps the message for the replay.
+    planted = f"{wire.WORK_PREFIX}.replicaset-controller.forged.default.beat"
+
+    def dropped() -> int:
+        lines = stack.log("coordinator").splitlines()
+        where = f'"subscription": "{subjects.health_filter()}"'
+        return sum(1 for x in lines if "replayed message dropped" in x and where in x)
+
+    def verdict() -> dict[str, Any]:
+        return dict(stack.status().get("watcher") or {})
+
+    async def body(nc: Client, errors: list[str]) -> dict[str, Any]:
+        heard: list[Msg] = []
+
+        async def hear(msg: Msg) -> None:
+            heard.append(msg)
+
+        observer = await connect(stack, "coordinator", errors)
+        await observer.subscribe(aim, cb=hear)
+        await observer.flush()
+        js = nc.jetstream(timeout=3)
+        await js.publish(planted, json.dumps(forged).encode(), stream=stream)
+        config = api.ConsumerConfig(
+            name="replay",
+            deliver_subject=aim,
+            filter_subject=f"{wire.WORK_PREFIX}.replicaset-controller.forged.>",
+            ack_policy=api.AckPolicy.EXPLICIT,  # a work queue's consumers must ack
+            ack_wait=1.0,  # never acked: delivered again every second
+            inactive_threshold=10.0,  # the identity may not delete it: it goes by itself
+        )
+        await js.add_consumer(stream, config)
+        seen: list[dict[str, Any]] = []
+        try:
+            for _ in range(600):
+                seen.append(await asyncio.to_thread(verdict))
+                if len(heard) >= 3 and await asyncio.to_thread(dropped) >= 3:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await observer.close()
+        return {
+            "replays heard": len(heard) >= 3 and all(json.loads(m.data) == forged for m in heard),
+            "replays dropped": await asyncio.to_thread(dropped) >= 3,
+            "healthy while frozen": [v for v in seen if v.get("healthy")],
+            "verdict": "no active watcher" in str(verdict().get("error")),
+        }
+
+    pid = stack.service_pid("watcher")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: "no active watcher" in str(verdict().get("error")), 30, 0.2, "the watcher unhealthy")
+        assert as_identity(stack, ATTACKER, body) == {
+            "replays heard": True,
+            "replays dropped": True,
+            "healthy while frozen": [],
+            "verdict": True,
+        }
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: verdict().get("healthy"), 30, 0.2, "the watcher healthy again")

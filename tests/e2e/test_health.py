@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import KCM, stop_process, wait_for
-from tests.e2e.devstack import DevStack, children, stack_fixture
+from tests.e2e.devstack import DevStack, stack_fixture
 
 stack = stack_fixture("--controllers", "replicaset", "--nodes", "0")
 
@@ -41,11 +41,6 @@ def kcm_status(stack: DevStack) -> subprocess.CompletedProcess[str]:
 
 def leader_url(stack: DevStack) -> str:
     return (stack.state / "coordinator.url").read_text().strip()
-
-
-def watcher_pid(stack: DevStack) -> int:
-    [pid] = [pid for pid, cmd in children(stack.proc.pid).items() if " watcher " in f" {cmd} "]
-    return pid
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +85,7 @@ def test_a_standby_answers_the_leaders_verdict(stack: DevStack, standby: str) ->
 
 def test_a_frozen_watcher_is_unhealthy_until_it_resumes(stack: DevStack, standby: str) -> None:
     wait_for(lambda: get(standby + "/healthz/watcher")[0] == 200, 20, what="the standby to follow the leader")
-    pid = watcher_pid(stack)
+    pid = stack.service_pid("watcher")
     os.kill(pid, signal.SIGSTOP)
     try:
         # Within 3 heartbeats + 1 s of silence; the bound here is only the test's patience.

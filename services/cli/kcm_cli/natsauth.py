@@ -11,7 +11,8 @@ The table is the section "the table" below: one function per kind of identity (`
 subscribes on, the JetStream API calls (`$JS.API.<op>.<stream>`) included, from what the
 service's code does (docs/bus.md "Who may publish what"). A new subject, stream or KV bucket
 is one line in the function of each identity that uses it (`_declare`, `_read` take any
-stream name, `KV_<bucket>` included).
+stream name, `KV_<bucket>` included). On the object stream a service makes consumers of its
+identity's own names only (`Permissions.own_consumers`, `kcm_shared.bus.consumers`).
 """
 
 from __future__ import annotations
@@ -60,14 +61,22 @@ class Permissions:
     # Subscribes to its own inbox, `subjects.inbox_prefix` of its public key (what
     # `natsconn.connect` sets).
     own_inbox: bool = True
+    # What it may do (`CONSUMER.CREATE`, ...) with consumers of its own names on the object
+    # stream, `subjects.consumer_names` of its inbox (`kcm_shared.bus.consumers` names them so),
+    # and with no other consumer there.
+    own_consumers: tuple[str, ...] = ()
 
     def render(self, public_key: str) -> dict[str, object]:
         subscribe = list(self.subscribe)
+        inbox = subjects.inbox_prefix(public_key)
         if self.own_inbox:
-            subscribe.append(subjects.inbox_prefix(public_key) + ".>")
+            subscribe.append(inbox + ".>")
+        publish = list(self.publish)
+        for name in subjects.consumer_names(inbox) if self.own_consumers else ():
+            publish += [_api(op, f"{OBJECTS}.{name}") for op in self.own_consumers]
         # An empty allow list would mean "anything" to nats-server: deny everything instead.
         out: dict[str, object] = {
-            "publish": {"allow": list(self.publish)} if self.publish else {"deny": [">"]},
+            "publish": {"allow": publish} if publish else {"deny": [">"]},
             "subscribe": {"allow": subscribe} if subscribe else {"deny": [">"]},
         }
         if self.responses:
@@ -90,21 +99,24 @@ def _create(stream: str) -> list[str]:
     return [_api("STREAM.CREATE", stream), _api("STREAM.INFO", stream)]
 
 
+def _look(stream: str) -> list[str]:
+    """A stream's info, direct gets and flow control (the replies its push consumers ask
+    for); no consumer, nothing that changes or deletes what the stream holds."""
+    out = [_api("STREAM.INFO", stream), _api("DIRECT.GET", stream), _api("DIRECT.GET", stream, sub=True)]
+    return [*out, _api("STREAM.MSG.GET", stream), f"$JS.FC.{stream}.>"]
+
+
 def _read(stream: str) -> list[str]:
-    """Read a stream: its info, consumers of the reader's own (ephemeral, ordered, durable),
-    pulls, direct gets, flow control; nothing that changes or deletes what the stream holds."""
+    """Read a stream (`_look`) through consumers of any name (ephemeral, ordered, durable) and
+    pulls from them."""
     return [
-        _api("STREAM.INFO", stream),
+        *_look(stream),
         _api("CONSUMER.CREATE", stream),
         _api("CONSUMER.CREATE", stream, sub=True),
         _api("CONSUMER.DURABLE.CREATE", stream, sub=True),  # a reader's own durable, by name
         _api("CONSUMER.INFO", stream, sub=True),
         _api("CONSUMER.DELETE", stream, sub=True),
         _api("CONSUMER.MSG.NEXT", stream, sub=True),
-        _api("DIRECT.GET", stream),
-        _api("DIRECT.GET", stream, sub=True),
-        _api("STREAM.MSG.GET", stream),
-        f"$JS.FC.{stream}.>",
     ]
 
 
@@ -112,8 +124,7 @@ def _named_consumers(stream: str, names: Sequence[str]) -> list[str]:
     """Consumers of these names only (created by name: nats-server takes a name in the body
     of a nameless `CONSUMER.CREATE` too, and then updates whichever consumer has it), pulls
     from them and their acks; the stream's info, direct gets, flow control."""
-    out = [_api("STREAM.INFO", stream), _api("DIRECT.GET", stream), _api("DIRECT.GET", stream, sub=True)]
-    out += [_api("STREAM.MSG.GET", stream), f"$JS.FC.{stream}.>"]
+    out = _look(stream)
     for name in names:
         named = f"{stream}.{name}"
         out += [_api("CONSUMER.CREATE", named), _api("CONSUMER.CREATE", named, sub=True)]
@@ -147,9 +158,11 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 def watcher() -> Permissions:
     """Publishes every object state and progress marker, and answers sync requests."""
-    publish = [subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_read(OBJECTS)]
+    publish = [subjects.OBJECTS_FILTER, subjects.PROGRESS_FILTER, *_declare(OBJECTS), *_look(OBJECTS)]
     publish.append(subjects.health_filter("watcher"))
-    return Permissions(_unique(publish), (wire.WATCHER_SYNC,), responses=True)
+    # Its reads of the stream before a relist: pull consumers (`kcm_watcher.resourcewatch`).
+    pulls = ("CONSUMER.CREATE", "CONSUMER.MSG.NEXT", "CONSUMER.DELETE")
+    return Permissions(_unique(publish), (wire.WATCHER_SYNC,), responses=True, own_consumers=pulls)
 
 
 def coordinator() -> Permissions:
@@ -168,7 +181,7 @@ def controllers(names: Sequence[str]) -> Permissions:
     publish = [subjects.heartbeat_filter(names), wire.WATCHER_SYNC]
     # The caches declare the object stream and the queues the dead letters' one too (any
     # service may start first); create only: updating them is the watcher's and the coordinator's.
-    publish += [*_create(OBJECTS), *_read(OBJECTS), *_create(wire.DLQ_STREAM)]
+    publish += [*_create(OBJECTS), *_look(OBJECTS), *_create(wire.DLQ_STREAM)]
     # A replica renews its own grant while no coordinator answers (revision-checked by
     # JetStream), under the scope of its controllers (`membership.grant_key`).
     publish += [f"$KV.{wire.GRANTS_BUCKET}.{subjects.scope_token(names)}.*"]
@@ -177,7 +190,8 @@ def controllers(names: Sequence[str]) -> Permissions:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]
         publish += [*_create(stream), *_consume_work(stream)]
-    return Permissions(_unique(publish), ())
+    # Its caches' push consumers (`kcm_shared.runtime.cache`).
+    return Permissions(_unique(publish), (), own_consumers=("CONSUMER.CREATE", "CONSUMER.DELETE"))
 
 
 def consumer() -> Permissions:

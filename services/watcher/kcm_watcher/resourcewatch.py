@@ -42,8 +42,9 @@ import nats.js.errors
 import prometheus_client
 from kcm_shared.apimachinery import gvr, resourceversion
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import natsconn, subjects, wire
+from kcm_shared.bus import consumers, natsconn, subjects, wire
 from kcm_shared.client import kubeclient
+from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 
 from kcm_watcher import metrics, objects, publisher, redact
@@ -72,7 +73,7 @@ class ResourceWatch:
         self,
         res: gvr.Resource,
         client: kubeclient.KubeClient,
-        js: JetStreamContext,
+        nc: Client,
         lane: publisher.Lane,
         *,
         watch_timeout: float = 300.0,
@@ -80,7 +81,7 @@ class ResourceWatch:
     ) -> None:
         self.res = res
         self._client = client
-        self._js = js
+        self._nc = nc
         self._lane = lane
         lane.resolver = self._resolve
         self._watch_timeout = watch_timeout
@@ -227,6 +228,10 @@ class ResourceWatch:
             if subject not in self.held:
                 self._lane.seqs.pop(subject, None)
 
+    @functools.cached_property
+    def _js(self) -> JetStreamContext:
+        return self._nc.jetstream()
+
     async def _read_stream(self) -> None:
         """Fill `held` (subject -> resourceVersion of each object the stream holds as live), the
         tombstones, and the lane's sequence of every subject of the resource (marker included)."""
@@ -238,13 +243,11 @@ class ResourceWatch:
             inactive_threshold=30.0,
             filter_subjects=[subjects.object_filter(self.res), self._progress_subject],
         )
-        sub = await self._js.pull_subscribe(
-            subjects.object_filter(self.res), stream=wire.OBJECTS_STREAM, config=config
-        )
+        info = await consumers.create(self._nc, wire.OBJECTS_STREAM, config)
+        sub = await self._js.pull_subscribe_bind(info.name, stream=wire.OBJECTS_STREAM)
         self.held, self._tombstones = {}, {}
         seqs: dict[str, int] = {}
         try:
-            info = await sub.consumer_info()
             remaining = info.num_pending or 0
             while remaining > 0:
                 for msg in await sub.fetch(min(remaining, _READ_BATCH), timeout=_READ_TIMEOUT):
@@ -254,9 +257,9 @@ class ResourceWatch:
                     remaining = msg.metadata.num_pending
         finally:
             await sub.unsubscribe()
+            # Else the server drops it after its inactive_threshold.
             with contextlib.suppress(nats.errors.Error, TimeoutError):
-                # pull_subscribe named the ephemeral consumer in `config`.
-                await self._js.delete_consumer(wire.OBJECTS_STREAM, config.name or "")
+                await consumers.delete(self._nc, wire.OBJECTS_STREAM, info.name)
         self._lane.seqs = seqs
 
     async def _resolve(self, subject: str, headers: dict[str, str]) -> int | None:

@@ -163,7 +163,7 @@ class Supervisor:
     def _start(self, res: gvr.Resource) -> None:
         lane = self._publisher.lane(str(res))
         watch = resourcewatch.ResourceWatch(
-            res, self._client, self._js, lane, watch_timeout=self._options.watch_timeout
+            res, self._client, self._nc, lane, watch_timeout=self._options.watch_timeout
         )
         self._running[res] = _Running(watch, lane, asyncio.ensure_future(watch.run()))
         log.info("watching", extra={"resource": str(res)})

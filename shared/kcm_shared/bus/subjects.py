@@ -21,6 +21,8 @@ subscribers of health beats, verdicts and sync requests drop what it says.
 `inbox_prefix(public_key)`: the reply subjects of a service connected with an nkey, its own
 (`natsconn.connect` sets it, `kcm_cli.natsauth` lets the identity subscribe there alone), so
 no identity sees another's replies or JetStream deliveries (docs/bus.md "Who may publish what").
+`consumer_names(inbox)`: the names of the consumers that identity may make on the object
+stream, under a prefix of its own, so none can touch another identity's consumers.
 """
 
 from __future__ import annotations
@@ -298,3 +300,22 @@ def replayed(reply: str | None) -> bool:
 def inbox_prefix(public_key: str) -> str:
     """nats-py's `inbox_prefix` for the identity of nkey `public_key` (instead of `_INBOX`)."""
     return f"_INBOX_{public_key}"
+
+
+# The consumers one identity may have on the object stream at once: every cache of every replica
+# sharing it, and the leftovers of a process that died (gone after their inactive_threshold).
+CONSUMER_SLOTS = 256
+
+
+def consumer_prefix(inbox: str) -> str:
+    """The consumer-name prefix of the identity replying under `inbox` (`inbox_prefix`, or
+    nats-py's `_INBOX` for a client without an nkey): `kcm-` and 16 hex digits of its SHA-256."""
+    return f"kcm-{hashlib.sha256(inbox.encode()).hexdigest()[:16]}"
+
+
+def consumer_names(inbox: str) -> list[str]:
+    """Every name the identity replying under `inbox` may give a consumer on the object stream:
+    its prefix and a slot, `kcm-<digest>-<0..CONSUMER_SLOTS-1>`. NATS permissions match whole
+    tokens only, so an identity's permissions list these names (`kcm_cli.natsauth`)."""
+    prefix = consumer_prefix(inbox)
+    return [f"{prefix}-{slot}" for slot in range(CONSUMER_SLOTS)]

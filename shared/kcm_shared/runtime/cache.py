@@ -2,7 +2,8 @@
 
 Controllers read their objects from a `Cache` instead of the API server: `run()` consumes
 `kcm.obj.<resource>.>` and the resource's progress subject from the `KCM_OBJECTS` stream
-(docs/bus.md) with an ordered push consumer of its own, starting from the last message of
+(docs/bus.md) with an ordered push consumer of its own (named by `kcm_shared.bus.consumers`
+under its identity's prefix), starting from the last message of
 every subject (the current state of every object), then following new messages. Each body
 is decoded into the controller's view type (`kcm_shared.apimachinery.codec`); the store is indexed by
 `namespace/name` keys, by namespace, by owner uid, and by any index a controller adds.
@@ -69,7 +70,7 @@ from nats.js import JetStreamContext, api
 
 from kcm_shared.apimachinery import codec, gvr, resourceversion, selectors
 from kcm_shared.base import cancellation, tracing
-from kcm_shared.bus import natsconn, subjects, wire
+from kcm_shared.bus import consumers, natsconn, subjects, wire
 from kcm_shared.client import kubeclient
 
 log = logging.getLogger("kcm.cache")
@@ -465,7 +466,8 @@ class Cache(Generic[T]):
         )
         consumer = None
         try:
-            info = await self._js.add_consumer(
+            info = await consumers.create(
+                self._nc,
                 wire.OBJECTS_STREAM,
                 api.ConsumerConfig(
                     deliver_subject=inbox,
@@ -502,7 +504,9 @@ class Cache(Generic[T]):
                 await asyncio.wait_for(sub.unsubscribe(), 2.0)
             if consumer is not None and self._nc.is_connected:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._js.delete_consumer(wire.OBJECTS_STREAM, consumer), 2.0)
+                    await asyncio.wait_for(consumers.delete(self._nc, wire.OBJECTS_STREAM, consumer), 2.0)
+            elif consumer is not None:
+                consumers.release(self._nc, consumer)  # the server drops it after inactive_threshold
 
     async def _on_msg(self, failure: asyncio.Future[str], msg: Msg) -> None:
         # Runs in the subscription's task, one message at a time, in delivery order.

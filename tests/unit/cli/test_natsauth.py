@@ -204,3 +204,34 @@ def test_each_identity_hears_its_own_inbox_only_and_the_consumer_the_default_one
         own = [f"{subjects.inbox_prefix(user['nkey'])}.>"]
         assert own == [f"{prefix}.>"]
         assert inboxes == (["_INBOX.>", *own] if identity == "consumer" else own)
+
+
+def test_consumers_on_the_object_stream_have_the_identitys_own_names_only(tmp_path: Path) -> None:
+    identities = {
+        "watcher": natsauth.watcher(),
+        "replicaset": natsauth.controllers(["replicaset-controller"]),
+    }
+    identities["deployment"] = natsauth.controllers(["deployment-controller"])
+    users = natsauth.authorization(tmp_path, identities)["users"]
+    assert isinstance(users, list)
+    by_identity = dict(zip(identities, users, strict=True))
+    allowed = {identity: user["permissions"]["publish"]["allow"] for identity, user in by_identity.items()}
+    names = {
+        identity: subjects.consumer_names(subjects.inbox_prefix(user["nkey"]))
+        for identity, user in by_identity.items()
+    }
+    api = f"$JS.API.CONSUMER.%s.{wire.OBJECTS_STREAM}"
+
+    def may(identity: str, subject: str) -> bool:
+        return any(matches(p, subject) for p in allowed[identity])
+
+    for identity in identities:
+        assert len(set(names[identity])) == subjects.CONSUMER_SLOTS
+        # A nameless create (nats-server takes the name from the body) and a stranger's name.
+        assert not may(identity, api % "CREATE")
+        assert not may(identity, f"{api % 'CREATE'}.cache-x")
+        assert not may(identity, f"{api % 'DURABLE.CREATE'}.{names[identity][0]}")
+        for owner, theirs in names.items():
+            for op in ("CREATE", "DELETE", "INFO", "MSG.NEXT"):
+                mine = owner == identity and (op != "MSG.NEXT" or identity == "watcher") and op != "INFO"
+                assert may(identity, f"{api % op}.{theirs[7]}") == mine, (identity, owner, op)
