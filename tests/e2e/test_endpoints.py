@@ -4,12 +4,12 @@ driven with kubectl.
 One shared stack, a namespace per test. The simulator gives running pods an IP and reads
 `sim.kcm.dev/ready` (docs/simulator.md) for their Ready condition. Covers `kubectl expose
 deployment` (addresses, nodeName, targetRef, labels, trigger-time annotation, `kubectl get
-endpoints`), readiness moving an address between ready and not ready, a named targetPort
-resolved per pod, publishNotReadyAddresses, a terminating pod (left out unless not-ready
-addresses are published), a headless Service with hostname/subdomain,
-hand-written Endpoints of a selectorless Service left alone, a deleted Service's Endpoints
-removed, bad Endpoints refused by the API server with upstream's message, and the controller
-killed with -9 mid-change (nothing lost).
+endpoints`), settled Endpoints of several subsets and ports not rewritten by a resync, readiness
+moving an address between ready and not ready, a named targetPort resolved per pod,
+publishNotReadyAddresses, a terminating pod (left out unless not-ready addresses are published),
+a headless Service with hostname/subdomain, hand-written Endpoints of a selectorless Service
+left alone, a deleted Service's Endpoints removed, bad Endpoints refused by the API server with
+upstream's message, and the controller killed with -9 mid-change (nothing lost).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.e2e import devstack
 stack = devstack.stack_fixture("--controllers", "endpoint,deployment,replicaset")
 _counter = iter(range(1000))
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
+CONTROLLER = "endpoints-controller"
 HEADLESS = "service.kubernetes.io/headless"
 
 
@@ -166,6 +167,51 @@ def test_named_target_port_is_resolved_per_pod(stack: devstack.DevStack, ns: str
         stack, ns, "n", lambda e: by_port(e) == {8080: {"p8080"}, 9090: {"p9090"}}, "one subset per port"
     )
     assert all(s["ports"][0]["name"] == "web" for s in ep["subsets"])
+
+
+def several_subsets_and_ports(ns: str) -> list[dict[str, Any]]:
+    """Pods and a Service whose Endpoints have three subsets, one with two ports: `web` resolves to
+    8080 on one pod and to 8081 on the others (one of them not ready); `metrics` and `dns` are
+    served by the ready pods alike."""
+    web8080 = [{"name": "web", "containerPort": 8080}]
+    web8081 = [{"name": "web", "containerPort": 8081}]
+    ports = [
+        {"name": "web", "port": 80, "targetPort": "web"},
+        {"name": "metrics", "port": 9090},
+        {"name": "dns", "port": 53, "protocol": "UDP"},
+    ]
+    return [
+        pod(ns, "a", {"app": "m"}, ports=web8080),
+        pod(ns, "b", {"app": "m"}, ports=web8081),
+        pod(ns, "c", {"app": "m"}, ready=False, ports=web8081),
+        service(ns, "m", selector={"app": "m"}, ports=ports),
+    ]
+
+
+def settled(ep: dict[str, Any]) -> bool:
+    return len(ep.get("subsets") or []) == 3 and ips(ep) and len(ips(ep, "notReadyAddresses")) == 1
+
+
+def test_settled_endpoints_with_several_subsets_and_ports_are_not_rewritten(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    """Issue 27: a controller whose layout differs from the stored one rewrites on every sync (and
+    such a write drops the trigger-time annotation). Once settled, a resync of the Service writes
+    nothing: the resourceVersion stays and so does the annotation."""
+    for obj in several_subsets_and_ports(ns):
+        create(stack, obj)
+    ep = wait_endpoints(stack, ns, "m", settled, "three subsets")
+    assert TRIGGER_TIME in ep["metadata"]["annotations"]
+
+    def syncs() -> float:
+        return stack.metric(CONTROLLER, "workqueue_work_duration_seconds_count", name=CONTROLLER)
+
+    before = syncs()
+    stack.kubectl("-n", ns, "annotate", "service", "m", "resync=1")
+    wait_for(lambda: syncs() > before, 30, interval=0.2, what="the Service synced again")
+    after = get(stack, ns, "endpoints", "m")
+    assert after["metadata"]["resourceVersion"] == ep["metadata"]["resourceVersion"]
+    assert after["metadata"]["annotations"][TRIGGER_TIME] == ep["metadata"]["annotations"][TRIGGER_TIME]
 
 
 def test_publish_not_ready_addresses_lists_unready_pods_as_ready(stack: devstack.DevStack, ns: str) -> None:

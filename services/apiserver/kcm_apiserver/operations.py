@@ -404,7 +404,6 @@ class Api:
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
-        strategies.canonicalize(srt, obj)
         charges = quota.admit(self.store, srt, ctx.namespace, obj)
         if self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", meta["name"]):
             if not ctx.dry_run:
@@ -490,7 +489,6 @@ class Api:
             defaults.apply_defaults(srt.group, srt.kind, new)
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
-        strategies.canonicalize(srt, new)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         taken = self._assign_node_ports(srt, new, old) if subresource != "status" else set()

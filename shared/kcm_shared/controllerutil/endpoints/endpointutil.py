@@ -18,7 +18,7 @@ controller and the endpointslice-mirroring controller import it; nothing here do
   pod update must requeue (podEndpointsChanged, ServiceSelectorCache, GetServicesToUpdateOnPodChange,
   determineNeededServiceUpdates).
 - `repack_subsets`: the canonical layout of Endpoints subsets (pkg/api/v1/endpoints
-  RepackSubsets), which the endpoints controller writes and the API server stores.
+  RepackSubsets), in upstream's order, which the endpoints controller writes and compares.
 - `TriggerTimeTracker`: the value of the `endpoints.kubernetes.io/last-change-trigger-time`
   annotation (TriggerTimeTracker), and `ip_family` for an address's family (utilnet.IsIPv6String).
 """
@@ -26,6 +26,7 @@ controller and the endpointslice-mirroring controller import it; nothing here do
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 from collections.abc import Iterable, Set
 from typing import Any
@@ -294,13 +295,81 @@ def _address_key(address: dict[str, Any]) -> tuple[bytes, str]:
     return str(address.get("ip") or "").encode(), str(uid or "")
 
 
+# Upstream orders ports and subsets by the MD5 of a debug dump of the Go value (go-spew's `%#v`
+# as hashutil.DeepHashObject configures it). The order is part of what the controller compares
+# and what kube-apiserver stores as written, so kcm must reproduce that dump field for field:
+# any other order makes every Endpoints that upstream kube-controller-manager wrote look changed.
+
+
+def _dump_str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _dump_ptr(type_name: str, value: Any) -> str:
+    return f"({type_name})" + ("<nil>" if value is None else str(value))
+
+
+def _dump_port(port: dict[str, Any]) -> str:
+    return (
+        f"{{Name:(string){_dump_str(port.get('name'))} Port:(int32){int(port.get('port') or 0)} "
+        f"Protocol:(v1.Protocol){_dump_str(port.get('protocol'))} "
+        f"AppProtocol:{_dump_ptr('*string', port.get('appProtocol'))}}}"
+    )
+
+
+_REF_FIELDS = (
+    ("Kind", "kind", "string"),
+    ("Namespace", "namespace", "string"),
+    ("Name", "name", "string"),
+    ("UID", "uid", "types.UID"),
+    ("APIVersion", "apiVersion", "string"),
+    ("ResourceVersion", "resourceVersion", "string"),
+    ("FieldPath", "fieldPath", "string"),
+)
+
+
+def _dump_address(address: dict[str, Any]) -> str:
+    ref = address.get("targetRef")
+    if isinstance(ref, dict):
+        fields = " ".join(f"{go}:({kind}){_dump_str(ref.get(key))}" for go, key, kind in _REF_FIELDS)
+        dumped_ref = f"(*v1.ObjectReference){{{fields}}}"
+    else:
+        dumped_ref = "(*v1.ObjectReference)<nil>"
+    return (
+        f"{{IP:(string){_dump_str(address.get('ip'))} Hostname:(string){_dump_str(address.get('hostname'))} "
+        f"NodeName:{_dump_ptr('*string', address.get('nodeName'))} TargetRef:{dumped_ref}}}"
+    )
+
+
+def _dump_list(type_name: str, items: list[str]) -> str:
+    return f"([]{type_name})" + (f"[{' '.join(items)}]" if items else "<nil>")
+
+
+def _port_order(port: dict[str, Any]) -> bytes:
+    """Upstream portsByHash: the MD5 of the port's dump."""
+    return hashlib.md5(("(v1.EndpointPort)" + _dump_port(port)).encode()).digest()
+
+
+def _subset_order(subset: dict[str, Any]) -> bytes:
+    """Upstream subsetsByHash: the MD5 of the subset's dump (its lists already sorted)."""
+    dump = (
+        "(v1.EndpointSubset){"
+        f"Addresses:{_dump_list('v1.EndpointAddress', [_dump_address(a) for a in subset.get('addresses') or []])} "
+        "NotReadyAddresses:"
+        f"{_dump_list('v1.EndpointAddress', [_dump_address(a) for a in subset.get('notReadyAddresses') or []])} "
+        f"Ports:{_dump_list('v1.EndpointPort', [_dump_port(p) for p in subset.get('ports') or []])}}}"
+    )
+    return hashlib.md5(dump.encode()).digest()
+
+
 def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The canonical layout of `subsets`, JSON-form EndpointSubsets (upstream RepackSubsets;
-    the API server canonicalizes what it stores with it too): addresses grouped by the
+    """The canonical layout of `subsets`, JSON-form EndpointSubsets (upstream RepackSubsets of
+    pkg/api/v1/endpoints, which upstream's endpoints controller writes): addresses grouped by the
     exact set of ports they serve; an address de-duplicated by IP and pod uid; not ready for
     one port if it is not ready in any subset offering that port; subsets without ports
-    (a headless Service without ports) kept. Addresses sorted by IP then uid; ports and
-    subsets in a fixed order of their content."""
+    (a headless Service without ports) kept, ports without addresses dropped. Addresses sorted by IP then uid; ports and
+    subsets in upstream's order of the MD5 of their Go dump, so both controllers write the
+    same bytes for the same pods."""
     addresses: dict[tuple[bytes, str], dict[str, Any]] = {}
     # port (canonical JSON, or None for "no ports") -> address key -> ready
     by_port: dict[bytes | None, dict[tuple[bytes, str], bool]] = {}
@@ -315,12 +384,12 @@ def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not port_keys:
             port_keys.append(None)
         for port_key in port_keys:
-            readiness = by_port.setdefault(port_key, {})
             for field, is_ready in (("addresses", True), ("notReadyAddresses", False)):
                 for address in subset.get(field) or []:
                     key = _address_key(address)
                     addresses.setdefault(key, address)
-                    # Not ready trumps ready.
+                    # A port is kept only with an address that serves it; not ready trumps ready.
+                    readiness = by_port.setdefault(port_key, {})
                     if readiness.get(key, True):
                         readiness[key] = is_ready
     groups: dict[tuple[tuple[tuple[bytes, str], bool], ...], list[dict[str, Any]]] = {}
@@ -339,10 +408,10 @@ def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not_ready_addresses:
             packed["notReadyAddresses"] = not_ready_addresses
         if group_ports:
-            packed["ports"] = sorted(group_ports, key=_canonical)
+            packed["ports"] = sorted(group_ports, key=_port_order)
         out.append(packed)
     if len(out) > 1:
-        out.sort(key=_canonical)
+        out.sort(key=_subset_order)
     return out
 
 
