@@ -31,7 +31,14 @@ NOT_ON_UPSTREAM: dict[str, str] = {
     "test_coordinator_failover.py": BUS,
     "test_fencing.py": f"{BUS}; its audit log is the embedded server's format",
     "test_health.py": BUS,
-    "test_hostile_names.py": TIME_BUDGET,
+    "test_hostile_names.py": f"{TIME_BUDGET}; the garbage collector's names, no API server behaviour",
+    "test_job_policies.py": f"{TIME_BUDGET}; the job controller runs in test_job.py",
+    "test_cronjob.py": f"{TIME_BUDGET}; test_job.py runs a CronJob's Jobs to completion",
+    "test_resourcequota.py": f"{TIME_BUDGET}; test_replicaset.py's pods are refused and admitted by a quota",
+    "test_garbagecollector.py": f"{TIME_BUDGET}; the collector cascades in test_replicationcontroller.py, "
+    "test_statefulset.py and test_ttlafterfinished.py",
+    "test_serviceaccount_tokens.py::test_identity_files_survive_a_restart": f"{TIME_BUDGET}; it restarts "
+    "the whole stack to check kcm dev's files, not a controller",
     "test_nats_auth.py": BUS,
     "test_replicaset_failover.py": BUS,
     "test_retry_forever.py": BUS,
