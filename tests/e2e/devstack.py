@@ -190,7 +190,9 @@ def dev_stack(tmp: Path, *args: str) -> Iterator[DevStack]:
             argv, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
     stack = DevStack(proc, state, expected)
-    timer = threading.Timer(START_TIMEOUT, proc.kill)  # a hang at start-up must not hang the suite
+    # A hang at start-up must not hang the suite. Ctrl-C, not kill -9: killed, `kcm dev` would leave
+    # its supervised etcd, kube-apiserver, nats-server and services running without a parent.
+    timer = threading.Timer(START_TIMEOUT, stack.stop)
     timer.start()
     try:
         _, stack.progress = read_ready_line(proc, stderr)

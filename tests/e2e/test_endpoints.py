@@ -24,6 +24,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
+from tests.e2e.serviceobjects import addresses, ips, pod, service, settled, several_subsets_and_ports
 
 stack = devstack.stack_fixture("--controllers", "endpoint,deployment,replicaset")
 _counter = iter(range(1000))
@@ -46,42 +47,6 @@ def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
 
 def create(stack: devstack.DevStack, obj: dict[str, Any]) -> None:
     stack.kubectl("create", "-f", "-", input=json.dumps(obj))
-
-
-def pod(
-    ns: str,
-    name: str,
-    labels: dict[str, str],
-    *,
-    ready: bool = True,
-    ports: list[dict[str, Any]] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": labels,
-            "annotations": {"sim.kcm.dev/ready": "true" if ready else "false"},
-        },
-        "spec": {"containers": [{"name": "c", "image": "nginx", "ports": ports or []}], **spec},
-    }
-
-
-def service(ns: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns}, "spec": spec}
-
-
-def addresses(ep: dict[str, Any] | None, field: str = "addresses") -> list[dict[str, Any]]:
-    if ep is None:
-        return []
-    return [a for s in ep.get("subsets") or [] for a in s.get(field) or []]
-
-
-def ips(ep: dict[str, Any] | None, field: str = "addresses") -> set[str]:
-    return {a["ip"] for a in addresses(ep, field)}
 
 
 def running_pod_ips(stack: devstack.DevStack, ns: str, selector: str) -> dict[str, str]:
@@ -167,29 +132,6 @@ def test_named_target_port_is_resolved_per_pod(stack: devstack.DevStack, ns: str
         stack, ns, "n", lambda e: by_port(e) == {8080: {"p8080"}, 9090: {"p9090"}}, "one subset per port"
     )
     assert all(s["ports"][0]["name"] == "web" for s in ep["subsets"])
-
-
-def several_subsets_and_ports(ns: str) -> list[dict[str, Any]]:
-    """Pods and a Service whose Endpoints have three subsets, one with two ports: `web` resolves to
-    8080 on one pod and to 8081 on the others (one of them not ready); `metrics` and `dns` are
-    served by the ready pods alike."""
-    web8080 = [{"name": "web", "containerPort": 8080}]
-    web8081 = [{"name": "web", "containerPort": 8081}]
-    ports = [
-        {"name": "web", "port": 80, "targetPort": "web"},
-        {"name": "metrics", "port": 9090},
-        {"name": "dns", "port": 53, "protocol": "UDP"},
-    ]
-    return [
-        pod(ns, "a", {"app": "m"}, ports=web8080),
-        pod(ns, "b", {"app": "m"}, ports=web8081),
-        pod(ns, "c", {"app": "m"}, ready=False, ports=web8081),
-        service(ns, "m", selector={"app": "m"}, ports=ports),
-    ]
-
-
-def settled(ep: dict[str, Any]) -> bool:
-    return len(ep.get("subsets") or []) == 3 and ips(ep) and len(ips(ep, "notReadyAddresses")) == 1
 
 
 def test_settled_endpoints_with_several_subsets_and_ports_are_not_rewritten(

@@ -22,7 +22,7 @@ from kcm_shared.controllerutil.endpoints import endpointutil
 
 from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
-from tests.e2e.test_endpoints import settled, several_subsets_and_ports
+from tests.e2e.serviceobjects import settled, several_subsets_and_ports
 
 Stack = devstack.DevStack
 
