@@ -19,8 +19,11 @@ run: setup
 
 # Two workers, each taking whole test files, so a module's shared `kcm dev` stack stays in one
 # process: end-to-end tests mostly wait on their stacks, and the suite takes about half the time.
-test: setup
+# Then the second tier: the `kcm dev` end-to-end modules again, on etcd and kube-apiserver (what
+# cannot run there, and why, is listed in tests/e2e/conftest.py).
+test: setup upstream
 	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=10 --apiserver=upstream tests/e2e
 
 lint: setup
 	$(BIN)/ruff check .

@@ -232,6 +232,16 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--apiserver",
+        choices=["embedded", "upstream"],
+        default="embedded",
+        help="the API server of the end-to-end tests' `kcm dev` stacks; upstream: kube-apiserver "
+        "(make upstream), and only the tests that can run there (tests/e2e/conftest.py says why not)",
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """A failing test that used a `kcm dev` stack (tests/e2e/devstack.py) reports the end of its

@@ -2,7 +2,8 @@
 
 `dev_stack(tmp, *args)` starts `kcm dev` in a temporary state directory, waits for its ready
 line and until every selected controller owns all its partitions and is healthy (what
-`kcm status` reports), and stops it with Ctrl-C at the end. `stack_fixture(*args)` makes a
+`kcm status` reports), and stops it with Ctrl-C at the end; on the API server `APISERVER` unless
+the arguments name one. `stack_fixture(*args)` makes a
 module-scoped pytest fixture of it, so one module shares one stack. With `--reference` no kcm
 controller runs: the ready line (which `kcm dev` prints once kube-controller-manager answers
 /healthz) is all there is to wait for.
@@ -33,6 +34,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import KCM, KUBECTL, wait_for
 
 START_TIMEOUT = 120.0
+# The API server of every stack that does not name one: `pytest --apiserver=upstream` (set by
+# tests/e2e/conftest.py) runs the `kcm dev` tests on kube-apiserver (make test's second tier).
+APISERVER = "embedded"
 
 
 def children(pid: int) -> dict[int, str]:
@@ -169,10 +173,18 @@ class DevStack:
 def dev_stack(tmp: Path, *args: str) -> Iterator[DevStack]:
     """`kcm dev --state-dir TMP/state *args`, ready and healthy; stopped on the way out."""
     state = tmp / "state"
-    argv = [KCM, "dev", "--state-dir", str(state), *args]
+    if not any(arg.startswith("--apiserver") for arg in args):
+        args = (*args, f"--apiserver={APISERVER}")
     chosen = "*"
     if "--controllers" in args:
-        chosen = args[args.index("--controllers") + 1]
+        at = args.index("--controllers") + 1
+        chosen = args[at]
+        if "--apiserver=upstream" in args and "serviceaccount" not in chosen.split(","):
+            # kube-apiserver's ServiceAccount admission refuses a pod until its namespace has the
+            # `default` ServiceAccount, which the serviceaccount controller creates on a real cluster.
+            chosen = f"{chosen},serviceaccount"
+            args = (*args[:at], chosen, *args[at + 1 :])
+    argv = [KCM, "dev", "--state-dir", str(state), *args]
     # What `kcm dev` runs: the selection less what the flags leave off (it always passes its key).
     reference = "--reference" in args
     flags = ["--service-account-private-key-file=key", *args]
@@ -183,7 +195,9 @@ def dev_stack(tmp: Path, *args: str) -> Iterator[DevStack]:
             argv, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
     stack = DevStack(proc, state, expected)
-    timer = threading.Timer(START_TIMEOUT, proc.kill)  # a hang at start-up must not hang the suite
+    # A hang at start-up must not hang the suite. Ctrl-C, not kill -9: killed, `kcm dev` would leave
+    # its supervised etcd, kube-apiserver, nats-server and services running without a parent.
+    timer = threading.Timer(START_TIMEOUT, stack.stop)
     timer.start()
     try:
         _, stack.progress = read_ready_line(proc, stderr)

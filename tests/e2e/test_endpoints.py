@@ -4,12 +4,12 @@ driven with kubectl.
 One shared stack, a namespace per test. The simulator gives running pods an IP and reads
 `sim.kcm.dev/ready` (docs/simulator.md) for their Ready condition. Covers `kubectl expose
 deployment` (addresses, nodeName, targetRef, labels, trigger-time annotation, `kubectl get
-endpoints`), readiness moving an address between ready and not ready, a named targetPort
-resolved per pod, publishNotReadyAddresses, a terminating pod (left out unless not-ready
-addresses are published), a headless Service with hostname/subdomain,
-hand-written Endpoints of a selectorless Service left alone, a deleted Service's Endpoints
-removed, bad Endpoints refused by the API server with upstream's message, and the controller
-killed with -9 mid-change (nothing lost).
+endpoints`), settled Endpoints of several subsets and ports not rewritten by a resync, readiness
+moving an address between ready and not ready, a named targetPort resolved per pod,
+publishNotReadyAddresses, a terminating pod (left out unless not-ready addresses are published),
+a headless Service with hostname/subdomain, hand-written Endpoints of a selectorless Service
+left alone, a deleted Service's Endpoints removed, bad Endpoints refused by the API server with
+upstream's message, and the controller killed with -9 mid-change (nothing lost).
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.e2e import devstack
+from tests.e2e.serviceobjects import addresses, ips, pod, service, settled, several_subsets_and_ports
 
 stack = devstack.stack_fixture("--controllers", "endpoint,deployment,replicaset")
 _counter = iter(range(1000))
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
+CONTROLLER = "endpoints-controller"
 HEADLESS = "service.kubernetes.io/headless"
 
 
@@ -45,42 +47,6 @@ def get(stack: devstack.DevStack, ns: str, *what: str) -> Any:
 
 def create(stack: devstack.DevStack, obj: dict[str, Any]) -> None:
     stack.kubectl("create", "-f", "-", input=json.dumps(obj))
-
-
-def pod(
-    ns: str,
-    name: str,
-    labels: dict[str, str],
-    *,
-    ready: bool = True,
-    ports: list[dict[str, Any]] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": labels,
-            "annotations": {"sim.kcm.dev/ready": "true" if ready else "false"},
-        },
-        "spec": {"containers": [{"name": "c", "image": "nginx", "ports": ports or []}], **spec},
-    }
-
-
-def service(ns: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns}, "spec": spec}
-
-
-def addresses(ep: dict[str, Any] | None, field: str = "addresses") -> list[dict[str, Any]]:
-    if ep is None:
-        return []
-    return [a for s in ep.get("subsets") or [] for a in s.get(field) or []]
-
-
-def ips(ep: dict[str, Any] | None, field: str = "addresses") -> set[str]:
-    return {a["ip"] for a in addresses(ep, field)}
 
 
 def running_pod_ips(stack: devstack.DevStack, ns: str, selector: str) -> dict[str, str]:
@@ -166,6 +132,28 @@ def test_named_target_port_is_resolved_per_pod(stack: devstack.DevStack, ns: str
         stack, ns, "n", lambda e: by_port(e) == {8080: {"p8080"}, 9090: {"p9090"}}, "one subset per port"
     )
     assert all(s["ports"][0]["name"] == "web" for s in ep["subsets"])
+
+
+def test_settled_endpoints_with_several_subsets_and_ports_are_not_rewritten(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    """Issue 27: a controller whose layout differs from the stored one rewrites on every sync (and
+    such a write drops the trigger-time annotation). Once settled, a resync of the Service writes
+    nothing: the resourceVersion stays and so does the annotation."""
+    for obj in several_subsets_and_ports(ns):
+        create(stack, obj)
+    ep = wait_endpoints(stack, ns, "m", settled, "three subsets")
+    assert TRIGGER_TIME in ep["metadata"]["annotations"]
+
+    def syncs() -> float:
+        return stack.metric(CONTROLLER, "workqueue_work_duration_seconds_count", name=CONTROLLER)
+
+    before = syncs()
+    stack.kubectl("-n", ns, "annotate", "service", "m", "resync=1")
+    wait_for(lambda: syncs() > before, 30, interval=0.2, what="the Service synced again")
+    after = get(stack, ns, "endpoints", "m")
+    assert after["metadata"]["resourceVersion"] == ep["metadata"]["resourceVersion"]
+    assert after["metadata"]["annotations"][TRIGGER_TIME] == ep["metadata"]["annotations"][TRIGGER_TIME]
 
 
 def test_publish_not_ready_addresses_lists_unready_pods_as_ready(stack: devstack.DevStack, ns: str) -> None:

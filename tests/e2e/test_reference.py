@@ -8,6 +8,7 @@ docs/apiserver.md ("Known differences"); what works is asserted here.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import ssl
@@ -17,9 +18,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kcm_shared.controllerutil.endpoints import endpointutil
 
 from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
+from tests.e2e.serviceobjects import settled, several_subsets_and_ports
 
 Stack = devstack.DevStack
 
@@ -105,3 +108,24 @@ def test_a_deleted_namespace_goes(stack: Stack) -> None:
         interval=0.5,
         what="the namespace gone",
     )
+
+
+def test_its_endpoints_layout_is_the_one_kcm_writes(stack: Stack) -> None:
+    """Upstream kube-controller-manager's Endpoints of several subsets and ports, as the API server
+    stored them, are already in kcm's canonical layout: kcm taking over compares equal and writes
+    nothing (a layout in another order would be rewritten, and lose its trigger-time annotation)."""
+    ns = "ref-endpoints"
+    stack.kubectl("create", "namespace", ns)
+    stack.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": several_subsets_and_ports(ns)}),
+    )
+
+    def endpoints() -> Any:
+        ep = get(stack, "endpoints", "m", "-n", ns)
+        return ep if settled(ep) else None
+
+    ep = wait_for(endpoints, 60, interval=0.5, what="three subsets written by kube-controller-manager")
+    assert endpointutil.repack_subsets(copy.deepcopy(ep["subsets"])) == ep["subsets"]

@@ -4,9 +4,11 @@ k8s/'s, without its workloads, in kcm-system."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
+import yaml
 from kcm_cli import main, manifests, pki, upstream
 from kcm_cli.controllers import BUILTIN
 from kcm_shared.base import errors
@@ -51,6 +53,20 @@ def test_kube_apiserver_runs_with_kubeadms_authorization_and_admission(tmp_path:
     assert got["bind-address"] == "127.0.0.1" and got["secure-port"] == str(plane.port)
     assert Path(got["audit-policy-file"]).read_text() == upstream.AUDIT_POLICY
     assert flags(plane.etcd_argv())["data-dir"] == str(tmp_path / "etcd")
+
+
+def test_kubeconfig_tls_names_the_server_and_its_ca_and_no_credentials(tmp_path: Path) -> None:
+    """What kubectl adds `--token` to: with the admin's certificate in it, kube-apiserver would
+    authenticate the certificate and never look at the token."""
+    identity = pki.ensure(tmp_path / "pki")
+    plane = upstream.ControlPlane(tmp_path, identity, tmp_path / "bin")
+    plane.write_credential_free_kubeconfig(tmp_path / "kubeconfig-tls")
+    config = yaml.safe_load((tmp_path / "kubeconfig-tls").read_text())
+    (cluster,) = config["clusters"]
+    assert cluster["cluster"]["server"] == plane.url
+    ca = base64.b64decode(cluster["cluster"]["certificate-authority-data"])
+    assert ca == identity.ca_cert.read_bytes()
+    assert all(not user["user"] for user in config["users"])
 
 
 def test_the_reference_runs_with_kubeadms_flags_and_the_users_last(tmp_path: Path) -> None:

@@ -413,7 +413,6 @@ class Api:
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
         ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
-        strategies.canonicalize(srt, obj)
         if srt.model:
             zerovalues.fill(srt.model, obj)
         charges = quota.admit(self.store, srt, ctx.namespace, obj)
@@ -503,7 +502,6 @@ class Api:
         self._validate(srt, new, old, subresource)
         if not subresource:
             ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))
-        strategies.canonicalize(srt, new)
         if srt.model:
             zerovalues.fill(srt.model, new)
         charges = quota.admit(self.store, srt, ctx.namespace, new, old, subresource)

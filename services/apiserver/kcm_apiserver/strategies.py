@@ -12,7 +12,6 @@ import ipaddress
 from typing import Any
 
 from kcm_shared.apimachinery import apitypes, selectors
-from kcm_shared.controllerutil.endpoints import endpointutil
 
 from kcm_apiserver import defaults, errors, nodeports
 from kcm_apiserver.registry import ResourceType
@@ -244,13 +243,6 @@ _RESET_FOR_STATUS = ("labels", "annotations", "finalizers", "ownerReferences")
 _STATUS_RESETS_METADATA = {("storage.k8s.io", "VolumeAttachment")}
 # Server-owned fields no status write sets (generation follows the old one in operations).
 _NEVER_FROM_STATUS = ("generateName", "managedFields")
-
-
-def canonicalize(rt: ResourceType, obj: Obj) -> None:
-    """After validation, upstream's Canonicalize: Endpoints are stored with their subsets in
-    RepackSubsets' layout (pkg/registry/core/endpoint/strategy.go), however a client wrote them."""
-    if (rt.group, rt.kind) == ("", "Endpoints") and isinstance(obj.get("subsets"), list):
-        obj["subsets"] = endpointutil.repack_subsets(obj["subsets"])
 
 
 def spec_changed(old: Obj, new: Obj) -> bool:

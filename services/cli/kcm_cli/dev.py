@@ -289,7 +289,11 @@ async def _start_upstream(opts: DevOptions, plane: upstream.ControlPlane, superv
             f"{opts.state_dir / 'logs'}/etcd.log and kube-apiserver.log"
         ) from None
     plane.write_admin_kubeconfig(opts.kubeconfig_out)
-    say(f"kube-apiserver at {plane.url} (etcd at {plane.etcd_url}, data in {opts.state_dir / 'etcd'})")
+    plane.write_credential_free_kubeconfig(opts.state_dir / "kubeconfig-tls")
+    say(
+        f"kube-apiserver at {plane.url} (etcd at {plane.etcd_url}, data in {opts.state_dir / 'etcd'}; "
+        f"for service account tokens: --kubeconfig {opts.state_dir / 'kubeconfig-tls'} --token ...)"
+    )
     return plane.url
 
 

@@ -8,8 +8,10 @@ child processes and calls, in order:
 - `ControlPlane(state, identity, bin_dir, ...)`: `etcd_argv` and `apiserver_argv` to supervise
   (etcd first, so that it stops last), `wait_ready` (etcd's /health, then kube-apiserver's
   /readyz) and `write_admin_kubeconfig`: kubeadm's admin.conf, user `kubernetes-admin` in
-  `system:masters` (`admin_certificate`), at `--kubeconfig-out`. tests/e2e/test_apiserver_parity.py
-  runs the same etcd and kube-apiserver without the rest of `kcm dev`.
+  `system:masters` (`admin_certificate`), at `--kubeconfig-out`; `write_credential_free_kubeconfig`
+  for `STATE_DIR/kubeconfig-tls`, where kubectl sends a `--token` (as on the embedded server).
+  tests/e2e/test_apiserver_parity.py runs the same etcd and kube-apiserver without the rest of
+  `kcm dev`.
 - `ControlPlane.bus_identities()`: the RBAC objects of k8s/ (`kcm_cli.manifests.rbac`, the
   Deployments left out) applied as the admin, then the identities the bus services run as: the
   watcher and the coordinator their ServiceAccounts' (a kubeconfig with a `tokenFile` this
@@ -195,6 +197,11 @@ class ControlPlane:
 
     def write_admin_kubeconfig(self, path: Path) -> None:
         self._write_kubeconfig(path, _certificate_user(self.admin_certificate()))
+
+    def write_credential_free_kubeconfig(self, path: Path) -> None:
+        """The server and its CA only, as the embedded server's `kubeconfig-tls`: with the admin's
+        client certificate kube-apiserver would authenticate the certificate, never `--token`."""
+        self._write_kubeconfig(path, {})
 
     async def bus_identities(self, admin_kubeconfig: Path) -> Identities:
         """Apply k8s/'s RBAC as the admin; the flags each bus service authenticates with."""

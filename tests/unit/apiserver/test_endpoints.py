@@ -1,6 +1,7 @@
-"""The embedded API server stores Endpoints as kube-apiserver does: validated, then with their
-subsets in RepackSubsets' layout (pkg/registry/core/endpoint/strategy.go Canonicalize), on
-create and on update, so a no-op rewrite in another layout moves no resourceVersion."""
+"""The embedded API server stores Endpoints as kube-apiserver 1.32 does: validated and defaulted,
+then with their subsets as the client wrote them (the endpoints strategy's Canonicalize does
+nothing; only writers such as the endpoints controller repack), so a rewrite in another layout
+is a change."""
 
 from __future__ import annotations
 
@@ -46,27 +47,28 @@ def scattered() -> Obj:
     }
 
 
-PACKED = [
-    {
-        "addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}],
-        "notReadyAddresses": [{"ip": "10.0.0.3"}],
-        "ports": [{"name": "a", "port": 80, "protocol": "TCP"}],
-    }
-]
+def as_written() -> list[Obj]:
+    """scattered()'s subsets with the one default kube-apiserver adds: protocol TCP."""
+    subsets: list[Obj] = scattered()["subsets"]
+    for subset in subsets:
+        for port in subset["ports"]:
+            port["protocol"] = "TCP"
+    return subsets
 
 
-def test_create_stores_the_repacked_layout(api: Api) -> None:
+def test_create_stores_the_subsets_as_written(api: Api) -> None:
     stored = api.create(ctx(api, "endpoints"), scattered())
-    assert stored["subsets"] == PACKED
+    assert stored["subsets"] == as_written()
 
 
-def test_update_repacks_and_a_rewrite_in_another_layout_is_a_no_op(api: Api) -> None:
+def test_a_rewrite_in_another_layout_is_stored_as_written(api: Api) -> None:
     created = api.create(ctx(api, "endpoints"), scattered())
     again = scattered()
+    again["subsets"].reverse()
     again["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
     updated = api.update(ctx(api, "endpoints"), "svc", copy.deepcopy(again))
-    assert updated["subsets"] == PACKED
-    assert updated["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert updated["subsets"] == list(reversed(as_written()))
+    assert updated["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
 
 
 def test_invalid_endpoints_are_refused_before_anything_is_stored(api: Api) -> None:

@@ -4,7 +4,7 @@ Endpoints capacity, and the no-op check before a write.
 Upstream pkg/controller/endpoint/endpoints_controller.go (podToEndpointAddressForService,
 addEndpointSubset, endpointPortFromServicePort, truncateEndpoints, capacityAnnotationSetCorrectly,
 endpointSubsetsEqualIgnoreResourceVersion); the canonical layout (RepackSubsets) is
-`kcm_shared.controllerutil.endpoints.endpointutil.repack_subsets`, which the API server applies too. Subsets,
+`kcm_shared.controllerutil.endpoints.endpointutil.repack_subsets`, in upstream's order. Subsets,
 addresses and ports are their JSON form (plain dicts), the shape the controller writes and the
 Endpoints cache decodes. Called by `endpoints_controller`.
 """

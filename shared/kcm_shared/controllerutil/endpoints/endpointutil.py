@@ -364,12 +364,12 @@ def _address_key(address: dict[str, Any]) -> tuple[bytes, str]:
 
 
 def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The canonical layout of `subsets`, JSON-form EndpointSubsets (upstream RepackSubsets;
-    the API server canonicalizes what it stores with it too): addresses grouped by the
+    """The canonical layout of `subsets`, JSON-form EndpointSubsets (upstream RepackSubsets of
+    pkg/api/v1/endpoints, which upstream's endpoints controller writes): addresses grouped by the
     exact set of ports they serve; an address de-duplicated by IP and pod uid; not ready for
     one port if it is not ready in any subset offering that port; subsets without ports
-    (a headless Service without ports) kept. Addresses sorted by IP then uid; ports and
-    subsets in upstream's order (`_port_order`, `_subset_order`)."""
+    (a headless Service without ports) kept, ports without addresses dropped. Addresses sorted
+    by IP then uid; ports and subsets in upstream's order (`_port_order`, `_subset_order`)."""
     addresses: dict[tuple[bytes, str], dict[str, Any]] = {}
     # port (canonical JSON, or None for "no ports") -> address key -> ready
     by_port: dict[bytes | None, dict[tuple[bytes, str], bool]] = {}
@@ -384,12 +384,12 @@ def repack_subsets(subsets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not port_keys:
             port_keys.append(None)
         for port_key in port_keys:
-            readiness = by_port.setdefault(port_key, {})
             for field, is_ready in (("addresses", True), ("notReadyAddresses", False)):
                 for address in subset.get(field) or []:
                     key = _address_key(address)
                     addresses.setdefault(key, address)
-                    # Not ready trumps ready.
+                    # A port is kept only with an address that serves it; not ready trumps ready.
+                    readiness = by_port.setdefault(port_key, {})
                     if readiness.get(key, True):
                         readiness[key] = is_ready
     groups: dict[tuple[tuple[tuple[bytes, str], bool], ...], list[dict[str, Any]]] = {}

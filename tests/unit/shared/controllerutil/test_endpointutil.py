@@ -481,7 +481,77 @@ PACK_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "given", "expected"), PACK_CASES)
+def udp(number: int, name: str) -> dict[str, Any]:
+    return {**port(number, name), "protocol": "UDP"}
+
+
+def pod_addr(ip: str, name: str, node: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ip": ip,
+        "targetRef": {"kind": "Pod", "namespace": "ns", "name": name, "uid": f"uid-{name}"},
+    }
+    if node:
+        out["nodeName"] = node
+    return out
+
+
+# Expected layouts printed by upstream's own RepackSubsets (k8s.io/kubernetes v1.32.13,
+# pkg/api/v1/endpoints) for the same input: ports and subsets in the order of the MD5 of their
+# Go dump, which upstream's controller writes and kube-apiserver stores as written. Sorting by
+# content instead reverses both of these, so every Endpoints upstream wrote would look changed.
+UPSTREAM_ORDER_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = [
+    (
+        "ports in upstream's order",
+        [
+            {"addresses": [addr("10.0.0.1", "uid-a")], "ports": [udp(8080, "dns"), udp(8080, "https")]},
+            {"addresses": [addr("10.0.0.2", "uid-b")], "ports": [port(8081, "web")]},
+            {"addresses": [addr("10.0.0.1", "uid-a")], "ports": [port(8080, "web")]},
+            {"notReadyAddresses": [addr("10.0.0.3")], "ports": [port(8081, "web")]},
+            {"ports": [port(7)]},  # a port without addresses is dropped
+        ],
+        [
+            {
+                "addresses": [addr("10.0.0.1", "uid-a")],
+                "ports": [port(8080, "web"), udp(8080, "https"), udp(8080, "dns")],
+            },
+            {
+                "addresses": [addr("10.0.0.2", "uid-b")],
+                "notReadyAddresses": [addr("10.0.0.3")],
+                "ports": [port(8081, "web")],
+            },
+        ],
+    ),
+    (
+        "subsets in upstream's order",
+        [
+            {"addresses": [pod_addr("10.244.0.2", "a", "sim-node-0")], "ports": [port(8080, "web")]},
+            {"addresses": [pod_addr("10.244.0.2", "a", "sim-node-0")], "ports": [port(9090, "metrics")]},
+            {"addresses": [pod_addr("10.244.0.2", "a", "sim-node-0")], "ports": [udp(53, "dns")]},
+            {"addresses": [pod_addr("10.244.1.2", "b", "sim-node-1")], "ports": [port(8081, "web")]},
+            {"addresses": [pod_addr("10.244.1.2", "b", "sim-node-1")], "ports": [port(9090, "metrics")]},
+            {"addresses": [pod_addr("10.244.1.2", "b", "sim-node-1")], "ports": [udp(53, "dns")]},
+            {"notReadyAddresses": [pod_addr("10.244.2.2", "c")], "ports": [port(8081, "web")]},
+        ],
+        [
+            {
+                "addresses": [pod_addr("10.244.1.2", "b", "sim-node-1")],
+                "notReadyAddresses": [pod_addr("10.244.2.2", "c")],
+                "ports": [port(8081, "web")],
+            },
+            {"addresses": [pod_addr("10.244.0.2", "a", "sim-node-0")], "ports": [port(8080, "web")]},
+            {
+                "addresses": [
+                    pod_addr("10.244.0.2", "a", "sim-node-0"),
+                    pod_addr("10.244.1.2", "b", "sim-node-1"),
+                ],
+                "ports": [udp(53, "dns"), port(9090, "metrics")],
+            },
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), PACK_CASES + UPSTREAM_ORDER_CASES)
 def test_repack_subsets(name: str, given: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
     assert eu.repack_subsets(given) == expected, name
 
