@@ -110,10 +110,9 @@ class EndpointSliceController:
             self.enqueue_after(key, self.batch_period)
 
     def on_pod_delete(self, pod: endpointutil.EndpointPodView) -> None:
-        services = self.services.list(pod.metadata.namespace)
-        for key in self.selectors.pod_service_memberships(services, pod):
-            namespace, _, name = key.partition("/")
-            self.triggers.pod_deleted(namespace, name, pod)
+        keys = self.selectors.pod_service_memberships(self.services.list(pod.metadata.namespace), pod)
+        self.triggers.pod_deleted(keys, pod)
+        for key in keys:
             self.enqueue_after(key, self.batch_period)
 
     def on_pod_update(self, old: endpointutil.EndpointPodView, cur: endpointutil.EndpointPodView) -> None:

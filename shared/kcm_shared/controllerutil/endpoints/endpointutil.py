@@ -492,18 +492,20 @@ class TriggerTimeTracker:
             return service_time
         return earliest
 
-    def pod_deleted(self, namespace: str, name: str, pod: EndpointPodView) -> None:
-        """Note the last state of a pod of Service `namespace/name` that went (the delete
-        event's object) before the Service's next sync."""
-        state = self._states.get((namespace, name))
+    def pod_deleted(self, services: Iterable[str], pod: EndpointPodView) -> None:
+        """Note the last state of a pod that went (the delete event's object) for the next sync
+        of each of `services` (keys `namespace/name`, those selecting it)."""
         t = _pod_trigger_time(pod)
-        if state is None or t is None:
-            return  # a first sync reports the Service's creation anyway
-        last = state.pod_times.get(pod.metadata.name)
-        if last is not None and t <= last:
-            return  # the last sync saw this status
-        if state.gone_time is None or t < state.gone_time:
-            state.gone_time = t
+        for key in services:
+            namespace, _, name = key.partition("/")
+            state = self._states.get((namespace, name))
+            if state is None or t is None:
+                continue  # a first sync reports the Service's creation anyway
+            last = state.pod_times.get(pod.metadata.name)
+            if last is not None and t <= last:
+                continue  # the last sync saw this status
+            if state.gone_time is None or t < state.gone_time:
+                state.gone_time = t
 
     def delete_service(self, namespace: str, name: str) -> None:
         self._states.pop((namespace, name), None)

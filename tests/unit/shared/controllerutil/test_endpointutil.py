@@ -387,7 +387,7 @@ def test_trigger_time_pod_stopped_and_deleted_within_one_sync() -> None:
     tracker = eu.TriggerTimeTracker()
     s = _service(T0)
     tracker.compute(s, [_ready_pod("pod1", T1), _ready_pod("pod2", T1)])
-    tracker.pod_deleted("ns1", "svc1", _stopped_pod("pod1", T3))
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T3))
     assert tracker.compute(s, [_ready_pod("pod2", T1)]) == T3
     assert tracker.compute(s, [_ready_pod("pod2", T1)]) is None  # reported once
 
@@ -397,7 +397,7 @@ def test_trigger_time_deleted_pod_whose_status_was_synced() -> None:
     s = _service(T0)
     tracker.compute(s, [_ready_pod("pod1", T1)])
     tracker.compute(s, [_stopped_pod("pod1", T2)])
-    tracker.pod_deleted("ns1", "svc1", _stopped_pod("pod1", T2))
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T2))
     assert tracker.compute(s, []) is None
 
 
@@ -405,13 +405,13 @@ def test_trigger_time_earliest_of_deleted_and_changed_pods() -> None:
     tracker = eu.TriggerTimeTracker()
     s = _service(T0)
     tracker.compute(s, [_ready_pod("pod1", T0), _ready_pod("pod2", T0)])
-    tracker.pod_deleted("ns1", "svc1", _stopped_pod("pod1", T2))
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T2))
     assert tracker.compute(s, [_ready_pod("pod2", T3)]) == T2
 
 
 def test_trigger_time_deleted_pod_before_first_sync() -> None:
     tracker = eu.TriggerTimeTracker()
-    tracker.pod_deleted("ns1", "svc1", _stopped_pod("pod1", T3))
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T3))
     assert tracker.compute(_service(T0), []) == T0
 
 
