@@ -5,8 +5,7 @@ Upstream pkg/controller/endpoint/endpoints_controller.go (v1.32) on our runtime
 (docs/runtime.md). Work keys are Service keys (`namespace/name`). A Service's own events queue
 it; a pod's add, delete and relevant updates (readiness, IPs, deletion, labels, hostname) queue
 the Services that select it now or did before (`kcm_shared.controllerutil.endpoints.endpointutil`), after
---endpoint-updates-batch-period (a deleted pod's last Ready transition counts for the trigger
-time); an Endpoints object deleted queues its Service. `primary=None`:
+--endpoint-updates-batch-period; an Endpoints object deleted queues its Service. `primary=None`:
 a replica that gains a partition queues every cached Service and every cached Endpoints
 (upstream's checkLeftoverEndpoints at start-up), so Endpoints whose Service went while no one
 was watching are deleted.
@@ -108,9 +107,7 @@ class EndpointsController:
             on_update=lambda _old, new: self._service_changed(new),
             on_delete=self._service_deleted,
         )
-        self.pods.add_handler(
-            on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted
-        )
+        self.pods.add_handler(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_added)
         self.endpoints.add_handler(on_add=self._endpoints_seen, on_delete=self._endpoints_deleted)
 
     def _endpoints_seen(self, ep: EndpointsView) -> None:
@@ -130,18 +127,10 @@ class EndpointsController:
         self.enqueue(key)
 
     def _pod_added(self, pod: endpointutil.EndpointPodView) -> None:
-        """A pod added: the Services selecting it, after the batch period (upstream's
+        """A pod added or deleted: the Services selecting it, after the batch period (upstream's
         AddAfter: pod changes within it make one sync)."""
         services = self.services.list(pod.metadata.namespace)
         for key in self.selectors.pod_service_memberships(services, pod):
-            self.enqueue_after(key, self.batch_period)
-
-    def _pod_deleted(self, pod: endpointutil.EndpointPodView) -> None:
-        """As `_pod_added`; the pod's last Ready transition counts for the trigger time
-        (`TriggerTimeTracker.pod_deleted`)."""
-        keys = self.selectors.pod_service_memberships(self.services.list(pod.metadata.namespace), pod)
-        self.trigger_times.pod_deleted(keys, pod)
-        for key in keys:
             self.enqueue_after(key, self.batch_period)
 
     def _pod_updated(self, old: endpointutil.EndpointPodView, new: endpointutil.EndpointPodView) -> None:
