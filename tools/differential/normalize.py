@@ -187,8 +187,8 @@ def _addresses(obj: dict[str, Any]) -> Iterable[dict[str, Any]]:
 def flatten(value: Any, path: str = "") -> dict[str, Any]:
     """Leaf path -> value. Lists of conditions (by `type`) and of named things (by `name`) are
     keyed, with their order as a leaf of its own (`path#order`); other lists of objects (addresses,
-    endpoints) are sorted, their order being the IP's or the scheduler's; lists of scalars are
-    leaves."""
+    endpoints, Endpoints subsets) are sorted by their own flattened form, their order being the
+    IP's, the scheduler's or a hash of masked values (subsets); lists of scalars are leaves."""
     if isinstance(value, dict) and value:
         out: dict[str, Any] = {}
         for k in sorted(value):
@@ -202,7 +202,8 @@ def flatten(value: Any, path: str = "") -> dict[str, Any]:
                 for name, v in zip(names, value, strict=True):
                     out.update(flatten(v, f"{path}[{name}]"))
                 return out
-        ordered = sorted(value, key=lambda v: json.dumps(v, sort_keys=True))
+        # Flattened first, so that lists inside (a subset's addresses) are in the same order too.
+        ordered = sorted(value, key=lambda v: json.dumps(flatten(v), sort_keys=True))
         out = {}
         for i, v in enumerate(ordered):
             out.update(flatten(v, f"{path}[{i}]"))

@@ -6,7 +6,8 @@ k8s.io/endpointslice library). Work keys are Service keys. Handlers, as upstream
 
 - a Service added, changed or deleted: its key at once;
 - a pod added, changed (`endpointutil.services_to_update_on_pod_change`) or deleted: the keys
-  of the Services selecting it, after `--endpointslice-updates-batch-period` (0: at once);
+  of the Services selecting it, after `--endpointslice-updates-batch-period` (0: at once); a
+  deleted pod's last Ready transition counts for the trigger time (`TriggerTimeTracker.pod_deleted`);
 - a slice managed by this controller changed by someone else (the EndpointSliceTracker tells
   our own writes apart) or deleted when we did not delete it: its Service after at least 1 s
   (upstream endpointSliceChangeMinSyncDelay), so a burst of such changes costs one sync.
@@ -83,7 +84,7 @@ class EndpointSliceController:
             on_update=lambda _old, cur: self.on_service(cur),
             on_delete=self.on_service_delete,
         )
-        self.pods.add_handler(on_add=self.on_pod, on_update=self.on_pod_update, on_delete=self.on_pod)
+        self.pods.add_handler(on_add=self.on_pod, on_update=self.on_pod_update, on_delete=self.on_pod_delete)
         self.slices.add_handler(
             on_add=self.on_slice_add, on_update=self.on_slice_update, on_delete=self.on_slice_delete
         )
@@ -106,6 +107,12 @@ class EndpointSliceController:
     def on_pod(self, pod: endpointutil.EndpointPodView) -> None:
         services = self.services.list(pod.metadata.namespace)
         for key in self.selectors.pod_service_memberships(services, pod):
+            self.enqueue_after(key, self.batch_period)
+
+    def on_pod_delete(self, pod: endpointutil.EndpointPodView) -> None:
+        keys = self.selectors.pod_service_memberships(self.services.list(pod.metadata.namespace), pod)
+        self.triggers.pod_deleted(keys, pod)
+        for key in keys:
             self.enqueue_after(key, self.batch_period)
 
     def on_pod_update(self, old: endpointutil.EndpointPodView, cur: endpointutil.EndpointPodView) -> None:

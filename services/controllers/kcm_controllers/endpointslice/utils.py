@@ -44,7 +44,8 @@ def address_types_for_service(svc: endpointutil.ServiceView) -> list[str]:
 def endpoint_ports(
     svc: endpointutil.ServiceView, pod: endpointutil.EndpointPodView
 ) -> list[views.EndpointPort]:
-    """Each Service port resolved on `pod`; one whose named targetPort the pod lacks is left out."""
+    """Each Service port resolved on `pod`, in upstream's order (`endpointutil.slice_port_order`,
+    which is the order of a new slice's ports); one whose named targetPort the pod lacks is left out."""
     if not svc.spec.ports and svc.spec.cluster_ip == endpointutil.CLUSTER_IP_NONE:
         return []  # a headless Service may have no ports
     out = []
@@ -61,7 +62,18 @@ def endpoint_ports(
                 name=port.name, protocol=port.protocol, port=number, app_protocol=port.app_protocol
             )
         )
-    return out
+    return sorted(out, key=_port_order)
+
+
+def _port_order(port: views.EndpointPort) -> bytes:
+    return endpointutil.slice_port_order(
+        {
+            "name": port.name or "",
+            "protocol": port.protocol or "",
+            "port": port.port or 0,
+            "appProtocol": port.app_protocol,
+        }
+    )
 
 
 def endpoint_addresses(pod: endpointutil.EndpointPodView, address_type: str) -> list[str]:

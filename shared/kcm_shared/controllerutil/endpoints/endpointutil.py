@@ -292,9 +292,10 @@ def _canonical(value: Any) -> bytes:
 
 # Upstream orders ports and subsets by the md5 of Go's dump of the typed value (hashutil's
 # DeepHashObject: spew's `%#v` with pointers followed, strings raw). These print the JSON form
-# as that dump prints the v1 types, fields in Go's declaration order: an absent pointer or list
-# is `<nil>`, an absent string or number its zero value.
-_REFERENCE_FIELDS = (
+# as that dump prints the API types, fields (Go name, Go type, JSON key) in Go's declaration
+# order: an absent pointer or list is `<nil>`, an absent string or number its zero value.
+_GoFields = tuple[tuple[str, str, str], ...]
+_REFERENCE_FIELDS: _GoFields = (
     ("Kind", "string", "kind"),
     ("Namespace", "string", "namespace"),
     ("Name", "string", "name"),
@@ -303,14 +304,30 @@ _REFERENCE_FIELDS = (
     ("ResourceVersion", "string", "resourceVersion"),
     ("FieldPath", "string", "fieldPath"),
 )
+_PORT_FIELDS: _GoFields = (  # core/v1 EndpointPort
+    ("Name", "string", "name"),
+    ("Port", "int32", "port"),
+    ("Protocol", "v1.Protocol", "protocol"),
+    ("AppProtocol", "*string", "appProtocol"),
+)
+_SLICE_PORT_FIELDS: _GoFields = (  # discovery/v1 EndpointPort (its package is also `v1`)
+    ("Name", "*string", "name"),
+    ("Protocol", "*v1.Protocol", "protocol"),
+    ("Port", "*int32", "port"),
+    ("AppProtocol", "*string", "appProtocol"),
+)
 
 
-def _go(value: Any) -> str:
-    return "" if value is None else str(value)
+def _go(kind: str, value: Any) -> str:
+    if value is not None:
+        return str(value)
+    if kind.startswith("*"):
+        return "<nil>"
+    return "0" if kind == "int32" else ""
 
 
-def _go_pointer(value: Any) -> str:
-    return "<nil>" if value is None else str(value)
+def _go_struct(fields: _GoFields, value: dict[str, Any]) -> str:
+    return "{" + " ".join(f"{field}:({kind}){_go(kind, value.get(key))}" for field, kind, key in fields) + "}"
 
 
 def _go_list(type_name: str, items: list[Any] | None, dump: Callable[[Any], str]) -> str:
@@ -319,23 +336,16 @@ def _go_list(type_name: str, items: list[Any] | None, dump: Callable[[Any], str]
 
 
 def _dump_port(port: dict[str, Any]) -> str:
-    return (
-        f"{{Name:(string){_go(port.get('name'))} Port:(int32){int(port.get('port') or 0)} "
-        f"Protocol:(v1.Protocol){_go(port.get('protocol'))} "
-        f"AppProtocol:(*string){_go_pointer(port.get('appProtocol'))}}}"
-    )
+    return _go_struct(_PORT_FIELDS, port)
 
 
 def _dump_address(address: dict[str, Any]) -> str:
     ref = address.get("targetRef")
-    target = "<nil>"
-    if isinstance(ref, dict):
-        target = (
-            "{" + " ".join(f"{f}:({kind}){_go(ref.get(key))}" for f, kind, key in _REFERENCE_FIELDS) + "}"
-        )
+    target = _go_struct(_REFERENCE_FIELDS, ref) if isinstance(ref, dict) else "<nil>"
     return (
-        f"{{IP:(string){_go(address.get('ip'))} Hostname:(string){_go(address.get('hostname'))} "
-        f"NodeName:(*string){_go_pointer(address.get('nodeName'))} TargetRef:(*v1.ObjectReference){target}}}"
+        f"{{IP:(string){_go('string', address.get('ip'))} "
+        f"Hostname:(string){_go('string', address.get('hostname'))} "
+        f"NodeName:(*string){_go('*string', address.get('nodeName'))} TargetRef:(*v1.ObjectReference){target}}}"
     )
 
 
@@ -346,6 +356,13 @@ def _md5(text: str) -> bytes:
 def _port_order(port: dict[str, Any]) -> bytes:
     """Upstream's sort key of a port (portsByHash)."""
     return _md5(f"(v1.EndpointPort){_dump_port(port)}")
+
+
+def slice_port_order(port: dict[str, Any]) -> bytes:
+    """Upstream's sort key of an EndpointSlice port (JSON form), by which its endpointslice
+    controller writes a slice's ports: NewPortMapKey sorts the pod's ports in place by the md5
+    of their dump. Upstream sets every pointer but appProtocol: pass name "" rather than none."""
+    return _md5(f"(v1.EndpointPort){_go_struct(_SLICE_PORT_FIELDS, port)}")
 
 
 def _subset_order(subset: dict[str, Any]) -> bytes:
@@ -426,6 +443,10 @@ def _pod_trigger_time(pod: EndpointPodView) -> dt.datetime | None:
 class _ServiceState(msgspec.Struct):
     service_time: dt.datetime | None
     pod_times: dict[str, dt.datetime]
+    # The earliest Ready transition of a pod that went since the last sync, newer than that
+    # sync saw: the sync that removes its endpoint reports it, as upstream's does when it sees
+    # the pod's last status before its deletion.
+    gone_time: dt.datetime | None = None
 
 
 class TriggerTimeTracker:
@@ -433,9 +454,12 @@ class TriggerTimeTracker:
     pod Ready transition or Service creation that is newer than at the Service's previous sync;
     the Service's creation time on its first sync; None (no annotation) when nothing changed.
 
-    Like upstream's it may misjudge an object changed several times between two syncs. One
-    call per Service key at a time (the work queue guarantees it); state is per process, so a
-    new partition owner's first sync of a Service reports the Service's creation time.
+    Like upstream's it may misjudge an object changed several times between two syncs. Unlike
+    upstream's, a pod whose last status (its Ready transition as it stopped) and deletion arrive
+    in one sync counts through `pod_deleted`: upstream syncs between the two, kcm's event path
+    is slow enough to merge them. One call per Service key at a time (the work queue guarantees
+    it); state is per process, so a new partition owner's first sync of a Service reports the
+    Service's creation time.
     """
 
     def __init__(self) -> None:
@@ -455,6 +479,9 @@ class TriggerTimeTracker:
             last = known.get(pod.metadata.name)
             if last is None or t > last:
                 earliest = t if earliest is None or t < earliest else earliest
+        gone = state.gone_time if state is not None else None
+        if gone is not None and (earliest is None or gone < earliest):
+            earliest = gone
         service_time = service.metadata.creation_timestamp
         if service_time is not None and (
             state is None or state.service_time is None or service_time > state.service_time
@@ -464,6 +491,21 @@ class TriggerTimeTracker:
         if state is None:
             return service_time
         return earliest
+
+    def pod_deleted(self, services: Iterable[str], pod: EndpointPodView) -> None:
+        """Note the last state of a pod that went (the delete event's object) for the next sync
+        of each of `services` (keys `namespace/name`, those selecting it)."""
+        t = _pod_trigger_time(pod)
+        for key in services:
+            namespace, _, name = key.partition("/")
+            state = self._states.get((namespace, name))
+            if state is None or t is None:
+                continue  # a first sync reports the Service's creation anyway
+            last = state.pod_times.get(pod.metadata.name)
+            if last is not None and t <= last:
+                continue  # the last sync saw this status
+            if state.gone_time is None or t < state.gone_time:
+                state.gone_time = t
 
     def delete_service(self, namespace: str, name: str) -> None:
         self._states.pop((namespace, name), None)

@@ -476,3 +476,22 @@ def test_per_sync_histograms_have_upstreams_buckets() -> None:
     # ExponentialBuckets(2, 2, 15): 2 to 32768.
     assert reconciler.ADDED_PER_SYNC._upper_bounds[:-1] == [2.0**i for i in range(1, 16)]
     assert reconciler.REMOVED_PER_SYNC._upper_bounds[:-1] == [2.0**i for i in range(1, 16)]
+
+
+def test_endpoint_ports_in_upstreams_order() -> None:
+    # Upstream's order, from NewPortMapKey (k8s.io/endpointslice v0.32.12) run on these ports:
+    # by the md5 of Go's dump of each discovery/v1 EndpointPort, not the Service's order.
+    ports = [
+        {"name": "metrics", "port": 9090, "targetPort": 9090, "protocol": "TCP"},
+        {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
+    ]
+    got = utils.endpoint_ports(service(ports=ports), pod(1))
+    assert [(p.name, p.port) for p in got] == [("http", 8080), ("metrics", 9090)]
+    ports = [
+        {"name": "a", "port": 1, "targetPort": 1, "protocol": "UDP"},
+        {"name": "b", "port": 2, "targetPort": 2, "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"},
+        {"port": 53, "targetPort": 53, "protocol": "SCTP"},
+        {"name": "c", "port": 3, "targetPort": 3, "protocol": "TCP"},
+    ]
+    got = utils.endpoint_ports(service(ports=ports), pod(1))
+    assert [(p.name, p.port) for p in got] == [("a", 1), ("", 53), ("b", 2), ("c", 3)]

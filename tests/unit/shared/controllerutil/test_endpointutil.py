@@ -373,6 +373,48 @@ def test_trigger_time_deleted_service_starts_over() -> None:
     assert tracker.compute(_service(T0), [_ready_pod("pod1", T1)]) == T0
 
 
+def _stopped_pod(name: str, at: dt.datetime) -> eu.EndpointPodView:
+    cond = {"type": "Ready", "status": "False", "lastTransitionTime": at.isoformat()}
+    return pod(
+        metadata={"namespace": "ns1", "name": name},
+        status={"phase": "Succeeded", "conditions": [cond]},
+    )
+
+
+def test_trigger_time_pod_stopped_and_deleted_within_one_sync() -> None:
+    # Upstream syncs between the pod's last status and its deletion and keeps that status' time;
+    # a sync that sees both at once reports the same time.
+    tracker = eu.TriggerTimeTracker()
+    s = _service(T0)
+    tracker.compute(s, [_ready_pod("pod1", T1), _ready_pod("pod2", T1)])
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T3))
+    assert tracker.compute(s, [_ready_pod("pod2", T1)]) == T3
+    assert tracker.compute(s, [_ready_pod("pod2", T1)]) is None  # reported once
+
+
+def test_trigger_time_deleted_pod_whose_status_was_synced() -> None:
+    tracker = eu.TriggerTimeTracker()
+    s = _service(T0)
+    tracker.compute(s, [_ready_pod("pod1", T1)])
+    tracker.compute(s, [_stopped_pod("pod1", T2)])
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T2))
+    assert tracker.compute(s, []) is None
+
+
+def test_trigger_time_earliest_of_deleted_and_changed_pods() -> None:
+    tracker = eu.TriggerTimeTracker()
+    s = _service(T0)
+    tracker.compute(s, [_ready_pod("pod1", T0), _ready_pod("pod2", T0)])
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T2))
+    assert tracker.compute(s, [_ready_pod("pod2", T3)]) == T2
+
+
+def test_trigger_time_deleted_pod_before_first_sync() -> None:
+    tracker = eu.TriggerTimeTracker()
+    tracker.pod_deleted({"ns1/svc1"}, _stopped_pod("pod1", T3))
+    assert tracker.compute(_service(T0), []) == T0
+
+
 def test_format_trigger_time() -> None:
     assert eu.format_trigger_time(T0) == "2019-01-01T00:00:00Z"
     assert eu.format_trigger_time(T0 + dt.timedelta(microseconds=120000)) == "2019-01-01T00:00:00.12Z"
@@ -682,3 +724,21 @@ def test_a_subsets_sort_key_is_the_md5_of_gos_dump() -> None:
     }
     subset["addresses"][0]["targetRef"].update(name="p", uid="u1")
     assert eu._subset_order(subset).hex() == "06681f445bc05f865b6863c6dacd7827"
+
+
+@pytest.mark.parametrize(
+    ("port", "digest"),
+    [
+        # md5 of Go's dump.ForHash of the discovery/v1 EndpointPort, printed by a Go program
+        # over k8s.io/endpointslice v0.32.12 and k8s.io/api v0.32.13.
+        ({"name": "http", "protocol": "TCP", "port": 8080}, "3a668b0e210f1dc6528e2da191cd41d4"),
+        ({"name": "metrics", "protocol": "TCP", "port": 9090}, "74b10466d80390ba5b632d1af04296da"),
+        ({"name": "", "protocol": "SCTP", "port": 53}, "9201a08eb6f5317de416af35b9f2a36d"),
+        (
+            {"name": "b", "protocol": "TCP", "port": 2, "appProtocol": "kubernetes.io/h2c"},
+            "9605cefa0dd6a9274c2c13dd2b1fe082",
+        ),
+    ],
+)
+def test_slice_port_order_is_upstreams_digest(port: dict[str, Any], digest: str) -> None:
+    assert eu.slice_port_order(port).hex() == digest
