@@ -20,7 +20,7 @@ from benchlib import footprint
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.bus import natsconn, subjects, wire
 from kcm_shared.client import kubeclient
-from kcm_shared.runtime import cache
+from kcm_shared.runtime import cache, catchup
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -392,11 +392,11 @@ def test_current_resource_version_from_the_api_server(apiserver: ApiServer) -> N
         client = kubeclient.KubeClient(kubeclient.load_connection(str(apiserver.kubeconfig)))
         try:
             res = gvr.Resource("", "v1", "configmaps")
-            before = await cache.current_resource_version(client, res)
+            before = await catchup.current_resource_version(client, res)
             await client.create(
                 kubeclient.resource_path("", "v1", "configmaps", "default"), {"metadata": {"name": "rv"}}
             )
-            after = await cache.current_resource_version(client, res)
+            after = await catchup.current_resource_version(client, res)
             assert before and cache.rv_at_least(after, before) and not cache.rv_at_least(before, after)
         finally:
             await client.close()

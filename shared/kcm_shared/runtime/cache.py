@@ -24,7 +24,8 @@ Guarantees and how they are met:
   objects that were written earlier but updated later.
 - Caught up (invariant 6): `wait_caught_up(rv)` asks the watcher (`kcm.watcher.sync`) for a
   marker at or beyond `rv` and waits until this cache has consumed it. Callers get `rv` from
-  a fresh list (`current_resource_version`).
+  a fresh list (`catchup.ResourceVersions`); the caches of one process share their asks
+  (`catchup.WatcherSync`).
 - A body that does not decode is logged and counted, and the previous state is kept: treating
   it as absent would fire a false delete (a ReplicaSet controller would create a replacement
   pod), while keeping the old state is only "late", which the next good message repairs.
@@ -53,7 +54,6 @@ import asyncio
 import builtins
 import contextlib
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -72,6 +72,8 @@ from kcm_shared.apimachinery import codec, gvr, resourceversion, selectors
 from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import consumers, natsconn, subjects, wire
 from kcm_shared.client import kubeclient
+from kcm_shared.runtime import catchup
+from kcm_shared.runtime.catchup import rv_at_least
 
 log = logging.getLogger("kcm.cache")
 
@@ -125,39 +127,6 @@ class _Handler(Generic[T]):
     on_delete: Callable[[T], None] | None
 
 
-def rv_at_least(have: str, want: str) -> bool:
-    """`have >= want` for resourceVersions: numeric when both are (etcd's and ours are)."""
-    if not want:
-        return True
-    if not have:
-        return False
-    try:
-        return int(have) >= int(want)
-    except ValueError:
-        return have == want
-
-
-async def current_resource_version(client: kubeclient.KubeClient, res: gvr.Resource) -> str:
-    """The API server's resourceVersion as of now: a list with limit=1 is the cheapest consistent read."""
-    path = kubeclient.resource_path(res.group, res.version, res.resource)
-    listing = await client.get(path, {"limit": "1"})
-    return str(listing.get("metadata", {}).get("resourceVersion", ""))
-
-
-def _sync_refusal(reply: bytes) -> tuple[str, float] | None:
-    """The watcher's refusal (`{"ok": false, "error": ..., "retryAfter": seconds}`) as the error
-    and the seconds to wait before asking again (over its rate), or None when it answered yes."""
-    try:
-        answer = json.loads(reply)
-    except ValueError:
-        return f"unreadable reply {reply[:100]!r}", 0.0
-    if isinstance(answer, dict) and answer.get("ok") is False:
-        retry_after = answer.get("retryAfter")
-        wait = float(retry_after) if isinstance(retry_after, int | float) else 0.0
-        return str(answer.get("error") or "refused"), min(max(wait, 0.0), 60.0)
-    return None
-
-
 def _delivery(msg: Msg) -> tuple[int, int]:
     """The consumer sequence and pending count of a pushed message, read from its reply subject.
 
@@ -195,8 +164,10 @@ class Cache(Generic[T]):
         heartbeat: float = 5.0,
         stream_replicas: int = 1,
         client: kubeclient.KubeClient | None = None,
+        sync: catchup.WatcherSync | None = None,
     ) -> None:
         self._js = js
+        self._sync = sync if sync is not None else catchup.WatcherSync(nc)
         self._client = client  # fetches objects too large for a message
         self._stream_replicas = stream_replicas
         self._nc = nc
@@ -343,45 +314,22 @@ class Cache(Generic[T]):
     async def wait_caught_up(self, resource_version: str) -> None:
         """Return once this cache has consumed a progress marker at or beyond `resource_version`.
 
-        Asks the watcher for such a marker, retrying with backoff while no watcher answers;
-        never gives up by itself: bound it with the caller's timeout.
+        Asks the watcher for such a marker (through the process's `catchup.WatcherSync`, which
+        retries with backoff while no watcher answers); never gives up by itself: bound it with
+        the caller's timeout.
         """
         if self._caught_up(resource_version):
             return
-        body = json.dumps(
-            {
-                "group": self.resource.group,
-                "version": self.resource.version,
-                "resource": self.resource.resource,
-                "resourceVersion": resource_version,
-            }
-        ).encode()
         waiter = asyncio.ensure_future(self._wait_marker(resource_version))
+        asked = asyncio.ensure_future(self._sync.ask(self.resource, resource_version))
         try:
-            attempt = 0
-            while not waiter.done():
-                try:
-                    # The watcher may relist before it answers: allow for its own 30 s limit.
-                    reply = await self._nc.request(wire.WATCHER_SYNC, body, timeout=35.0)
-                    refusal = _sync_refusal(reply.data)
-                    if refusal is None:
-                        break  # the watcher has published the marker; consuming it is our part
-                    error, retry_after = refusal
-                    log.warning(
-                        "the watcher could not sync",
-                        extra={"resource": self._label, "rv": resource_version, "error": error},
-                    )
-                except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
-                    retry_after = 0.0
-                    log.info(
-                        "no watcher answered a sync request yet",
-                        extra={"resource": self._label, "rv": resource_version, "error": repr(exc)},
-                    )
-                await asyncio.wait({waiter}, timeout=max(retry_after, min(5.0, 0.1 * 2**attempt)))
-                attempt += 1
-            await waiter
+            done, _ = await asyncio.wait({waiter, asked}, return_when=asyncio.FIRST_COMPLETED)
+            if asked in done and not waiter.done():
+                asked.result()  # an ask that failed (not one that was answered) raises here
+            await waiter  # the watcher has published the marker; consuming it is our part
         finally:
             waiter.cancel()
+            asked.cancel()
 
     def _caught_up(self, resource_version: str) -> bool:
         return (

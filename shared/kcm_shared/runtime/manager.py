@@ -42,7 +42,7 @@ from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.base import cancellation, errors, tracing
 from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserver, subjects, wire
 from kcm_shared.client import clientbuilder, kubeclient
-from kcm_shared.runtime import cache, controllerflags, deployfile, events
+from kcm_shared.runtime import cache, catchup, controllerflags, deployfile, events
 from kcm_shared.runtime.spec import Context, Spec
 from kcm_shared.workqueue import durable, ratelimit
 
@@ -83,6 +83,10 @@ class Manager:
         self._tasks: list[tuple[Coroutine[Any, Any, None], asyncio.Event | None]] = []
         # Caches each controller opened at run time (Context.open_cache), part of its catch-up.
         self._dynamic: dict[str, dict[gvr.Resource, cache.Cache[Any]]] = {}
+        # Shared by every cache and controller of this process (`catchup`): one LIST and one
+        # watcher request per resource for a burst of catch-ups.
+        self._versions = catchup.ResourceVersions()
+        self._sync: catchup.WatcherSync | None = None
 
     def _cache(self, res: gvr.Resource, view: type[Any], user: str, client: kubeclient.KubeClient) -> Any:
         # Controllers that read a resource through the same view share one cache; the first
@@ -92,7 +96,7 @@ class Manager:
         if key not in self.caches:
             replicas = self._nats.stream_replicas
             self.caches[key] = cache.Cache(
-                self._js, self._nc, res, view, stream_replicas=replicas, client=client
+                self._js, self._nc, res, view, stream_replicas=replicas, client=client, sync=self._sync
             )
             if self._group is not None:  # opened at run time: start it now
                 self._start_cache(key)
@@ -194,14 +198,18 @@ class Manager:
         # the rest before `_until_done` tries again.
         async with asyncio.TaskGroup() as group:
             for res, view in run.spec.views.items():
-                group.create_task(_catch_up(self.caches[(res, view)], run.client))
+                group.create_task(self._catch_up(self.caches[(res, view)], run.client))
             for store in list(self._dynamic.get(run.spec.name, {}).values()):
                 group.create_task(self._catch_up_dynamic(run, store))
+
+    async def _catch_up(self, store: cache.Cache[Any], client: kubeclient.KubeClient) -> None:
+        await store.wait_synced()
+        await store.wait_caught_up(await self._versions.current(store.resource, client))
 
     async def _catch_up_dynamic(self, run: _Running, store: cache.Cache[Any]) -> None:
         try:
             async with asyncio.timeout(DYNAMIC_CATCH_UP_LIMIT):
-                await _catch_up(store, run.client)
+                await self._catch_up(store, run.client)
         except TimeoutError:
             log.warning(
                 "cache opened at run time did not catch up in time; going on without it",
@@ -286,6 +294,7 @@ class Manager:
         nc = await natsconn.connect(self._nats, f"kcm-controllers-{args.instance}")
         self._js = nc.jetstream()
         self._nc = nc
+        self._sync = catchup.WatcherSync(nc)
         runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
         try:
             self._build(clients)
@@ -390,12 +399,6 @@ def user_agent(controller: str, instance: str) -> str:
     (and the parentheses that delimit it) is replaced rather than sent in a header."""
     safe = "".join(ch if " " <= ch <= "~" and ch not in "()" else "_" for ch in instance)
     return f"kcm/{controller} ({safe})"
-
-
-async def _catch_up(store: cache.Cache[Any], client: kubeclient.KubeClient) -> None:
-    await store.wait_synced()
-    rv = await cache.current_resource_version(client, store.resource)
-    await store.wait_caught_up(rv)
 
 
 async def _until_done(what: str, controller: str, step: Callable[[], Awaitable[None]]) -> None:
