@@ -45,7 +45,7 @@ from typing import Any
 
 import aiohttp
 import benchlib
-import msgspec
+from benchlib import views
 from kcm_cli import manifests
 from kcm_cli.controllers import BUILTIN
 from kcm_coordinator import status
@@ -57,23 +57,6 @@ CONTROLLER = "cronjob-controller"
 CRONJOBS = 50
 ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 GRACE_S = 20.0  # after the last boundary, how long the Jobs of it may take before it counts as missed
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    annotations: dict[str, str] | None = None
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-_decode = msgspec.json.Decoder(_Event).decode
 
 
 def job_template() -> dict[str, Any]:
@@ -100,7 +83,7 @@ class Observer:
             async for batch in benchlib.watch_lines(resp):
                 now = time.time()
                 for line in batch:
-                    event = _decode(line)
+                    event = views.EVENTS.decode(line)
                     if event.type != "ADDED":
                         continue
                     meta = event.object.metadata

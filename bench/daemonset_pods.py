@@ -39,7 +39,7 @@ from typing import Any
 
 import aiohttp
 import benchlib
-import msgspec
+from benchlib import views
 
 NAMESPACE = "bench"
 RAW_NAMESPACE = "bench-raw"
@@ -54,33 +54,6 @@ TOLERATIONS = [
     {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 ]
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    resourceVersion: str = ""
-
-
-class _Status(msgspec.Struct):
-    numberAvailable: int = 0
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-_EVENTS = msgspec.json.Decoder(_Event)
-
-
-class _List(msgspec.Struct):
-    items: list[_Object]
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
 
 
 def container() -> dict[str, Any]:
@@ -131,14 +104,10 @@ def raw_pod(node: str) -> dict[str, Any]:
     }
 
 
-async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
-    return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
-
-
 async def node_names(session: aiohttp.ClientSession, url: str, count: int, limit_s: float) -> list[str]:
     """The simulated nodes, once all `count` are registered."""
     deadline = time.monotonic() + limit_s
-    while len(nodes := (await list_of(session, f"{url}/api/v1/nodes")).items) < count:
+    while len(nodes := (await views.list_of(session, f"{url}/api/v1/nodes")).items) < count:
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {len(nodes)} of {count} nodes registered")
         await asyncio.sleep(0.5)
@@ -155,7 +124,7 @@ async def baseline(session: aiohttp.ClientSession, url: str, nodes: list[str], l
         for node in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod(node))
 
-    async with benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(seen)) as task:
+    async with benchlib.watching(session, pods_url, views.EVENTS, benchlib.first_seen(seen)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         await benchlib.wait_until(lambda: len(seen) >= len(nodes), task, limit_s, "the baseline's pods")
@@ -173,13 +142,13 @@ async def run_daemonset(
     created: dict[str, float] = {}
     available: list[float] = []
 
-    def on_ds(obj: _Object, now: float) -> None:
+    def on_ds(obj: views.Object, now: float) -> None:
         if not available and obj.status.numberAvailable >= count:
             available.append(now)
 
     async with (
-        benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(created)) as pods,
-        benchlib.watching(session, ds_url, _EVENTS, on_ds) as dss,
+        benchlib.watching(session, pods_url, views.EVENTS, benchlib.first_seen(created)) as pods,
+        benchlib.watching(session, ds_url, views.EVENTS, on_ds) as dss,
     ):
         start = time.perf_counter()
         await benchlib.call(session, "POST", ds_url, daemonset())

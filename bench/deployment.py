@@ -49,6 +49,7 @@ from typing import Any
 import aiohttp
 import benchlib
 import msgspec
+from benchlib import views
 
 NAMESPACE = "bench"
 RAW_NAMESPACE = "bench-raw"
@@ -169,54 +170,8 @@ def raw_pod() -> dict[str, Any]:
     return pod
 
 
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    resourceVersion: str = ""
-    generation: int = 0
-
-
-class _Status(msgspec.Struct):
-    conditions: list[_Condition] = msgspec.field(default_factory=list)
-    observedGeneration: int = 0
-    replicas: int = 0
-    availableReplicas: int = 0
-    updatedReplicas: int = 0
-
-
-class _Spec(msgspec.Struct):
-    nodeName: str = ""
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    spec: _Spec = msgspec.field(default_factory=_Spec)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-class _List(msgspec.Struct):
-    items: list[_Object]
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
-def _true(obj: _Object, condition: str) -> bool:
-    return any(c.type == condition and c.status == "True" for c in obj.status.conditions)
-
-
-_EVENTS = msgspec.json.Decoder(_Event)
-
-
 def watch(session: aiohttp.ClientSession, url: str, rv: str, seen: Any) -> Coroutine[Any, Any, str]:
-    return benchlib.watch(session, url, rv, _EVENTS, seen)
+    return benchlib.watch(session, url, rv, views.EVENTS, seen)
 
 
 # -- measurements ----------------------------------------------------------------------------------
@@ -284,14 +239,12 @@ class Run:
 
 async def wait_nodes_ready(session: aiohttp.ClientSession, url: str, nodes: int) -> None:
     while True:
-        listing = msgspec.json.decode(await benchlib.call(session, "GET", f"{url}/api/v1/nodes"), type=_List)
-        if sum(1 for n in listing.items if _true(n, "Ready")) >= nodes:
+        listing = msgspec.json.decode(
+            await benchlib.call(session, "GET", f"{url}/api/v1/nodes"), type=views.List
+        )
+        if sum(1 for n in listing.items if views.true_condition(n, "Ready")) >= nodes:
             return
         await asyncio.sleep(0.5)
-
-
-async def list_of(session: aiohttp.ClientSession, url: str, **params: str) -> _List:
-    return msgspec.json.decode(await benchlib.call(session, "GET", url, params=params), type=_List)
 
 
 async def settle(stack: Stack) -> None:
@@ -325,7 +278,7 @@ async def baseline(
     url = stack.url
     pods_url = f"{url}/api/v1/namespaces/{RAW_NAMESPACE}/pods"
     seen: dict[str, float] = {}
-    rv = (await list_of(session, pods_url, limit="1")).metadata.resourceVersion
+    rv = (await views.list_of(session, pods_url, limit="1")).metadata.resourceVersion
     watcher = asyncio.create_task(
         watch(session, pods_url, rv, lambda obj, now: seen.setdefault(obj.metadata.name, now))
     )
@@ -354,7 +307,7 @@ async def delete_pods(session: aiohttp.ClientSession, pods_url: str, limit_s: fl
     holding no other pods."""
     await benchlib.call(session, "DELETE", pods_url, params={"gracePeriodSeconds": "0"})
     deadline = time.monotonic() + limit_s
-    while (await list_of(session, pods_url, limit="1")).items:
+    while (await views.list_of(session, pods_url, limit="1")).items:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the pods of {pods_url} were not deleted in time")
         await asyncio.sleep(0.5)
@@ -367,7 +320,7 @@ async def scale_down(stack: Stack, session: aiohttp.ClientSession, args: argpars
         session, "PATCH", f"{apps}/deployments/{DEPLOYMENT}/scale", {"spec": {"replicas": 0}}, headers=MERGE
     )
     deadline = time.monotonic() + args.timeout
-    while any(rs.status.replicas for rs in (await list_of(session, f"{apps}/replicasets")).items):
+    while any(rs.status.replicas for rs in (await views.list_of(session, f"{apps}/replicasets")).items):
         if time.monotonic() > deadline:
             raise RuntimeError("the ReplicaSet did not scale down to 0 in time")
         await asyncio.sleep(0.5)
@@ -382,7 +335,7 @@ async def scale(stack: Stack, session: aiohttp.ClientSession, args: argparse.Nam
     await benchlib.call(session, "POST", f"{apps}/deployments", deployment(0))
     # The deployment controller makes the (empty) ReplicaSet before anything is timed.
     deadline = time.monotonic() + args.timeout
-    while not (await list_of(session, f"{apps}/replicasets")).items:
+    while not (await views.list_of(session, f"{apps}/replicasets")).items:
         if time.monotonic() > deadline:
             raise RuntimeError("the deployment controller made no ReplicaSet for the new Deployment")
         await asyncio.sleep(0.2)
@@ -393,21 +346,21 @@ async def scale(stack: Stack, session: aiohttp.ClientSession, args: argparse.Nam
     ready: dict[str, float] = {}
     available: list[float] = []
 
-    def on_pod(obj: _Object, now: float) -> None:
+    def on_pod(obj: views.Object, now: float) -> None:
         created.setdefault(obj.metadata.name, now)
         if obj.spec.nodeName:
             bound.setdefault(obj.metadata.name, now)
-        if _true(obj, "Ready"):
+        if views.true_condition(obj, "Ready"):
             ready.setdefault(obj.metadata.name, now)
 
-    def on_deployment(obj: _Object, now: float) -> None:
+    def on_deployment(obj: views.Object, now: float) -> None:
         st = obj.status
         done = st.availableReplicas >= n and st.updatedReplicas >= n
         if done and st.observedGeneration >= obj.metadata.generation and not available:
             available.append(now)
 
-    pods_rv = (await list_of(session, pods_url, limit="1")).metadata.resourceVersion
-    deploys_rv = (await list_of(session, f"{apps}/deployments")).metadata.resourceVersion
+    pods_rv = (await views.list_of(session, pods_url, limit="1")).metadata.resourceVersion
+    deploys_rv = (await views.list_of(session, f"{apps}/deployments")).metadata.resourceVersion
     watches = [
         asyncio.create_task(watch(session, pods_url, pods_rv, on_pod)),
         asyncio.create_task(watch(session, f"{apps}/deployments", deploys_rv, on_deployment)),

@@ -55,7 +55,7 @@ from typing import Any
 
 import aiohttp
 import benchlib
-import msgspec
+from benchlib import views
 
 NAMESPACE = "bench"
 RAW_NAMESPACE = "bench-raw"
@@ -63,35 +63,6 @@ JOB = "work"
 PARALLELISM = 200
 CONCURRENCY = 32
 SIM = {"sim.kcm.dev/exit-code": "0"}
-
-
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    resourceVersion: str = ""
-
-
-class _Status(msgspec.Struct):
-    phase: str = ""
-    conditions: list[_Condition] = msgspec.field(default_factory=list)
-    succeeded: int = 0
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-_EVENTS = msgspec.json.Decoder(_Event)
 
 
 class _Window:
@@ -186,7 +157,7 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
         for _ in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod())
 
-    async with benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(seen)) as task:
+    async with benchlib.watching(session, pods_url, views.EVENTS, benchlib.first_seen(seen)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         await benchlib.wait_until(lambda: len(seen) >= count, task, limit_s, f"{count} baseline pods")
@@ -210,7 +181,7 @@ async def paced_baseline(
     note = benchlib.first_seen(seen)
     window = _Window(count)
 
-    def on_pod(obj: _Object, now: float) -> None:
+    def on_pod(obj: views.Object, now: float) -> None:
         note(obj, now)
         window.seen(len(seen))
         if obj.status.phase == "Succeeded" and obj.metadata.name not in done:
@@ -235,7 +206,7 @@ async def paced_baseline(
             pod["metadata"]["finalizers"] = [TRACKING_FINALIZER]
         await benchlib.call(session, "POST", pods_url, pod)
 
-    async with benchlib.watching(session, pods_url, _EVENTS, on_pod) as task:
+    async with benchlib.watching(session, pods_url, views.EVENTS, on_pod) as task:
         start = window.start()
         deadline = time.monotonic() + limit_s
         first = min(PARALLELISM, count)
@@ -273,17 +244,17 @@ async def run_job(
     note = benchlib.first_seen(created)
     window = _Window(count)
 
-    def on_pod(obj: _Object, now: float) -> None:
+    def on_pod(obj: views.Object, now: float) -> None:
         note(obj, now)
         window.seen(len(created))
 
-    def on_job(obj: _Object, now: float) -> None:
+    def on_job(obj: views.Object, now: float) -> None:
         if not complete and any(c.type == "Complete" and c.status == "True" for c in obj.status.conditions):
             complete.append(now)
 
     async with (
-        benchlib.watching(session, pods_url, _EVENTS, on_pod) as pods,
-        benchlib.watching(session, jobs_url, _EVENTS, on_job) as jobs,
+        benchlib.watching(session, pods_url, views.EVENTS, on_pod) as pods,
+        benchlib.watching(session, jobs_url, views.EVENTS, on_job) as jobs,
     ):
         start = window.start()
         await benchlib.call(session, "POST", jobs_url, job(count, name))

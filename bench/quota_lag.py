@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 import benchlib
-import msgspec
+from benchlib import views
 from kcm_shared.apimachinery import quantity
 
 NAMESPACE = "bench-quota"
@@ -38,27 +38,6 @@ QUOTA = "pods"
 BURST = 1000
 CONCURRENCY = 32
 SETTLE_LIMIT_S = 60.0
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-
-
-class _Status(msgspec.Struct):
-    used: dict[str, str] | None = None
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-_decode = msgspec.json.Decoder(_Event).decode
 
 
 class Observer:
@@ -84,13 +63,15 @@ class Observer:
                 # Canonical quantities: 1000 pods read "1k", as kubectl shows them.
                 self.used.append((now, quantity.parse(raw).nanos // 10**9))
 
-    async def _watch(self, session: aiohttp.ClientSession, url: str) -> AsyncIterator[tuple[float, _Event]]:
+    async def _watch(
+        self, session: aiohttp.ClientSession, url: str
+    ) -> AsyncIterator[tuple[float, views.Event]]:
         async with session.get(url, params={"watch": "1", "allowWatchBookmarks": "false"}) as resp:
             self.ready.set()
             async for batch in benchlib.watch_lines(resp):
                 now = time.monotonic()
                 for line in batch:
-                    yield now, _decode(line)
+                    yield now, views.EVENTS.decode(line)
         self.closed.append(url.rsplit("/", 1)[-1])
 
     def state(self) -> str:

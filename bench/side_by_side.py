@@ -50,7 +50,7 @@ from typing import Any
 import aiohttp
 import benchlib
 import msgspec
-from benchlib import apimetrics
+from benchlib import apimetrics, views
 from benchlib import endpoints as eb
 from kcm_cli import upstream
 from kcm_shared.client import kubeclient
@@ -216,48 +216,6 @@ def pod_spec(**extra: Any) -> dict[str, Any]:
     return {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}], **extra}
 
 
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    resourceVersion: str = ""
-    generation: int = 0
-
-
-class _Status(msgspec.Struct):
-    conditions: list[_Condition] = msgspec.field(default_factory=list)
-    observedGeneration: int = 0
-    replicas: int = 0
-    readyReplicas: int = 0
-    availableReplicas: int = 0
-    updatedReplicas: int = 0
-    succeeded: int = 0
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-class _List(msgspec.Struct):
-    items: list[_Object] = msgspec.field(default_factory=list)
-
-
-_EVENTS = msgspec.json.Decoder(_Event)
-
-
-def _true(obj: _Object, condition: str) -> bool:
-    return any(c.type == condition and c.status == "True" for c in obj.status.conditions)
-
-
 # -- scenarios -------------------------------------------------------------------------------------
 
 
@@ -276,7 +234,7 @@ async def deployment_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
 
     async def warm() -> bool:
         # Both controllers have synced it: the ReplicaSet's status is the replicaset controller's.
-        sets = (await s.get(f"{apps}/replicasets", _List)).items
+        sets = (await s.get(f"{apps}/replicasets", views.List)).items
         return bool(sets) and sets[0].status.observedGeneration >= 1
 
     await poll(warm, args.timeout, "the Deployment's empty ReplicaSet, synced")
@@ -284,7 +242,7 @@ async def deployment_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
     created: dict[str, float] = {}
     ready: list[float] = []
 
-    def on_deployment(obj: _Object, now: float) -> None:
+    def on_deployment(obj: views.Object, now: float) -> None:
         st = obj.status
         done = min(st.readyReplicas, st.availableReplicas, st.updatedReplicas) >= n
         if done and st.observedGeneration >= obj.metadata.generation and not ready:
@@ -292,9 +250,11 @@ async def deployment_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
 
     async with (
         benchlib.watching(
-            s.session, f"{s.url}/api/v1/namespaces/{ns}/pods", _EVENTS, benchlib.first_seen(created)
+            s.session, f"{s.url}/api/v1/namespaces/{ns}/pods", views.EVENTS, benchlib.first_seen(created)
         ) as pods,
-        benchlib.watching(s.session, f"{s.url}{apps}/deployments", _EVENTS, on_deployment) as deployments,
+        benchlib.watching(
+            s.session, f"{s.url}{apps}/deployments", views.EVENTS, on_deployment
+        ) as deployments,
         counting(s, out),
     ):
         with benchlib.measure(s.processes, out.usage):
@@ -332,17 +292,20 @@ async def job_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
     await s.create(jobs, job("warm-up", 1, 1))
 
     async def warm() -> bool:
-        return _true(await s.get(f"{jobs}/warm-up", _Object), "Complete")
+        return views.true_condition(await s.get(f"{jobs}/warm-up", views.Object), "Complete")
 
     await poll(warm, args.timeout, "the warm-up Job's completion")
     await s.settle()
     complete: list[float] = []
 
-    def on_job(obj: _Object, now: float) -> None:
-        if obj.metadata.name == "work" and _true(obj, "Complete") and not complete:
+    def on_job(obj: views.Object, now: float) -> None:
+        if obj.metadata.name == "work" and views.true_condition(obj, "Complete") and not complete:
             complete.append(now)
 
-    async with benchlib.watching(s.session, f"{s.url}{jobs}", _EVENTS, on_job) as watch, counting(s, out):
+    async with (
+        benchlib.watching(s.session, f"{s.url}{jobs}", views.EVENTS, on_job) as watch,
+        counting(s, out),
+    ):
         with benchlib.measure(s.processes, out.usage):
             start = time.perf_counter()
             await s.create(jobs, job("work", n, args.job_parallelism))
@@ -351,7 +314,7 @@ async def job_scenario(s: Stack, args: argparse.Namespace) -> Outcome:
     if complete:
         out.figures[f"Job {n:,} @ {args.job_parallelism}: completion time, s"] = complete[0] - start
         out.figures["pods/s (completions / completion time)"] = n / (complete[0] - start)
-    final: _Object = await s.get(f"{jobs}/work", _Object)
+    final: views.Object = await s.get(f"{jobs}/work", views.Object)
     out.figures["pods succeeded per Job status"] = final.status.succeeded
     return out
 

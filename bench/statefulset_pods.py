@@ -38,34 +38,12 @@ from typing import Any
 
 import aiohttp
 import benchlib
-import msgspec
+from benchlib import views
 
 NAMESPACE = "bench"
 RAW_NAMESPACE = "bench-raw"
 SET = "web"
 CONCURRENCY = 32
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    resourceVersion: str = ""
-
-
-class _Status(msgspec.Struct):
-    readyReplicas: int = 0
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-class _Event(msgspec.Struct):
-    type: str
-    object: _Object
-
-
-_EVENTS = msgspec.json.Decoder(_Event)
 
 
 def template() -> dict[str, Any]:
@@ -133,7 +111,7 @@ async def baseline(session: aiohttp.ClientSession, url: str, count: int, limit_s
         for ordinal in todo:
             await benchlib.call(session, "POST", pods_url, raw_pod(ordinal))
 
-    async with benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(seen)) as task:
+    async with benchlib.watching(session, pods_url, views.EVENTS, benchlib.first_seen(seen)) as task:
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         await benchlib.wait_until(lambda: len(seen) >= count, task, limit_s, f"{count} baseline pods")
@@ -152,7 +130,7 @@ async def run_set(
     created: dict[str, float] = {}
     ready: list[float] = []
 
-    def on_set(obj: _Object, now: float) -> None:
+    def on_set(obj: views.Object, now: float) -> None:
         if not ready and obj.status.readyReplicas == count:
             ready.append(now)
 
@@ -171,8 +149,8 @@ async def run_set(
             raise RuntimeError("the controller did not sync the new StatefulSet in time")
         await asyncio.sleep(0.05)
     async with (
-        benchlib.watching(session, pods_url, _EVENTS, benchlib.first_seen(created)) as pods,
-        benchlib.watching(session, sets_url, _EVENTS, on_set) as sets,
+        benchlib.watching(session, pods_url, views.EVENTS, benchlib.first_seen(created)) as pods,
+        benchlib.watching(session, sets_url, views.EVENTS, on_set) as sets,
     ):
         start = time.perf_counter()
         await benchlib.call(
