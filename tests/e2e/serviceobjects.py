@@ -16,18 +16,19 @@ def pod(
     labels: dict[str, str],
     *,
     ready: bool = True,
+    ignore_sigterm: bool = False,
     ports: list[dict[str, Any]] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
+    """A pod the simulator runs; with `ignore_sigterm` a delete leaves it running (and
+    terminating) for its whole grace period."""
+    annotations = {"sim.kcm.dev/ready": "true" if ready else "false"}
+    if ignore_sigterm:
+        annotations["sim.kcm.dev/ignore-sigterm"] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": labels,
-            "annotations": {"sim.kcm.dev/ready": "true" if ready else "false"},
-        },
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
         "spec": {"containers": [{"name": "c", "image": "nginx", "ports": ports or []}], **spec},
     }
 

@@ -233,9 +233,10 @@ def test_stale_disruption_target_is_reset(stack: devstack.DevStack, ns: str) -> 
 def test_evicted_pod_is_marked_disruption_target_while_it_terminates(
     stack: devstack.DevStack, ns: str
 ) -> None:
-    # No terminate-seconds: the simulated kubelet keeps each pod terminating for its whole
-    # grace period, longer than the module's 2 s stale-condition timeout.
-    workloads.apply_deployment(stack, ns, "slow", 2, {"sim.kcm.dev/ready": "true"}, grace_seconds=4)
+    # Containers that ignore SIGTERM keep each pod terminating for its whole grace period,
+    # longer than the module's 2 s stale-condition timeout.
+    annotations = {"sim.kcm.dev/ready": "true", "sim.kcm.dev/ignore-sigterm": "true"}
+    workloads.apply_deployment(stack, ns, "slow", 2, annotations, grace_seconds=4)
     stack.kubectl("create", "pdb", "slow", "-n", ns, "--selector=app=slow", "--max-unavailable=1")
     wait_pdb(stack, ns, "slow", currentHealthy=2, disruptionsAllowed=1, observedGeneration=1)
     victim = ready_pods(stack, ns, "slow")[0]

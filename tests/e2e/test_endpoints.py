@@ -171,7 +171,7 @@ def test_publish_not_ready_addresses_lists_unready_pods_as_ready(stack: devstack
 def test_terminating_pod_leaves_unless_not_ready_addresses_are_published(
     stack: devstack.DevStack, ns: str
 ) -> None:
-    create(stack, pod(ns, "t", {"app": "t"}, terminationGracePeriodSeconds=600))
+    create(stack, pod(ns, "t", {"app": "t"}, ignore_sigterm=True, terminationGracePeriodSeconds=600))
     create(stack, pod(ns, "u", {"app": "t"}))
     create(stack, service(ns, "plain", selector={"app": "t"}, ports=[{"port": 80}]))
     create(

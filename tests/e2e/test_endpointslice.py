@@ -48,14 +48,13 @@ def namespace(s: devstack.DevStack, name: str) -> str:
 
 def run_pod(s: devstack.DevStack, ns: str, name: str, *, ready: bool = True, grace: int = 0) -> None:
     meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": {"app": "web"}}
-    if not ready:
-        meta["annotations"] = {"sim.kcm.dev/ready": "false"}
+    # Containers that ignore SIGTERM: a grace period keeps a deleted pod terminating that long.
+    meta["annotations"] = {"sim.kcm.dev/ready": str(ready).lower(), "sim.kcm.dev/ignore-sigterm": "true"}
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
         "spec": {
-            # A grace period keeps a deleted pod terminating (and running) that long.
             "terminationGracePeriodSeconds": grace,
             "containers": [
                 {"name": "c", "image": "nginx", "ports": [{"name": "http", "containerPort": 8080}]}

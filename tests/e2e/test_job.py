@@ -245,6 +245,8 @@ def test_active_deadline_deletes_pods_and_fails(stack: devstack.DevStack, ns: st
             ns,
             "slow",
             spec={"activeDeadlineSeconds": 2, "parallelism": 2, "completions": 4},
+            # Containers that ignore SIGTERM: killed (Failed) when the grace period ends.
+            annotations={"sim.kcm.dev/ignore-sigterm": "true"},
             pod_spec={"terminationGracePeriodSeconds": 1},
         ),
     )

@@ -240,12 +240,14 @@ def counts(stack: devstack.DevStack, ns: str, job: str) -> dict[str, int]:
 
 
 def test_pod_replacement_policy_failed_waits_for_terminating_pods(stack: devstack.DevStack, ns: str) -> None:
-    # A long grace period keeps a deleted pod terminating (the simulator runs it until the
-    # grace ends); both Jobs' pods are deleted together and watched side by side.
+    # Containers that ignore SIGTERM and a long grace period keep a deleted pod terminating (the
+    # simulator runs it until the grace ends); both Jobs' pods are deleted together and watched
+    # side by side.
     slow_stop = {"terminationGracePeriodSeconds": 120}
+    ignores = {"sim.kcm.dev/ignore-sigterm": "true"}
     for name, policy in (("on-failed", "Failed"), ("on-terminating", "TerminatingOrFailed")):
         spec = {"backoffLimit": 6, "podReplacementPolicy": policy}
-        jobs.apply(stack, jobs.job_yaml(ns, name, spec=spec, pod_spec=slow_stop))
+        jobs.apply(stack, jobs.job_yaml(ns, name, spec=spec, annotations=ignores, pod_spec=slow_stop))
 
     def running(job: str) -> list[tuple[str, bool, str]]:
         return [s for s in pod_state(stack, ns, job) if s[2] == "Running"]

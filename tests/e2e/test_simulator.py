@@ -33,12 +33,13 @@ class Sim:
         self.proc.wait(10)
 
 
-def start_sim(api: ApiServer) -> Sim:
+def start_sim(api: ApiServer, *extra: str) -> Sim:
     control_file = api.workdir / "sim-control-port"
     control_file.unlink(missing_ok=True)
     log = open(api.workdir / "sim.log", "ab")  # noqa: SIM115 - handed to the child process
     args = [KCM, "sim", "--kubeconfig", str(api.kubeconfig), "--nodes", "3", "--zones", "2"]
     args += ["--pod-start-delay", "0.1", "--heartbeat-interval", "0.5", "--control-file", str(control_file)]
+    args += extra
     proc = subprocess.Popen(args, stdout=log, stderr=log)
     log.close()
     sim = Sim(api, proc, control_file)
@@ -244,8 +245,10 @@ def _last_state(sim: Sim, name: str, rv: str) -> Any:
     return events[-1]["object"]
 
 
-def test_graceful_delete_finishes_only_after_the_grace_period(sim: Sim) -> None:
-    _create_pod(sim, "doomed")
+def test_graceful_delete_of_containers_that_ignore_sigterm_finishes_only_after_the_grace_period(
+    sim: Sim,
+) -> None:
+    _create_pod(sim, "doomed", {"sim.kcm.dev/ignore-sigterm": "true"})
     rv = _running(sim, "doomed")["metadata"]["resourceVersion"]
     started = time.monotonic()
     sim.api.kubectl("delete", "pod", "doomed", "--grace-period=3", "--wait=false")
@@ -261,8 +264,23 @@ def test_graceful_delete_finishes_only_after_the_grace_period(sim: Sim) -> None:
     assert final["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
 
 
+def test_containers_exit_promptly_on_sigterm_by_default(sim: Sim) -> None:
+    _create_pod(sim, "prompt")
+    rv = _running(sim, "prompt")["metadata"]["resourceVersion"]
+    # Against the default 30 s grace period: gone well within the wait, as a real nginx that
+    # exits on SIGTERM, and reported Succeeded (exit code 0), not killed.
+    sim.api.kubectl("delete", "pod", "prompt", "--wait=false")
+    wait_for(lambda: _pod(sim, "prompt") is None, 15, what="pod gone after SIGTERM")
+    final = _last_state(sim, "prompt", rv)
+    assert final["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert final["status"]["phase"] == "Succeeded"
+    assert final["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
 def test_terminate_seconds_annotation_shortens_the_grace_period(sim: Sim) -> None:
-    _create_pod(sim, "quick", {"sim.kcm.dev/terminate-seconds": "1"})
+    # Even for containers that ignore SIGTERM: the annotation says when they exit.
+    annotations = {"sim.kcm.dev/terminate-seconds": "1", "sim.kcm.dev/ignore-sigterm": "true"}
+    _create_pod(sim, "quick", annotations)
     rv = _running(sim, "quick")["metadata"]["resourceVersion"]
     # The default grace period is 30 s: only the annotation can end it within the wait.
     sim.api.kubectl("delete", "pod", "quick", "--wait=false")
@@ -276,7 +294,7 @@ def test_terminate_seconds_annotation_shortens_the_grace_period(sim: Sim) -> Non
 @pytest.mark.parametrize(
     ("name", "annotations", "flags"),
     [
-        ("forced", {}, ["--grace-period=0", "--force"]),
+        ("forced", {"sim.kcm.dev/ignore-sigterm": "true"}, ["--grace-period=0", "--force"]),
         ("zero", {"sim.kcm.dev/terminate-seconds": "0"}, []),
     ],
 )
@@ -298,7 +316,8 @@ def test_restarted_sim_finishes_deletions_begun_while_it_was_down(fresh_apiserve
     finally:
         first.stop()
     fresh_apiserver.kubectl("delete", "pod", "orphan", "--grace-period=3", "--wait=false")
-    second = start_sim(fresh_apiserver)
+    # Its containers ignore SIGTERM (the old default, kept as a flag): killed when the grace ends.
+    second = start_sim(fresh_apiserver, "--ignore-sigterm")
     try:
         wait_for(lambda: _pod(second, "orphan") is None, 20, what="pod gone after the restart")
         assert _last_state(second, "orphan", rv)["status"]["phase"] == "Failed"

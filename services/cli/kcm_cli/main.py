@@ -28,6 +28,7 @@ from kcm_shared.base import errors, gcpolicy, logs
 from kcm_shared.runtime import controllerflags, pflag, upstreamflags
 from kcm_simulator import control as simulator_control
 from kcm_simulator import main as simulator_main
+from kcm_simulator import podstatus as simulator_podstatus
 from kcm_watcher import cli as watcher_cli
 
 from kcm_cli import controllers, dev, manifests, natsauth
@@ -169,6 +170,18 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--pod-start-delay", type=float, default=0.5, help="seconds before a bound pod runs")
     p.add_argument("--node-prefix", default="sim-node-")
     p.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between node heartbeats")
+    p.add_argument(
+        "--stop-seconds",
+        type=float,
+        default=simulator_podstatus.STOP_SECONDS,
+        help="seconds a container takes to exit after SIGTERM on a graceful delete "
+        f"(default {simulator_podstatus.STOP_SECONDS})",
+    )
+    p.add_argument(
+        "--ignore-sigterm",
+        action="store_true",
+        help="containers ignore SIGTERM: each deleted pod runs out its grace period and is killed (137)",
+    )
     p.add_argument("--control-port", type=int, default=0, help="fault-injection port on loopback (0: any)")
     p.add_argument("--control-file", type=Path, help="write the chosen control port here")
     p.add_argument(
@@ -356,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "sim":
         if args.kubeconfig is None:
             parser().error("kcm sim: --kubeconfig is required to run the simulator")
+        if not args.stop_seconds >= 0:
+            parser().error(f"kcm sim: --stop-seconds must be 0 or more, not {args.stop_seconds}")
         logs.setup("sim", args.log_level)
         sim_opts = simulator_main.Options(
             kubeconfig=args.kubeconfig,
@@ -367,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_port=args.control_port,
             control_file=args.control_file,
             node_ipam=args.node_ipam,
+            stop_seconds=None if args.ignore_sigterm else args.stop_seconds,
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

@@ -86,6 +86,7 @@ class Kubelet:
         pod_start_delay: float,
         heartbeat_interval: float,
         node_ipam: bool = False,
+        stop_seconds: float | None = podstatus.STOP_SECONDS,
     ) -> None:
         self._client = client
         self._writer = writer
@@ -94,6 +95,7 @@ class Kubelet:
         self._delay = pod_start_delay
         self._interval = heartbeat_interval
         self._node_ipam = node_ipam
+        self._stop_seconds = stop_seconds  # after SIGTERM; None: containers ignore it
         self.nodes = {nodes.node_name(prefix, i): self._new_state(i) for i in range(count)}
         self._next_index = count
         self._loops: dict[str, asyncio.Task[None]] = {}
@@ -322,14 +324,15 @@ class Kubelet:
             term.task.cancel()
 
     async def _finish_deletion(self, uid: str) -> None:
-        """Stop the containers when the grace period ends (sooner with terminate-seconds), as a
-        kubelet, report the pod terminal, then remove it with grace 0."""
+        """Stop the containers as a kubelet does: they exit shortly after SIGTERM (exit code 0),
+        or are killed when the grace period ends (137) if they ignore it (`podstatus.stop_after`);
+        report the pod terminal, then remove it with grace 0."""
         term = self._terminations[uid]
         # A pod whose containers never started has nothing to stop, so nothing to wait for.
         running = term.pod.get("status", {}).get("phase") == "Running"
         on_their_own = False
         while running:
-            seconds, on_their_own = podstatus.stop_after(term.pod)
+            seconds, on_their_own = podstatus.stop_after(term.pod, self._stop_seconds)
             left = term.requested + seconds - time.time()
             if left <= 0:
                 break

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kcm_shared.client.kubeclient import KubeClient, load_connection, resource_path
 
-from kcm_simulator import control, informer
+from kcm_simulator import control, informer, podstatus
 from kcm_simulator.calls import Writer
 from kcm_simulator.kubelet import Kubelet
 from kcm_simulator.scheduler import Scheduler
@@ -37,6 +37,9 @@ class Options:
     # one shared 200/s was spent on 1,000 nodes' heartbeats alone. The Writer bounds concurrency.
     qps: float = 0.0
     burst: int = 400
+    # Seconds a container takes to exit after SIGTERM; None: it ignores SIGTERM and is killed
+    # when the grace period ends (the simulator's behaviour before containers stopped promptly).
+    stop_seconds: float | None = podstatus.STOP_SECONDS
 
 
 async def run(opts: Options) -> None:
@@ -53,6 +56,7 @@ async def run(opts: Options) -> None:
         pod_start_delay=opts.pod_start_delay,
         heartbeat_interval=opts.heartbeat_interval,
         node_ipam=opts.node_ipam,
+        stop_seconds=opts.stop_seconds,
     )
     scheduler = Scheduler(client, writer)
 

@@ -20,6 +20,10 @@ FAIL_ATTEMPTS_ANNOTATION = "sim.kcm.dev/fail-attempts"
 FAIL_CONDITION_ANNOTATION = "sim.kcm.dev/fail-condition"
 RUN_SECONDS_ANNOTATION = "sim.kcm.dev/run-seconds"
 TERMINATE_SECONDS_ANNOTATION = "sim.kcm.dev/terminate-seconds"
+IGNORE_SIGTERM_ANNOTATION = "sim.kcm.dev/ignore-sigterm"
+# How long a container takes to exit after SIGTERM by default: a real nginx or fluentd is gone
+# within a second; a pod that wants the whole grace period says so (IGNORE_SIGTERM_ANNOTATION).
+STOP_SECONDS = 0.5
 # What the Job controller writes on the pods it creates (upstream batch/v1 constants).
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
@@ -160,17 +164,23 @@ def deletion_requested(pod: Obj, now: float) -> float:
     return deadline - float(meta.get("deletionGracePeriodSeconds") or 0)
 
 
-def stop_after(pod: Obj) -> tuple[float, bool]:
+def stop_after(pod: Obj, prompt: float | None = STOP_SECONDS) -> tuple[float, bool]:
     """Seconds from the deletion request until the containers are gone, and whether they exit on
-    their own (terminate-seconds shorter than the grace period) rather than being killed at its end.
+    their own (code 0) rather than being killed when the grace period ends (code 137).
+
+    `prompt` is how long a container takes to exit after SIGTERM (None: containers ignore it, as
+    `kcm sim --ignore-sigterm` asks); `sim.kcm.dev/terminate-seconds` sets it for one pod, and
+    `sim.kcm.dev/ignore-sigterm: "true"` keeps that pod running for the whole grace period.
     """
     meta = pod.get("metadata", {})
+    annotations = meta.get("annotations") or {}
     grace = max(0.0, float(meta.get("deletionGracePeriodSeconds") or 0))
     try:
-        wanted = float((meta.get("annotations") or {})[TERMINATE_SECONDS_ANNOTATION])
+        wanted: float | None = float(annotations[TERMINATE_SECONDS_ANNOTATION])
     except (KeyError, ValueError):
-        return grace, False
-    if 0 <= wanted < grace:
+        ignores = str(annotations.get(IGNORE_SIGTERM_ANNOTATION, "")).lower() == "true"
+        wanted = None if ignores else prompt
+    if wanted is not None and 0 <= wanted < grace:
         return wanted, True
     return grace, False
 

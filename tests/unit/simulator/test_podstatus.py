@@ -193,3 +193,26 @@ def test_a_pod_whose_readiness_must_change_starts_anew() -> None:
     # Its ready annotation changed while no kubelet ran: the new run reports it.
     assert podstatus.resumed(running_pod(ready=True), ready=False) is None
     assert podstatus.resumed(running_pod(ready=False), ready=False) is not None
+
+
+def _deleted(grace: int, **annotations: str) -> dict[str, Any]:
+    return {"metadata": {"deletionGracePeriodSeconds": grace, "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "prompt", "expected"),
+    [
+        (_deleted(30), podstatus.STOP_SECONDS, (podstatus.STOP_SECONDS, True)),  # exits on SIGTERM
+        (_deleted(30), None, (30.0, False)),  # `kcm sim --ignore-sigterm`: killed at the end
+        (_deleted(30, **{podstatus.IGNORE_SIGTERM_ANNOTATION: "true"}), 0.5, (30.0, False)),
+        (_deleted(30, **{podstatus.IGNORE_SIGTERM_ANNOTATION: "TRUE"}), 0.5, (30.0, False)),
+        (_deleted(30, **{podstatus.IGNORE_SIGTERM_ANNOTATION: "no"}), 0.5, (0.5, True)),
+        (_deleted(30, **{podstatus.TERMINATE_SECONDS_ANNOTATION: "3"}), 0.5, (3.0, True)),
+        (_deleted(30, **{podstatus.TERMINATE_SECONDS_ANNOTATION: "3"}), None, (3.0, True)),
+        (_deleted(2, **{podstatus.TERMINATE_SECONDS_ANNOTATION: "5"}), 0.5, (2.0, False)),
+        (_deleted(0), 0.5, (0.0, False)),  # no grace: nothing to wait for, killed at once
+        (_deleted(30, **{podstatus.TERMINATE_SECONDS_ANNOTATION: "x"}), 0.5, (0.5, True)),
+    ],
+)
+def test_stop_after(pod: dict[str, Any], prompt: float | None, expected: tuple[float, bool]) -> None:
+    assert podstatus.stop_after(pod, prompt) == expected
