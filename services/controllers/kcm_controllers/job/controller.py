@@ -1140,6 +1140,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="job-controller",
     alias="job",
+    queue_name="job",
     primary=JOBS,
     views={JOBS: JobView, PODS: podview.JobPodView},
     build=build,
