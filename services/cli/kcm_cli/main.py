@@ -276,7 +276,7 @@ def _passthrough(args: argparse.Namespace, normalized: list[str]) -> list[str]:
 
 
 # Subcommands that read their flags as kube-controller-manager does (Go's pflag syntax).
-PFLAG_COMMANDS = ("controllers", "controller", "dev")
+PFLAG_COMMANDS = ("controllers", "controller", "dev", "watcher", "coordinator")
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
