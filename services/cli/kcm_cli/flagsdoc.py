@@ -56,6 +56,9 @@ process that holds the `kube-system/kube-controller-manager` Lease. kcm has no s
   `--leader-elect-retry-period` time it as client-go's elector does; `--leader-elect-resource-name`
   defaults to `kcm-watcher` and `kcm-coordinator`, `--leader-elect-resource-namespace` to
   `kube-system`, and `--leader-elect-resource-lock` takes `leases` only, as upstream v1.32.
+  `kcm dev` hands the `--leader-elect`, `-lease-duration`, `-renew-deadline`, `-retry-period`
+  and `-resource-lock` it is given to its watcher and coordinator too (the Lease's name and
+  namespace stay each service's own).
 - `kcm controllers` and `kcm controller NAME` accept the seven flags and hold no Lease: every
   replica runs, and the coordinator grants each a share of each controller's partitions. A
   replica keeps a partition while its heartbeats are answered, for the coordinator's

@@ -4,7 +4,7 @@ controllers` does (issue 29): one syntax for every kcm service."""
 from __future__ import annotations
 
 import pytest
-from kcm_cli import main
+from kcm_cli import dev, main
 from kcm_shared.runtime import pflag
 
 
@@ -42,3 +42,18 @@ def test_their_own_flags_keep_working() -> None:
     assert args.partitions_for == [("job", 3), ("cronjob", 2)] and args.member_lease == 7.0
     args, _ = main.parse(["watcher", "--resources=v1/pods,-v1/events", "--publish-window=8"])
     assert args.resources == "v1/pods,-v1/events" and args.publish_window == 8
+
+
+def test_kcm_dev_hands_the_lease_timing_to_the_watcher_and_the_coordinator() -> None:
+    argv = [
+        "dev",
+        "--leader-elect=false",
+        "--leader_elect_lease_duration=20s",
+        "--leader-elect-resource-name=x",
+    ]
+    args, words = main.parse([*argv, "--kube-api-qps=5"])
+    handed = dev.lease_flags(main._passthrough(args, words[1:]))
+    assert handed == ["--leader-elect=false", "--leader-elect-lease-duration=20s"]
+    for command in ("watcher", "coordinator"):
+        parsed, _ = main.parse([command, *handed])
+        assert parsed.leader_elect is False and parsed.leader_elect_lease_duration == 20.0
