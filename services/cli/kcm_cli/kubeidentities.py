@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from kcm_shared.base import errors
 from kcm_shared.client import clientbuilder, kubeclient
+from kubernetes.config import ConfigException
 
 from kcm_cli import manifests, natsauth
 from kcm_cli.controllers import BUILTIN
@@ -140,7 +141,8 @@ async def _provision(args: argparse.Namespace) -> tuple[kubeclient.KubeClient, T
             admin = kubeclient.KubeClient(conn, qps=0, user_agent="kcm-kube-identities")
             cluster = cluster_entry(args.kubeconfig, args.master)
             return admin, await provision(admin, cluster, args.root, args.out)
-        except (OSError, errors.ConfigError, kubeclient.ApiError) as exc:  # the API is still starting
+        # The API server has not written the kubeconfig yet, or does not answer yet.
+        except (OSError, yaml.YAMLError, ConfigException, errors.ConfigError, kubeclient.ApiError) as exc:
             log.info("waiting for the API server", extra={"error": repr(exc)})
             if admin is not None:
                 await admin.close()
