@@ -8,7 +8,9 @@ service with a replica count, and the services find NATS and the Kubernetes API 
 stack puts them. NATS is locked down: the server's config (shared with k8s/) includes the
 authorization `kcm nats-auth` generates, every NATS client connects with its own identity's
 seed, from a volume no other service mounts, the apiserver's token is generated too, and
-ports are published on loopback only.
+ports are published on loopback only. The API is locked down the same way: every kcm service
+reads a kubeconfig of its own ServiceAccount (`kcm kube-identities`), from a volume no other
+service mounts, and only the API servers, the simulator and kube-identities see the admin's.
 """
 
 from __future__ import annotations
