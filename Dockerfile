@@ -47,12 +47,17 @@ ENV PATH=/opt/kcm/bin:$PATH \
 COPY --from=build /opt/kcm /opt/kcm
 # Directories the compose stack mounts named volumes on: a fresh volume takes their owner
 # (and mode: the credentials' directories are the service user's alone). /seeds/<identity>:
-# one per NATS identity, each a volume of its own in the one-shot nats-auth service.
-RUN mkdir -p /state /kube /auth /api-token /seeds && chown 10001:10001 /state /kube /auth /api-token \
+# one per NATS identity, each a volume of its own in the one-shot nats-auth service;
+# /identities/<service>: one per ServiceAccount, each a volume of its own in kube-identities.
+RUN mkdir -p /state /kube /auth /api-token /seeds /identities \
+ && chown 10001:10001 /state /kube /auth /api-token \
  && chmod 0700 /auth /api-token \
  && cd /seeds \
  && mkdir $(python -c 'from kcm_cli import controllers, natsauth; print(*natsauth.deployment_identities(controllers.BUILTIN))') \
- && chown 10001:10001 /seeds/* && chmod 0700 /seeds/*
+ && chown 10001:10001 /seeds/* && chmod 0700 /seeds/* \
+ && cd /identities \
+ && mkdir $(python -c 'from kcm_cli import controllers, manifests; print(*manifests.service_accounts(controllers.BUILTIN))') \
+ && chown 10001:10001 /identities/* && chmod 0700 /identities/*
 USER 10001:10001
 WORKDIR /state
 # 6443 embedded apiserver (dev only), 10257 coordinator, 10258 watcher, 10259 controllers.

@@ -309,6 +309,61 @@ def test_a_controller_touches_no_consumer_on_the_object_stream_but_its_own(stack
     )
 
 
+def test_consumers_on_the_grants_bucket_have_the_coordinators_own_names_only(stack: DevStack) -> None:
+    """The grants bucket's consumers were made by any name (nats-py's key listing): a controller
+    identity could make them, and so disturb the coordinator's listing at its restore. Now a
+    controller makes none there, and the coordinator only under its own prefix."""
+    grants = f"KV_{wire.GRANTS_BUCKET}"
+    create = f"$JS.API.CONSUMER.CREATE.{grants}"
+
+    def request(nc: Client, name: str | None) -> bytes:
+        config = {
+            "deliver_subject": nc.new_inbox(),
+            "ack_policy": "none",
+            "inactive_threshold": 5_000_000_000,
+        }
+        return json.dumps(
+            {"stream_name": grants, "config": {**config, **({"name": name} if name else {})}}
+        ).encode()
+
+    async def attempts(nc: Client, errors: list[str], identity: str) -> dict[str, Any]:
+        own = subjects.consumer_names(inbox(stack, identity))[0]
+        return {
+            "nameless create": await refused(nc, errors, create, request(nc, None)),
+            "a name of no prefix": await refused(nc, errors, f"{create}.mine", request(nc, "mine")),
+            "a name of its own prefix": await refused(nc, errors, f"{create}.{own}", request(nc, own)),
+        }
+
+    async def controller(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out = await attempts(nc, errors, ATTACKER)
+        kv = await nc.jetstream(timeout=3).key_value(wire.GRANTS_BUCKET)
+        try:
+            await kv.keys()
+            out["nats-py's key listing"] = False
+        except (nats.errors.Error, TimeoutError):
+            out["nats-py's key listing"] = True
+        return out
+
+    async def coordinator(nc: Client, errors: list[str]) -> dict[str, Any]:
+        out = await attempts(nc, errors, "coordinator")
+        read = await consumers.read_last(nc, grants, [f"$KV.{wire.GRANTS_BUCKET}.>"])
+        out["read through its own"] = bool(read)
+        return out
+
+    assert as_identity(stack, ATTACKER, controller) == {
+        "nameless create": True,
+        "a name of no prefix": True,
+        "a name of its own prefix": True,
+        "nats-py's key listing": True,
+    }
+    assert as_identity(stack, "coordinator", coordinator) == {
+        "nameless create": True,
+        "a name of no prefix": True,
+        "a name of its own prefix": False,
+        "read through its own": True,
+    }
+
+
 def test_a_push_consumer_cannot_speak_on_core_subjects(stack: DevStack) -> None:
     """Finding 6: a push consumer aimed at a core subject replayed stream messages there; a
     standby coordinator took one on `kcm.coord.status` as its leader's verdicts (every field

@@ -42,6 +42,7 @@ stack = devstack.stack_fixture(
 )
 
 CONTROLLER = "pod-garbage-collector-controller"
+QUEUE = "orphaned_pods_nodes"  # upstream's queue name, the workqueue_* metrics' `name`
 HOLD = "example.com/hold"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 
@@ -244,11 +245,7 @@ def test_one_replica_runs_the_pass(stack: devstack.DevStack) -> None:
     """Two replicas run the collector; the pass's key, and so every pass, is one replica's."""
     passes = wait_for(
         lambda: (
-            (
-                p := stack.metric_by_replica(
-                    CONTROLLER, "workqueue_work_duration_seconds_count", name=CONTROLLER
-                )
-            )
+            (p := stack.metric_by_replica(CONTROLLER, "workqueue_work_duration_seconds_count", name=QUEUE))
             and len(p) == 2
             and p
         ),

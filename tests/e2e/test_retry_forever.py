@@ -19,6 +19,7 @@ from tests.e2e.devstack import DevStack, dev_stack
 
 MAX_DELIVERIES = 3
 RS = "replicaset-controller"
+RS_QUEUE = "replicaset"  # upstream's queue name, the workqueue_* metrics' `name`
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
         yield s
 
 
-def _queue_metrics(stack: DevStack, controller: str) -> dict[str, float]:
-    """`workqueue_retries_total` and `kcm_workqueue_dead_letters_total` of `controller`, summed
-    over the replicas that run it (from their /metrics, found through the coordinator)."""
+def _queue_metrics(stack: DevStack, controller: str, queue: str) -> dict[str, float]:
+    """`workqueue_retries_total` of upstream's queue name `queue` and
+    `kcm_workqueue_dead_letters_total` of `controller`, summed over the replicas that run it
+    (from their /metrics, found through the coordinator)."""
     totals = {"workqueue_retries_total": 0.0, "kcm_workqueue_dead_letters_total": 0.0}
+    label = {"workqueue_retries_total": queue, "kcm_workqueue_dead_letters_total": controller}
     for member in stack.status().get("members", []):
         if controller not in member.get("controllers", []):
             continue
@@ -45,7 +48,7 @@ def _queue_metrics(stack: DevStack, controller: str) -> dict[str, float]:
             text = resp.read().decode()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in totals and sample.labels.get("name") == controller:
+                if sample.name in totals and sample.labels.get("name") == label[sample.name]:
                     totals[sample.name] += sample.value
     return totals
 
@@ -74,7 +77,7 @@ def test_a_replicaset_blocked_by_a_quota_converges_once_the_quota_is_lifted(stac
     stack.kubectl("create", "deployment", "web", "-n", ns, "--image=nginx", "--replicas=3")
 
     def failing_past_the_old_dead_letter_point() -> bool:
-        counts = _queue_metrics(stack, RS)
+        counts = _queue_metrics(stack, RS, RS_QUEUE)
         assert counts["kcm_workqueue_dead_letters_total"] == 0, f"a failing key was dead-lettered: {counts}"
         return counts["workqueue_retries_total"] >= MAX_DELIVERIES + 3
 
@@ -88,4 +91,4 @@ def test_a_replicaset_blocked_by_a_quota_converges_once_the_quota_is_lifted(stac
         return len(rs) == 1 and rs[0].get("status", {}).get("replicas") == 3
 
     wait_for(converged, 90, interval=0.5, what="the ReplicaSet has its 3 pods")
-    assert _queue_metrics(stack, RS)["kcm_workqueue_dead_letters_total"] == 0
+    assert _queue_metrics(stack, RS, RS_QUEUE)["kcm_workqueue_dead_letters_total"] == 0

@@ -314,8 +314,12 @@ def queue_targets(sizes: dict[str, int], which: int) -> dict[str, int]:
 
 
 def kcm_synced(stack: Stack) -> None:
-    def processed(queue: str) -> float:
-        return stack.metric(queue, "workqueue_work_duration_seconds_count", name=queue)
+    # kcm's queues carry upstream's names on the metrics; the controller finds the replicas.
+    upstream_name = dict([*FILLS.values(), SERVICE_QUEUES])
+
+    def processed(controller: str) -> float:
+        sample = "workqueue_work_duration_seconds_count"
+        return stack.metric(controller, sample, name=upstream_name[controller])
 
     wait_worked_through(queue_targets(fill_sizes(stack), 0), processed, "kcm's first pass")
 

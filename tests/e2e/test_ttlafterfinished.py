@@ -29,6 +29,7 @@ from tests.e2e import devstack
 stack = devstack.stack_fixture("--controllers", "ttl-after-finished,garbagecollector", "--nodes", "0")
 
 CONTROLLER = "ttl-after-finished-controller"
+QUEUE = "ttl_jobs_to_delete"  # upstream's queue name, the workqueue_* metrics' `name`
 HOLD = "example.com/hold"
 MANAGER = "example.com/e2e-runner"  # not the job controller's name: it would leave these alone
 
@@ -238,11 +239,11 @@ def test_a_pending_expiry_survives_a_kill_of_the_controller(
 ) -> None:
     ns = namespace(stack, "ttl-kill")
     create_job(stack, ns, "waiting", ttl=4)
-    reconciled = stack.metric(CONTROLLER, RECONCILES, name=CONTROLLER)
+    reconciled = stack.metric(CONTROLLER, RECONCILES, name=QUEUE)
     finish(batch, ns, "waiting", now_seconds())
     # Killed once the reconcile has run: what is left of the Job's TTL is only in the deferred work item.
     wait_for(
-        lambda: stack.metric(CONTROLLER, RECONCILES, name=CONTROLLER) > reconciled,
+        lambda: stack.metric(CONTROLLER, RECONCILES, name=QUEUE) > reconciled,
         10,
         0.1,
         "the expiry requeued",

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KCM, wait_for
+from tests.conftest import KCM, KUBECTL, wait_for
 from tests.e2e import devstack
 
 SA = "system:serviceaccount:kcm-system:"
@@ -165,3 +165,34 @@ def test_a_missing_permission_is_a_403_and_nothing_else_writes_for_the_controlle
         interval=0.5,
         what="the pods once the role is back",
     )
+
+
+def test_kube_identities_gives_each_compose_service_its_own_service_account_alone(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """What compose's kube-identities service writes: a kubeconfig per service whose token is
+    its own ServiceAccount's, allowed what that service's role allows and nothing of another's."""
+    out = tmp_path / "identities"
+    argv = [KCM, "kube-identities", "--once", "--kubeconfig", str(stack.kubeconfig), "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+    def kubectl(service: str, *args: str) -> subprocess.CompletedProcess[str]:
+        config = out / service / "kubeconfig"
+        return subprocess.run(
+            [KUBECTL, "--kubeconfig", str(config), *args], capture_output=True, text=True, timeout=30
+        )
+
+    def can(service: str, *what: str) -> bool:
+        return kubectl(service, "auth", "can-i", *what).stdout.strip() == "yes"
+
+    for service, account in (("deployment", "deployment-controller"), ("watcher", "kcm-watcher")):
+        whoami = json.loads(kubectl(service, "auth", "whoami", "-o", "json").stdout)
+        assert whoami["status"]["userInfo"]["username"] == SA + account
+        assert (out / service / "token").stat().st_mode & 0o077 == 0  # its owner's alone
+    assert can("deployment", "create", "replicasets", "-n", "default")
+    assert not can("deployment", "create", "pods", "-n", "default")  # the ReplicaSet controller's
+    assert not can("deployment", "get", "secrets", "-n", "kube-system")
+    assert can("replicaset", "create", "pods", "-n", "default")
+    assert not can("replicaset", "create", "replicasets", "-n", "default")
+    assert not can("watcher", "create", "pods", "-n", "default")  # it only reads

@@ -110,8 +110,11 @@ def controller(
     events: recorders.RecordingEventRecorder,
     pod_control: recorders.RecordingPodControl | None = None,
     now: dt.datetime = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC),
+    *,
+    managed_by: bool = True,
 ) -> job_controller.JobController:
-    """A registered controller whose caches hold what `server` holds now."""
+    """A registered controller whose caches hold what `server` holds now (`managed_by`: the
+    JobManagedBy feature gate)."""
     jc = job_controller.JobController(
         server,
         caches.new(job_controller.JOBS, jobview.JobView),
@@ -121,6 +124,7 @@ def controller(
         pod_control or recorders.RecordingPodControl(),
         events,
         now=lambda: now,
+        managed_by=managed_by,
     )
     jc.register()
     refresh(jc, server, now)

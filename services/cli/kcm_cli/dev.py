@@ -92,6 +92,24 @@ def enabled(selection: str, flags: list[str]) -> list[runtime.Spec]:
     ]
 
 
+# Upstream's leader election flags that `kcm dev` also hands the watcher and the coordinator,
+# which hold Leases with them (docs/flags.md "Leader election"); not the Lease's name and
+# namespace, which are each service's own (and with --apiserver=upstream, where its RBAC allows).
+_LEASE_FLAGS = (
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "--leader-elect-renew-deadline",
+    "--leader-elect-retry-period",
+    "--leader-elect-resource-lock",
+)
+
+
+def lease_flags(controller_flags: list[str]) -> list[str]:
+    """The `--leader-elect*` flags among `controller_flags` (pflag's `--name=value` reading) that
+    the watcher and the coordinator take too."""
+    return [f for f in controller_flags if f.split("=", 1)[0] in _LEASE_FLAGS]
+
+
 def _controller_groups(
     opts: DevOptions, chosen: list[runtime.Spec]
 ) -> list[tuple[str, list[str], list[str]]]:
@@ -397,9 +415,13 @@ async def _start_bus(
         return ["--nats-nkey-seed", str(natsauth.seed_file(auth_dir, name))]
 
     coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
+    leases = lease_flags(opts.controller_flags)
     coordinator_url = f"http://127.0.0.1:{coordinator_port}"
     services = [
-        ("watcher", ["watcher", *ids.watcher, *common, *nkey("watcher"), "--ops-port", str(watcher_port)]),
+        (
+            "watcher",
+            ["watcher", *ids.watcher, *common, *nkey("watcher"), "--ops-port", str(watcher_port), *leases],
+        ),
         (
             "coordinator",
             [
@@ -412,6 +434,7 @@ async def _start_bus(
                 "--ops-url-file",
                 str(state / status.URL_FILE),
                 *([] if opts.partitions is None else ["--partitions", str(opts.partitions)]),
+                *leases,
             ],
         ),
     ]

@@ -45,6 +45,53 @@ The table is generated (`python -m kcm_cli.flagsdoc`) from the flags `kcm contro
 and upstream's table `shared/kcm_shared/runtime/upstream_flags.json`, itself generated from the
 pinned binary's `--help` (`tools/upstream/flags.py`); tests fail when either drifts.
 
+`kcm watcher` and `kcm coordinator` read their command lines with the same pflag syntax (their
+own flags, the bus and API flags, and the seven `--leader-elect*` flags).
+
+**Leader election.** Upstream's kube-controller-manager runs every controller in the one
+process that holds the `kube-system/kube-controller-manager` Lease. kcm has no such process:
+- `kcm watcher` and `kcm coordinator` each elect one active replica on a Lease of their own,
+  with upstream's seven flags and meanings: `--leader-elect=false` makes the replica active at
+  once, with no Lease; `--leader-elect-lease-duration`, `--leader-elect-renew-deadline` and
+  `--leader-elect-retry-period` time it as client-go's elector does; `--leader-elect-resource-name`
+  defaults to `kcm-watcher` and `kcm-coordinator`, `--leader-elect-resource-namespace` to
+  `kube-system`, and `--leader-elect-resource-lock` takes `leases` only, as upstream v1.32.
+  `kcm dev` hands the `--leader-elect`, `-lease-duration`, `-renew-deadline`, `-retry-period`
+  and `-resource-lock` it is given to its watcher and coordinator too (the Lease's name and
+  namespace stay each service's own).
+- `kcm controllers` and `kcm controller NAME` accept the seven flags and hold no Lease: every
+  replica runs, and the coordinator grants each a share of each controller's partitions. A
+  replica keeps a partition while its heartbeats are answered, for the coordinator's
+  `--member-lease` (5s) plus `--member-fence-margin` (1s) after the last answer: those two play
+  the part of `--leader-elect-lease-duration` for the work a replica holds, and a failover of
+  the coordinator itself takes its `--leader-elect-lease-duration`. A replica cannot run
+  without the coordinator's grants, so `--leader-elect=false` cannot mean "run without
+  waiting": it is accepted and changes nothing.
+
+**Feature gates.** `--feature-gates` takes v1.32's gates (the table of upstream's `--help`,
+with each gate's stage and default), `AllAlpha` and `AllBeta`; an unknown gate or a bad value
+ends the command with upstream's one line (`unrecognized feature gate: Foo`, `invalid value of
+Foo=bar, err: ...`). A gate is on as set, else by `AllAlpha`/`AllBeta` for its stage, else by
+its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
+- `JobManagedBy` (beta, on): off, the Job controller ignores `spec.managedBy` and runs every
+  Job, as upstream's; on, it leaves Jobs another controller manages alone
+  (tests/e2e/test_feature_gates.py).
+- Gates of controllers kcm does not build decide only whether `--controllers` reports them as
+  not started for a gate that is off.
+- The other gates of the controllers kcm runs are not read: kcm behaves as v1.32 does with
+  their defaults, whatever they are set to. `JobPodReplacementPolicy`, `JobSuccessPolicy`,
+  `JobBackoffLimitPerIndex`, `ServiceTrafficDistribution`, `TopologyAwareHints` and
+  `RecoverVolumeExpansionFailure` (beta, on) are always on here; `MaxUnavailableStatefulSet`
+  and `HPAScaleToZero` (alpha, off) always off (the StatefulSet controller has no
+  `maxUnavailable` rolling update). GA gates, which upstream locks (setting one to false is
+  refused there: `cannot set feature gate X to false, feature is locked to true`), are not in
+  `--help`'s list, so kcm refuses them as unknown.
+
+**API content type.** `--kube-api-content-type` is accepted and changes nothing: kcm's client
+sends and accepts `application/json` only, whatever it is set to. Its typed views decode JSON
+(msgspec), and custom resources are JSON-only on every API server anyway; the embedded
+server's protobuf encoder serves clients such as kubectl, not kcm.
+
 | flag | type | default | upstream's meaning (or ours) | here |
 | --- | --- | --- | --- | --- |
 """

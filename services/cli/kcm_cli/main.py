@@ -31,7 +31,7 @@ from kcm_simulator import main as simulator_main
 from kcm_simulator import podstatus as simulator_podstatus
 from kcm_watcher import cli as watcher_cli
 
-from kcm_cli import controllers, dev, manifests, natsauth
+from kcm_cli import controllers, dev, kubeidentities, manifests, natsauth
 
 
 def _ip_address(text: str) -> str:
@@ -240,6 +240,7 @@ def parser() -> argparse.ArgumentParser:
     coordinator_status.register_status(sub)
     controllers.register(sub)
     natsauth.register(sub)
+    kubeidentities.register(sub)
     manifests.register(sub)
     return p
 
@@ -288,7 +289,7 @@ def _passthrough(args: argparse.Namespace, normalized: list[str]) -> list[str]:
 
 
 # Subcommands that read their flags as kube-controller-manager does (Go's pflag syntax).
-PFLAG_COMMANDS = ("controllers", "controller", "dev")
+PFLAG_COMMANDS = ("controllers", "controller", "dev", "watcher", "coordinator")
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -50,6 +50,16 @@ SEED_VOLUMES = (
     "# --- seed volumes: written by `make manifests`, one per NATS identity ---",
     "# --- end of seed volumes ---",
 )
+KUBE_MOUNTS = (
+    "# --- kubeconfig mounts: written by `make manifests`, one volume per ServiceAccount ---",
+    "# --- end of kubeconfig mounts ---",
+)
+KUBE_VOLUMES = (
+    "# --- kubeconfig volumes: written by `make manifests`, one per ServiceAccount ---",
+    "# --- end of kubeconfig volumes ---",
+)
+KUBE_DIR = "/kube"  # where a compose service finds its own kubeconfig (`kcm kube-identities`)
+IDENTITIES = "/identities"  # where compose's kube-identities mounts each one, a directory each
 SEED_DIR = "/etc/kcm-nats"  # where a service finds its own seed (key `nkey`), in k8s/ and compose
 SEEDS = "/seeds"  # where compose's nats-auth mounts every identity's volume, one directory each
 _PROBE = f"urllib.request.urlopen('http://127.0.0.1:{OPS_PORT}/healthz', timeout=2)"
@@ -248,10 +258,22 @@ def seed_volume(identity: str) -> str:
     return compose_volume(natsauth.secret_name(identity))
 
 
+def service_accounts(specs: list[runtime.Spec]) -> dict[str, str]:
+    """Each service of compose and k8s/ that talks to the API -> its ServiceAccount in kcm-system."""
+    out = {"watcher": "kcm-watcher", "coordinator": "kcm-coordinator"}
+    out.update({spec.alias: load(spec).service_account for spec in specs})
+    return out
+
+
+def kube_volume(identity: str) -> str:
+    """The compose volume holding `identity`'s kubeconfig and token alone (`kcm kube-identities`)."""
+    return f"kube-{identity}"
+
+
 def compose_service(d: Deploy) -> str:
     alias = d.spec.alias
     extra = "".join(f",\n              {json.dumps(a)}" for a in d.args)
-    mounts = ["kube:/kube:ro", f"{seed_volume(alias)}:{SEED_DIR}:ro"]
+    mounts = [f"{kube_volume(alias)}:{KUBE_DIR}:ro", f"{seed_volume(alias)}:{SEED_DIR}:ro"]
     mounts += [f"{compose_volume(n)}:{m}:ro" for n, m in d.mounts]
     volumes = "".join(f"      - {m}\n" for m in mounts)
     return f"""\
@@ -295,7 +317,12 @@ def render(root: Path, specs: list[runtime.Spec]) -> dict[Path, str]:
     mounts = "".join(f"      - {seed_volume(i)}:{SEEDS}/{i}\n" for i in identities)
     text = _between(text, mounts, str(compose), SEED_MOUNTS)
     volumes = "".join(f"  {seed_volume(i)}: {{}}\n" for i in identities)
-    out[compose] = _between(text, volumes, str(compose), SEED_VOLUMES)
+    text = _between(text, volumes, str(compose), SEED_VOLUMES)
+    accounts = list(service_accounts(specs))
+    mounts = "".join(f"      - {kube_volume(i)}:{IDENTITIES}/{i}\n" for i in accounts)
+    text = _between(text, mounts, str(compose), KUBE_MOUNTS)
+    volumes = "".join(f"  {kube_volume(i)}: {{}}\n" for i in accounts)
+    out[compose] = _between(text, volumes, str(compose), KUBE_VOLUMES)
     return out
 
 

@@ -10,9 +10,10 @@ The table is the section "the table" below: one function per kind of identity (`
 `coordinator`, `controllers`, `consumer`), each listing the subjects it publishes to and
 subscribes on, the JetStream API calls (`$JS.API.<op>.<stream>`) included, from what the
 service's code does (docs/bus.md "Who may publish what"). A new subject, stream or KV bucket
-is one line in the function of each identity that uses it (`_declare`, `_read` take any
-stream name, `KV_<bucket>` included). On the object stream a service makes consumers of its
-identity's own names only (`Permissions.own_consumers`, `kcm_shared.bus.consumers`).
+is one line in the function of each identity that uses it (`_declare`, `_look` take any
+stream name, `KV_<bucket>` included). On the object stream and the grants bucket a service
+makes consumers of its identity's own names only (`Permissions.own_consumers`,
+`kcm_shared.bus.consumers`); no identity may make a consumer of any other name anywhere.
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ class Permissions:
     # Subscribes to its own inbox, `subjects.inbox_prefix` of its public key (what
     # `natsconn.connect` sets).
     own_inbox: bool = True
-    # What it may do (`CONSUMER.CREATE`, ...) with consumers of its own names on the object
-    # stream, `subjects.consumer_names` of its inbox (`kcm_shared.bus.consumers` names them so),
-    # and with no other consumer there.
+    # What it may do (`CONSUMER.CREATE`, ...) with consumers of its own names on the streams
+    # `consumer_streams`, `subjects.consumer_names` of its inbox (`kcm_shared.bus.consumers`
+    # names them so), and with no other consumer there.
     own_consumers: tuple[str, ...] = ()
+    consumer_streams: tuple[str, ...] = (OBJECTS,)
 
     def render(self, public_key: str) -> dict[str, object]:
         subscribe = list(self.subscribe)
@@ -73,7 +75,8 @@ class Permissions:
             subscribe.append(inbox + ".>")
         publish = list(self.publish)
         for name in subjects.consumer_names(inbox) if self.own_consumers else ():
-            publish += [_api(op, f"{OBJECTS}.{name}") for op in self.own_consumers]
+            for stream in self.consumer_streams:
+                publish += [_api(op, f"{stream}.{name}") for op in self.own_consumers]
         # An empty allow list would mean "anything" to nats-server: deny everything instead.
         out: dict[str, object] = {
             "publish": {"allow": publish} if publish else {"deny": [">"]},
@@ -104,20 +107,6 @@ def _look(stream: str) -> list[str]:
     for); no consumer, nothing that changes or deletes what the stream holds."""
     out = [_api("STREAM.INFO", stream), _api("DIRECT.GET", stream), _api("DIRECT.GET", stream, sub=True)]
     return [*out, _api("STREAM.MSG.GET", stream), f"$JS.FC.{stream}.>"]
-
-
-def _read(stream: str) -> list[str]:
-    """Read a stream (`_look`) through consumers of any name (ephemeral, ordered, durable) and
-    pulls from them."""
-    return [
-        *_look(stream),
-        _api("CONSUMER.CREATE", stream),
-        _api("CONSUMER.CREATE", stream, sub=True),
-        _api("CONSUMER.DURABLE.CREATE", stream, sub=True),  # a reader's own durable, by name
-        _api("CONSUMER.INFO", stream, sub=True),
-        _api("CONSUMER.DELETE", stream, sub=True),
-        _api("CONSUMER.MSG.NEXT", stream, sub=True),
-    ]
 
 
 def _named_consumers(stream: str, names: Sequence[str]) -> list[str]:
@@ -170,9 +159,14 @@ def coordinator() -> Permissions:
     publishes its own beat and (leading) its verdicts for the standbys."""
     publish = [subjects.health_filter("coordinator"), wire.COORD_STATUS]
     # The grants it gives, kept where its successor finds them (docs/bus.md "Coordinator failover").
-    publish += [_kv(wire.GRANTS_BUCKET), *_declare(GRANTS), *_read(GRANTS)]
+    # Its restore reads them through pull consumers of its own names (`consumers.read_last`).
+    publish += [_kv(wire.GRANTS_BUCKET), *_declare(GRANTS), *_look(GRANTS)]
     publish += _declare(wire.DLQ_STREAM)  # the owner of the dead letters' stream
-    return Permissions(_unique(publish), (subjects.COORD_FILTER, subjects.health_filter()), responses=True)
+    pulls = ("CONSUMER.CREATE", "CONSUMER.MSG.NEXT", "CONSUMER.DELETE")
+    subscribe = (subjects.COORD_FILTER, subjects.health_filter())
+    return Permissions(
+        _unique(publish), subscribe, responses=True, own_consumers=pulls, consumer_streams=(GRANTS,)
+    )
 
 
 def controllers(names: Sequence[str]) -> Permissions:
@@ -185,7 +179,7 @@ def controllers(names: Sequence[str]) -> Permissions:
     # A replica renews its own grant while no coordinator answers (revision-checked by
     # JetStream), under the scope of its controllers (`membership.grant_key`).
     publish += [f"$KV.{wire.GRANTS_BUCKET}.{subjects.scope_token(names)}.*"]
-    publish += [*_create(GRANTS), *_read(GRANTS)]
+    publish += [*_create(GRANTS), *_look(GRANTS)]  # renewals need no consumer
     for name in names:
         stream = subjects.work_stream(name)
         publish += [subjects.work_filter(name), subjects.dlq_subject(name)]

@@ -38,13 +38,12 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kcm_apiserver import kubeconfig, nodeports
 from kcm_shared.base import errors
 from kcm_shared.client import clientbuilder, kubeclient
 
-from kcm_cli import manifests, natsauth, natsd, pki
+from kcm_cli import kubeidentities, manifests, natsd, pki
 from kcm_cli.controllers import BUILTIN
 
 log = logging.getLogger("kcm.dev")
@@ -55,8 +54,6 @@ SERVICE_CIDR = "10.96.0.0/12"  # kubeadm's default service subnet
 POD_CIDR = "10.244.0.0/16"  # the pod network the reference controller manager hands out
 ISSUER = "https://kubernetes.default.svc.cluster.local"  # kubeadm's, for dnsDomain cluster.local
 CONTROLLERS_USER = "kcm:controllers"
-FIELD_MANAGER = "kcm-dev"
-TOKEN_CHECK_SECONDS = 60.0  # how often `keep_tokens` looks; a token is renewed at 80% of its hour
 # Writes only, as the embedded server's --audit-log-path records them.
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
@@ -67,15 +64,6 @@ rules:
     verbs: ["create", "update", "patch", "delete", "deletecollection"]
   - level: None
 """
-# Where the RBAC objects of k8s/ and the kcm-system Namespace are applied.
-_PATHS = {
-    "Namespace": ("", "v1", "namespaces"),
-    "ServiceAccount": ("", "v1", "serviceaccounts"),
-    "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles"),
-    "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
-    "Role": ("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": ("rbac.authorization.k8s.io", "v1", "rolebindings"),
-}
 
 
 def binaries(build: Path = BUILD) -> Path:
@@ -128,7 +116,7 @@ class ControlPlane:
         self.service_node_port_range = service_node_port_range
         self.front_proxy = pki.front_proxy(identity.ca_cert.parent)
         self._admin: kubeclient.KubeClient | None = None
-        self._tokens: dict[str, tuple[clientbuilder.ServiceAccountToken, Path]] = {}
+        self._tokens = kubeidentities.TokenFiles()
 
     @property
     def etcd_url(self) -> str:
@@ -208,24 +196,24 @@ class ControlPlane:
         admin = self._admin = kubeclient.KubeClient(
             kubeclient.load_connection(str(admin_kubeconfig)), qps=0, user_agent="kcm-dev"
         )
-        await apply(
+        await kubeidentities.apply(
             admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": manifests.NAMESPACE}}
         )
         for obj in [
             *manifests.rbac(ROOT, BUILTIN),
             *manifests.service_account_credentials(CONTROLLERS_USER),
         ]:
-            await apply(admin, obj)
+            await kubeidentities.apply(admin, obj)
         lease_namespace = f"--leader-elect-resource-namespace={manifests.NAMESPACE}"
         flags = {}
         for service in ("watcher", "coordinator"):
             token = self.state / "tokens" / f"kcm-{service}"
             source = clientbuilder.ServiceAccountToken(admin, manifests.NAMESPACE, f"kcm-{service}")
-            self._tokens[service] = (source, token)
+            self._tokens.add(source, token)
             config = self.state / "kubeconfigs" / f"{service}.conf"
             self._write_kubeconfig(config, {"tokenFile": str(token.resolve())})
             flags[service] = ["--kubeconfig", str(config), lease_namespace]
-        await self._write_tokens()
+        await self._tokens.write()
         root = pki.client(self.identity.ca_cert.parent, "kcm-controllers", CONTROLLERS_USER)
         controllers = self.state / "kubeconfigs" / "controllers.conf"
         self._write_kubeconfig(controllers, _certificate_user(root))
@@ -243,20 +231,7 @@ class ControlPlane:
     async def keep_tokens(self) -> None:
         """Renew the watcher's and the coordinator's tokens before they expire, until cancelled;
         their clients re-read the files every minute."""
-        while True:
-            await asyncio.sleep(TOKEN_CHECK_SECONDS)
-            try:
-                await self._write_tokens()
-            except Exception as exc:  # the next round tries again; the stack must not stop
-                log.warning("cannot renew a service account token", extra={"error": repr(exc)})
-
-    async def _write_tokens(self) -> None:
-        for source, path in self._tokens.values():
-            token = (await source.header()).removeprefix("Bearer ")
-            if not path.exists() or path.read_text() != token:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # Atomic: a client re-reading the file never sees half a token.
-                natsauth.write_private(path, token.encode())
+        await self._tokens.keep()
 
     def controller_manager_kubeconfig(self) -> Path:
         """kubeadm's controller-manager.conf: user system:kube-controller-manager, whom the
@@ -312,14 +287,6 @@ def reference_argv(
         "--cluster-name=kubernetes",
         *extra,
     ]
-
-
-async def apply(client: kubeclient.KubeClient, obj: dict[str, Any]) -> None:
-    """Server-side apply of `obj` (forced: kcm dev owns these objects)."""
-    group, version, resource = _PATHS[obj["kind"]]
-    meta = obj["metadata"]
-    path = kubeclient.resource_path(group, version, resource, meta.get("namespace"), meta["name"])
-    await client.patch(path, obj, "apply", params={"fieldManager": FIELD_MANAGER, "force": "true"})
 
 
 def _ok(url: str, context: ssl.SSLContext | None) -> bool:

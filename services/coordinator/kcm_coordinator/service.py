@@ -35,6 +35,7 @@ import nats.js.errors
 from aiohttp import web
 from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import (
+    consumers,
     flags,
     health,
     healthbeat,
@@ -48,6 +49,7 @@ from kcm_shared.bus import (
 from kcm_shared.client import kubeclient
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import kv
 from nats.js.kv import KeyValue
 
 from kcm_coordinator import fleethealth, state
@@ -58,6 +60,7 @@ _decode_heartbeat = msgspec.json.Decoder(membership.Heartbeat).decode
 _encode = msgspec.json.Encoder().encode
 _REFRESH = 0.5  # seconds between expiry sweeps / metric updates while leading
 _GONE = (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError)
+GRANTS_STREAM = f"KV_{wire.GRANTS_BUCKET}"  # the stream behind the bucket
 STANDBY = "standby"
 
 
@@ -237,13 +240,14 @@ class Service:
             cancellation.checkpoint()
             try:
                 records = []
-                with contextlib.suppress(nats.js.errors.NoKeysError):
-                    for key in await self.grants.keys():
-                        with contextlib.suppress(*_GONE):
-                            entry = await self.grants.get(key)
-                            record = _grant(key, entry.value) if entry.value else None
-                            if record is not None:
-                                records.append((record, entry.revision or 0))
+                # Through a consumer of this identity's own names: nats-py's `keys()` makes an
+                # ordered consumer it names itself (docs/bus.md "Who may publish what").
+                prefix = f"$KV.{wire.GRANTS_BUCKET}."
+                for msg in await consumers.read_last(self.nc, GRANTS_STREAM, [prefix + ">"]):
+                    if msg.data and not (msg.headers or {}).get(kv.KV_OP):  # a put, not a delete
+                        record = _grant(msg.subject.removeprefix(prefix), msg.data)
+                        if record is not None:
+                            records.append((record, msg.metadata.sequence.stream))
                 self.coordinator.restore(records)
                 return
             except nats.errors.Error as exc:

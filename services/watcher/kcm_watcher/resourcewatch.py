@@ -45,15 +45,13 @@ from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import consumers, natsconn, subjects, wire
 from kcm_shared.client import kubeclient
 from nats.aio.client import Client
-from nats.js import JetStreamContext, api
+from nats.js import JetStreamContext
 
 from kcm_watcher import metrics, objects, publisher, redact
 
 log = logging.getLogger("kcm.watcher.resource")
 
 PAGE_SIZE = 2000  # fewer round trips; the page is published before the next is asked for
-_READ_BATCH = 1000
-_READ_TIMEOUT = 10.0
 _TTL_MARGIN = 60.0  # seconds past Nats-TTL before a tombstone's sequence is forgotten
 
 # What a broken list or watch may raise; anything else is a bug and ends the loop loudly.
@@ -235,31 +233,14 @@ class ResourceWatch:
     async def _read_stream(self) -> None:
         """Fill `held` (subject -> resourceVersion of each object the stream holds as live), the
         tombstones, and the lane's sequence of every subject of the resource (marker included)."""
-        config = api.ConsumerConfig(
-            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
-            ack_policy=api.AckPolicy.NONE,
-            headers_only=True,
-            mem_storage=True,
-            inactive_threshold=30.0,
-            filter_subjects=[subjects.object_filter(self.res), self._progress_subject],
-        )
-        info = await consumers.create(self._nc, wire.OBJECTS_STREAM, config)
-        sub = await self._js.pull_subscribe_bind(info.name, stream=wire.OBJECTS_STREAM)
+        filters = [subjects.object_filter(self.res), self._progress_subject]
+        messages = await consumers.read_last(self._nc, wire.OBJECTS_STREAM, filters, headers_only=True)
         self.held, self._tombstones = {}, {}
         seqs: dict[str, int] = {}
-        try:
-            remaining = info.num_pending or 0
-            while remaining > 0:
-                for msg in await sub.fetch(min(remaining, _READ_BATCH), timeout=_READ_TIMEOUT):
-                    seqs[msg.subject] = msg.metadata.sequence.stream
-                    if msg.subject != self._progress_subject:
-                        self._record(msg.subject, objects.held_entry(msg.headers))
-                    remaining = msg.metadata.num_pending
-        finally:
-            await sub.unsubscribe()
-            # Else the server drops it after its inactive_threshold.
-            with contextlib.suppress(nats.errors.Error, TimeoutError):
-                await consumers.delete(self._nc, wire.OBJECTS_STREAM, info.name)
+        for msg in messages:
+            seqs[msg.subject] = msg.metadata.sequence.stream
+            if msg.subject != self._progress_subject:
+                self._record(msg.subject, objects.held_entry(msg.headers))
         self._lane.seqs = seqs
 
     async def _resolve(self, subject: str, headers: dict[str, str]) -> int | None:

@@ -14,19 +14,26 @@
   configurations (pull consumers have no deliver subject) never share one consumer.
 - `delete(nc, stream, name)` deletes one and frees its name for this process; `release(nc,
   name)` frees the name of one left to expire (the connection is down).
+- `read_last(nc, stream, filters, ...)`: the last message of every subject under `filters`,
+  read once through a pull consumer of ours, deleted after. KV buckets are read so too (the
+  coordinator's restore of `kcm-grants`): nats-py's own key listing and watches make ordered
+  consumers, which it names itself, so they could not be confined to an identity's names.
 
-Called by the controllers' caches (`kcm_shared.runtime.cache`) and the watcher's reads of its
-own stream (`kcm_watcher.resourcewatch`).
+Called by the controllers' caches (`kcm_shared.runtime.cache`), the watcher's reads of its
+own stream (`kcm_watcher.resourcewatch`) and the coordinator's of the grants bucket.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import weakref
+from collections.abc import Sequence
 
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.errors import APIError
 from nats.nuid import NUID
@@ -39,6 +46,8 @@ NAME_TAKEN = 10148
 NOT_FOUND = 10014
 HOLDER = "kcm.holder"  # the metadata key of the holder token
 _TIMEOUT = 5.0  # seconds for JetStream's answer to one request, as nats-py's own default
+_READ_BATCH = 1000  # messages per pull of `read_last`
+_READ_TIMEOUT = 10.0  # seconds for one pull
 
 _nuid = NUID()
 # Names each client's consumers hold now, skipped by the next create without asking the server.
@@ -100,3 +109,33 @@ async def delete(nc: Client, stream: str, name: str) -> None:
     error = json.loads(reply.data).get("error")
     if error is not None and error.get("err_code") != NOT_FOUND:
         APIError.from_error(error)
+
+
+async def read_last(
+    nc: Client, stream: str, filters: Sequence[str], *, headers_only: bool = False
+) -> list[Msg]:
+    """The last message of each subject of `stream` under `filters`, in stream order, read by a
+    pull consumer of our own names (`create`) that is deleted after."""
+    config = api.ConsumerConfig(
+        deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+        ack_policy=api.AckPolicy.NONE,
+        headers_only=headers_only,
+        mem_storage=True,
+        inactive_threshold=30.0,
+        filter_subjects=list(filters),
+    )
+    info = await create(nc, stream, config)
+    sub = await nc.jetstream().pull_subscribe_bind(info.name, stream=stream)
+    out: list[Msg] = []
+    try:
+        remaining = info.num_pending or 0
+        while remaining > 0:
+            for msg in await sub.fetch(min(remaining, _READ_BATCH), timeout=_READ_TIMEOUT):
+                out.append(msg)
+                remaining = msg.metadata.num_pending
+    finally:
+        await sub.unsubscribe()
+        # Else the server drops it after its inactive_threshold.
+        with contextlib.suppress(nats.errors.Error, TimeoutError):
+            await delete(nc, stream, info.name)
+    return out

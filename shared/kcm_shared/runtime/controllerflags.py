@@ -153,6 +153,14 @@ def add_passthrough(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
         help="upstream's log verbosity: 4 and above turn on debug logs (see log_level)",
     )
     g.add_argument(
+        "--feature-gates",
+        type=upstreamflags.feature_gates,
+        default={},
+        action=pflag.Merge,
+        metavar="colonSeparatedMultimapStringString",
+        help="upstream v1.32's feature gates, A=true,B=false (upstreamflags.gate)",
+    )
+    g.add_argument(
         "--max-deliveries",
         type=_positive,
         default=15,

@@ -362,9 +362,15 @@ class Manager:
                 on_lost=functools.partial(self._fill, spec.name),
                 claim=functools.partial(self._claim, spec.name),
                 rate_limiter=retry_limiter(spec),
+                metrics_name=queue_name(spec),
             )
             self.running[spec.name] = _Running(spec, ctx, queue, client, recorder)
             self.checks.add(spec.name, queue.check)
+
+
+def queue_name(spec: Spec) -> str:
+    """The `name` label of the Spec's `workqueue_*` metrics: upstream's queue name."""
+    return spec.queue_name or spec.name
 
 
 def retry_limiter(spec: Spec) -> ratelimit.RateLimiter:

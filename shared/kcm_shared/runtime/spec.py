@@ -171,6 +171,11 @@ class Spec:
     # The Events' source component where upstream's differs from `name` (the RC controller
     # records as "replication-controller").
     event_component: str = ""
+    # Upstream's work queue name, the `name` label of the `workqueue_*` metrics, where it differs
+    # from `name` (the Deployment controller's queue is "deployment"). Where upstream splits
+    # the work into several queues and we keep one, it is upstream's primary queue's
+    # (docs/controllers.md "Work queue names").
+    queue_name: str = ""
     # The package of the controller's folder, whose deploy.yaml `kcm manifests` reads: every
     # built-in Spec sets `package=__package__`; a plugin may leave it empty.
     package: str = ""

@@ -9,6 +9,10 @@
 - `CONTROLLERS`: every controller of upstream's registry (cmd/kube-controller-manager/app
   NewControllerDescriptors) with its aliases, whether it is a cloud provider controller and the
   feature gates it needs; `enabled(expression, canonical)` is upstream's IsControllerEnabled.
+- `gate(args, name)`: whether feature gate `name` is on, as upstream's DefaultFeatureGate
+  answers: set by `--feature-gates`, else `AllAlpha`/`AllBeta` for a gate of that stage, else
+  its v1.32 default. Controllers read it for the gates that change what they do (docs/flags.md
+  "Feature gates").
 - Called by `kcm_shared.runtime.controllerflags` (declarations, `--controllers`) and the launcher.
 """
 
@@ -44,6 +48,7 @@ class Flag:
 
 FLAGS: dict[str, Flag] = {f["name"]: Flag(**f) for f in _DATA["flags"]}
 FEATURE_GATES: dict[str, bool] = {name: gate["default"] for name, gate in _DATA["feature_gates"].items()}
+_STAGES: dict[str, str] = {name: gate["stage"] for name, gate in _DATA["feature_gates"].items()}
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset(_DATA["controllers"]["disabled_by_default"])
 
 
@@ -135,10 +140,30 @@ def enabled(expression: list[str], name: str, disabled_by_default: bool) -> bool
     return star and not disabled_by_default
 
 
+def gate_on(gates: dict[str, bool], name: str) -> bool:
+    """Whether gate `name` is on, given --feature-gates' `gates`: set there, else by `AllAlpha` or
+    `AllBeta` for an alpha or beta gate, else its default (a gate --help does not list is locked
+    on, as upstream's GA gates are)."""
+    if name in gates:
+        return gates[name]
+    stage = _STAGES.get(name)
+    if stage == "ALPHA" and "AllAlpha" in gates:
+        return gates["AllAlpha"]
+    if stage == "BETA" and "AllBeta" in gates:
+        return gates["AllBeta"]
+    return FEATURE_GATES.get(name, True)
+
+
 def gates_on(gates: dict[str, bool], needed: Iterable[str]) -> bool:
-    """Whether every gate in `needed` is on: as set by --feature-gates, else its default (a gate
-    --help does not list is locked on, as upstream's GA gates are)."""
-    return all(gates.get(name, FEATURE_GATES.get(name, True)) for name in needed)
+    """Whether every gate in `needed` is on (`gate_on`)."""
+    return all(gate_on(gates, name) for name in needed)
+
+
+def gate(args: argparse.Namespace | None, name: str) -> bool:
+    """Whether gate `name` is on for a process started with `args` (its `--feature-gates`)."""
+    if name not in FEATURE_GATES:
+        raise KeyError(f"not a feature gate of v1.32's kube-controller-manager: {name}")
+    return gate_on(getattr(args, "feature_gates", None) or {}, name)
 
 
 def feature_gates(text: str) -> dict[str, bool]:
@@ -181,7 +206,8 @@ _AUTH = "for the secure port, which kcm does not serve yet"
 _CLOUD = "read only by the cloud provider controllers, which kcm never runs (upstream 1.32 has no in-tree cloud provider either)"
 _LEADER = (
     "kcm's controllers do not elect one leader: the coordinator hands each replica partitions of the "
-    "work (docs/architecture.md); `kcm watcher` and `kcm coordinator` hold their own leases with these flags"
+    "work; `kcm watcher` and `kcm coordinator` hold their own Leases with these flags (above, "
+    '"Leader election")'
 )
 _LOGS = "kcm logs one JSON object per line (--log-level), with no klog options"
 _METRICS = "kcm's /metrics serves every metric; there is no filter or hidden set"
@@ -233,10 +259,8 @@ NO_EFFECT: dict[str, str] = {
     "leader-elect-retry-period": _LEADER,
     "controller-start-interval": "kcm starts its controllers at once; the interval only spread upstream's start-up",
     "min-resync-period": "kcm's caches follow the bus and never resync from a period",
-    "kube-api-content-type": "kcm's client speaks JSON only",
+    "kube-api-content-type": 'kcm\'s client speaks JSON only (above, "API content type")',
     "emulated-version": "kcm follows v1.32 only",
-    "feature-gates": "checked against v1.32's gates and used to tell which feature-gated upstream controllers "
-    "would run (kcm builds none of them); no controller kcm runs reads a gate yet",
     "cluster-signing-cert-file": "read by the CSR signing controller, which kcm does not build",
     "cluster-signing-key-file": "read by the CSR signing controller, which kcm does not build",
     "log-flush-frequency": _LOGS,
@@ -260,6 +284,9 @@ NOTES: dict[str, str] = {
     "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",
     "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
     "(kube-system by default, as upstream's)",
+    "feature-gates": "v1.32's gates, with upstream's errors; JobManagedBy changes the Job controller; "
+    "the others decide which feature-gated upstream controllers are reported as not started (above, "
+    '"Feature gates")',
     "v": "4 and above turn on kcm's debug logs (kcm has no finer levels); below 4, --log-level decides",
 }
 

@@ -145,6 +145,7 @@ class DurableQueue:
         stream_replicas: int = 1,
         on_lost: Callable[[set[int]], None] | None = None,
         claim: ClaimFor | None = None,
+        metrics_name: str = "",
     ) -> None:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
@@ -177,7 +178,9 @@ class DurableQueue:
         self._stream_replicas = stream_replicas
         self._on_lost = on_lost
         self._consumer_prefix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in controller)
-        self._queue: queue.WorkQueue[str] = queue.WorkQueue(controller)
+        # The `name` label of the workqueue_* metrics: upstream's queue name (`Spec.queue_name`).
+        self._metrics_name = metrics_name or controller
+        self._queue: queue.WorkQueue[str] = queue.WorkQueue(self._metrics_name)
         self._held: dict[str, _Item] = {}  # received, not started (or arrived while its key runs)
         self._running: dict[str, _Item] = {}
         self._stored: dict[str, _Stored] = {}
@@ -630,7 +633,7 @@ class DurableQueue:
         failures = max(item.failures, remembered) + 1
         self._failures[key] = (item.partition, failures)
         delay = self._limiter.when(key, failures)
-        metrics.RETRIES.labels(self._controller).inc()
+        metrics.RETRIES.labels(self._metrics_name).inc()
         log.info(
             "reconcile failed, retrying",
             extra={

@@ -1,4 +1,5 @@
-"""Upstream work queue metrics (`workqueue_*`, label `name` = the controller).
+"""Upstream work queue metrics (`workqueue_*`, label `name` = upstream's queue name, `Spec.queue_name`;
+`kcm_workqueue_dead_letters_total` is ours, labelled by the controller).
 
 Names, labels and buckets follow the Prometheus provider kube-controller-manager registers
 for client-go's workqueue, so existing dashboards read our queues unchanged; they live in

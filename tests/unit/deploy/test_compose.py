@@ -8,7 +8,9 @@ service with a replica count, and the services find NATS and the Kubernetes API 
 stack puts them. NATS is locked down: the server's config (shared with k8s/) includes the
 authorization `kcm nats-auth` generates, every NATS client connects with its own identity's
 seed, from a volume no other service mounts, the apiserver's token is generated too, and
-ports are published on loopback only.
+ports are published on loopback only. The API is locked down the same way: every kcm service
+reads a kubeconfig of its own ServiceAccount (`kcm kube-identities`), from a volume no other
+service mounts, and only the API servers, the simulator and kube-identities see the admin's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from urllib.parse import urlsplit
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
-from kcm_cli import controllers, main, natsauth
+from kcm_cli import controllers, kubeidentities, main, manifests, natsauth
 from kcm_shared.base import tracing
 from kcm_shared.runtime import controllerflags
 
@@ -185,7 +187,10 @@ def test_every_kcm_service_runs_a_subcommand_whose_flags_parse() -> None:
     assert kcm_services()
     for name, service in kcm_services().items():
         args = kcm_args(service)  # SystemExit or pflag.FlagError if it would not start
-        commands = ("apiserver", "sim", "watcher", "coordinator", "controller", "controllers", "nats-auth")
+        commands = (
+            *("apiserver", "sim", "watcher", "coordinator", "controller", "controllers"),
+            *("nats-auth", "kube-identities"),
+        )
         assert args.command in commands, name
 
 
@@ -213,6 +218,10 @@ def test_health_checks_ask_the_port_and_path_each_service_serves() -> None:
         args = kcm_args(service)
         if args.command in ("sim", "nats-auth"):
             continue  # sim shares the apiserver's network namespace; nats-auth is a one-shot
+        if args.command == "kube-identities":
+            # Healthy once every service's token is there: each directory of --out.
+            assert f"os.listdir('{args.out}')" in " ".join(service["healthcheck"]["test"])
+            continue
         url = urlsplit(health_url(service))
         if args.command == "apiserver":
             assert (url.port, url.path) == (args.port, "/readyz"), name
@@ -273,20 +282,61 @@ def test_every_nats_client_connects_as_its_own_identity() -> None:
     assert seen == set(identities) - {"consumer"}  # the consumer's is for your own clients
 
 
-def test_each_service_mounts_its_own_seed_and_no_other() -> None:
-    """A service that is taken over holds one identity: no other seed is in its container."""
-    init = services()["nats-auth"]
-    volumes = seed_volumes(init)
-    credentials = {*volumes.values(), mounts(init)[str(kcm_args(init).out)]}
+def kubeconfig_volumes(init: Obj) -> dict[str, str]:
+    """Service -> the volume kube-identities writes its kubeconfig and token into."""
+    out = kcm_args(init).out
+    return {Path(path).name: v for path, v in mounts(init).items() if Path(path).parent == out}
+
+
+ADMIN_KUBECONFIG = "kube"  # the volume the API service writes the admin kubeconfig into
+# Who may hold the admin kubeconfig: the API servers that write it, the simulator (it stands in
+# for the kubelets and the scheduler, with their rights) and kube-identities, which uses it to
+# give every other service its own ServiceAccount.
+ADMINS = {"apiserver", "k3s", "sim", "kube-identities"}
+
+
+def test_each_service_mounts_its_own_credentials_and_no_other() -> None:
+    """A service that is taken over holds one NATS identity and one API identity, its own: no
+    other seed, no other service's kubeconfig and not the admin's are in its container."""
+    init, kube = services()["nats-auth"], services()["kube-identities"]
+    seeds, kubeconfigs = seed_volumes(init), kubeconfig_volumes(kube)
+    auth = mounts(init)[str(kcm_args(init).out)]
+    credentials = {*seeds.values(), *kubeconfigs.values(), auth, ADMIN_KUBECONFIG}
     for name, service in services().items():
-        if name == "nats-auth":
-            continue
         held = {v for v in mounts(service).values() if v in credentials}
-        if name == "nats":
+        if name == "nats-auth":
+            assert held == {*seeds.values(), auth}, held
+        elif name == "kube-identities":
+            assert held == {*kubeconfigs.values(), ADMIN_KUBECONFIG}, held
+        elif name == "nats":
             # The server reads auth.conf (public keys only) from the nats-auth volume.
-            assert held == {mounts(init)[str(kcm_args(init).out)]}, held
+            assert held == {auth}, held
+        elif name in ADMINS:
+            assert held == {ADMIN_KUBECONFIG}, f"{name} mounts {sorted(held)}"
         else:
-            assert held <= {volumes.get(name)}, f"{name} mounts {sorted(held)}"
+            own = {seeds.get(name), kubeconfigs.get(name)} - {None}
+            assert held <= own, f"{name} mounts {sorted(held - own)}"
+
+
+def test_every_api_client_but_the_admins_is_its_own_service_account() -> None:
+    kube = services()["kube-identities"]
+    volumes = kubeconfig_volumes(kube)
+    assert volumes == {i: manifests.kube_volume(i) for i in manifests.service_accounts(controllers.BUILTIN)}
+    assert len(set(volumes.values())) == len(volumes), "one volume per service"
+    seen = set()
+    for name, service in kcm_services().items():
+        args = kcm_args(service)
+        if args.command not in ("watcher", "coordinator", "controller"):
+            continue
+        kubeconfig = Path(args.kubeconfig)
+        assert kubeconfig.name == kubeidentities.KUBECONFIG, name
+        assert mounts(service)[str(kubeconfig.parent)] == volumes[name], name
+        assert service["depends_on"]["kube-identities"]["condition"] == "service_healthy", name
+        seen.add(name)
+    assert seen == set(volumes)
+    # kube-identities reads k8s/base's RBAC from this repository, as `manifests.rbac` finds it.
+    root = kcm_args(kube).root
+    assert mounts(kube)[str(root / "k8s/base")] == "./k8s/base"
 
 
 def test_the_apiserver_token_is_generated_not_fixed() -> None:
@@ -306,21 +356,22 @@ def test_services_find_nats_and_the_kubeconfig_where_the_stack_puts_them() -> No
     writers["k3s"] = Path(k3s[k3s.index("--write-kubeconfig") + 1])
     assert "--disable-controller-manager" in k3s  # kcm replaces it
     assert len(set(writers.values())) == 1
-    kubeconfig = next(iter(writers.values()))
+    admin = next(iter(writers.values()))
+    for name in writers:
+        assert mounts(services()[name])[str(admin.parent)] == ADMIN_KUBECONFIG, name
     for name, service in kcm_services().items():
         args = kcm_args(service)
-        if args.command == "nats-auth":
-            continue
         if args.command in ("watcher", "coordinator", "controller"):
             assert args.nats_url == "nats://nats:4222", name
-            assert Path(args.kubeconfig) == kubeconfig, name
             assert args.master == dotenv()["KCM_MASTER"], name
             assert "nats" in service["depends_on"], name
+        if args.command in ("sim", "kube-identities"):
+            assert Path(args.kubeconfig) == admin, name
+            assert mounts(service)[str(admin.parent)] == ADMIN_KUBECONFIG, name
         if args.command == "sim":
             assert service["network_mode"] == "service:apiserver"  # its kubeconfig names 127.0.0.1
-            assert Path(args.kubeconfig) == kubeconfig
-        volumes = {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
-        assert volumes.get(str(kubeconfig.parent)) == "kube", name
+        if args.command == "kube-identities":
+            assert args.master == dotenv()["KCM_MASTER"], name
 
 
 @pytest.mark.parametrize("port", ["4222:4222", "6443:6443"])

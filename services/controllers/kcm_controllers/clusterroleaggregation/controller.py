@@ -83,6 +83,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="clusterrole-aggregation-controller",
     alias="clusterrole-aggregation",
+    queue_name="ClusterRoleAggregator",
     primary=CLUSTERROLES,
     views={CLUSTERROLES: rules.ClusterRoleView},
     build=build,

@@ -464,6 +464,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="cronjob-controller",
     alias="cronjob",
+    queue_name="cronjob",
     primary=CRONJOBS,
     views={CRONJOBS: utils.CronJobView, JOBS: utils.JobView},
     build=build,

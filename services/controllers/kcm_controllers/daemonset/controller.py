@@ -699,6 +699,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="daemonset-controller",
     alias="daemonset",
+    queue_name="daemonset",
     primary=DAEMONSETS,
     views={
         DAEMONSETS: views.DaemonSetView,

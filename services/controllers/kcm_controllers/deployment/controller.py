@@ -601,6 +601,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="deployment-controller",
     alias="deployment",
+    queue_name="deployment",
     primary=views.DEPLOYMENTS,
     views={views.DEPLOYMENTS: views.Deployment, views.REPLICASETS: views.ReplicaSet, views.PODS: views.Pod},
     build=build,

@@ -397,6 +397,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="disruption-controller",
     alias="disruption",
+    queue_name="disruption",
     event_component="controllermanager",  # upstream's disruption controller records as this (seen in a differential run)
     primary=None,
     views={

@@ -328,6 +328,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="endpoints-controller",
     alias="endpoint",
+    queue_name="endpoint",
     primary=None,
     views={
         SERVICES: endpointutil.ServiceView,

@@ -248,6 +248,8 @@ def flags(p: runtime.FlagSet) -> None:
 SPEC = runtime.Spec(
     name="endpointslice-controller",
     alias="endpointslice",
+    event_component="endpoint-slice-controller",  # upstream's EventSource
+    queue_name="endpoint_slice",
     primary=SERVICES,
     views={
         SERVICES: views.ServiceView,

@@ -199,6 +199,8 @@ def flags(p: runtime.FlagSet) -> None:
 SPEC = runtime.Spec(
     name="endpointslice-mirroring-controller",
     alias="endpointslicemirroring",
+    event_component="endpoint-slice-mirroring-controller",  # upstream's EventSource
+    queue_name="endpoint_slice_mirroring",
     primary=ENDPOINTS,
     views={
         ENDPOINTS: utils.EndpointsView,

@@ -506,6 +506,7 @@ def disabled_by(args: argparse.Namespace) -> str | None:
 SPEC = runtime.Spec(
     name="garbage-collector-controller",
     alias="garbagecollector",
+    queue_name="garbage_collector_attempt_to_delete",
     primary=None,
     views={},
     build=build,

@@ -52,7 +52,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
-from kcm_shared.runtime import cache, events
+from kcm_shared.runtime import cache, events, upstreamflags
 
 from kcm_controllers.job import (
     backoff,
@@ -169,7 +169,10 @@ class JobController:
         recorder: events.EventRecorder,
         *,
         now: Callable[[], dt.datetime] = _utcnow,
+        managed_by: bool = True,
     ) -> None:
+        """`managed_by`: the JobManagedBy feature gate; off, spec.managedBy is ignored and every
+        Job is this controller's, as upstream's managedByExternalController answers."""
         self.client = client
         self.jobs = jobs
         self.pods = pods
@@ -178,11 +181,16 @@ class JobController:
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
+        self.managed_by = managed_by
         self.expectations = expectations.ControllerExpectations()
         self.finalizer_expectations = tracking.FinalizerExpectations()
         self.backoff = backoff.Store()
         self.own_writes: ownwrites.OwnWrites[JobView] = ownwrites.OwnWrites()
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
+
+    def external(self, job: JobView) -> str | None:
+        """The other controller that manages `job` (spec.managedBy), None when it is ours."""
+        return jobview.managed_by_external(job) if self.managed_by else None
 
     def forget_unowned(self, owned: Callable[[str], bool]) -> None:
         """Drop what is kept for Jobs whose partition moved to another replica."""
@@ -237,13 +245,13 @@ class JobController:
         if ref.kind != KIND or ref.api_version != API_VERSION:
             return False
         job = self.resolve(pod.metadata.namespace, ref)
-        return job is None or (jobview.managed_by_external(job) is None and jobview.is_finished(job))
+        return job is None or (self.external(job) is None and jobview.is_finished(job))
 
     # --- event handlers ---------------------------------------------------------------------
 
     def add_job(self, job: JobView) -> None:
         self.enqueue(codec.key_of(job))
-        external = jobview.managed_by_external(job)
+        external = self.external(job)
         if external is not None:
             metrics.JOBS_BY_EXTERNAL_CONTROLLER.labels(external).inc()
 
@@ -423,7 +431,7 @@ class JobController:
             self.finalizer_expectations.delete(key)
             self.backoff.remove(key)
             return None
-        external = jobview.managed_by_external(job)
+        external = self.external(job)
         if external is not None:
             log.debug(
                 "skipping a job managed by another controller", extra={"job": key, "managedBy": external}
@@ -1130,6 +1138,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.enqueue_after,
         podcontrol.RealPodControl(ctx.client, ctx.recorder),
         ctx.recorder,
+        managed_by=upstreamflags.gate(ctx.args, "JobManagedBy"),
     )
     jc.register()
     ctx.keys = jc.keys
@@ -1140,6 +1149,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="job-controller",
     alias="job",
+    queue_name="job",
     primary=JOBS,
     views={JOBS: JobView, PODS: podview.JobPodView},
     build=build,

@@ -120,6 +120,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="namespace-controller",
     alias="namespace",
+    queue_name="namespace",
     primary=NAMESPACES,
     views={NAMESPACES: codec.NamespaceView},
     build=build,

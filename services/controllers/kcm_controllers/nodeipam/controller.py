@@ -27,6 +27,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="node-ipam-controller",
     alias="nodeipam",
+    queue_name="cidrallocator_node",
     primary=None,
     views={NODES: NodeView},
     build=build,

@@ -880,6 +880,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="horizontal-pod-autoscaler-controller",
     alias="horizontalpodautoscaling",
+    queue_name="horizontalpodautoscaler",
     event_component="horizontal-pod-autoscaler",  # upstream's HPA controller records as this (seen in a differential run)
     primary=HPAS,
     views={HPAS: HPAView, PODS: PodView},

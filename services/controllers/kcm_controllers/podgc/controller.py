@@ -242,6 +242,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="pod-garbage-collector-controller",
     alias="podgc",
+    queue_name="orphaned_pods_nodes",
     primary=None,
     views={PODS: PodView, NODES: NodeView},
     build=build,

@@ -32,6 +32,7 @@ class ReplicaSetController(replicamanager.ReplicaManager):
 SPEC = runtime.Spec(
     name="replicaset-controller",
     alias="replicaset",
+    queue_name="replicaset",
     primary=REPLICASETS,
     views={REPLICASETS: status.ReplicaSetView, PODS: podranking.PodView},
     build=ReplicaSetController.start,

@@ -44,6 +44,7 @@ class ReplicationManager(replicamanager.ReplicaManager):
 SPEC = runtime.Spec(
     name="replicationcontroller-controller",
     alias="replicationcontroller",
+    queue_name="replicationmanager",
     primary=RCS,
     views={RCS: status.ReplicaSetView, PODS: podranking.PodView},
     build=ReplicationManager.start,

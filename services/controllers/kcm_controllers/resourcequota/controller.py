@@ -350,6 +350,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="resourcequota-controller",
     alias="resourcequota",
+    queue_name="resourcequota_primary",
     primary=QUOTAS,
     views={
         QUOTAS: views.QuotaView,

@@ -156,6 +156,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="root-ca-certificate-publisher-controller",
     alias="root-ca-cert-publisher",
+    queue_name="root_ca_cert_publisher",
     primary=NAMESPACES,
     views={NAMESPACES: codec.NamespaceView, CONFIGMAPS: ConfigMapView},
     build=build,

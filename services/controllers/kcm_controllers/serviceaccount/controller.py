@@ -89,6 +89,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="serviceaccount-controller",
     alias="serviceaccount",
+    queue_name="serviceaccount",
     primary=NAMESPACES,
     views={NAMESPACES: codec.NamespaceView, SERVICEACCOUNTS: codec.Meta},
     build=build,

@@ -288,6 +288,7 @@ def disabled_by(args: argparse.Namespace) -> str | None:
 SPEC = runtime.Spec(
     name="serviceaccount-token-controller",
     alias="serviceaccount-token",
+    queue_name="serviceaccount_tokens_service",
     primary=None,
     views={SECRETS: SecretView, SERVICEACCOUNTS: ServiceAccountView},
     build=build,

@@ -169,6 +169,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="statefulset-controller",
     alias="statefulset",
+    queue_name="statefulset",
     primary=STATEFULSETS,
     views={
         STATEFULSETS: utils.StatefulSetView,

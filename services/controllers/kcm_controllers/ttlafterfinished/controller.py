@@ -140,6 +140,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
 SPEC = runtime.Spec(
     name="ttl-after-finished-controller",
     alias="ttl-after-finished",
+    queue_name="ttl_jobs_to_delete",
     primary=JOBS,
     views={JOBS: ttl.JobView},
     build=build,

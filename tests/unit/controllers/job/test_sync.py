@@ -110,6 +110,16 @@ def test_job_managed_by_another_controller_is_not_touched() -> None:
     assert server.pods["p0"]["metadata"]["finalizers"] == [tracking.JOB_TRACKING_FINALIZER]
 
 
+def test_with_the_job_managed_by_gate_off_managed_by_is_ignored() -> None:
+    # upstream's managedByExternalController: nil whenever JobManagedBy is off.
+    job = new_job(1, indexed=False)
+    job["spec"]["managedBy"] = "example.com/other"
+    server, fake = JobServer(job, []), recorders.RecordingPodControl()
+    jc = controller(server, recorders.RecordingEventRecorder(), fake, managed_by=False)
+    asyncio.run(jc.sync(KEY))
+    assert len(fake.templates) == 1 and server.job["status"]["active"] == 1
+
+
 def test_a_backoff_about_to_end_comes_back_after_one_second() -> None:
     # 0.5 s of the 10 s backoff are left: upstream floors the requeue at its 1 s batch period.
     server = JobServer(new_job(1, indexed=False), [failed_pod(0)])

@@ -137,3 +137,17 @@ def test_emulated_version_is_checked_as_upstream_checks_it(text: str, error: str
     else:
         with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
             upstreamflags.emulated_version(text)
+
+
+def test_a_gate_is_on_as_set_else_by_all_alpha_or_all_beta_else_by_its_default() -> None:
+    gate, gate_on = upstreamflags.gate, upstreamflags.gate_on
+    assert gate_on({}, "JobManagedBy") is True  # beta, on by default in v1.32
+    assert gate_on({}, "MaxUnavailableStatefulSet") is False  # alpha, off
+    assert gate_on({"AllBeta": False}, "JobManagedBy") is False
+    assert gate_on({"AllBeta": False, "JobManagedBy": True}, "JobManagedBy") is True
+    assert gate_on({"AllAlpha": True}, "MaxUnavailableStatefulSet") is True
+    assert gate_on({"AllAlpha": True}, "JobManagedBy") is True  # AllAlpha leaves beta gates be
+    args = argparse.Namespace(feature_gates={"JobManagedBy": False})
+    assert gate(args, "JobManagedBy") is False and gate(None, "JobManagedBy") is True
+    with pytest.raises(KeyError):
+        gate(args, "NoSuchGate")
