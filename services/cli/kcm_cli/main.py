@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
+from kcm_apiserver import authz, nodeports
 from kcm_apiserver import main as apiserver_main
-from kcm_apiserver import nodeports
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
 from kcm_shared.apis import satoken
@@ -96,7 +96,20 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="",
         help="comma-separated audiences a bound token must name (default: the issuers)",
     )
+    p.add_argument(
+        "--authorization-mode",
+        type=_authorization_modes,
+        default=("AlwaysAllow",),
+        help="comma-separated authorizers in order: AlwaysAllow (default), AlwaysDeny, RBAC",
+    )
     p.add_argument("--log-level", default="info")
+
+
+def _authorization_modes(value: str) -> tuple[str, ...]:
+    try:
+        return authz.parse_modes(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _audit_argument(p: argparse.ArgumentParser) -> None:
@@ -324,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tls_cert_file=args.tls_cert_file,
             tls_private_key_file=args.tls_private_key_file,
             advertise_address=args.advertise_address,
+            authorization_modes=args.authorization_mode,
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
