@@ -461,6 +461,11 @@ class Api:
             )
         return self._write_update(ctx, old, self.to_stored(rt, served), subresource)
 
+    def track_fields(self, ctx: Ctx, obj: Obj) -> None:
+        """Give an object the managedFields a create by this request records (the review
+        kinds: answered, never stored, yet kube-apiserver's create handler tracks them)."""
+        self._own_fields(ctx, ctx.rt, None, obj, None)
+
     def _own_fields(
         self,
         ctx: Ctx,

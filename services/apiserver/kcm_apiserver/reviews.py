@@ -7,20 +7,23 @@
   SelfSubjectAccessReview (`kubectl auth can-i`) and SelfSubjectRulesReview (`kubectl auth
   can-i --list`), answered by `authz.Authorizer` with upstream's validation messages
   (pkg/apis/authorization/validation) and Bad Request texts (pkg/registry/authorization/*).
-- Each answer echoes the body as sent, with `metadata.creationTimestamp: null` as Go encodes
-  an unset time and the status filled in.
+- TokenReview and the subject access reviews echo the body as sent, with managedFields as a
+  create records them and `metadata.creationTimestamp: null` (Go's unset time), the status
+  filled in; the self reviews answer with a new object holding only the status, as upstream.
 
-Caller: `server.Server._resource` for the resources whose `ResourceType.review` is set.
+Caller: `server.Server._resource` for the resources of `GROUPS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kcm_apiserver import authn, authz, errors
+from kcm_apiserver.operations import Ctx
 from kcm_apiserver.rbac import Attributes
 from kcm_apiserver.registry import ResourceType
-from kcm_apiserver.validation.fielderrors import Causes, GoText, as_dict, as_list
+from kcm_apiserver.validation.fielderrors import Causes, GoText, as_dict, as_list, go_quote
 
 Obj = dict[str, Any]
 AUTHORIZATION = "authorization.k8s.io"
@@ -28,27 +31,35 @@ GROUPS = frozenset({"authentication.k8s.io", AUTHORIZATION})
 
 
 def answer(
-    rt: ResourceType,
-    namespace: str,
+    ctx: Ctx,
     body: Any,
     user: authn.User,
     authenticator: authn.Authenticator,
     authorizer: authz.Authorizer,
+    track: Callable[[Ctx, Obj], None],
 ) -> Obj:
-    """The created review of kind `rt.kind`."""
+    """The created review of kind `ctx.rt.kind`; `track` records its managedFields as a
+    create of what was sent (before the status is filled in)."""
+    rt, namespace = ctx.rt, ctx.namespace
     review = _decoded(rt, body)
+    # The self reviews answer with a new object: only the status, no spec, no managedFields.
+    fresh: Obj = {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": {"creationTimestamp": None}}
     if rt.kind == "SelfSubjectReview":
-        review["status"] = {"userInfo": _user_info(user)}
-    elif rt.kind == "TokenReview":
+        return {**fresh, "status": {"userInfo": _user_info(user)}}
+    if rt.kind == "SelfSubjectRulesReview":
+        return {**fresh, "spec": {}, "status": _rules_status(review, user, authorizer)}
+    if rt.kind == "LocalSubjectAccessReview" and namespace:
+        review["metadata"].setdefault("namespace", namespace)
+    track(ctx, review)
+    if rt.kind == "TokenReview":
         review["status"] = _token_status(review, authenticator)
-    elif rt.kind == "SelfSubjectRulesReview":
-        review["status"] = _rules_status(review, user, authorizer)
     else:
         review["status"] = _access_status(rt.kind, namespace, review, user, authorizer)
     return review
 
 
 def _decoded(rt: ResourceType, body: Any) -> Obj:
+    """A copy of the sent review: type, metadata and spec (a sent status is replaced)."""
     if not isinstance(body, dict):
         raise errors.bad_request(f"the body of the request could not be decoded: expected a {rt.kind} object")
     kind, api_version = body.get("kind"), body.get("apiVersion")
@@ -109,13 +120,13 @@ def _validate_spec(kind: str, review: Obj, causes: Causes) -> None:
     if resource is not None and non_resource is not None:
         causes.invalid(
             "spec.nonResourceAttributes",
-            _go_struct(non_resource),
+            _non_resource_value(non_resource),
             "cannot be specified in combination with resourceAttributes",
         )
     if resource is None and non_resource is None:
         causes.invalid(
             "spec.resourceAttributes",
-            _NIL,
+            "null",  # a nil pointer: upstream prints the quoted string
             "exactly one of nonResourceAttributes or resourceAttributes must be specified",
         )
     if kind != "SelfSubjectAccessReview" and not spec.get("user") and not spec.get("groups"):
@@ -124,14 +135,11 @@ def _validate_spec(kind: str, review: Obj, causes: Causes) -> None:
         )
 
 
-_NIL = GoText("null")
-
-
-def _go_struct(value: Any) -> Any:
-    """A struct pointer as Go's %#v-less `Invalid value` prints it: `{Path:/x Verb:get}`."""
-    if not isinstance(value, dict):
-        return value
-    return GoText("&{" + " ".join(f"{k[:1].upper()}{k[1:]}:{v}" for k, v in value.items()) + "}")
+def _non_resource_value(value: Any) -> Any:
+    """The nonResourceAttributes as upstream's field error prints the Go struct (%#v)."""
+    attrs = as_dict(value)
+    fields = ", ".join(f"{k.capitalize()}:{go_quote(_text(attrs, k))}" for k in ("path", "verb"))
+    return GoText(f"authorization.NonResourceAttributes{{{fields}}}")
 
 
 def _validate(kind: str, namespace: str, review: Obj) -> None:
@@ -157,13 +165,16 @@ def _validate(kind: str, namespace: str, review: Obj) -> None:
         if spec.get("nonResourceAttributes") is not None:
             causes.invalid(
                 "spec.nonResourceAttributes",
-                _go_struct(spec["nonResourceAttributes"]),
+                _non_resource_value(spec["nonResourceAttributes"]),
                 "disallowed on this kind of request",
             )
     elif meta:
         causes.invalid_omitted("metadata", "must be empty")
     if causes:
-        raise errors.invalid(AUTHORIZATION, kind, "", causes)
+        # Upstream names the kind of its internal object, which is empty: `.authorization.k8s.io ""`.
+        invalid = errors.invalid(AUTHORIZATION, "", "", causes)
+        invalid.details = {"group": AUTHORIZATION, "causes": [dict(c) for c in causes]}
+        raise invalid
 
 
 def _attributes(spec: Obj, user: str, groups: tuple[str, ...]) -> Attributes:

@@ -484,7 +484,7 @@ class Server:
                     "the server does not allow this method on the requested resource"
                 )
             body = await self._body(request, t.rt.kind)
-            review = reviews.answer(t.rt, t.namespace, body, request[_USER], self.authn, self.authorizer)
+            review = reviews.answer(ctx, body, request[_USER], self.authn, self.authorizer, api.track_fields)
             return _json(review, 201)
         if t.subresource and t.subresource != "status":
             return await self._subresource(request, ctx, t)
