@@ -62,41 +62,50 @@ def _strings(rule: Rule, key: str) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def verb_matches(rule: Rule, verb: str) -> bool:
-    verbs = _strings(rule, "verbs")
-    return "*" in verbs or verb in verbs
-
-
-def resource_matches(rule: Rule, resource: str, subresource: str) -> bool:
-    combined = f"{resource}/{subresource}" if subresource else resource
-    for wanted in _strings(rule, "resources"):
-        if wanted in ("*", combined):
-            return True
-        # `*/scale` names one subresource of every resource.
-        if subresource and wanted == "*/" + subresource:
-            return True
-    return False
-
-
 def url_matches(rule: Rule, path: str) -> bool:
-    return any(
-        url in ("*", path) or (url.endswith("*") and path.startswith(url[:-1]))
-        for url in _strings(rule, "nonResourceURLs")
-    )
+    return _url_in(_strings(rule, "nonResourceURLs"), path)
 
 
-def rule_allows(rule: Rule, a: Attributes) -> bool:
-    if not verb_matches(rule, a.verb):
-        return False
-    if not a.resource_request:
-        return url_matches(rule, a.path)
-    groups = _strings(rule, "apiGroups")
-    names = _strings(rule, "resourceNames")
-    return (
-        ("*" in groups or a.api_group in groups)
-        and resource_matches(rule, a.resource, a.subresource)
-        and (not names or a.name in names)
-    )
+def _url_in(urls: Sequence[str], path: str) -> bool:
+    """A trailing `*` matches any rest of the path; `*` alone, every path."""
+    return any(url in ("*", path) or (url.endswith("*") and path.startswith(url[:-1])) for url in urls)
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A rule as sets, so a decision tests membership instead of walking lists."""
+
+    verbs: frozenset[str]
+    groups: frozenset[str]
+    resources: frozenset[str]
+    names: frozenset[str]
+    urls: tuple[str, ...]
+
+    @classmethod
+    def of(cls, rule: Rule) -> Compiled:
+        return cls(
+            frozenset(_strings(rule, "verbs")),
+            frozenset(_strings(rule, "apiGroups")),
+            frozenset(_strings(rule, "resources")),
+            frozenset(_strings(rule, "resourceNames")),
+            tuple(_strings(rule, "nonResourceURLs")),
+        )
+
+    def allows(self, a: Attributes) -> bool:
+        if a.verb not in self.verbs and "*" not in self.verbs:
+            return False
+        if not a.resource_request:
+            return _url_in(self.urls, a.path)
+        if a.api_group not in self.groups and "*" not in self.groups:
+            return False
+        if self.names and a.name not in self.names:
+            return False
+        resources = self.resources
+        if "*" in resources:
+            return True
+        if not a.subresource:
+            return a.resource in resources
+        return f"{a.resource}/{a.subresource}" in resources or "*/" + a.subresource in resources
 
 
 # -- bindings ---------------------------------------------------------------------------------------
@@ -182,6 +191,9 @@ class Evaluator:
         self._revision: tuple[int, int] | None = None
         self._cluster: Index = {}
         self._namespaced: dict[str, Index] = {}
+        # (kind, namespace, name) -> (the stored role, its rules compiled): recompiled when the
+        # store holds another object (every write stores a new one).
+        self._compiled: dict[tuple[str, str, str], tuple[Obj, list[Compiled]]] = {}
 
     def _refresh(self) -> None:
         revision = (
@@ -212,6 +224,18 @@ class Evaluator:
                         found[ident] = grant
             yield from sorted(found.values(), key=lambda g: g.order)
 
+    def compiled_rules(self, kind: str, name: str, namespace: str) -> list[Compiled]:
+        """`role_rules`, compiled once per stored version of the role."""
+        key = (kind, namespace if kind == "Role" else "", name)
+        role = self.store.get(_KEYS.get(kind, ""), key[1], name) if kind in ("Role", "ClusterRole") else None
+        cached = self._compiled.get(key)
+        if role is not None and cached is not None and cached[0] is role:
+            return cached[1]
+        compiled = [Compiled.of(rule) for rule in self.role_rules(kind, name, namespace)]
+        if role is not None:
+            self._compiled[key] = (role, compiled)
+        return compiled
+
     def role_rules(self, kind: str, name: str, namespace: str) -> list[Rule]:
         """A role reference's rules; raises LookupError with upstream's text when unresolvable."""
         if kind == "Role":
@@ -231,11 +255,11 @@ class Evaluator:
         problems: list[str] = []
         for grant in self.grants(a.user, a.groups, a.namespace):
             try:
-                rules = self.role_rules(grant.role_kind, grant.role_name, grant.namespace)
+                rules = self.compiled_rules(grant.role_kind, grant.role_name, grant.namespace)
             except LookupError as exc:
                 problems.append(str(exc))
                 continue
-            if any(rule_allows(rule, a) for rule in rules):
+            if any(rule.allows(a) for rule in rules):
                 return True, f"RBAC: allowed by {grant.describe()}"
         return False, f"RBAC: {aggregate(problems)}" if problems else ""
 
