@@ -11,7 +11,9 @@ against --service-account-key-file and whose claims still hold against the store
   holding this very token, the ServiceAccount still there with that uid, and the Secret not
   labelled `kubernetes.io/legacy-token-invalid-since`. Each use stamps the Secret with
   `kubernetes.io/legacy-token-last-used: <date>` at most once a day.
-Anything else is 401 Unauthorized, as kube-apiserver answers.
+Anything else is 401 Unauthorized, as kube-apiserver answers. `Authenticator.review` answers a
+TokenReview: the same checks against the audiences the review asks for, never the open
+server's admin for an unverified token.
 
 Follows upstream pkg/serviceaccount (claims.go, legacy.go: validation and
 patchSecretWithLastUsedDate) and pkg/controlplane/controller/legacytokentracking (the

@@ -12,8 +12,9 @@
   membership, ServiceAccount by the username `system:serviceaccount:<ns>:<name>` (a
   RoleBinding's subject without a namespace means the binding's own).
 - Fast enough for every request: bindings are indexed by the subject they name, and the index
-  is rebuilt only after a write to RoleBindings or ClusterRoleBindings (`Store.revision`). Roles
-  are read from the store at decision time, so a role edit needs no invalidation.
+  (with the grants found per user, groups and namespace) is rebuilt only after a write to
+  RoleBindings or ClusterRoleBindings (`Store.revision`); rules are compiled once per stored
+  version of a role; and decisions are remembered until the next write of any RBAC object.
 
 Callers: `authz` (every request, impersonation, the access reviews), `escalation`,
 bench/rbac.py.
@@ -21,7 +22,7 @@ bench/rbac.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from kcm_apiserver.store import Obj, Store
 
 GROUP = "rbac.authorization.k8s.io"
 SA_PREFIX = "system:serviceaccount:"
+CACHE_LIMIT = 10_000  # entries of each of the evaluator's caches
 _KEYS = {
     "Role": f"{GROUP}/roles",
     "ClusterRole": f"{GROUP}/clusterroles",
@@ -194,27 +196,47 @@ class Evaluator:
         # (kind, namespace, name) -> (the stored role, its rules compiled): recompiled when the
         # store holds another object (every write stores a new one).
         self._compiled: dict[tuple[str, str, str], tuple[Obj, list[Compiled]]] = {}
+        # (user, groups, namespace) -> its grants, until the next binding write: the same
+        # few users (controllers, kubectl users) make almost every request.
+        self._grants: dict[tuple[str, tuple[str, ...], str], list[Grant]] = {}
+        # Attributes -> (allowed, reason), until the next write of any RBAC object.
+        self._decisions: dict[Attributes, tuple[bool, str]] = {}
+        self._role_revisions: tuple[int, int] | None = None
 
     def _refresh(self) -> None:
+        revisions = (
+            self.store.revision(_KEYS["Role"]),
+            self.store.revision(_KEYS["ClusterRole"]),
+        )
+        if revisions != self._role_revisions:
+            self._decisions.clear()
+            self._role_revisions = revisions
         revision = (
             self.store.revision(_KEYS["ClusterRoleBinding"]),
             self.store.revision(_KEYS["RoleBinding"]),
         )
         if revision == self._revision:
             return
+        self._decisions.clear()
         crbs = self.store.list(_KEYS["ClusterRoleBinding"], None)
         self._cluster = _index(crbs, "ClusterRoleBinding", False).get("", {})
         self._namespaced = _index(self.store.list(_KEYS["RoleBinding"], None), "RoleBinding", True)
+        self._grants.clear()
         self._revision = revision
 
-    def grants(self, user: str, groups: Sequence[str], namespace: str) -> Iterator[Grant]:
+    def grants(self, user: str, groups: Sequence[str], namespace: str) -> list[Grant]:
         """The bindings applying to the user, in upstream's order: ClusterRoleBindings, then
         the namespace's RoleBindings; each once, through its first subject naming the user."""
         self._refresh()
+        cache_key = (user, tuple(groups), namespace)
+        cached = self._grants.get(cache_key)
+        if cached is not None:
+            return cached
         keys = [("user", user), *(("group", g) for g in groups)]
         indexes = [self._cluster]
         if namespace:
             indexes.append(self._namespaced.get(namespace, {}))
+        out: list[Grant] = []
         for index in indexes:
             found: dict[tuple[str, int], Grant] = {}
             for key in keys:
@@ -222,7 +244,11 @@ class Evaluator:
                     ident = (grant.namespace, grant.order[0])
                     if ident not in found or grant.order < found[ident].order:
                         found[ident] = grant
-            yield from sorted(found.values(), key=lambda g: g.order)
+            out += sorted(found.values(), key=lambda g: g.order)
+        if len(self._grants) >= CACHE_LIMIT:
+            self._grants.clear()  # bounded: names come from requests
+        self._grants[cache_key] = out
+        return out
 
     def compiled_rules(self, kind: str, name: str, namespace: str) -> list[Compiled]:
         """`role_rules`, compiled once per stored version of the role."""
@@ -233,6 +259,8 @@ class Evaluator:
             return cached[1]
         compiled = [Compiled.of(rule) for rule in self.role_rules(kind, name, namespace)]
         if role is not None:
+            if len(self._compiled) >= CACHE_LIMIT:
+                self._compiled.clear()  # deleted roles must not pile up
             self._compiled[key] = (role, compiled)
         return compiled
 
@@ -252,6 +280,16 @@ class Evaluator:
 
     def authorize(self, a: Attributes) -> tuple[bool, str]:
         """(allowed, reason): the first rule allowing, else no opinion with the errors met."""
+        self._refresh()
+        known = self._decisions.get(a)
+        if known is None:
+            known = self._decide(a)
+            if len(self._decisions) >= CACHE_LIMIT:
+                self._decisions.clear()
+            self._decisions[a] = known
+        return known
+
+    def _decide(self, a: Attributes) -> tuple[bool, str]:
         problems: list[str] = []
         for grant in self.grants(a.user, a.groups, a.namespace):
             try:

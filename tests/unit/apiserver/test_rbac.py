@@ -144,6 +144,20 @@ def test_the_binding_index_follows_writes(cluster: Cluster) -> None:
     assert not cluster.allowed("late", "get", "pods")[0]
 
 
+def test_a_remembered_decision_follows_role_edits(cluster: Cluster) -> None:
+    cluster.role("r", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])
+    cluster.bind("b", "r", [user("u")])
+    assert cluster.allowed("u", "get", "pods")[0]
+    assert not cluster.allowed("u", "delete", "pods")[0]
+    rt = cluster.api.registry.lookup(G, "v1", "clusterroles")
+    assert rt is not None
+    edited = cluster.api.get(Ctx(rt), "r")
+    edited["rules"] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]
+    cluster.api.update(Ctx(rt), "r", edited)
+    assert cluster.allowed("u", "delete", "pods")[0]
+    assert not cluster.allowed("u", "get", "pods")[0]
+
+
 def test_masters_are_allowed_everything_and_bootstrap_lets_users_ask(cluster: Cluster) -> None:
     assert cluster.allowed("root", "delete", "nodes", groups=("system:masters",)) == (True, "")
     assert cluster.allowed("anyone", "create", "selfsubjectaccessreviews", api_group="authorization.k8s.io")[
