@@ -4,6 +4,7 @@ pkg/registry/rbac/validation/rule_test.go, endpoints/request/requestinfo_test.go
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -151,7 +152,7 @@ def test_a_remembered_decision_follows_role_edits(cluster: Cluster) -> None:
     assert not cluster.allowed("u", "delete", "pods")[0]
     rt = cluster.api.registry.lookup(G, "v1", "clusterroles")
     assert rt is not None
-    edited = cluster.api.get(Ctx(rt), "r")
+    edited = copy.deepcopy(cluster.api.get(Ctx(rt), "r"))
     edited["rules"] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]
     cluster.api.update(Ctx(rt), "r", edited)
     assert cluster.allowed("u", "delete", "pods")[0]
