@@ -160,6 +160,13 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "built by `make upstream`, with RBAC, every kcm service authorized by k8s/'s roles",
     )
     p.add_argument(
+        "--authorization-mode",
+        type=_authorization_modes,
+        default=("AlwaysAllow",),
+        help="the embedded API server's (kube-apiserver's flag): AlwaysAllow (default), AlwaysDeny, RBAC; "
+        "kcm's services and the admin kubeconfig are in system:masters either way",
+    )
+    p.add_argument(
         "--reference",
         action="store_true",
         help="run upstream kube-controller-manager (`make upstream`) instead of the watcher, the "
@@ -345,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser().error(
                 "kcm dev: --replicas and --partitions are for kcm's controllers, which --reference does not run"
             )
+        if args.apiserver == dev.UPSTREAM and args.authorization_mode != ("AlwaysAllow",):
+            parser().error(
+                "kcm dev: --authorization-mode is the embedded server's; kube-apiserver runs Node,RBAC"
+            )
         logs.setup("dev", args.log_level)
         state = args.state_dir
         state.mkdir(parents=True, exist_ok=True)
@@ -363,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=args.log_level,
             apiserver=args.apiserver,
             reference=args.reference,
+            authorization_modes=args.authorization_mode,
         )
         return _run(dev.run(dev_opts))
     if args.command == "sim" and (args.add_nodes is not None or args.remove_node):
