@@ -105,11 +105,9 @@ def attributes_of(user: User, method: str, raw_path: str, query: Mapping[str, st
     name = rest[1] if len(rest) >= 2 else ""
     subresource = rest[2] if len(rest) >= 3 and verb != "proxy" else ""
     if not name and verb == "get":
-        verb = (
-            "watch"
-            if query.get("watch", "false").lower() not in ("false", "0") and "watch" in query
-            else "list"
-        )
+        # Any value but false or 0 asks for a watch (upstream's fallback when parsing fails).
+        watching = "watch" in query and query["watch"].lower() not in ("false", "0")
+        verb = "watch" if watching else "list"
         name = _field_name(query)
     if not name and verb == "delete":
         verb = "deletecollection"
