@@ -48,8 +48,8 @@ def answer(
         return {**fresh, "status": {"userInfo": _user_info(user)}}
     if rt.kind == "SelfSubjectRulesReview":
         return {**fresh, "spec": {}, "status": _rules_status(review, user, authorizer)}
-    if rt.kind == "LocalSubjectAccessReview" and namespace:
-        review["metadata"].setdefault("namespace", namespace)
+    if rt.kind == "LocalSubjectAccessReview" and not review["metadata"].get("namespace"):
+        review["metadata"]["namespace"] = namespace
     track(ctx, review)
     if rt.kind == "TokenReview":
         review["status"] = _token_status(review, authenticator)
@@ -203,15 +203,11 @@ def _text(obj: Obj, key: str) -> str:
 def _access_status(
     kind: str, namespace: str, review: Obj, requester: authn.User, authorizer: authz.Authorizer
 ) -> Obj:
-    if kind == "LocalSubjectAccessReview":
-        if not namespace:
-            raise errors.bad_request(f"namespace is required on this type: {namespace}")
-        meta_ns = review["metadata"].get("namespace") or namespace
-        if meta_ns != namespace:
-            raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
-        review["metadata"]["namespace"] = namespace
+    # A LocalSubjectAccessReview's path names its namespace (`answer` set an unset one).
+    if kind == "LocalSubjectAccessReview" and review["metadata"].get("namespace") != namespace:
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
     _validate(kind, namespace, review)
     spec = review["spec"]
     if kind == "SelfSubjectAccessReview":

@@ -480,7 +480,7 @@ class Server:
         if t.rt.derived:
             return self._derived(request, t)
         if t.rt.group in reviews.GROUPS:
-            if method != "POST" or t.name or t.subresource:
+            if method != "POST" or t.name or t.subresource or (t.rt.namespaced and not t.namespace):
                 raise errors.method_not_allowed(
                     "the server does not allow this method on the requested resource"
                 )
