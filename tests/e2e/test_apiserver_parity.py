@@ -709,3 +709,21 @@ def test_forbidden_bodies_under_rbac_are_the_same_bytes(pair: Pair, ns: str) -> 
     ):
         up, kcm = pair.both("GET", path, headers=who)
         assert (kcm.status_code, kcm.content) == (403, up.content), path
+
+
+def test_the_seeded_bootstrap_policy_is_kube_apiservers(pair: Pair) -> None:
+    """Every ClusterRole and ClusterRoleBinding the embedded server seeds is kube-apiserver's,
+    rules and subjects alike (the aggregated admin, edit and view are filled by a controller)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for kind in ("clusterroles", "clusterrolebindings"):
+        selector = {"labelSelector": "kubernetes.io/bootstrapping=rbac-defaults"}
+        ours = pair.kcm.request("GET", f"{rbac}/{kind}", params=selector).json()["items"]
+        assert ours
+        for obj in ours:
+            if obj.get("aggregationRule"):
+                continue
+            name = obj["metadata"]["name"]
+            theirs = pair.up.request("GET", f"{rbac}/{kind}/{name}")
+            assert theirs.status_code == 200, name
+            for key in ("rules", "roleRef", "subjects"):
+                assert obj.get(key) == theirs.json().get(key), f"{kind}/{name} {key}"

@@ -5,8 +5,8 @@ pkg/registry/rbac/rest/storage_rbac.go).
 The roles are data, `bootstrap_clusterroles.yaml` beside this module: cluster-admin, the
 user-facing admin, edit and view with their aggregation rules, and the
 system:aggregate-to-admin/edit/view roles whose rules those aggregate; system:basic-user,
-system:discovery and system:public-info-viewer; and the bindings of cluster-admin
-(system:masters) and of those three. `Api.__init__` creates each one that is absent; one already stored (a restart with a data
+system:discovery, system:public-info-viewer, system:auth-delegator and system:monitoring;
+and upstream's bindings of cluster-admin (system:masters) and of those (auth-delegator has none). `Api.__init__` creates each one that is absent; one already stored (a restart with a data
 dir, or a role a user edited) is left as it is.
 """
 
