@@ -518,7 +518,13 @@ def test_openapi_describes_the_shared_kinds(pair: Pair) -> None:
     v3 = [set(s.request("GET", "/openapi/v3").json()["paths"]) for s in (pair.up, pair.kcm)]
     # Kept: metrics.k8s.io is served in-process here, by an aggregated metrics-server there.
     assert v3[1] - v3[0] == {"apis/metrics.k8s.io/v1beta1"}
-    for name in ("api/v1", "apis/apps/v1", "apis/batch/v1"):
+    for name in (
+        "api/v1",
+        "apis/apps/v1",
+        "apis/batch/v1",
+        "apis/authentication.k8s.io/v1",
+        "apis/authorization.k8s.io/v1",
+    ):
         docs = [s.request("GET", f"/openapi/v3/{name}").json() for s in (pair.up, pair.kcm)]
         # Kept: pods/resize is served here (v1.33's in-place resize); v1.32 has no such path.
         extra = (
