@@ -5,6 +5,8 @@
   ClusterRole's aggregationRule needs full authority (`*` on everything).
 - A RoleBinding or ClusterRoleBinding may be written by a member of `system:masters`, by a
   user allowed `bind` on the role it refers to, or by one who holds every rule of that role.
+- An update changing only owner references and finalizers (the garbage collector's) is not
+  checked, as upstream's IsOnlyMutatingGCFields.
 - Refusals are 403s with upstream's message: the rules not held, compacted and listed as
   rbacv1helpers.CompactString prints them.
 
@@ -149,9 +151,29 @@ def _confirm_no_escalation(user: User, namespace: str, rules: list[Rule], evalua
     return message
 
 
-def admit(user: User, authorizer: authz.Authorizer, kind: str, obj: dict[str, Any]) -> None:
-    """Raise 403 unless `user` may write this role or binding (create and update alike)."""
-    if authz.PRIVILEGED_GROUP in user.groups:
+# What the garbage collector changes on any object; an update of only these grants nothing.
+_GC_FIELDS = frozenset({"ownerReferences", "finalizers", "resourceVersion", "managedFields"})
+
+
+def _only_gc_fields(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """upstream IsOnlyMutatingGCFields: the objects equal but for owners and finalizers."""
+
+    def rest(obj: dict[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _GC_FIELDS}
+        return {**obj, "metadata": meta}
+
+    return rest(new) == rest(old)
+
+
+def admit(
+    user: User,
+    authorizer: authz.Authorizer,
+    kind: str,
+    obj: dict[str, Any],
+    old: dict[str, Any] | None = None,
+) -> None:
+    """Raise 403 unless `user` may write this role or binding (create, or update of `old`)."""
+    if authz.PRIVILEGED_GROUP in user.groups or (old is not None and _only_gc_fields(obj, old)):
         return
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))

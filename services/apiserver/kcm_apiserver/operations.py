@@ -99,9 +99,9 @@ class Ctx:
     field_validation: str = "Ignore"
     user_agent: str = ""
     warnings: list[str] = field(default_factory=list)
-    # Called with (kind, object) before a create or update of the main resource is stored:
-    # the admission a request's user must pass (escalation checks on RBAC objects).
-    admit: Callable[[str, Obj], None] | None = None
+    # Called with (kind, object, the stored one or None) before a create or update of the main
+    # resource is stored: the admission a request's user must pass (RBAC escalation checks).
+    admit: Callable[[str, Obj, Obj | None], None] | None = None
 
     @property
     def manager(self) -> str:
@@ -416,7 +416,7 @@ class Api:
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
         if ctx.admit is not None:
-            ctx.admit(srt.kind, obj)
+            ctx.admit(srt.kind, obj, None)
         ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
         if srt.model:
             zerovalues.fill(srt.model, obj)
@@ -512,7 +512,7 @@ class Api:
         self._validate(srt, new, old, subresource)
         if not subresource:
             if ctx.admit is not None:
-                ctx.admit(srt.kind, new)
+                ctx.admit(srt.kind, new, old)
             ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))
         if srt.model:
             zerovalues.fill(srt.model, new)

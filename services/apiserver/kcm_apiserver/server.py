@@ -421,7 +421,7 @@ class Server:
         admit = None
         if target.rt.group == rbac.GROUP and target.rt.kind in escalation.KINDS:
             user, authorizer = request[_USER], self.authorizer
-            admit = lambda kind, obj: escalation.admit(user, authorizer, kind, obj)  # noqa: E731
+            admit = lambda kind, obj, old: escalation.admit(user, authorizer, kind, obj, old)  # noqa: E731
         return Ctx(
             target.rt,
             target.namespace,

@@ -328,3 +328,12 @@ def test_escalation_needs_the_rules_or_the_escalate_and_bind_verbs(cluster: Clus
     cluster.bind("u-escalates", "escalator", [user("u")], "ns", kind="ClusterRole")
     escalation.admit(u, cluster.authorizer, "Role", wide)
     escalation.admit(User("root", groups=("system:masters",)), cluster.authorizer, "ClusterRole", wide)
+    # The garbage collector's kind of update (owners, finalizers) grants nothing new.
+    collector = User("system:serviceaccount:kube-system:generic-garbage-collector")
+    owned = copy.deepcopy(wide)
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}
+    ]
+    escalation.admit(collector, cluster.authorizer, "Role", owned, wide)
+    with pytest.raises(errors.ApiError):
+        escalation.admit(collector, cluster.authorizer, "Role", owned, narrow)
