@@ -26,6 +26,8 @@ NOT_ON_UPSTREAM: dict[str, str] = {
     "test_upstream_apiserver.py": "names its API server itself (kube-apiserver): it runs in the first tier",
     "test_reference.py": "names its API servers itself (both): it runs in the first tier",
     "test_takeover.py": "names its API server itself (kube-apiserver): it runs in the first tier",
+    "test_auth.py": "starts the embedded server in RBAC mode itself; kube-apiserver's answers to the same "
+    "reviews and its 403 bodies are compared in test_apiserver_parity.py",
     "test_hpa.py": "the autoscaler reads metrics.k8s.io, which the embedded server serves from the "
     "simulator's figures and kube-apiserver here has no metrics-server for (docs/apiserver.md); on "
     "kube-apiserver every metric fails, as tools/differential's horizontalpodautoscaling scenario shows",

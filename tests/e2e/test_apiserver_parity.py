@@ -84,7 +84,9 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
                 procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
         asyncio.run(asyncio.wait_for(plane.wait_ready(), 120))
         # Only then: on a busy machine both starting at once outlast start_apiserver's wait.
-        embedded = start_apiserver(tmp_path_factory.mktemp("embedded"))
+        # Both enforce RBAC (kube-apiserver's argv has Node,RBAC): the admin of each is in
+        # system:masters, and the access-review and forbidden cases below compare decisions.
+        embedded = start_apiserver(tmp_path_factory.mktemp("embedded"), "--authorization-mode=RBAC")
         admin = plane.admin_certificate()
         up = requests.Session()
         up.trust_env = False  # REQUESTS_CA_BUNDLE would override the cluster CA given here
@@ -516,7 +518,13 @@ def test_openapi_describes_the_shared_kinds(pair: Pair) -> None:
     v3 = [set(s.request("GET", "/openapi/v3").json()["paths"]) for s in (pair.up, pair.kcm)]
     # Kept: metrics.k8s.io is served in-process here, by an aggregated metrics-server there.
     assert v3[1] - v3[0] == {"apis/metrics.k8s.io/v1beta1"}
-    for name in ("api/v1", "apis/apps/v1", "apis/batch/v1"):
+    for name in (
+        "api/v1",
+        "apis/apps/v1",
+        "apis/batch/v1",
+        "apis/authentication.k8s.io/v1",
+        "apis/authorization.k8s.io/v1",
+    ):
         docs = [s.request("GET", f"/openapi/v3/{name}").json() for s in (pair.up, pair.kcm)]
         # Kept: pods/resize is served here (v1.33's in-place resize); v1.32 has no such path.
         extra = (
@@ -587,3 +595,141 @@ def test_kubectl_get_apiservices_prints_the_same_table(pair: Pair) -> None:
         == [r["cells"][:3] for r in up["rows"]]
         == [["v1.apps", "Local", "True"]]
     )
+
+
+# -- authentication and authorization ---------------------------------------------------------
+
+
+def _grant_pod_reading(pair: Pair, ns: str, who: str) -> None:
+    role = {
+        "metadata": {"name": "pod-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+    }
+    binding = {
+        "metadata": {"name": "reads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": who}],
+    }
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
+    for path, body in ((f"{rbac}/roles", role), (f"{rbac}/rolebindings", binding)):
+        for r in pair.both("POST", path, body):
+            assert r.status_code == 201, r.text
+
+
+def test_access_reviews_answer_alike(pair: Pair, ns: str) -> None:
+    who = f"{ns}-reader"
+    _grant_pod_reading(pair, ns, who)
+    authz = "/apis/authorization.k8s.io/v1"
+    pods = {"namespace": ns, "verb": "list", "resource": "pods"}
+    secrets = {"namespace": ns, "verb": "get", "resource": "secrets", "name": "s"}
+    sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
+    cases: list[tuple[str, Any, dict[str, str]]] = [
+        (f"{authz}/subjectaccessreviews", {**sar, "spec": {"user": who, "resourceAttributes": pods}}, {}),
+        (f"{authz}/subjectaccessreviews", {**sar, "spec": {"user": who, "resourceAttributes": secrets}}, {}),
+        (
+            f"{authz}/subjectaccessreviews",
+            {
+                **sar,
+                "spec": {
+                    "user": who,
+                    "groups": ["system:authenticated"],
+                    "nonResourceAttributes": {"path": "/apis/apps", "verb": "get"},
+                },
+            },
+            {},
+        ),
+        (
+            f"{authz}/namespaces/{ns}/localsubjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "LocalSubjectAccessReview",
+                "metadata": {"namespace": ns},
+                "spec": {"user": who, "resourceAttributes": pods},
+            },
+            {},
+        ),
+        (
+            f"{authz}/selfsubjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": pods},
+            },
+            {"Impersonate-User": who},
+        ),
+    ]
+    for path, body, headers in cases:
+        up, kcm = pair.both("POST", path, body, headers=headers)
+        assert (up.status_code, kcm.status_code) == (201, 201), (up.text, kcm.text)
+        # Kept: kube-apiserver's create handler gives even an answered review managedFields.
+        assert masked(kcm.json()) == masked(up.json()), path
+    invalid = {
+        **sar,
+        "spec": {"resourceAttributes": pods, "nonResourceAttributes": {"path": "/x", "verb": "get"}},
+    }
+    for body in (invalid, {**sar, "spec": {"user": who}}):
+        up, kcm = pair.both("POST", f"{authz}/subjectaccessreviews", body)
+        assert (kcm.status_code, kcm.content) == (422, up.content)
+
+
+def test_self_subject_rules_review_lists_the_same_rules(pair: Pair, ns: str) -> None:
+    who = f"{ns}-reader"
+    _grant_pod_reading(pair, ns, who)
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": ns},
+    }
+    answers = pair.both(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        body,
+        headers={"Impersonate-User": who},
+    )
+    assert [r.status_code for r in answers] == [201, 201], [r.text for r in answers]
+    up, kcm = (r.json() for r in answers)
+    # Bindings are visited in each server's own order: compare the rules as sets.
+    for key in ("resourceRules", "nonResourceRules"):
+        assert sorted(map(json.dumps, kcm["status"][key])) == sorted(map(json.dumps, up["status"][key])), key
+    assert kcm["status"]["incomplete"] == up["status"]["incomplete"]
+    assert {k: v for k, v in kcm.items() if k != "status"} == ({k: v for k, v in up.items() if k != "status"})
+
+
+def test_a_token_review_of_a_token_nobody_issued_is_the_same(pair: Pair) -> None:
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "not-a-token"}}
+    up, kcm = pair.both("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body)
+    assert (up.status_code, kcm.status_code) == (201, 201), (up.text, kcm.text)
+    assert masked(kcm.json()) == masked(up.json())
+    empty = pair.both("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {**body, "spec": {}})
+    assert (empty[1].status_code, empty[1].content) == (400, empty[0].content)
+
+
+def test_forbidden_bodies_under_rbac_are_the_same_bytes(pair: Pair, ns: str) -> None:
+    who = {"Impersonate-User": f"{ns}-nobody"}
+    for path in (
+        f"/api/v1/namespaces/{ns}/pods/p",
+        f"/api/v1/namespaces/{ns}/pods",
+        "/api/v1/nodes",
+        f"/apis/apps/v1/namespaces/{ns}/deployments/d/scale",
+        "/metrics",
+    ):
+        up, kcm = pair.both("GET", path, headers=who)
+        assert (kcm.status_code, kcm.content) == (403, up.content), path
+
+
+def test_the_seeded_bootstrap_policy_is_kube_apiservers(pair: Pair) -> None:
+    """Every ClusterRole and ClusterRoleBinding the embedded server seeds is kube-apiserver's,
+    rules and subjects alike (the aggregated admin, edit and view are filled by a controller)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for kind in ("clusterroles", "clusterrolebindings"):
+        selector = {"labelSelector": "kubernetes.io/bootstrapping=rbac-defaults"}
+        ours = pair.kcm.request("GET", f"{rbac}/{kind}", params=selector).json()["items"]
+        assert ours
+        for obj in ours:
+            if obj.get("aggregationRule"):
+                continue
+            name = obj["metadata"]["name"]
+            theirs = pair.up.request("GET", f"{rbac}/{kind}/{name}")
+            assert theirs.status_code == 200, name
+            for key in ("rules", "roleRef", "subjects"):
+                assert obj.get(key) == theirs.json().get(key), f"{kind}/{name} {key}"

@@ -11,7 +11,9 @@ against --service-account-key-file and whose claims still hold against the store
   holding this very token, the ServiceAccount still there with that uid, and the Secret not
   labelled `kubernetes.io/legacy-token-invalid-since`. Each use stamps the Secret with
   `kubernetes.io/legacy-token-last-used: <date>` at most once a day.
-Anything else is 401 Unauthorized, as kube-apiserver answers.
+Anything else is 401 Unauthorized, as kube-apiserver answers. `Authenticator.review` answers a
+TokenReview: the same checks against the audiences the review asks for, never the open
+server's admin for an unverified token.
 
 Follows upstream pkg/serviceaccount (claims.go, legacy.go: validation and
 patchSecretWithLastUsedDate) and pkg/controlplane/controller/legacytokentracking (the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import json
 import logging
 import secrets
 from collections.abc import Callable
@@ -54,6 +57,20 @@ class User:
     username: str
     uid: str = ""
     groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # user.Info's Extra, in header order
+
+
+@dataclass(frozen=True)
+class TokenVerdict:
+    """A TokenReview's answer: the user (None: not authenticated), the audiences the token
+    is good for among those asked, and the error text when the token was refused."""
+
+    user: User | None
+    audiences: tuple[str, ...] = ()
+    error: str = ""
+
+
+INVALID_BEARER_TOKEN = "invalid bearer token"
 
 
 # Who a request without a token is on an open (loopback, tokenless) server, and who the static
@@ -100,7 +117,7 @@ class Authenticator:
                 return ADMIN  # nothing verifies tokens here: a token means nothing, as before
             raise errors.unauthorized()
         try:
-            info = self._verify(bearer, self.tokens, warnings)
+            info, _ = self._verify(bearer, self.tokens, self.tokens.audiences, warnings)
         except satoken.InvalidToken as exc:
             log.debug(
                 "refused a service account token", extra={"reason": str(exc)}
@@ -108,19 +125,61 @@ class Authenticator:
             raise errors.unauthorized() from exc
         return User(info.username, info.uid, tuple(info.groups))
 
+    def review(self, bearer: str, audiences: list[str]) -> TokenVerdict:
+        """TokenReview (upstream pkg/registry/authentication/tokenreview): the token checked
+        against the audiences asked for, or --api-audiences when none are. Unlike a request,
+        a token proves something only when it verifies: an open server's `ADMIN` for any
+        token is no answer here."""
+        implicit = list(self.tokens.audiences) if self.tokens is not None else []
+        wanted = audiences or implicit
+        if self.token is not None and secrets.compare_digest(bearer.encode(), self.token.encode()):
+            # The static token knows no audiences: it is good for those of the server's own
+            # that were asked for (upstream's audience-agnostic wrapper).
+            granted = tuple(a for a in implicit if a in wanted) if wanted else ()
+            if wanted and not granted:
+                return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
+            return TokenVerdict(ADMIN, granted)
+        if self.tokens is None:
+            return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
+        try:
+            info, granted_list = self._verify(bearer, self.tokens, wanted, [])
+        except satoken.InvalidToken as exc:
+            if satoken.unverified_issuer(bearer) not in (*self.tokens.issuers, satoken.LEGACY_ISSUER):
+                # Not a token of ours: upstream's authenticator passes it by without an error.
+                return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
+            return TokenVerdict(None, error=f"[{INVALID_BEARER_TOKEN}, {exc}]")
+        return TokenVerdict(User(info.username, info.uid, tuple(info.groups)), tuple(granted_list))
+
     # -- service account tokens -----------------------------------------------------------------
 
     def _get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
         return self.api.store.get(storage_key_of(rt), namespace, name)
 
     def _verify(
-        self, token: str, config: ServiceAccountTokens, warnings: list[str]
-    ) -> satoken.ServiceAccountInfo:
+        self, token: str, config: ServiceAccountTokens, audiences: list[str], warnings: list[str]
+    ) -> tuple[satoken.ServiceAccountInfo, list[str]]:
+        """Who the token speaks for, and which of `audiences` it is good for."""
         claims = config.verifier.claims(token)
         now = config.now()
+        aud = claims.get("aud")
+        held = (
+            [aud]
+            if isinstance(aud, str)
+            else [a for a in aud if isinstance(a, str)]
+            if isinstance(aud, list)
+            else []
+        )
         if claims.get("iss") == satoken.LEGACY_ISSUER:
-            return self._legacy(token, satoken.check_legacy(claims), now, warnings)
-        info = satoken.check_bound(claims, issuers=config.issuers, audiences=config.audiences, now=now)
+            # A legacy token names no audience: it holds the server's own (upstream's implicit ones).
+            held = held or list(config.audiences)
+            granted = [a for a in held if a in audiences]
+            if audiences and not granted:
+                raise satoken.InvalidToken(
+                    f"token audiences {_go_strings(held)} is invalid for the target audiences "
+                    f"{_go_strings(audiences)}"
+                )
+            return self._legacy(token, satoken.check_legacy(claims), now, warnings), granted
+        info = satoken.check_bound(claims, issuers=config.issuers, audiences=audiences, now=now)
         self._service_account(info, now, grace=True)
         if info.secret_name:
             secret = self._get(self._secrets, info.namespace, info.secret_name)
@@ -135,7 +194,7 @@ class Authenticator:
                 raise satoken.InvalidToken("Token has been invalidated")
             if found["metadata"].get("uid") != pod.get("uid"):
                 raise satoken.InvalidToken("Pod UID does not match claim")
-        return info
+        return info, [a for a in held if a in audiences]
 
     def _service_account(self, info: satoken.ServiceAccountInfo, now: dt.datetime, *, grace: bool) -> Obj:
         sa = self._get(self._service_accounts, info.namespace, info.name)
@@ -191,6 +250,11 @@ class Authenticator:
             self.api.patch(ctx, meta["name"], "merge", {"metadata": {"labels": {LAST_USED_LABEL: today}}})
         except errors.ApiError as exc:  # the token is still good; upstream logs this too
             log.warning("could not label a legacy token Secret with its last use", extra={"error": str(exc)})
+
+
+def _go_strings(values: list[str]) -> str:
+    """Go's %q of a []string: `["a" "b"]`."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 def _token_of(secret: Obj) -> bytes:

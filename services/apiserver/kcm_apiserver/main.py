@@ -60,6 +60,8 @@ class Options:
     # kube-apiserver's --advertise-address: published in default/kubernetes (None: the bind
     # address when usable, else the host's default-route address).
     advertise_address: str | None = None
+    # kube-apiserver's --authorization-mode, parsed (authz.parse_modes).
+    authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
 
 
 def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
@@ -149,6 +151,7 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
         audit_log=audit_log,
         tokens=tokens,
         check_host=token is None,  # no credentials: loopback only, and named so (DNS rebinding)
+        authorization_modes=opts.authorization_modes,
     )
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()

@@ -99,6 +99,9 @@ class Ctx:
     field_validation: str = "Ignore"
     user_agent: str = ""
     warnings: list[str] = field(default_factory=list)
+    # Called with (kind, object, the stored one or None) before a create or update of the main
+    # resource is stored: the admission a request's user must pass (RBAC escalation checks).
+    admit: Callable[[str, Obj, Obj | None], None] | None = None
 
     @property
     def manager(self) -> str:
@@ -144,10 +147,10 @@ class Api:
         if store.get(storage_key_of(svc_rt), "default", "kubernetes") is None:
             # Upstream's apiserver publishes itself as default/kubernetes on the first service IP.
             self.create(Ctx(svc_rt, "default"), _KUBERNETES_SERVICE)
-        role_rt = self._rt("rbac.authorization.k8s.io", "v1", "clusterroles")
-        for role in bootstrappolicy.cluster_roles():
-            if store.get(storage_key_of(role_rt), "", role["metadata"]["name"]) is None:
-                self.create(Ctx(role_rt, field_manager="kube-apiserver"), role)
+        for bootstrap in bootstrappolicy.objects():
+            rt = self._rt("rbac.authorization.k8s.io", "v1", bootstrap["kind"].lower() + "s")
+            if store.get(storage_key_of(rt), "", bootstrap["metadata"]["name"]) is None:
+                self.create(Ctx(rt, field_manager="kube-apiserver"), bootstrap)
         apiservice_rt = self._rt("apiregistration.k8s.io", "v1", "apiservices")
         for apiservice in localapiservices.local_apiservices(registry):
             name = apiservice["metadata"]["name"]
@@ -412,6 +415,8 @@ class Api:
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
+        if ctx.admit is not None:
+            ctx.admit(srt.kind, obj, None)
         ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
         if srt.model:
             zerovalues.fill(srt.model, obj)
@@ -455,6 +460,11 @@ class Api:
                 "the object has been modified; please apply your changes to the latest version and try again",
             )
         return self._write_update(ctx, old, self.to_stored(rt, served), subresource)
+
+    def track_fields(self, ctx: Ctx, obj: Obj) -> None:
+        """Give an object the managedFields a create by this request records (the review
+        kinds: answered, never stored, yet kube-apiserver's create handler tracks them)."""
+        self._own_fields(ctx, ctx.rt, None, obj, None)
 
     def _own_fields(
         self,
@@ -501,6 +511,8 @@ class Api:
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
         if not subresource:
+            if ctx.admit is not None:
+                ctx.admit(srt.kind, new, old)
             ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))
         if srt.model:
             zerovalues.fill(srt.model, new)

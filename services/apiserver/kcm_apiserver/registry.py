@@ -84,6 +84,7 @@ def _r(
 
 _ALL = ("all",)
 _NO_COLLECTION = tuple(v for v in ALL_VERBS if v != "deletecollection")
+_CREATE = ("create",)
 
 BUILTIN: tuple[ResourceType, ...] = (
     # core/v1
@@ -138,8 +139,27 @@ BUILTIN: tuple[ResourceType, ...] = (
     _r("batch", "v1", "cronjobs", "CronJob", short=("cj",), cats=_ALL, sub=("status",)),
     # coordination.k8s.io/v1
     _r("coordination.k8s.io", "v1", "leases", "Lease"),
-    # authentication.k8s.io/v1: SelfSubjectReview (`kubectl auth whoami`), answered, never stored
-    _r("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=("create",)),
+    # authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews, answered, never stored (reviews)
+    _r("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=_CREATE),
+    _r("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, verbs=_CREATE),
+    _r("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", verbs=_CREATE),
+    _r(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=_CREATE,
+    ),
+    _r(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        False,
+        verbs=_CREATE,
+    ),
+    _r("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False, verbs=_CREATE),
     # discovery.k8s.io/v1
     _r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     # networking.k8s.io/v1

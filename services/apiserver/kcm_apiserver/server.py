@@ -35,12 +35,16 @@ from kcm_shared.apimachinery import codec
 from kcm_apiserver import (
     audit,
     authn,
+    authz,
     discovery,
     errors,
+    escalation,
     gojson,
     metrics_api,
     openapi_v2,
     protobuf,
+    rbac,
+    reviews,
     subresources,
     tables,
 )
@@ -190,11 +194,13 @@ class Server:
         audit_log: audit.AuditLog | None = None,
         tokens: authn.ServiceAccountTokens | None = None,
         check_host: bool = False,
+        authorization_modes: tuple[str, ...] = ("AlwaysAllow",),
     ) -> None:
         self.api = api
         self.check_host = check_host
         self.audit_log = audit_log
         self.authn = authn.Authenticator(api, token, tokens)
+        self.authorizer = authz.Authorizer(authorization_modes, rbac.Evaluator(api.store))
         self.bookmark_interval = bookmark_interval
         self.address = "127.0.0.1:0"
         self.requests: Counter[tuple[str, str, str]] = Counter()
@@ -242,7 +248,14 @@ class Server:
                     "this API server takes requests without credentials on loopback only: "
                     "address it by a loopback address or localhost and its port, from no web page",
                 )
-            request[_USER] = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
+            user = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
+            request[_USER] = user
+            if any(h.lower().startswith("impersonate-") for h in request.headers):
+                user = authz.impersonate(user, request.headers, self.authorizer)
+                request[_USER] = user
+            # system:masters needs no reading of the request: it is allowed everything.
+            if not self.authorizer.always_allows and authz.PRIVILEGED_GROUP not in user.groups:
+                self.authorizer.check(authz.attributes_of(user, verb, request.raw_path, request.query))
             resp, resource = await self._route(request)
             # What the request wrote is committed before it is acknowledged.
             await self.api.store.synced()
@@ -270,7 +283,7 @@ class Server:
                     ref=_object_ref(request),
                     code=code,
                     received=received,
-                    user=(user.username, list(user.groups)) if (user := request.get(_USER)) else None,
+                    user=(who.username, list(who.groups)) if (who := request.get(_USER)) else None,
                 )
 
     async def _synced_anyway(self) -> None:
@@ -405,9 +418,14 @@ class Server:
             causes = []  # reads take no write options: upstream ignores them there
         if options is not None and causes:
             raise errors.invalid("meta.k8s.io", options, "", causes)
+        admit = None
+        if target.rt.group == rbac.GROUP and target.rt.kind in escalation.KINDS:
+            user, authorizer = request[_USER], self.authorizer
+            admit = lambda kind, obj, old: escalation.admit(user, authorizer, kind, obj, old)  # noqa: E731
         return Ctx(
             target.rt,
             target.namespace,
+            admit=admit,
             dry_run=bool(dry) and options is not None,
             field_manager=manager,
             # Upstream's default is Warn; reads and deletes decode no object.
@@ -461,12 +479,14 @@ class Server:
             raise errors.no_such_resource()
         if t.rt.derived:
             return self._derived(request, t)
-        if (t.rt.group, t.rt.resource) == ("authentication.k8s.io", "selfsubjectreviews"):
-            if method != "POST" or t.name:
+        if t.rt.group in reviews.GROUPS:
+            if method != "POST" or t.name or t.subresource or (t.rt.namespaced and not t.namespace):
                 raise errors.method_not_allowed(
                     "the server does not allow this method on the requested resource"
                 )
-            return _json(_self_subject_review(request[_USER]), 201)
+            body = await self._body(request, t.rt.kind)
+            review = reviews.answer(ctx, body, request[_USER], self.authn, self.authorizer, api.track_fields)
+            return _json(review, 201)
         if t.subresource and t.subresource != "status":
             return await self._subresource(request, ctx, t)
         if not t.name:
@@ -859,19 +879,6 @@ def _accepted_form(request: web.Request) -> tuple[str, str] | None:
         if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
             return "PartialObjectMetadata", f"meta.k8s.io/{version}"
     return None
-
-
-def _self_subject_review(user: authn.User) -> Obj:
-    """What `kubectl auth whoami` shows: the requester as this server authenticated it."""
-    info: Obj = {"username": user.username, "groups": list(user.groups)}
-    if user.uid:
-        info["uid"] = user.uid
-    return {
-        "kind": "SelfSubjectReview",
-        "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"creationTimestamp": None},
-        "status": {"userInfo": info},
-    }
 
 
 def _partial(obj: Obj, gv: str) -> Obj:

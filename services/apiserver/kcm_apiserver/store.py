@@ -92,6 +92,9 @@ class Store:
         # The smallest resourceVersion a watch of a resource can resume from.
         self._resumable_from: dict[str, int] = {}
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
+        # The resourceVersion of the last write to each resource: caches derived from a
+        # resource (rbac's binding index) rebuild when it moves.
+        self._revisions: dict[str, int] = {}
         self._db = db
         self.rv = 0
         if db is not None:
@@ -124,6 +127,10 @@ class Store:
     def keys(self) -> Iterable[str]:
         return list(self._objects)
 
+    def revision(self, key: str) -> int:
+        """The resourceVersion of the last write to a resource in this process (0: none yet)."""
+        return self._revisions.get(key, 0)
+
     # -- writes --------------------------------------------------------------------------------
 
     def put(self, key: str, obj: Obj) -> Obj:
@@ -155,6 +162,7 @@ class Store:
         return final
 
     def _emit(self, event: Event) -> None:
+        self._revisions[event.key] = event.rv
         history = self._history.get(event.key)
         if history is None:
             history = self._history[event.key] = collections.deque()

@@ -71,6 +71,11 @@ class DevOptions:
     log_level: str = "info"  # this process's, and the simulator's
     apiserver: str = EMBEDDED  # or UPSTREAM: etcd and kube-apiserver of `make upstream`
     reference: bool = False  # upstream kube-controller-manager instead of the bus services
+    # The embedded server's --authorization-mode (kube-apiserver runs Node,RBAC). AlwaysAllow by
+    # default: kcm's services reach the embedded server as its admin, and under --reference
+    # upstream's controllers run as kube-system ServiceAccounts whose system:controller:* roles
+    # the embedded server's bootstrap policy lacks.
+    authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
 
 
 def kcm_argv() -> list[str]:
@@ -276,6 +281,7 @@ async def _start_embedded(opts: DevOptions, identity: pki.Files, tasks: list[asy
                 tls_private_key_file=identity.apiserver_key,
                 secure_kubeconfig_out=state / "kubeconfig-tls",
                 secure_kubeconfig_ca=identity.ca_cert,
+                authorization_modes=opts.authorization_modes,
             ),
             api_url.set_result,
         )

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
+from kcm_apiserver import authz, nodeports
 from kcm_apiserver import main as apiserver_main
-from kcm_apiserver import nodeports
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
 from kcm_shared.apis import satoken
@@ -97,7 +97,20 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="",
         help="comma-separated audiences a bound token must name (default: the issuers)",
     )
+    p.add_argument(
+        "--authorization-mode",
+        type=_authorization_modes,
+        default=("AlwaysAllow",),
+        help="comma-separated authorizers in order: AlwaysAllow (default), AlwaysDeny, RBAC",
+    )
     p.add_argument("--log-level", default="info")
+
+
+def _authorization_modes(value: str) -> tuple[str, ...]:
+    try:
+        return authz.parse_modes(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _audit_argument(p: argparse.ArgumentParser) -> None:
@@ -146,6 +159,13 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=dev.EMBEDDED,
         help="embedded: kcm's own API server, in this process; upstream: etcd and kube-apiserver "
         "built by `make upstream`, with RBAC, every kcm service authorized by k8s/'s roles",
+    )
+    p.add_argument(
+        "--authorization-mode",
+        type=_authorization_modes,
+        default=("AlwaysAllow",),
+        help="the embedded API server's (kube-apiserver's flag): AlwaysAllow (default), AlwaysDeny, RBAC; "
+        "kcm's services and the admin kubeconfig are in system:masters either way",
     )
     p.add_argument(
         "--reference",
@@ -338,12 +358,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             tls_cert_file=args.tls_cert_file,
             tls_private_key_file=args.tls_private_key_file,
             advertise_address=args.advertise_address,
+            authorization_modes=args.authorization_mode,
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
         if args.reference and (args.replicas or args.partitions is not None):
             parser().error(
                 "kcm dev: --replicas and --partitions are for kcm's controllers, which --reference does not run"
+            )
+        if args.apiserver == dev.UPSTREAM and args.authorization_mode != ("AlwaysAllow",):
+            parser().error(
+                "kcm dev: --authorization-mode is the embedded server's; kube-apiserver runs Node,RBAC"
             )
         logs.setup("dev", args.log_level)
         state = args.state_dir
@@ -363,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=args.log_level,
             apiserver=args.apiserver,
             reference=args.reference,
+            authorization_modes=args.authorization_mode,
         )
         return _run(dev.run(dev_opts))
     if args.command == "sim" and (args.add_nodes is not None or args.remove_node):

@@ -327,6 +327,20 @@ def check_bound(
     return ServiceAccountInfo(namespace, name, uid, str(secret_name), str(secret_uid))
 
 
+def unverified_issuer(token: str) -> str | None:
+    """The `iss` a token claims, unverified, or None when it is no JWT: whether the token is
+    one this server's authenticator answers for at all (upstream's hasCorrectIssuer)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(_unb64(parts[1]))
+    except (ValueError, binascii.Error):
+        return None
+    issuer = payload.get("iss") if isinstance(payload, dict) else None
+    return issuer if isinstance(issuer, str) else None
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 

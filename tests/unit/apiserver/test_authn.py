@@ -205,3 +205,30 @@ def test_tracking_configmap(world: World) -> None:
     world.api.patch(cm_ctx, authn.TRACKING_CONFIGMAP, "merge", {"data": {"since": "soon"}})
     authn.ensure_tracking(world.api, day + dt.timedelta(days=3))  # a broken one is repaired
     assert world.api.get(cm_ctx, authn.TRACKING_CONFIGMAP)["data"] == {"since": "2026-11-27"}
+
+
+def test_token_review_checks_the_audiences_asked_for(keys: Path) -> None:
+    """TokenReview (pkg/registry/authentication/tokenreview): spec.audiences, else
+    --api-audiences; the static token is audience-agnostic; an open server's admin is no
+    answer for a token nobody verified."""
+    world = World(keys, static_token="s3cret")
+    server_audience = world.config.audiences[0]
+    verdict = world.authn.review(world.bound(aud=["api", "other"]), ["other", "third"])
+    assert verdict.user is not None and verdict.user.username == "system:serviceaccount:ns:sa"
+    assert verdict.audiences == ("other",)
+    assert world.authn.review(world.bound(), []).audiences == (server_audience,)
+    refused = world.authn.review(world.bound(), ["somebody-else"])
+    assert refused.user is None and refused.error.startswith("[invalid bearer token, ")
+    legacy = world.authn.review(world.legacy, ["somebody-else"])
+    assert legacy.error == (
+        f'[invalid bearer token, token audiences ["{server_audience}"] is invalid for the target '
+        'audiences ["somebody-else"]]'
+    )
+    assert world.authn.review(world.legacy, []).user is not None
+    static = world.authn.review("s3cret", [])
+    assert static.user == authn.ADMIN and static.audiences == (server_audience,)
+    assert world.authn.review("s3cret", ["somebody-else"]).user is None
+    assert world.authn.review("garbage", []).error == "invalid bearer token"
+    assert world.authn.review(world.bound(iss="https://elsewhere"), []).error == "invalid bearer token"
+    open_server = authn.Authenticator(world.api, None, None)
+    assert open_server.review("anything", []) == authn.TokenVerdict(None, error="invalid bearer token")
