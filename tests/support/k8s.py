@@ -86,7 +86,9 @@ def parsed_args(container: Obj) -> Any:
 
 
 def ops_port(container: Obj) -> int:
-    port: int = parsed_args(container).ops_port
+    """The port of /healthz and /metrics: a controller's secure port, else the ops port."""
+    args = parsed_args(container)
+    port: int = args.ops_port if args.ops_port is not None else args.secure_port
     return port
 
 
