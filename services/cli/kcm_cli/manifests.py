@@ -3,8 +3,9 @@
 A controller's folder holds `deploy.yaml`: the name of its ServiceAccount (upstream's, from
 bootstrappolicy's controller_policy.go), its replica count, and its ClusterRole's `rules`,
 with comments saying why each rule is there. From it and the controller's Spec this writes
-k8s/base/controllers/<alias>.yaml (ServiceAccount, ClusterRole, binding, Deployment,
-PodDisruptionBudget), the controllers' entries in k8s/base/kustomization.yaml and their
+k8s/base/controllers/<alias>.yaml (ServiceAccount, ClusterRole, bindings: its own role,
+system:auth-delegator and the authentication ConfigMap reader its secure port needs; Deployment
+probed on the secure port, PodDisruptionBudget), the controllers' entries in k8s/base/kustomization.yaml and their
 services in docker-compose.yml, so that adding a controller touches only its folder and the
 launcher's registry; and the compose stack's per-identity NATS seed volumes (one per identity,
 each mounted by its own service alone, and by the one-shot `nats-auth` that fills them).
@@ -99,6 +100,23 @@ def compose_volume(secret: str) -> str:
     return secret.removeprefix("kcm-")
 
 
+def _binding(name: str, cluster_role: str, service_account: str) -> str:
+    return f"""\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {name}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {cluster_role}
+subjects:
+  - kind: ServiceAccount
+    name: {service_account}
+    namespace: kcm-system
+"""
+
+
 def k8s_manifest(d: Deploy) -> str:
     alias, name, sa = d.spec.alias, d.spec.name, d.service_account
     args = "".join(f"            - {a}\n" for a in d.args)
@@ -127,47 +145,11 @@ metadata:
 rules:
 {d.rules}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: {role}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: {role}
-subjects:
-  - kind: ServiceAccount
-    name: {sa}
-    namespace: kcm-system
----
-# Its secure port reviews its clients' tokens and permissions with the API server.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: {role}:auth-delegator
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: system:auth-delegator
-subjects:
-  - kind: ServiceAccount
-    name: {sa}
-    namespace: kcm-system
----
+{_binding(role, role, sa)}---
+# Its secure port reviews its clients' tokens and permissions with the API server
+{_binding(f"{role}:auth-delegator", "system:auth-delegator", sa)}---
 # and reads the client CAs the API server publishes (k8s/base/secure-serving.yaml).
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: {role}:authentication-reader
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: {AUTH_READER}
-subjects:
-  - kind: ServiceAccount
-    name: {sa}
-    namespace: kcm-system
----
+{_binding(f"{role}:authentication-reader", AUTH_READER, sa)}---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
