@@ -60,7 +60,8 @@ RUN mkdir -p /state /kube /auth /api-token /seeds /identities \
  && chown 10001:10001 /identities/* && chmod 0700 /identities/*
 USER 10001:10001
 WORKDIR /state
-# 6443 embedded apiserver (dev only), 10257 coordinator, 10258 watcher, 10259 controllers.
-EXPOSE 6443 10257 10258 10259
+# 6443 embedded apiserver (dev only), 10257 coordinator (plain ops port) and controllers
+# (upstream's secure port, HTTPS; one service per container), 10258 watcher.
+EXPOSE 6443 10257 10258
 ENTRYPOINT ["kcm"]
 CMD ["--help"]

@@ -641,7 +641,13 @@ async def latency_stack(command: list[str], workdir: Path, records: str) -> Asyn
             session,
             found,
             {RECORDS_ENV: str(found.path), "PYTHONPATH": str(HERE)},
-            ["controller", "--plugin", "bus:SPEC", *_service_flags(server, natsd.url, "ctl-0")],
+            [
+                "controller",
+                "--plugin",
+                "bus:SPEC",
+                *_service_flags(server, natsd.url, "ctl-0"),
+                "--secure-port=0",
+            ],
         )
 
 

@@ -184,7 +184,7 @@ async def namespace_controller(command: list[str], dev: benchlib.Dev, workdir: P
         dev.nats_url,
     ]
     argv += ["--nats-nkey-seed", str(dev.state / "nats-auth" / "namespace.nk"), "--ops-port", "0"]
-    argv += ["--instance", "bench-namespace", "--log-level", "warning"]
+    argv += ["--instance", "bench-namespace", "--log-level", "warning", "--secure-port=0"]
     async with benchlib.kcm_process(command, argv, workdir / "namespace-controller.log") as proc:
         coordinator = (dev.state / "coordinator.url").read_text().strip()
         deadline = time.monotonic() + 60

@@ -124,6 +124,8 @@ class Stack:
         argv = [KCM, *args, "--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
         argv += ["--nats-nkey-seed", self.seed(identity or ROLES[args[0]])]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", name]
+        if args[0] in ("controller", "controllers"):
+            argv.append("--secure-port=0")  # replicas on one host: the plain ops port only
         proc = Proc(name, argv, self.workdir / f"{name}.log", env, port)
         self.procs.append(proc)
         return proc

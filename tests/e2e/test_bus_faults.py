@@ -63,6 +63,8 @@ class Stack:
         argv = [KCM, service, *args]
         argv += ["--kubeconfig", str(self.api.kubeconfig), "--nats-url", self.nats.url]
         argv += ["--ops-bind", "127.0.0.1", "--ops-port", str(port), "--instance", service]
+        if service in ("controller", "controllers"):
+            argv.append("--secure-port=0")  # probed on the plain ops port
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         proc = Proc(service, argv, self.workdir / f"{service}.log", env, port).start()
         self.procs.append(proc)

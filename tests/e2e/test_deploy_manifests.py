@@ -193,6 +193,12 @@ class Services:
                     local = str(pki.ensure(workdir / "pki").ca_cert.parent)
                     args = [a.replace(mount["mountPath"], local) for a in args]
             args += TEST_ARGS.get(name, [])
+            if args[0] == "controller":
+                # Upstream's secure port, each on a port of its own here, reviewing through the
+                # recording proxy as it would through the in-cluster configuration in its Pod.
+                review = str(workdir / f"{name}.kubeconfig")
+                args += [f"--secure-port={natsd.free_port()}", "--bind-address=127.0.0.1"]
+                args += [f"--authentication-kubeconfig={review}", f"--authorization-kubeconfig={review}"]
             if args[0] == "coordinator":
                 self.coordinator_port = port
             self.accounts[name] = spec["serviceAccountName"]
@@ -1090,7 +1096,17 @@ def test_the_scenario_exercised_every_controllers_writes(recorded: tuple[Recordi
 _BLOCK_OWNER = "asked by the admission plugin when a dependent's ownerReference sets blockOwnerDeletion"
 _REPEATED = "an Event that repeats is patched (count, lastTimestamp)"
 _TOO_LARGE = "a cached object too large for a NATS message is fetched from the API (docs/bus.md)"
+_SCRAPED = "the secure port reviews a scraper's token and permission; tests/e2e/test_secure_port.py scrapes"
 NOT_EXERCISED = {
+    # system:auth-delegator: no scenario request reaches a controller's secure port.
+    **{
+        (manifests.load(spec).service_account, group, resource, "create"): _SCRAPED
+        for spec in BUILTIN
+        for group, resource in (
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+        )
+    },
     # `get` on every resource a controller caches: no scenario object is big enough.
     **{
         (manifests.load(spec).service_account, res.group, res.resource, "get"): _TOO_LARGE

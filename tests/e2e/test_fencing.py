@@ -77,6 +77,7 @@ def replica(stack: Stack, instance: str, nats_url: str | None = None) -> Iterato
         "127.0.0.1",
         "--ops-port",
         "0",
+        "--secure-port=0",
         "--instance",
         instance,
         "--kube-api-qps",

@@ -7,13 +7,14 @@
 - What upstream refuses ends the process with one line and exit status 1.
 - kubeadm's own command line (cmd/kubeadm/app/phases/controlplane/manifests.go,
   getControllerManagerCommand: the paths replaced by a `kcm dev` stack's, the bus flags added)
-  starts `kcm controllers` beside that stack: its ops port answers /healthz, the coordinator gives
+  starts `kcm controllers` beside that stack: its secure port answers /healthz over TLS, the coordinator gives
   it partitions, and the controllers kubeadm asks for that kcm does not build are logged once each.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -159,26 +160,29 @@ def kubeadm_argv(state: Path) -> list[str]:
 
 @pytest.fixture
 def kubeadms(stack: devstack.DevStack, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
-    """`kcm controllers` with kubeadm's command line and the stack's bus: the process, its ops
-    URL and its log."""
+    """`kcm controllers` with kubeadm's command line and the stack's bus: the process, its secure
+    port's URL and its log. The port is a free one rather than upstream's 10257, which another
+    process on this host may hold."""
     port = natsd.free_port()
     bus = ["--nats-url", (stack.state / "nats.url").read_text().strip()]
     bus += ["--nats-nkey-seed", str(stack.state / "nats-auth" / "controllers.nk")]
-    bus += ["--ops-bind=127.0.0.1", f"--ops-port={port}", "--instance=kubeadm"]
+    bus += [f"--secure-port={port}", "--instance=kubeadm"]
     log = tmp_path / "kubeadm.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [KCM, "controllers", *kubeadm_argv(stack.state), *bus], stdout=out, stderr=out
         )
     try:
-        yield proc, f"http://127.0.0.1:{port}", log
+        yield proc, f"https://127.0.0.1:{port}", log
     finally:
         stop_process(proc)
 
 
 def answers_ok(url: str) -> bool:
+    """200 over TLS; the certificate is generated in memory (no --cert-dir), so not checked, as
+    kubeadm's probe does not check it."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
+        with urllib.request.urlopen(url, timeout=5, context=ssl._create_unverified_context()) as resp:
             return bool(resp.status == 200)
     except OSError:
         return False

@@ -86,7 +86,9 @@ def parsed_args(container: Obj) -> Any:
 
 
 def ops_port(container: Obj) -> int:
-    port: int = parsed_args(container).ops_port
+    """The port of /healthz and /metrics: a controller's secure port, else the ops port."""
+    args = parsed_args(container)
+    port: int = args.ops_port if args.ops_port is not None else args.secure_port
     return port
 
 
@@ -163,11 +165,30 @@ def rule_allows(rule: Obj, a: Attributes) -> bool:
     return not names or a.name in names
 
 
+# The bootstrap ClusterRoles of kube-apiserver (plugin/pkg/auth/authorizer/rbac/bootstrappolicy)
+# k8s/ binds without defining them.
+BOOTSTRAP_ROLES: dict[tuple[str, str, str | None], Obj] = {
+    ("ClusterRole", "system:auth-delegator", None): {
+        "rules": [
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["subjectaccessreviews"],
+                "verbs": ["create"],
+            },
+        ]
+    }
+}
+
+
 def grants(objs: tuple[Obj, ...], service_account: str) -> Iterator[tuple[Obj, str | None]]:
     """(rule, namespace it applies in or None for everywhere) for every binding of the account."""
     roles = {
-        (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")): o
-        for o in of_kind(objs, "Role", "ClusterRole")
+        **BOOTSTRAP_ROLES,
+        **{
+            (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")): o
+            for o in of_kind(objs, "Role", "ClusterRole")
+        },
     }
     for binding in of_kind(objs, "RoleBinding", "ClusterRoleBinding"):
         if not any(

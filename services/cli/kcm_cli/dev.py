@@ -454,6 +454,9 @@ async def _start_bus(
                 *nkey(name),
                 "--ops-port",
                 "0",
+                # Several controller processes share this host and kcm dev probes them without
+                # credentials: the plain ops port, not upstream's secure port (a flag may ask for it).
+                "--secure-port=0",
                 *identity_flags,
                 *opts.controller_flags,
             ],

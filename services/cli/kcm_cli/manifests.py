@@ -3,8 +3,9 @@
 A controller's folder holds `deploy.yaml`: the name of its ServiceAccount (upstream's, from
 bootstrappolicy's controller_policy.go), its replica count, and its ClusterRole's `rules`,
 with comments saying why each rule is there. From it and the controller's Spec this writes
-k8s/base/controllers/<alias>.yaml (ServiceAccount, ClusterRole, binding, Deployment,
-PodDisruptionBudget), the controllers' entries in k8s/base/kustomization.yaml and their
+k8s/base/controllers/<alias>.yaml (ServiceAccount, ClusterRole, bindings: its own role,
+system:auth-delegator and the authentication ConfigMap reader its secure port needs; Deployment
+probed on the secure port, PodDisruptionBudget), the controllers' entries in k8s/base/kustomization.yaml and their
 services in docker-compose.yml, so that adding a controller touches only its folder and the
 launcher's registry; and the compose stack's per-identity NATS seed volumes (one per identity,
 each mounted by its own service alone, and by the one-shot `nats-auth` that fills them).
@@ -35,7 +36,8 @@ from kcm_shared.runtime import deployfile
 from kcm_cli import natsauth
 from kcm_cli.controllers import BUILTIN
 
-OPS_PORT = 10259  # every controller service's /healthz and /metrics
+SECURE_PORT = 10257  # every controller service's /healthz and /metrics: upstream's secure port
+AUTH_READER = "kcm:extension-apiserver-authentication-reader"  # k8s/base/secure-serving.yaml
 NAMESPACE = "kcm-system"  # what k8s/base/kustomization.yaml deploys into
 RBAC_KINDS = frozenset({"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
 NAMESPACED = frozenset({"ServiceAccount", "Role", "RoleBinding"})
@@ -62,8 +64,12 @@ KUBE_DIR = "/kube"  # where a compose service finds its own kubeconfig (`kcm kub
 IDENTITIES = "/identities"  # where compose's kube-identities mounts each one, a directory each
 SEED_DIR = "/etc/kcm-nats"  # where a service finds its own seed (key `nkey`), in k8s/ and compose
 SEEDS = "/seeds"  # where compose's nats-auth mounts every identity's volume, one directory each
-_PROBE = f"urllib.request.urlopen('http://127.0.0.1:{OPS_PORT}/healthz', timeout=2)"
-HEALTHCHECK = f'["CMD", "python", "-c", "import urllib.request; {_PROBE}"]'
+# The self-signed certificate is not checked: the probe asks only whether the process answers.
+_PROBE = (
+    f"urllib.request.urlopen('https://127.0.0.1:{SECURE_PORT}/healthz', timeout=2, "
+    "context=ssl._create_unverified_context())"
+)
+HEALTHCHECK = f'["CMD", "python", "-c", "import ssl, urllib.request; {_PROBE}"]'
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,23 @@ def compose_volume(secret: str) -> str:
     return secret.removeprefix("kcm-")
 
 
+def _binding(name: str, cluster_role: str, service_account: str) -> str:
+    return f"""\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {name}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {cluster_role}
+subjects:
+  - kind: ServiceAccount
+    name: {service_account}
+    namespace: kcm-system
+"""
+
+
 def k8s_manifest(d: Deploy) -> str:
     alias, name, sa = d.spec.alias, d.spec.name, d.service_account
     args = "".join(f"            - {a}\n" for a in d.args)
@@ -132,19 +155,11 @@ metadata:
 rules:
 {d.rules}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: {role}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: {role}
-subjects:
-  - kind: ServiceAccount
-    name: {sa}
-    namespace: kcm-system
----
+{_binding(role, role, sa)}---
+# Its secure port reviews its clients' tokens and permissions with the API server
+{_binding(f"{role}:auth-delegator", "system:auth-delegator", sa)}---
+# and reads the client CAs the API server publishes (k8s/base/secure-serving.yaml).
+{_binding(f"{role}:authentication-reader", AUTH_READER, sa)}---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -169,7 +184,8 @@ spec:
         app.kubernetes.io/component: {alias}
       annotations:
         prometheus.io/scrape: "true"
-        prometheus.io/port: "{OPS_PORT}"
+        prometheus.io/scheme: https
+        prometheus.io/port: "{SECURE_PORT}"
         prometheus.io/path: /metrics
     spec:
       serviceAccountName: {sa}
@@ -189,7 +205,6 @@ spec:
             - {alias}
             - --nats-url=nats://kcm-nats:4222
             - --nats-nkey-seed={SEED_DIR}/{natsauth.SEED_KEY}
-            - --ops-port={OPS_PORT}
 {args}          env:
             - name: POD_NAME
               valueFrom:
@@ -200,19 +215,23 @@ spec:
                 fieldRef:
                   fieldPath: metadata.namespace
           ports:
-            - name: ops
-              containerPort: {OPS_PORT}
+            - name: https
+              containerPort: {SECURE_PORT}
+          # As kubeadm probes kube-controller-manager: /healthz over HTTPS, which
+          # --authorization-always-allow-paths opens to the kubelet.
           livenessProbe:
             httpGet:
-              path: /livez
-              port: ops
+              scheme: HTTPS
+              path: /healthz
+              port: https
             initialDelaySeconds: 10
             periodSeconds: 10
             failureThreshold: 3
           readinessProbe:
             httpGet:
+              scheme: HTTPS
               path: /readyz
-              port: ops
+              port: https
             periodSeconds: 5
             failureThreshold: 3
           resources:
@@ -327,9 +346,10 @@ def render(root: Path, specs: list[runtime.Spec]) -> dict[Path, str]:
 
 
 def rbac(root: Path, specs: list[runtime.Spec]) -> list[dict[str, Any]]:
-    """The RBAC objects of k8s/base/watcher.yaml, coordinator.yaml and each controller's manifest
+    """The RBAC objects of k8s/base/watcher.yaml, coordinator.yaml, secure-serving.yaml and each controller's manifest
     (written from its deploy.yaml as `render` writes it), with the namespace kustomize sets."""
-    texts = [(root / "k8s/base" / name).read_text() for name in ("watcher.yaml", "coordinator.yaml")]
+    names = ("watcher.yaml", "coordinator.yaml", "secure-serving.yaml")
+    texts = [(root / "k8s/base" / name).read_text() for name in names]
     texts += [k8s_manifest(load(spec)) for spec in specs]
     out = []
     for doc in (d for text in texts for d in yaml.safe_load_all(text)):

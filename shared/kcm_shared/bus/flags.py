@@ -18,7 +18,9 @@ from kcm_shared.bus import natsconn
 from kcm_shared.client import clientbuilder, kubeclient
 
 
-def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
+def add_common(p: argparse.ArgumentParser, ops_port: int | None) -> None:
+    """`ops_port=None`: the ops endpoint is served only when `--ops-port` is given (the
+    controller services, whose endpoint is upstream's secure port; `kcm dev` asks for it)."""
     g = p.add_argument_group("Kubernetes API")
     g.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
     g.add_argument("--master", help="API server URL, overriding the kubeconfig")
@@ -26,7 +28,13 @@ def add_common(p: argparse.ArgumentParser, ops_port: int) -> None:
     g.add_argument("--kube-api-burst", type=int, default=30)
     o = p.add_argument_group("operations")
     o.add_argument("--ops-bind", default="0.0.0.0", help="address of /healthz and /metrics")
-    o.add_argument("--ops-port", type=int, default=ops_port, help="port of /healthz and /metrics (0: any)")
+    o.add_argument(
+        "--ops-port",
+        type=int,
+        default=ops_port,
+        help="port of plain-HTTP /healthz and /metrics (0: any)"
+        + ("; a development option: not served unless given" if ops_port is None else ""),
+    )
     o.add_argument("--instance", default=default_instance(), help="this replica's name (default: host-pid)")
     p.add_argument(
         "--log-level", default="info", help="the least level logged: debug, info, warning or error"

@@ -99,7 +99,7 @@ def _canonical(specs: Sequence[Spec], expression: str | Sequence[str]) -> list[s
 def add_arguments(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
     """Every flag of `kcm controllers` and `kcm controller`: the bus services' common ones,
     `--controllers`, `--plugin`, `--version`, and `add_passthrough`'s."""
-    flags.add_common(p, ops_port=10259)
+    flags.add_common(p, ops_port=None)
     p.add_argument(
         "--controllers",
         type=pflagvalue.strings,

@@ -2,7 +2,8 @@
 partition ownership.
 
 `run` starts one or more controllers in one process in the order controller-runtime's
-Manager uses: ops endpoint, caches, wait until the caches have caught up with the API server
+Manager uses: endpoints (upstream's secure port, `kcm_shared.bus.secure`, with `/configz`;
+the plain ops port only when `--ops-port` is given), caches, wait until the caches have caught up with the API server
 (invariant 6), then membership with the coordinator, and workers only for the partitions
 this replica is granted. A NATS or API server that is not up yet, or goes away later, is
 waited out with backoff at every step (a component of the task group that fails on such a
@@ -29,20 +30,23 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import nats.js.errors
+from aiohttp import web
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.base import cancellation, errors, tracing
 from kcm_shared.bus import fencing, flags, health, membership, natsconn, opsserver, subjects, wire
+from kcm_shared.bus.secure import server
 from kcm_shared.client import clientbuilder, kubeclient
-from kcm_shared.runtime import cache, catchup, controllerflags, deployfile, events
+from kcm_shared.runtime import cache, catchup, configz, controllerflags, deployfile, events
 from kcm_shared.runtime.spec import Context, Spec
 from kcm_shared.workqueue import durable, ratelimit
 
@@ -50,6 +54,7 @@ log = logging.getLogger("kcm.controller")
 
 PUBLISH_WINDOW = 256  # work items in flight to JetStream at once, per controller
 DYNAMIC_CATCH_UP_LIMIT = 30.0  # seconds a cache opened at run time may take to catch up
+PAIR_NAME = "kube-controller-manager"  # upstream's self-signed pair in --cert-dir
 
 
 @dataclass
@@ -295,7 +300,7 @@ class Manager:
         self._js = nc.jetstream()
         self._nc = nc
         self._sync = catchup.WatcherSync(nc)
-        runner, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
+        secure, ops, url, reviews = await self._serve()
         try:
             self._build(clients)
             members = self.members = membership.Membership(
@@ -303,7 +308,7 @@ class Manager:
                 service="controllers",
                 instance=args.instance,
                 controllers=list(self.running),
-                ops_url=opsserver.url(args.ops_bind, port),
+                ops_url=url,
                 report=self._report,
                 grants=await membership.grants_bucket(self._js, self._nats.stream_replicas),
             )
@@ -332,13 +337,46 @@ class Manager:
                 group.create_task(_logged("membership", members.run))
                 log.info("controllers running", extra={"controllers": list(self.running)})
         finally:
-            await runner.cleanup()
+            for runner in (secure, ops):
+                if runner is not None:
+                    await runner.cleanup()
+            for client in reviews:
+                await client.close()
             for run in self.running.values():
                 await run.client.close()
             if builder is not None:
                 await builder.root.close()
             with contextlib.suppress(Exception):
                 await nc.drain()
+
+    async def _serve(
+        self,
+    ) -> tuple[web.AppRunner | None, web.AppRunner | None, str, list[kubeclient.KubeClient]]:
+        """Upstream's secure port (unless --secure-port=0) and the plain ops port (only when
+        --ops-port is given); the URL membership reports (the ops port's when served)."""
+        args = self.args
+        secure = await server.start(self._routes(), args, PAIR_NAME)
+        url = ""
+        if secure is not None:
+            host = args.bind_address if args.bind_address not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            url = f"https://{host}:{secure[1]}"
+        ops = None
+        if args.ops_port is not None:
+            ops, port = await opsserver.start(opsserver.app(self.checks), args.ops_bind, args.ops_port)
+            url = opsserver.url(args.ops_bind, port)
+        runner, reviews = (secure[0], secure[2]) if secure is not None else (None, [])
+        return runner, ops, url, reviews
+
+    def _routes(self) -> web.Application:
+        """The ops routes plus upstream's /configz."""
+        application = opsserver.app(self.checks)
+        body = json.dumps(configz.componentconfig(self.args), default=str)
+
+        async def config(request: web.Request) -> web.Response:
+            return web.Response(text=body, content_type="application/json")
+
+        application.router.add_get("/configz", config)
+        return application
 
     def _build(self, clients: dict[str, kubeclient.KubeClient]) -> None:
         for spec in self.specs:

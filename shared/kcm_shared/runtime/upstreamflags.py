@@ -5,7 +5,8 @@
 - `add_accepted(parser)`: declares every upstream flag the parser has not declared yet, with
   upstream's type and default, so a command line written for kube-controller-manager parses;
   `NO_EFFECT` (or the controller a flag belongs to) says why such a flag changes nothing here,
-  and docs/flags.md lists them (`kcm_cli.flagsdoc`).
+  and docs/flags.md lists them (`kcm_cli.flagsdoc`). The secure serving, authentication and
+  authorization flags it declares (`SERVING_GROUP`) take effect: `kcm_shared.bus.secure` reads them.
 - `CONTROLLERS`: every controller of upstream's registry (cmd/kube-controller-manager/app
   NewControllerDescriptors) with its aliases, whether it is a cloud provider controller and the
   feature gates it needs; `enabled(expression, canonical)` is upstream's IsControllerEnabled.
@@ -199,10 +200,7 @@ def emulated_version(text: str) -> list[str]:
 
 # Why an accepted flag changes nothing here, where the controller it belongs to does not say it
 # (see `no_effect`). A flag kcm declares itself takes effect unless it is listed here.
-_SECURE_PORT = (
-    "kcm does not serve upstream's secure port yet; /healthz and /metrics are on --ops-port, plain HTTP"
-)
-_AUTH = "for the secure port, which kcm does not serve yet"
+_HTTP2 = "the secure port speaks HTTP/1.1 only (aiohttp has no HTTP/2 server)"
 _CLOUD = "read only by the cloud provider controllers, which kcm never runs (upstream 1.32 has no in-tree cloud provider either)"
 _LEADER = (
     "kcm's controllers do not elect one leader: the coordinator hands each replica partitions of the "
@@ -212,33 +210,9 @@ _LEADER = (
 _LOGS = "kcm logs one JSON object per line (--log-level), with no klog options"
 _METRICS = "kcm's /metrics serves every metric; there is no filter or hidden set"
 NO_EFFECT: dict[str, str] = {
-    "bind-address": _SECURE_PORT,
-    "cert-dir": _SECURE_PORT,
-    "disable-http2-serving": _SECURE_PORT,
-    "http2-max-streams-per-connection": _SECURE_PORT,
-    "permit-address-sharing": _SECURE_PORT,
-    "permit-port-sharing": _SECURE_PORT,
-    "secure-port": _SECURE_PORT,
-    "tls-cert-file": _SECURE_PORT,
-    "tls-cipher-suites": _SECURE_PORT,
-    "tls-min-version": _SECURE_PORT,
-    "tls-private-key-file": _SECURE_PORT,
-    "tls-sni-cert-key": _SECURE_PORT,
-    "authentication-kubeconfig": _AUTH,
-    "authentication-skip-lookup": _AUTH,
-    "authentication-token-webhook-cache-ttl": _AUTH,
-    "authentication-tolerate-lookup-failure": _AUTH,
-    "client-ca-file": _AUTH,
-    "requestheader-allowed-names": _AUTH,
-    "requestheader-client-ca-file": _AUTH,
-    "requestheader-extra-headers-prefix": _AUTH,
-    "requestheader-group-headers": _AUTH,
-    "requestheader-uid-headers": _AUTH,
-    "requestheader-username-headers": _AUTH,
-    "authorization-always-allow-paths": _AUTH,
-    "authorization-kubeconfig": _AUTH,
-    "authorization-webhook-cache-authorized-ttl": _AUTH,
-    "authorization-webhook-cache-unauthorized-ttl": _AUTH,
+    "disable-http2-serving": _HTTP2,
+    "http2-max-streams-per-connection": _HTTP2,
+    "tls-sni-cert-key": "the secure port serves one certificate (--tls-cert-file or the generated one) to every client",
     "profiling": "no /debug/pprof: a Python process has no Go profiler to serve",
     "contention-profiling": "no /debug/pprof: a Python process has no Go profiler to serve",
     "enable-leader-migration": "leader migration hands controllers to cloud-controller-manager; kcm runs no cloud controller",
@@ -288,6 +262,21 @@ NOTES: dict[str, str] = {
     "the others decide which feature-gated upstream controllers are reported as not started (above, "
     '"Feature gates")',
     "v": "4 and above turn on kcm's debug logs (kcm has no finer levels); below 4, --log-level decides",
+    "secure-port": "HTTPS with delegated authentication and authorization (kcm_shared.bus.secure): /healthz, "
+    "/livez, /readyz, /healthz/<check>, /metrics, /configz; the plain --ops-port is a development option",
+    "tls-cipher-suites": "Go's names of the TLS 1.0-1.2 suites, mapped onto OpenSSL's; TLS 1.3's names are "
+    "accepted but OpenSSL offers its own TLS 1.3 suites whatever they say",
+    "tls-min-version": "without it, TLS 1.2 as Go's server default",
+    "cert-dir": "the generated pair is kube-controller-manager.crt/.key; an existing readable pair there is reused",
+    "client-ca-file": "a client certificate counts when a CA of the bundle issued it directly (no intermediates); "
+    "one no configured CA issued is refused in the TLS handshake (upstream answers 401)",
+    "requestheader-client-ca-file": "as --client-ca-file: issued directly by a CA of the bundle",
+    "authentication-kubeconfig": "empty: the in-cluster configuration in a Pod, else tokens are not reviewed "
+    "(anonymous), as upstream's optional remote kubeconfig",
+    "authorization-kubeconfig": "empty: the in-cluster configuration in a Pod, else everything but the "
+    "always-allowed paths and system:masters is forbidden, as upstream's",
+    "authentication-skip-lookup": "the CAs found in kube-system/extension-apiserver-authentication are read "
+    "once at start (upstream watches them)",
 }
 
 
@@ -319,16 +308,21 @@ _TYPES: dict[str, Callable[[str], Any]] = {
 
 
 ACCEPTED_GROUP = "kube-controller-manager flags accepted with no effect here (docs/flags.md)"
+SERVING_GROUP = "upstream's secure serving, authentication and authorization"
+# Declared here with upstream's types and defaults, read by kcm_shared.bus.secure.server.
+SERVING_SECTIONS = frozenset({"Secure serving", "Authentication", "Authorization"})
 
 
 def add_accepted(parser: argparse.ArgumentParser, skip: Iterable[str] = ()) -> None:
     """Declare each upstream flag `parser` lacks, with upstream's type and default (its value
     lands in the namespace under the usual dest), in one argument group; not those in `skip`."""
     known = {*parser._option_string_actions, *skip}
-    group = parser.add_argument_group(ACCEPTED_GROUP)
+    accepted = parser.add_argument_group(ACCEPTED_GROUP)
+    serving = parser.add_argument_group(SERVING_GROUP)
     for flag in FLAGS.values():
         if flag.option in known or flag.name in ("help", "version"):
             continue
+        group = serving if flag.section in SERVING_SECTIONS and flag.name not in NO_EFFECT else accepted
         names = (f"-{flag.shorthand}", flag.option) if flag.shorthand else (flag.option,)
         text = flag.help.replace("%", "%%")
         if flag.type == "bool":

@@ -225,6 +225,10 @@ def test_health_checks_ask_the_port_and_path_each_service_serves() -> None:
         url = urlsplit(health_url(service))
         if args.command == "apiserver":
             assert (url.port, url.path) == (args.port, "/readyz"), name
+        elif args.command == "controller":
+            # Upstream's secure port, which the controllers serve instead of the plain ops port.
+            assert (url.scheme, url.port, url.path) == ("https", args.secure_port, "/healthz"), name
+            assert args.ops_port is None, name
         else:
             assert (url.port, url.path) == (args.ops_port, "/healthz"), name
     nats = services()["nats"]

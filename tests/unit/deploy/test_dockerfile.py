@@ -214,9 +214,7 @@ def test_dockerignore_matching_follows_docker() -> None:
 def test_exposed_ports_are_the_services_defaults() -> None:
     exposed = {int(p) for line in stage("kcm").all("EXPOSE") for p in line.split()}
     p = main.parser()
-    defaults = {
-        p.parse_args([cmd, *extra]).ops_port
-        for cmd, extra in (("watcher", []), ("coordinator", []), ("controller", ["replicaset"]))
-    }
+    defaults = {p.parse_args([cmd]).ops_port for cmd in ("watcher", "coordinator")}
+    defaults.add(p.parse_args(["controller", "replicaset"]).secure_port)
     defaults.add(p.parse_args(["apiserver", "--kubeconfig-out", "x"]).port)
     assert exposed == defaults

@@ -68,11 +68,15 @@ def test_the_optional_servicemonitor_component_renders_into_an_overlay(tmp_path:
     assert service["spec"]["selector"] == {"app.kubernetes.io/part-of": "kcm"}
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert {e["port"] for e in monitor["spec"]["endpoints"]} == {p["name"] for p in service["spec"]["ports"]}
-    # The port it scrapes is the name every kcm container gives its ops port.
+    # Each kcm container serves /metrics on one of the ports it scrapes: `ops` (watcher,
+    # coordinator) or `https` (the controllers' secure port, scraped with a token over TLS).
+    targets = {p["targetPort"] for p in service["spec"]["ports"]}
     for w in kcm_workloads(render("overlays/dev")):
-        assert service["spec"]["ports"][0]["targetPort"] in {
-            p["name"] for p in pod_spec(w)["containers"][0]["ports"]
-        }
+        assert targets & {p["name"] for p in pod_spec(w)["containers"][0]["ports"]}
+    (secure,) = [e for e in monitor["spec"]["endpoints"] if e["port"] == "https"]
+    assert secure["scheme"] == "https" and secure["bearerTokenFile"]
+    (reader,) = of_kind(objs, "ClusterRole")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
 def test_schema_validation_can_fail() -> None:
@@ -230,20 +234,26 @@ def test_pods_are_hardened_probed_and_sized(overlay: str) -> None:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_probes_and_scrape_annotations_name_the_port_and_paths_the_service_serves(overlay: str) -> None:
     # kcm_shared.bus.opsserver serves these on --ops-port; /livez and /readyz are each process's
-    # own checks (the coordinator's aggregate of the controllers' health is /healthz only).
+    # own checks (the coordinator's aggregate of the controllers' health is /healthz only). The
+    # controllers serve them on upstream's secure port, probed as kubeadm probes
+    # kube-controller-manager: /healthz over HTTPS (a controller has no aggregated check).
     for w in kcm_workloads(render(f"overlays/{overlay}")):
         name = w["metadata"]["name"]
         c = pod_spec(w)["containers"][0]
         port = ops_port(c)
-        (ops,) = [p for p in c["ports"] if p["name"] == "ops"]
-        assert ops["containerPort"] == port, name
-        for probe, path in ((c["livenessProbe"], "/livez"), (c["readinessProbe"], "/readyz")):
-            assert probe["httpGet"]["port"] in ("ops", port), name
+        secure = parsed_args(c).command == "controller"
+        port_name, scheme, live = ("https", "HTTPS", "/healthz") if secure else ("ops", "HTTP", "/livez")
+        (served,) = [p for p in c["ports"] if p["name"] == port_name]
+        assert served["containerPort"] == port, name
+        for probe, path in ((c["livenessProbe"], live), (c["readinessProbe"], "/readyz")):
+            assert probe["httpGet"]["port"] in (port_name, port), name
             assert probe["httpGet"]["path"] == path, name
+            assert probe["httpGet"].get("scheme", "HTTP") == scheme, name
         notes = w["spec"]["template"]["metadata"]["annotations"]
         assert notes["prometheus.io/scrape"] == "true", name
         assert notes["prometheus.io/port"] == str(port), name
         assert notes["prometheus.io/path"] == "/metrics", name
+        assert notes.get("prometheus.io/scheme", "http") == scheme.lower(), name
 
 
 def test_watcher_and_coordinator_run_with_standbys_and_disruption_budgets() -> None:
@@ -386,17 +396,17 @@ def test_the_ops_ports_answer_only_the_monitoring_namespace() -> None:
     assert ops["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = ops["spec"]["ingress"]
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kcm.io/metrics": "true"}}}]
-    assert rule["ports"] == [{"port": "ops", "protocol": "TCP"}]
+    assert rule["ports"] == [{"port": "ops", "protocol": "TCP"}, {"port": "https", "protocol": "TCP"}]
     (sts,) = of_kind(objs, "StatefulSet")
     assert not selects(ops["spec"]["podSelector"], sts["spec"]["template"]["metadata"]["labels"])
     served = set()
     for w in kcm_workloads(objs):
         assert selects(ops["spec"]["podSelector"], w["spec"]["template"]["metadata"]["labels"])
         container = pod_spec(w)["containers"][0]
-        (port,) = container["ports"]  # the ops port is all a kcm pod serves
-        assert port["name"] == "ops"
+        (port,) = container["ports"]  # the ops port (or the secure one) is all a kcm pod serves
+        assert port["name"] in ("ops", "https")
         served.add(port["containerPort"])
-    assert served == {10257, 10258, 10259}
+    assert served == {10257, 10258}
 
 
 def _auth_include(conf: str) -> str:
