@@ -10,8 +10,9 @@ authentication and authorization through the API server, as kube-controller-mana
   `--client-ca-file` authenticates as its common name; the front proxy's certificate (its CA
   looked up in kube-system/extension-apiserver-authentication) carries X-Remote-User; a user in
   `system:masters` reads /configz in upstream's shape. These need TokenReview and
-  SubjectAccessReview: on an API server that does not serve authentication.k8s.io they are
-  skipped, naming the missing API.
+  SubjectAccessReview, and an authorizer that can say no: the embedded server runs with
+  `--authorization-mode=RBAC` here; on an API server that does not serve authentication.k8s.io
+  they are skipped, naming the missing API.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from kcm_cli import natsd, pki
 from tests.conftest import KCM, stop_process, wait_for
 from tests.e2e import devstack
 
-stack = devstack.stack_fixture("--nodes", "0", "--controllers", "ttl-after-finished")
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devstack.DevStack]:
+    # The embedded server enforces RBAC only when asked: under its AlwaysAllow default every
+    # SubjectAccessReview is allowed, as kube-apiserver's would be in that mode.
+    rbac = ("--authorization-mode=RBAC",) if devstack.APISERVER == "embedded" else ()
+    args = ("--nodes", "0", "--controllers", "ttl-after-finished", *rbac)
+    with devstack.dev_stack(tmp_path_factory.mktemp("devstack"), *args) as served:
+        yield served
 
 
 @dataclass
