@@ -1,4 +1,4 @@
-"""The taint-eviction-controller end to end: `kcm dev` with it alone, pods bound by hand.
+"""The taint-eviction-controller and the ttl-controller end to end: `kcm dev` with both, pods bound by hand.
 
 Each test taints a simulated node NoExecute with kubectl (`kubectl taint nodes ... :NoExecute`,
 no node lifecycle controller needed) and binds its pods there itself (`spec.nodeName`). Pods
@@ -8,7 +8,9 @@ DisruptionTarget and deleted, with upstream's Events; a pod tolerating it for ev
 with tolerationSeconds deleted once its time has run out, counted from the taint's timeAdded;
 a pod bound to a node tainted already deleted at once; the taint's removal cancelling a pending
 deletion (Event); a pending deletion kept across a kill -9 of the controller, without the
-restarted one starting the wait over. One stack, a namespace and a node per test.
+restarted one starting the wait over. The ttl-controller: every node annotated with the TTL
+of a cluster this small (0), a changed annotation put back. One stack, a namespace and a node
+per test.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ import pytest
 from tests.conftest import wait_for
 from tests.e2e import devstack
 
-stack = devstack.stack_fixture(
-    "--controllers", "taint-eviction-controller", "--nodes", "4"
-)  # sim-node-0 .. sim-node-3
+# Nodes sim-node-0 .. sim-node-3.
+stack = devstack.stack_fixture("--controllers", "taint-eviction-controller,ttl", "--nodes", "4")
 
 CONTROLLER = "taint-eviction-controller"
 HOLD = "example.com/hold"
@@ -230,3 +231,18 @@ def test_a_pending_deletion_survives_a_kill_of_the_controller(stack: devstack.De
     finally:
         release(stack, ns)
     stack.wait_healthy()
+
+
+TTL = "node.alpha.kubernetes.io/ttl"
+
+
+def ttls(s: devstack.DevStack) -> dict[str, str | None]:
+    nodes = json.loads(s.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    return {n["metadata"]["name"]: (n["metadata"].get("annotations") or {}).get(TTL) for n in nodes}
+
+
+def test_every_node_gets_the_ttl_of_a_small_cluster(stack: devstack.DevStack) -> None:
+    wait_for(lambda: set(ttls(stack).values()) == {"0"}, 30, 0.3, "every node annotated with ttl 0")
+    assert len(ttls(stack)) == 4
+    stack.kubectl("annotate", "--overwrite", "node", "sim-node-2", f"{TTL}=15")
+    wait_for(lambda: ttls(stack)["sim-node-2"] == "0", 30, 0.3, "the changed annotation put back")
