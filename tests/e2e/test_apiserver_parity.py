@@ -149,6 +149,9 @@ KEPT: dict[str, str] = {
         "null (a nil list, a zero time) or {} where Go writes a field without omitempty; absent here"
     ),
     r"\.status\.lastPhaseTransitionTime": "a PersistentVolume's phase changes are not timed",
+    r"\.conditions\[\d+\]\.lastProbeTime: kube-apiserver='<masked>' embedded=<absent>": (
+        "a pod condition's zero lastProbeTime, which Go writes as null; absent here (Go's zero values)"
+    ),
     r"\.spec\.(username|groups|extra)": "a CertificateSigningRequest does not record its requester",
     r"\.metadata\.managedFields: kube-apiserver=<absent>.*": (
         "what admission adds (a new Node's not-ready taint) is owned by the writer here; upstream "
@@ -733,3 +736,135 @@ def test_the_seeded_bootstrap_policy_is_kube_apiservers(pair: Pair) -> None:
             assert theirs.status_code == 200, name
             for key in ("rules", "roleRef", "subjects"):
                 assert obj.get(key) == theirs.json().get(key), f"{kind}/{name} {key}"
+
+
+# -- what the taint-eviction and ttl controllers need -------------------------------------------
+
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+@pytest.mark.parametrize(
+    "tolerations",
+    [
+        None,
+        [],
+        [{"operator": "Exists"}],  # tolerates every taint: nothing added
+        [{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}],  # not NoExecute
+        [{"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10}],
+        [{"key": NOT_READY, "operator": "Exists"}],  # any effect
+        [{"operator": "Exists", "effect": "NoExecute"}],
+        [{"key": "example.com/other", "operator": "Equal", "value": "x", "effect": "NoExecute"}],
+    ],
+    ids=[
+        "none",
+        "empty",
+        "wildcard",
+        "not-ready-noschedule",
+        "unreachable-10s",
+        "not-ready-any",
+        "noexecute-any",
+        "other",
+    ],
+)
+def test_default_toleration_seconds_admission_alike(
+    pair: Pair, ns: str, tolerations: list[Any] | None
+) -> None:
+    """DefaultTolerationSeconds: the not-ready, then the unreachable NoExecute toleration
+    (Exists, 300 s) each added unless one the pod has covers that taint."""
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox:1"}]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tol"}, "spec": spec}
+    created = pair.both("POST", f"/api/v1/namespaces/{ns}/pods", body)
+    assert [r.status_code for r in created] == [201, 201], [r.text for r in created]
+    up, kcm = (r.json()["spec"].get("tolerations") for r in created)
+    assert up == kcm
+
+
+def test_a_pod_condition_status_patch_with_element_order_and_uid_alike(pair: Pair, ns: str) -> None:
+    """The taint-eviction-controller's DisruptionTarget patch (upstream PatchPodStatus): a
+    strategic merge patch of pods/status naming the pod's uid and the conditions' order; another
+    uid is refused alike (422: metadata.uid is immutable)."""
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "evicted"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+    }
+    created = pair.both("POST", pods, body)
+    assert [r.status_code for r in created] == [201, 201], [r.text for r in created]
+    ready = {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    for server in (pair.up, pair.kcm):
+        first = {"status": {"conditions": [ready]}}
+        res = server.request(
+            "PATCH",
+            f"{pods}/evicted/status",
+            first,
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+        )
+        assert res.status_code == 200, res.text
+    results = []
+    for server, r in zip((pair.up, pair.kcm), created, strict=True):
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "Taint manager: deleting due to NoExecute taint",
+            "lastTransitionTime": "2026-01-01T00:00:01Z",
+        }
+        patch = {
+            "metadata": {"uid": r.json()["metadata"]["uid"]},
+            "status": {
+                "$setElementOrder/conditions": [{"type": "Ready"}, {"type": "DisruptionTarget"}],
+                "conditions": [condition],
+            },
+        }
+        headers = {"Content-Type": "application/strategic-merge-patch+json"}
+        results.append(server.request("PATCH", f"{pods}/evicted/status", patch, headers=headers))
+        stale = {
+            "metadata": {"uid": "00000000-0000-0000-0000-000000000000"},
+            "status": {"conditions": [condition]},
+        }
+        results.append(server.request("PATCH", f"{pods}/evicted/status", stale, headers=headers))
+    assert [r.status_code for r in results] == [200, 422, 200, 422], [r.text for r in results]
+    up, kcm = (r.json() for r in results[0::2])
+    diffs = differences(masked(up["status"]), masked(kcm["status"]))
+    assert not unexplained(diffs), "\n".join(unexplained(diffs))
+    up_err, kcm_err = (r.json() for r in results[1::2])
+    # (kube-apiserver lists the cause twice, from its generic and its pod metadata checks.)
+    assert [up_err[k] for k in ("code", "reason", "message")] == [
+        kcm_err[k] for k in ("code", "reason", "message")
+    ]
+
+
+def test_node_taints_and_the_ttl_annotation_patch_alike(pair: Pair) -> None:
+    """What `kubectl taint` and the ttl-controller send a Node: a NoExecute taint with its
+    timeAdded kept as given, its removal, and a strategic merge patch of one annotation."""
+    name = f"parity-node-{next(_namespaces)}"
+    created = pair.both(
+        "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    )
+    assert [r.status_code for r in created] == [201, 201], [r.text for r in created]
+    headers = {"Content-Type": "application/strategic-merge-patch+json"}
+    try:
+        taint = {
+            "key": "example.com/evict",
+            "value": "x",
+            "effect": "NoExecute",
+            "timeAdded": "2026-01-01T00:00:00Z",
+        }
+        for patch in (
+            {"spec": {"taints": [taint]}},
+            {"metadata": {"annotations": {"node.alpha.kubernetes.io/ttl": "0"}}},
+            {"spec": {"taints": None}},
+        ):
+            answers = pair.both("PATCH", f"/api/v1/nodes/{name}", patch, headers=headers)
+            assert [r.status_code for r in answers] == [200, 200], [r.text for r in answers]
+            up, kcm = (r.json() for r in answers)
+            diffs = differences(masked(up["spec"]), masked(kcm["spec"]))
+            diffs += differences(up["metadata"].get("annotations"), kcm["metadata"].get("annotations"))
+            assert not unexplained(diffs), (patch, "\n".join(unexplained(diffs)))
+    finally:
+        pair.both("DELETE", f"/api/v1/nodes/{name}")

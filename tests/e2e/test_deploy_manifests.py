@@ -7,8 +7,8 @@
    Deployments, each behind its own recording proxy in front of the apiserver (so each proxy
    sees exactly what one ServiceAccount would send), while kubectl drives a Deployment through
    create, rollout (pruning old ReplicaSets), scale, pod deletion, adoption of a pod and of a
-   ReplicaSet, orphaning and foreground deletion, then a finished Job deleted for its TTL and a
-   pod of a missing node collected. Every recorded request is then mapped to RBAC
+   ReplicaSet, orphaning and foreground deletion, then a finished Job deleted for its TTL, a
+   pod of a missing node collected, and a pod evicted from a node tainted NoExecute. Every recorded request is then mapped to RBAC
    attributes the way the API server does and must be allowed by the Roles bound to that
    Deployment's ServiceAccount. NATS wants credentials as in k8s/: each service connects with
    the seed of the identity its Deployment mounts, under the permissions `kcm nats-auth` gives
@@ -290,6 +290,7 @@ def recorded(
             drive_endpointslicemirroring(apiserver)
             drive_namespace_services(apiserver)
             drive_node_ipam(apiserver)
+            drive_node_taints(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
         yield proxy, services
@@ -1059,6 +1060,44 @@ def drive_node_ipam(api: ApiServer) -> None:
     api.kubectl("delete", "node", *names)
 
 
+def drive_node_taints(api: ApiServer) -> None:
+    """A pod on a node tainted NoExecute gets DisruptionTarget (pods/status patch) and is
+    deleted by the taint-eviction-controller, with its Event; the ttl-controller has annotated
+    every node (nodes patch) by then."""
+    ns = "rbac-e2e"
+    api.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "tainted"}}),
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "evicted", "namespace": ns},
+        "spec": {"nodeName": "tainted", "containers": [{"name": "c", "image": "busybox:1"}]},
+    }
+    api.kubectl("create", "-f", "-", input=json.dumps(pod))
+    api.kubectl("taint", "nodes", "tainted", "example.com/evict=x:NoExecute")
+    wait_for(
+        lambda: api.kubectl_json("get", "pod", "evicted", "-n", ns)["metadata"].get("deletionTimestamp"),
+        30,
+        interval=0.2,
+        what="pod on the NoExecute-tainted node deleted",
+    )
+    wait_for(
+        lambda: all(
+            "node.alpha.kubernetes.io/ttl" in (n["metadata"].get("annotations") or {})
+            for n in api.kubectl_json("get", "nodes")["items"]
+        ),
+        30,
+        interval=0.2,
+        what="every node annotated with its TTL",
+    )
+    api.kubectl("delete", "pod", "evicted", "-n", ns, "--grace-period=0", "--force")
+    api.kubectl("delete", "node", "tainted")
+
+
 def test_every_api_call_of_every_service_is_allowed_by_its_roles(
     recorded: tuple[RecordingProxy, Services],
 ) -> None:
@@ -1138,6 +1177,7 @@ NOT_EXERCISED = {
     ("deployment-controller", "", "events", "patch"): _REPEATED,
     ("generic-garbage-collector", "", "events", "patch"): _REPEATED,
     ("node-controller", "", "events", "patch"): _REPEATED,
+    ("taint-eviction-controller", "", "events", "patch"): _REPEATED,
     ("endpointslice-controller", "", "services/finalizers", "update"): _BLOCK_OWNER,
     (
         "endpointslice-controller",

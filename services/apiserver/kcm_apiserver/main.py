@@ -22,7 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from kcm_shared.apis import satoken
 
-from kcm_apiserver import audit, authn, kubeconfig, kubernetesendpoints, nodeports, persist
+from kcm_apiserver import audit, authn, kubeconfig, kubernetesendpoints, nodeports, persist, strategies
 from kcm_apiserver.operations import Api
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.schemas import openapi_v3
@@ -62,6 +62,8 @@ class Options:
     advertise_address: str | None = None
     # kube-apiserver's --authorization-mode, parsed (authz.parse_modes).
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
+    # kube-apiserver's --default-not-ready-toleration-seconds / --default-unreachable-toleration-seconds.
+    toleration_seconds: strategies.TolerationSeconds = field(default_factory=strategies.TolerationSeconds)
 
 
 def service_account_tokens(opts: Options) -> authn.ServiceAccountTokens | None:
@@ -132,7 +134,12 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
         raise OSError(f"service account keys: {exc}") from exc
     db = persist.Database(opts.data_dir) if opts.data_dir else None
     store = Store(db, history=opts.watch_history)
-    api = Api(store, Registry(), node_port_range=opts.service_node_port_range)
+    api = Api(
+        store,
+        Registry(),
+        node_port_range=opts.service_node_port_range,
+        toleration_seconds=opts.toleration_seconds,
+    )
     authn.ensure_tracking(api, dt.datetime.now(dt.UTC).date())
     # Building the OpenAPI documents loads every client model (about a second): do it
     # before announcing readiness so kubectl's first call is not the slow one.

@@ -124,8 +124,10 @@ class Api:
         registry: Registry,
         clock: Callable[[], str] = now_rfc3339,
         node_port_range: nodeports.PortRange | None = None,
+        toleration_seconds: strategies.TolerationSeconds = strategies.DEFAULT_TOLERATION_SECONDS,
     ) -> None:
         self.store = store
+        self.toleration_seconds = toleration_seconds
         self.registry = registry
         self.clock = clock
         self.ips = strategies.ClusterIPAllocator()
@@ -413,7 +415,7 @@ class Api:
         obj = self.to_stored(rt, served)
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
-        strategies.prepare_for_create(srt, obj, self.ips)
+        strategies.prepare_for_create(srt, obj, self.ips, self.toleration_seconds)
         self._validate(srt, obj, None)
         if ctx.admit is not None:
             ctx.admit(srt.kind, obj, None)

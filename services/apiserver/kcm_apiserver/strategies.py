@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
 from kcm_shared.apimachinery import apitypes, selectors
@@ -76,14 +77,31 @@ def qos_class(pod: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def prepare_for_create(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> None:
+@dataclass(frozen=True)
+class TolerationSeconds:
+    """kube-apiserver's --default-not-ready-toleration-seconds and
+    --default-unreachable-toleration-seconds (DefaultTolerationSeconds admission)."""
+
+    not_ready: int = 300
+    unreachable: int = 300
+
+
+DEFAULT_TOLERATION_SECONDS = TolerationSeconds()
+
+
+def prepare_for_create(
+    rt: ResourceType,
+    obj: Obj,
+    ips: ClusterIPAllocator,
+    toleration_seconds: TolerationSeconds = DEFAULT_TOLERATION_SECONDS,
+) -> None:
     ident = (rt.group, rt.kind)
     if rt.has_status and ident not in _KEEPS_STATUS_ON_CREATE:
         obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(ident, {}))
     if ident == ("", "Pod"):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
         _admit_priority(obj.setdefault("spec", {}))
-        _admit_default_toleration_seconds(obj["spec"])
+        _admit_default_toleration_seconds(obj["spec"], toleration_seconds)
     elif ident == ("", "Namespace"):
         spec = obj.setdefault("spec", {})
         if "kubernetes" not in spec.setdefault("finalizers", []):
@@ -111,20 +129,20 @@ def _admit_priority(spec: Obj) -> None:
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
-def _admit_default_toleration_seconds(spec: Obj) -> None:
+def _admit_default_toleration_seconds(spec: Obj, seconds: TolerationSeconds) -> None:
     """Upstream's DefaultTolerationSeconds admission for a new pod: unless a toleration already
-    covers it (its key, or none; effect NoExecute, or none), the pod tolerates each of the
-    not-ready and unreachable NoExecute taints for 300 s, so the eviction of its node's pods
-    waits five minutes for it."""
+    covers it (its key, or none; effect NoExecute, or none), the pod tolerates the not-ready,
+    then the unreachable NoExecute taint for the flag's seconds (300 by default), so the
+    eviction of its node's pods waits five minutes for it."""
     tolerations = spec.get("tolerations")
     if tolerations is not None and not isinstance(tolerations, list):
         return  # validation refuses it
     held = [t for t in tolerations or [] if isinstance(t, dict)]
-    for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+    for key, limit in ((NOT_READY_TAINT, seconds.not_ready), (UNREACHABLE_TAINT, seconds.unreachable)):
         if not any(
             t.get("key") in (key, "", None) and t.get("effect") in ("NoExecute", "", None) for t in held
         ):
-            added = {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            added = {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": limit}
             spec.setdefault("tolerations", []).append(added)
 
 

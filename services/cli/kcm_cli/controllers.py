@@ -41,6 +41,8 @@ REGISTRY = (
     "kcm_controllers.endpointslice.controller:SPEC",
     "kcm_controllers.daemonset.controller:SPEC",
     "kcm_controllers.endpointslicemirroring.controller:SPEC",
+    "kcm_controllers.tainteviction.controller:SPEC",
+    "kcm_controllers.ttl.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

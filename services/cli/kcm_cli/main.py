@@ -21,6 +21,7 @@ from typing import Any
 import uvloop
 from kcm_apiserver import authz, nodeports
 from kcm_apiserver import main as apiserver_main
+from kcm_apiserver import strategies as apiserver_strategies
 from kcm_coordinator import cli as coordinator_cli
 from kcm_coordinator import status as coordinator_status
 from kcm_shared.apis import satoken
@@ -47,6 +48,17 @@ def _ip_address(text: str) -> str:
     return str(ip)
 
 
+def _int64(text: str) -> int:
+    """A Go int64 flag's value (decimal, optional sign)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid syntax: {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"value out of range: {text}")
+    return value
+
+
 def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("apiserver", help="run the embedded Kubernetes API server")
     p.add_argument("--port", type=int, default=6443, help="port to listen on (0: any free port)")
@@ -67,6 +79,17 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     _audit_argument(p)
     _node_port_range_argument(p)
+    # DefaultTolerationSeconds admission: kube-apiserver's names, defaults and help.
+    for flag, taint in (("not-ready", "notReady"), ("unreachable", "unreachable")):
+        p.add_argument(
+            f"--default-{flag}-toleration-seconds",
+            type=_int64,
+            default=300,
+            metavar="N",
+            help=f"Indicates the tolerationSeconds of the toleration for {taint}:NoExecute "
+            "that is added by default to every pod that does not already have such a toleration. "
+            "(default 300)",
+        )
     p.add_argument(
         "--service-account-key-file",
         type=Path,
@@ -359,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             tls_private_key_file=args.tls_private_key_file,
             advertise_address=args.advertise_address,
             authorization_modes=args.authorization_mode,
+            toleration_seconds=apiserver_strategies.TolerationSeconds(
+                args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds
+            ),
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":

@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from kcm_apiserver import errors
+from kcm_apiserver import errors, strategies
 from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.store import Store
@@ -123,6 +123,50 @@ def test_daemonset_template_generation_on_create(api: Api) -> None:
         api.create(c, _workload("DaemonSet", "c", annotations={TEMPLATE_GENERATION: "x"}))
     assert caught.value.code == 400
     assert caught.value.message == 'strconv.ParseInt: parsing "x": invalid syntax'
+
+
+def _pod(name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": copy.deepcopy(TEMPLATE["spec"]),
+    }
+
+
+def test_default_toleration_seconds_follow_the_flags() -> None:
+    """DefaultTolerationSeconds with --default-not-ready-toleration-seconds=60 and
+    --default-unreachable-toleration-seconds=0: not-ready, then unreachable, each only when no
+    toleration covers it (tests/e2e/test_apiserver_parity.py compares the rule with kube-apiserver's)."""
+    made = Api(Store(), Registry(), toleration_seconds=strategies.TolerationSeconds(60, 0))
+    made.create(
+        ctx(made, "", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}
+    )
+    c = ctx(made, "", "pods")
+    pod = made.create(c, _pod("plain"))
+    assert pod["spec"]["tolerations"] == [
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 60,
+        },
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 0,
+        },
+    ]
+    mine = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 5}
+    body = _pod("own")
+    body["spec"]["tolerations"] = [mine]
+    pod = made.create(c, body)
+    assert [t["key"] for t in pod["spec"]["tolerations"]] == [
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/not-ready",
+    ]
+    assert pod["spec"]["tolerations"][0]["tolerationSeconds"] == 5
 
 
 def test_new_node_is_tainted_not_ready_once(api: Api) -> None:

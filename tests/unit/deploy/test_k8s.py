@@ -127,6 +127,7 @@ RECORDS_NO_EVENTS = {
     "resourcequota-controller",
     "ttl-after-finished-controller",
     "pod-garbage-collector-controller",
+    "ttl-controller",
 }
 
 

@@ -1,0 +1,1 @@
+"""The taint-eviction-controller: see `controller.py`."""

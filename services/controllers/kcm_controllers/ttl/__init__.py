@@ -1,0 +1,1 @@
+"""The ttl-controller: see `controller.py`."""
