@@ -221,7 +221,6 @@ NO_EFFECT: dict[str, str] = {
     "cloud-config": _CLOUD,
     "external-cloud-volume-plugin": _CLOUD,
     "configure-cloud-routes": _CLOUD,
-    "node-monitor-period": _CLOUD,
     "route-reconciliation-period": _CLOUD,
     "cluster-name": "read only by controllers kcm does not build (the persistentvolume binder, the cloud ones)",
     "leader-elect": _LEADER,
@@ -260,6 +259,8 @@ NOTES: dict[str, str] = {
     "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",
     "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
     "(kube-system by default, as upstream's)",
+    "node-monitor-period": "the node-lifecycle-controller's monitor pass, as upstream's (whose help names only "
+    "the cloud controller's use of it)",
     "v": "4 and above turn on kcm's debug logs (kcm has no finer levels); below 4, --log-level decides",
 }
 
