@@ -14,7 +14,8 @@ Two switches swap in upstream's own binaries (`make upstream`; kcm_cli.upstream 
   controllers with `--use-service-account-credentials`), so a missing permission shows as a 403.
 - `--reference`: upstream kube-controller-manager, as kubeadm runs it, in place of NATS, the
   watcher, the coordinator and kcm's controllers, on either API server: the yardstick. No
-  kube-scheduler: the simulator binds pods, as it does for kcm.
+  kube-scheduler: the simulator binds pods, as it does for kcm. `--controllers` other than `*`
+  becomes its --controllers (upstream's names and syntax), else kubeadm's.
 
 The simulator is a process of its own, as a cluster's scheduler and kubelets are, rather than
 a task beside the API server: sharing its loop, the simulator's own work (decoding every pod
@@ -318,7 +319,15 @@ async def _start_reference(
     own = [f for f in opts.controller_flags if f.split("=", 1)[0].removeprefix("--") in upstreamflags.FLAGS]
     supervise(
         "kube-controller-manager",
-        upstream.reference_argv(bin_dir, state, identity, kubeconfig_path, port, own),
+        upstream.reference_argv(
+            bin_dir,
+            state,
+            identity,
+            kubeconfig_path,
+            port,
+            own,
+            upstream.KUBEADM_CONTROLLERS if opts.controllers == "*" else opts.controllers,
+        ),
     )
     # The node IPAM controller runs there: nodes wait for the pod CIDRs it gives them.
     _supervise_sim(opts, supervise, node_ipam=True, manage_taint=False)
