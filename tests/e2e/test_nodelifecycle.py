@@ -9,12 +9,14 @@ notReadyAddresses, the unreachable NoSchedule and NoExecute taints with timeAdde
 back (taints gone, Ready, the pod's address ready again); a kubelet reporting NotReady (the
 not-ready taints, lifted when Ready); `kubectl cordon` / `uncordon` (the unschedulable taint);
 the beta os/arch labels kept equal to the stable ones; RegisteredNode Events and the zone
-metrics.
+metrics; the controller killed with -9 while a node is silent (the new process taints it).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +41,7 @@ stack = devstack.stack_fixture(
     "--node-eviction-rate=2",
 )
 CONTROLLER = "node-lifecycle-controller"
+UNREACHABLE = "node.kubernetes.io/unreachable"
 _counter = iter(range(1000))
 
 
@@ -128,8 +131,7 @@ def test_a_silent_node_goes_unknown_its_pods_not_ready_and_tainted_and_recovers(
         found = wait_for(
             lambda: len(taints(stack, node)) == 2 and taints(stack, node), 20, what="unreachable taints"
         )
-        unreachable = "node.kubernetes.io/unreachable"
-        assert set(found) == {(unreachable, "NoSchedule"), (unreachable, "NoExecute")}
+        assert set(found) == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
         assert all(t.get("timeAdded") for t in found.values())
     finally:
         sim(stack, node, "resume-heartbeat")
@@ -194,3 +196,26 @@ def test_every_node_is_registered_and_its_zone_counted(stack: devstack.DevStack)
         lambda: stack.metric(CONTROLLER, "node_collector_zone_size", zone=zone) == 1, 20, what="zone size"
     )
     assert stack.metric(CONTROLLER, "node_collector_update_all_nodes_health_duration_seconds_count") > 0
+
+
+def test_a_controller_killed_while_a_node_is_silent_taints_it_once_back(stack: devstack.DevStack) -> None:
+    node = "sim-node-2"
+    sim(stack, node, "stop-heartbeat")
+    try:
+        wait_for(
+            lambda: conditions(stack, node).get("Ready", {}).get("status") == "Unknown", 30, what="Unknown"
+        )
+        pids = stack.controller_pids("nodelifecycle")
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        # The pass's memory went with the process: the new one judges the node from the cache.
+        wait_for(
+            lambda: (UNREACHABLE, "NoExecute") in taints(stack, node),
+            60,
+            what="unreachable taint after restart",
+        )
+        stack.wait_healthy(60)
+    finally:
+        sim(stack, node, "resume-heartbeat")
+    wait_for(lambda: not taints(stack, node), 30, what="taints lifted")

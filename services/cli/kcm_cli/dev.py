@@ -65,6 +65,7 @@ class DevOptions:
     nodes: int = 3
     pod_start_delay: float = 0.5  # the simulator's
     heartbeat_interval: float = 10.0  # the simulator's: its nodes' Lease renewals and status posts
+    zones: int = 3  # the simulator's
     controllers: str = "*"
     replicas: dict[str, int] = field(default_factory=dict)
     controller_flags: list[str] = field(default_factory=list)
@@ -356,7 +357,7 @@ def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool, m
     state = opts.state_dir
     sim = ["sim", "--kubeconfig", str(opts.kubeconfig_out), "--nodes", str(opts.nodes)]
     sim += ["--pod-start-delay", str(opts.pod_start_delay), "--log-level", opts.log_level]
-    sim += ["--heartbeat-interval", str(opts.heartbeat_interval)]
+    sim += ["--heartbeat-interval", str(opts.heartbeat_interval), "--zones", str(opts.zones)]
     # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
     sim += ["--control-port", "0", "--control-file", str(state / SIM_CONTROL_FILE)]
     if node_ipam:

@@ -132,6 +132,7 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=10.0,
         help="seconds between the simulated nodes' heartbeats (Lease and status; the simulator's)",
     )
+    p.add_argument("--zones", type=int, default=3, help="zones the simulated nodes are spread over")
     p.add_argument("--controllers", default="*", help="which controllers to run (*,-foo,bar)")
     p.add_argument(
         "--replicas",
@@ -353,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             nodes=args.nodes,
             pod_start_delay=args.pod_start_delay,
             heartbeat_interval=args.heartbeat_interval,
+            zones=args.zones,
             controllers=args.controllers,
             replicas=_replicas(args.replicas),
             controller_flags=_passthrough(args, words[1:]),
