@@ -46,6 +46,8 @@ async def simulator(
     argv = ["sim", "--kubeconfig", str(kubeconfig), "--nodes", str(args.nodes)]
     argv += ["--pod-start-delay", str(args.pod_start_delay)]
     argv += ["--heartbeat-interval", str(args.heartbeat_interval), "--log-level", "warning"]
+    # No node lifecycle controller runs here: the simulator lifts the not-ready taint itself.
+    argv += ["--manage-not-ready-taint"]
     proc = await benchlib.start_logged([*command, *argv], log_path)
     try:
         yield proc

@@ -40,6 +40,8 @@ def start_sim(api: ApiServer, *extra: str) -> Sim:
     args = [KCM, "sim", "--kubeconfig", str(api.kubeconfig), "--nodes", "3", "--zones", "2"]
     args += ["--pod-start-delay", "0.1", "--heartbeat-interval", "0.5", "--control-file", str(control_file)]
     args += extra
+    # No node lifecycle controller runs here: the simulator lifts the not-ready taint itself.
+    args += ["--manage-not-ready-taint"]
     proc = subprocess.Popen(args, stdout=log, stderr=log)
     log.close()
     sim = Sim(api, proc, control_file)

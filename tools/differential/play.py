@@ -34,10 +34,14 @@ from kcm_cli import upstream
 HERE = Path(__file__).resolve().parent
 LIB = HERE / "lib.sh"
 REFERENCE, KCM = "reference", "kcm"
+# Both sides': a Node that never posts a status is judged after 20 s instead of a minute (the
+# nodelifecycle scenario); `kcm dev --reference` hands it to kube-controller-manager.
+BOTH_FLAGS = ["--node-startup-grace-period=20s"]
 KCM_FLAGS = [
     "--allocate-node-cidrs",
     f"--cluster-cidr={upstream.POD_CIDR}",
     f"--service-cluster-ip-range={upstream.SERVICE_CIDR}",
+    *BOTH_FLAGS,
 ]
 START_TIMEOUT = 180.0
 SETTLE_TIMEOUT = 60.0
@@ -79,7 +83,7 @@ def side(state: Path, name: str, log: Path) -> Iterator[Path]:
     """`kcm dev --apiserver=upstream` (with `--reference` for REFERENCE) on `state`; its kubeconfig."""
     argv = [*kcm_argv(), "dev", "--apiserver=upstream", "--state-dir", str(state)]
     # kcm's controllers as upstream.reference_argv configures kube-controller-manager's.
-    argv += ["--reference"] if name == REFERENCE else KCM_FLAGS
+    argv += ["--reference", *BOTH_FLAGS] if name == REFERENCE else KCM_FLAGS
     with open(log, "a") as out:
         proc = subprocess.Popen(
             argv,

@@ -36,6 +36,7 @@ REGISTRY = (
     "kcm_controllers.disruption.controller:SPEC",
     "kcm_controllers.podautoscaler.controller:SPEC",
     "kcm_controllers.nodeipam.controller:SPEC",
+    "kcm_controllers.nodelifecycle.controller:SPEC",
     "kcm_controllers.statefulset.controller:SPEC",
     "kcm_controllers.endpoint.controller:SPEC",
     "kcm_controllers.endpointslice.controller:SPEC",

@@ -14,7 +14,8 @@ Two switches swap in upstream's own binaries (`make upstream`; kcm_cli.upstream 
   controllers with `--use-service-account-credentials`), so a missing permission shows as a 403.
 - `--reference`: upstream kube-controller-manager, as kubeadm runs it, in place of NATS, the
   watcher, the coordinator and kcm's controllers, on either API server: the yardstick. No
-  kube-scheduler: the simulator binds pods, as it does for kcm.
+  kube-scheduler: the simulator binds pods, as it does for kcm. `--controllers` other than `*`
+  becomes its --controllers (upstream's names and syntax), else kubeadm's.
 
 The simulator is a process of its own, as a cluster's scheduler and kubelets are, rather than
 a task beside the API server: sharing its loop, the simulator's own work (decoding every pod
@@ -52,6 +53,7 @@ APISERVER_STOP_GRACE = 5.0  # kube-apiserver's, before SIGKILL
 EMBEDDED, UPSTREAM = "embedded", "upstream"  # --apiserver
 # With this controller running, the simulator's nodes wait for the pod CIDRs it gives them.
 NODE_IPAM = "node-ipam-controller"
+NODE_LIFECYCLE = "node-lifecycle-controller"  # without it the simulator lifts the not-ready taint
 SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
 
 
@@ -62,6 +64,8 @@ class DevOptions:
     port: int = 0
     nodes: int = 3
     pod_start_delay: float = 0.5  # the simulator's
+    heartbeat_interval: float = 10.0  # the simulator's: its nodes' Lease renewals and status posts
+    zones: int = 3  # the simulator's
     controllers: str = "*"
     replicas: dict[str, int] = field(default_factory=dict)
     controller_flags: list[str] = field(default_factory=list)
@@ -340,10 +344,18 @@ async def _start_reference(
     own = [f for f in opts.controller_flags if f.split("=", 1)[0].removeprefix("--") in upstreamflags.FLAGS]
     supervise(
         "kube-controller-manager",
-        upstream.reference_argv(bin_dir, state, identity, kubeconfig_path, port, own),
+        upstream.reference_argv(
+            bin_dir,
+            state,
+            identity,
+            kubeconfig_path,
+            port,
+            own,
+            upstream.KUBEADM_CONTROLLERS if opts.controllers == "*" else opts.controllers,
+        ),
     )
     # The node IPAM controller runs there: nodes wait for the pod CIDRs it gives them.
-    _supervise_sim(opts, supervise, node_ipam=True)
+    _supervise_sim(opts, supervise, node_ipam=True, manage_taint=False)
     healthz = f"https://127.0.0.1:{port}/healthz"
     unverified = ssl.create_default_context()
     unverified.check_hostname = False
@@ -360,18 +372,22 @@ async def _start_reference(
     )
 
 
-def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool) -> None:
+def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool, manage_taint: bool) -> None:
     """The simulator, with the admin's kubeconfig: it plays the kubelets of all its nodes and the
-    scheduler, so no one node's identity (the Node authorizer's system:node:<name>) fits it."""
+    scheduler, so no one node's identity (the Node authorizer's system:node:<name>) fits it.
+    With `manage_taint` (no node lifecycle controller runs) it lifts the not-ready taint itself."""
     if opts.nodes <= 0:
         return
     state = opts.state_dir
     sim = ["sim", "--kubeconfig", str(opts.kubeconfig_out), "--nodes", str(opts.nodes)]
     sim += ["--pod-start-delay", str(opts.pod_start_delay), "--log-level", opts.log_level]
+    sim += ["--heartbeat-interval", str(opts.heartbeat_interval), "--zones", str(opts.zones)]
     # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
     sim += ["--control-port", "0", "--control-file", str(state / SIM_CONTROL_FILE)]
     if node_ipam:
         sim.append("--node-ipam")
+    if manage_taint:
+        sim.append("--manage-not-ready-taint")
     supervise("sim", [*kcm_argv(), *sim])
     say(f"simulator with {opts.nodes} nodes")
 
@@ -465,7 +481,10 @@ async def _start_bus(
     ]
     for name, argv in services:
         supervise(name, [*kcm_argv(), *argv])
-    _supervise_sim(opts, supervise, node_ipam=any(spec.name == NODE_IPAM for spec in chosen))
+    running = {spec.name for spec in chosen}
+    _supervise_sim(
+        opts, supervise, node_ipam=NODE_IPAM in running, manage_taint=NODE_LIFECYCLE not in running
+    )
     async with asyncio.timeout(READY_TIMEOUT):
         for name, url in (
             ("coordinator", coordinator_url),

@@ -163,6 +163,13 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--pod-start-delay", type=float, default=0.5, help="seconds before a bound pod runs (the simulator's)"
     )
+    p.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=10.0,
+        help="seconds between the simulated nodes' heartbeats (Lease and status; the simulator's)",
+    )
+    p.add_argument("--zones", type=int, default=3, help="zones the simulated nodes are spread over")
     p.add_argument("--controllers", default="*", help="which controllers to run (*,-foo,bar)")
     p.add_argument(
         "--replicas",
@@ -231,6 +238,12 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--node-ipam",
         action="store_true",
         help="register nodes without a podCIDR and run pods once the node IPAM controller gave one",
+    )
+    p.add_argument(
+        "--manage-not-ready-taint",
+        action="store_true",
+        help="remove the not-ready NoSchedule taint of a Ready node and put it back on a NotReady one, "
+        "for a cluster without a node lifecycle controller",
     )
     # Against a simulator that runs already (its --control-file, or the one `kcm dev` started).
     p.add_argument(
@@ -405,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=args.port,
             nodes=args.nodes,
             pod_start_delay=args.pod_start_delay,
+            heartbeat_interval=args.heartbeat_interval,
+            zones=args.zones,
             controllers=args.controllers,
             replicas=_replicas(args.replicas),
             controller_flags=_passthrough(args, words[1:]),
@@ -436,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_file=args.control_file,
             node_ipam=args.node_ipam,
             stop_seconds=None if args.ignore_sigterm else args.stop_seconds,
+            manage_not_ready_taint=args.manage_not_ready_taint,
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

@@ -251,6 +251,9 @@ class ControlPlane:
             await self._admin.close()
 
 
+KUBEADM_CONTROLLERS = "*,bootstrapsigner,tokencleaner"
+
+
 def reference_argv(
     bin_dir: Path,
     state: Path,
@@ -258,9 +261,11 @@ def reference_argv(
     kubeconfig_path: Path,
     port: int,
     extra: list[str],
+    controllers: str = KUBEADM_CONTROLLERS,
 ) -> list[str]:
     """kube-controller-manager as kubeadm runs it, with a pod network (so node IPAM runs) and
-    `extra` (the controller flags given to `kcm dev`) last."""
+    `extra` (the controller flags given to `kcm dev`) last; `controllers` its --controllers
+    (pflag appends a repeated list flag, so a selection cannot simply come later in `extra`)."""
     own = state / "kube-controller-manager"
     own.mkdir(parents=True, exist_ok=True)
     front_proxy = pki.front_proxy(identity.ca_cert.parent)
@@ -280,7 +285,7 @@ def reference_argv(
         f"--cluster-signing-cert-file={identity.ca_cert}",
         f"--cluster-signing-key-file={identity.ca_key}",
         "--use-service-account-credentials=true",
-        "--controllers=*,bootstrapsigner,tokencleaner",
+        f"--controllers={controllers}",
         "--allocate-node-cidrs=true",
         f"--cluster-cidr={POD_CIDR}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",

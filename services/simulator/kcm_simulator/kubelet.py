@@ -1,12 +1,17 @@
 """The kubelet stand-in: registers the simulated nodes, heartbeats them, and runs their pods.
 
-Node heartbeats renew the Lease in kube-node-lease and the Ready condition; pods bound to
-our nodes become Running (or finish, per the annotations in podstatus.py), a running pod's
-readiness follows its `sim.kcm.dev/ready` annotation as it changes, and graceful deletions are
-completed once their grace period is over. Until a node lifecycle controller runs, it also
-plays that controller's part for its own nodes: the `node.kubernetes.io/not-ready:NoSchedule`
-taint the API server puts on a new Node is removed once the node reports Ready (and put back
-while it reports NotReady). Fed pod events by `main.py`; faults come from `control.py`.
+Node heartbeats renew the Lease in kube-node-lease and post the node's conditions, as a
+kubelet: a fresh lastHeartbeatTime each time, the lastTransitionTime kept while a condition's
+status is the one the API holds (the node lifecycle controller may have set it Unknown). A
+node whose heartbeats are stopped (`control.py`) does neither, so that controller sees it go
+silent; its pods still finish their graceful deletions, and when its heartbeats resume its
+running pods post their readiness again (a kubelet's status manager resyncing them). Pods
+bound to our nodes become Running (or finish, per the annotations in podstatus.py), a running
+pod's readiness follows its `sim.kcm.dev/ready` annotation as it changes, and graceful
+deletions are completed once their grace period is over. Only with `manage_not_ready_taint`
+(for a stack without a node lifecycle controller) does it play that controller's part for its
+own nodes: the `node.kubernetes.io/not-ready:NoSchedule` taint removed once the node reports
+Ready and put back while it reports NotReady. Fed pod and node events by `main.py`.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ class NodeState:
     heartbeat: bool = True
     ready: bool = True
     serial: int = 0
+    uid: str = ""
+    # The node's conditions as the API last showed them, by type (heartbeat replies, node events).
+    seen: dict[str, Obj] = field(default_factory=dict)
     pod_cidrs: list[str] = field(default_factory=list)
     # Set once the node has its pod CIDRs: at once, or when node IPAM wrote them (`on_node`).
     cidrs_known: asyncio.Event = field(default_factory=asyncio.Event)
@@ -87,6 +95,7 @@ class Kubelet:
         heartbeat_interval: float,
         node_ipam: bool = False,
         stop_seconds: float | None = podstatus.STOP_SECONDS,
+        manage_not_ready_taint: bool = False,
     ) -> None:
         self._client = client
         self._writer = writer
@@ -96,6 +105,7 @@ class Kubelet:
         self._interval = heartbeat_interval
         self._node_ipam = node_ipam
         self._stop_seconds = stop_seconds  # after SIGTERM; None: containers ignore it
+        self._manage_taint = manage_not_ready_taint
         self.nodes = {nodes.node_name(prefix, i): self._new_state(i) for i in range(count)}
         self._next_index = count
         self._loops: dict[str, asyncio.Task[None]] = {}
@@ -172,24 +182,35 @@ class Kubelet:
         patch = {"metadata": {"labels": obj["metadata"]["labels"]}, "status": obj["status"]}
         node = await self._writer.call(f"node status {name}", lambda: self._client.patch(status_path, patch))
         if node is not None:
+            self._saw(state, node)
             await self._sync_not_ready_taint(node, state.ready)
         log.info("registered node", extra={"node": name})
 
     async def heartbeat(self, name: str) -> None:
         state = self.nodes[name]
         path = resource_path("", "v1", "nodes", name=name, subresource="status")
-        patch = {"status": {"conditions": nodes.conditions(_now(), state.ready)}}
+        patch = {"status": {"conditions": nodes.conditions(_now(), state.ready, state.seen)}}
         node = await self._writer.call(f"heartbeat {name}", lambda: self._client.patch(path, patch))
         if node is None:
             # Someone deleted the node: a kubelet registers itself again.
+            state.seen, state.uid = {}, ""
             await self._register(name, state)
         else:
+            self._saw(state, node)
             await self._sync_not_ready_taint(node, state.ready)
-        await self._renew_lease(name)
+        await self._renew_lease(name, state)
+
+    @staticmethod
+    def _saw(state: NodeState, node: Obj) -> None:
+        state.seen = nodes.conditions_by_type(node)
+        state.uid = str((node.get("metadata") or {}).get("uid") or state.uid)
 
     async def _sync_not_ready_taint(self, node: Obj, ready: bool) -> None:
         """The node lifecycle controller's NoSchedule tainting for the Ready condition just
-        reported. A write that loses a race (409) is left to the next heartbeat."""
+        reported, with `manage_not_ready_taint` only. A write that loses a race (409) is left to
+        the next heartbeat."""
+        if not self._manage_taint:
+            return
         taints = node.get("spec", {}).get("taints") or []
         wanted = nodes.with_not_ready_taint(taints, not ready)
         if wanted == taints:
@@ -199,8 +220,8 @@ class Kubelet:
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"taints": wanted}}
         await self._writer.call(f"taints {meta['name']}", lambda: self._client.patch(path, patch))
 
-    async def _renew_lease(self, name: str) -> None:
-        lease = nodes.lease(name, _micro_now())
+    async def _renew_lease(self, name: str, state: NodeState) -> None:
+        lease = nodes.lease(name, _micro_now(), state.uid)
         ns = "kube-node-lease"
         path = resource_path("coordination.k8s.io", "v1", "leases", ns, name)
         patch = {"spec": lease["spec"]}
@@ -209,7 +230,15 @@ class Kubelet:
             await self._writer.call(f"lease {name}", lambda: self._client.create(collection, lease))
 
     def set_heartbeat(self, name: str, on: bool) -> None:
-        self.nodes[name].heartbeat = on
+        state = self.nodes[name]
+        resumed = on and not state.heartbeat
+        state.heartbeat = on
+        if resumed:
+            # Back in touch: the running pods post their readiness again, which whoever
+            # changed it meanwhile (MarkPodsNotReady) does not get to keep.
+            for run in self._runs.values():
+                if run.node == name:
+                    run.ready_changed.set()
 
     async def set_ready(self, name: str, ready: bool) -> None:
         self.nodes[name].ready = ready
@@ -224,7 +253,11 @@ class Kubelet:
         """With node IPAM, learn the pod CIDRs the controller gave our node; a deleted node
         registers again and waits for new ones."""
         state = self.nodes.get(node.get("metadata", {}).get("name", ""))
-        if not self._node_ipam or state is None:
+        if state is None:
+            return
+        if kind != "DELETED":
+            self._saw(state, node)
+        if not self._node_ipam:
             return
         spec = node.get("spec") or {}
         cidrs = (

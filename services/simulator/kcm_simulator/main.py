@@ -33,6 +33,9 @@ class Options:
     # Register nodes without a podCIDR and wait for the node IPAM controller's (`kcm dev` sets it
     # when that controller runs with --allocate-node-cidrs).
     node_ipam: bool = False
+    # Remove and put back the not-ready NoSchedule taint itself, for a stack that runs no node
+    # lifecycle controller (`kcm dev` sets it when that controller is left out).
+    manage_not_ready_taint: bool = False
     # Unlimited: the sim speaks for N kubelets and a scheduler, each with its own budget upstream;
     # one shared 200/s was spent on 1,000 nodes' heartbeats alone. The Writer bounds concurrency.
     qps: float = 0.0
@@ -57,6 +60,7 @@ async def run(opts: Options) -> None:
         heartbeat_interval=opts.heartbeat_interval,
         node_ipam=opts.node_ipam,
         stop_seconds=opts.stop_seconds,
+        manage_not_ready_taint=opts.manage_not_ready_taint,
     )
     scheduler = Scheduler(client, writer)
 

@@ -23,17 +23,22 @@ def node_name(prefix: str, index: int) -> str:
     return f"{prefix}{index}"
 
 
-def conditions(now: str, ready: bool) -> list[Obj]:
-    """The four conditions a kubelet reports, all with a fresh heartbeat."""
+def conditions(now: str, ready: bool, seen: dict[str, Obj] | None = None) -> list[Obj]:
+    """The four conditions a kubelet reports, all with a fresh heartbeat. As a kubelet's
+    setters, a condition whose status is the one the API holds (`seen`, by type) keeps its
+    lastTransitionTime; a new or changed one transitions now."""
+    seen = seen or {}
 
     def cond(kind: str, status: str, reason: str, message: str) -> Obj:
+        before = seen.get(kind) or {}
+        same = before.get("status") == status and before.get("lastTransitionTime")
         return {
             "type": kind,
             "status": status,
             "reason": reason,
             "message": message,
             "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
+            "lastTransitionTime": before["lastTransitionTime"] if same else now,
         }
 
     return [
@@ -46,6 +51,15 @@ def conditions(now: str, ready: bool) -> list[Obj]:
         if ready
         else cond("Ready", "False", "KubeletNotReady", "container runtime is down (simulated)"),
     ]
+
+
+def conditions_by_type(node: Obj) -> dict[str, Obj]:
+    """A Node's conditions by type, as `conditions` takes what the API holds."""
+    return {
+        c.get("type", ""): c
+        for c in (node.get("status") or {}).get("conditions") or []
+        if isinstance(c, dict)
+    }
 
 
 def node(prefix: str, index: int, zones: int, now: str, *, with_pod_cidr: bool = True) -> Obj:
@@ -142,10 +156,17 @@ def serial_after(cidr: str, ip: str) -> int:
     return offset + 1 if net.num_addresses - 3 < 1 else max(0, offset - 1)
 
 
-def lease(name: str, now: str) -> Obj:
+def lease(name: str, now: str, node_uid: str = "") -> Obj:
+    """The node's Lease as a kubelet's lease controller writes it: held by the node, owned by
+    its Node (so it goes with it), renewTime in microseconds."""
+    owner = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}] if node_uid else []
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": name, "namespace": "kube-node-lease"},
+        "metadata": {
+            "name": name,
+            "namespace": "kube-node-lease",
+            **({"ownerReferences": owner} if owner else {}),
+        },
         "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": now},
     }

@@ -221,7 +221,6 @@ NO_EFFECT: dict[str, str] = {
     "cloud-config": _CLOUD,
     "external-cloud-volume-plugin": _CLOUD,
     "configure-cloud-routes": _CLOUD,
-    "node-monitor-period": _CLOUD,
     "route-reconciliation-period": _CLOUD,
     "cluster-name": "read only by controllers kcm does not build (the persistentvolume binder, the cloud ones)",
     "leader-elect": _LEADER,
@@ -261,6 +260,8 @@ NOTES: dict[str, str] = {
     "feature-gates": "v1.32's gates, with upstream's errors; JobManagedBy changes the Job controller; "
     "the others decide which feature-gated upstream controllers are reported as not started (above, "
     '"Feature gates")',
+    "node-monitor-period": "the node-lifecycle-controller's monitor pass, as upstream's (whose help names only "
+    "the cloud controller's use of it)",
     "v": "4 and above turn on kcm's debug logs (kcm has no finer levels); below 4, --log-level decides",
     "secure-port": "HTTPS with delegated authentication and authorization (kcm_shared.bus.secure): /healthz, "
     "/livez, /readyz, /healthz/<check>, /metrics, /configz; the plain --ops-port is a development option",

@@ -1,4 +1,4 @@
-"""The simulated nodes' pod CIDRs: each node its own valid /24, however many nodes."""
+"""The simulated nodes: pod CIDRs (each its own valid /24, however many), kubelet-like conditions, the Lease."""
 
 from __future__ import annotations
 
@@ -26,3 +26,23 @@ def test_serials_go_on_past_the_addresses_already_handed_out() -> None:
     assert nodes.serial_after(v6, nodes.pod_ip(v6, 5)) == 6
     # Not an address of this range: nothing to skip.
     assert [nodes.serial_after(cidr, ip) for ip in ("10.244.2.9", "fd00::1", "bogus", "")] == [0] * 4
+
+
+def test_a_heartbeat_keeps_the_transition_time_of_an_unchanged_status_as_a_kubelet() -> None:
+    first = nodes.conditions("T1", ready=True)
+    assert {c["lastTransitionTime"] for c in first} == {"T1"}
+    seen = nodes.conditions_by_type({"status": {"conditions": first}})
+    again = {c["type"]: c for c in nodes.conditions("T2", ready=True, seen=seen)}
+    assert again["Ready"]["lastHeartbeatTime"] == "T2"
+    assert again["Ready"]["lastTransitionTime"] == "T1"
+    # The node lifecycle controller set Ready Unknown meanwhile: True again is a transition.
+    seen["Ready"] = {**seen["Ready"], "status": "Unknown", "lastTransitionTime": "T3"}
+    back = {c["type"]: c for c in nodes.conditions("T4", ready=True, seen=seen)}
+    assert back["Ready"]["lastTransitionTime"] == "T4"
+    assert back["MemoryPressure"]["lastTransitionTime"] == "T1"
+
+
+def test_the_lease_is_owned_by_its_node_once_the_node_uid_is_known() -> None:
+    assert "ownerReferences" not in nodes.lease("n", "T")["metadata"]
+    owned = nodes.lease("n", "T", "uid-1")["metadata"]["ownerReferences"]
+    assert owned == [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "uid-1"}]

@@ -102,7 +102,7 @@ def test_a_known_controller_kcm_does_not_build_is_reported_with_why() -> None:
     reasons = dict(controllerflags.not_started(BUILT, "*,bootstrapsigner,tokencleaner", {}))
     assert reasons["bootstrap-signer-controller"] == "not built in kcm"
     assert reasons["token-cleaner-controller"] == "not built in kcm"
-    assert reasons["node-lifecycle-controller"] == "not built in kcm"
+    assert reasons["persistentvolume-binder-controller"] == "not built in kcm"
     assert reasons["service-lb-controller"].startswith("skipping a cloud provider controller")
     assert reasons["resourceclaim-controller"].startswith("disabled by a feature gate")
     assert "selinux-warning-controller" not in reasons  # off by default, and not asked for
@@ -115,9 +115,10 @@ def test_a_known_controller_kcm_does_not_build_is_reported_with_why() -> None:
 
 def test_flags_with_no_effect_say_why() -> None:
     built = [spec.name for spec in BUILT]
-    assert upstreamflags.no_effect(upstreamflags.FLAGS["node-monitor-grace-period"], built) == (
-        "read by the node-lifecycle-controller, which kcm does not build"
+    assert upstreamflags.no_effect(upstreamflags.FLAGS["attach-detach-reconcile-sync-period"], built) == (
+        "read by the persistentvolume-attach-detach-controller, which kcm does not build"
     )
+    assert upstreamflags.no_effect(upstreamflags.FLAGS["node-monitor-grace-period"], built) is None
     assert upstreamflags.no_effect(upstreamflags.FLAGS["concurrent-job-syncs"], built) is None
 
 

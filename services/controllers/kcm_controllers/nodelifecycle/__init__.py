@@ -1,0 +1,1 @@
+"""The node lifecycle controller (upstream pkg/controller/nodelifecycle)."""
