@@ -41,6 +41,9 @@ REGISTRY = (
     "kcm_controllers.endpointslice.controller:SPEC",
     "kcm_controllers.daemonset.controller:SPEC",
     "kcm_controllers.endpointslicemirroring.controller:SPEC",
+    "kcm_controllers.csrsigning.controller:SPEC",
+    "kcm_controllers.csrapproving.controller:SPEC",
+    "kcm_controllers.csrcleaner.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

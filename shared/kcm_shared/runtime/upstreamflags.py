@@ -237,8 +237,6 @@ NO_EFFECT: dict[str, str] = {
     "emulated-version": "kcm follows v1.32 only",
     "feature-gates": "checked against v1.32's gates and used to tell which feature-gated upstream controllers "
     "would run (kcm builds none of them); no controller kcm runs reads a gate yet",
-    "cluster-signing-cert-file": "read by the CSR signing controller, which kcm does not build",
-    "cluster-signing-key-file": "read by the CSR signing controller, which kcm does not build",
     "log-flush-frequency": _LOGS,
     "log-json-info-buffer-size": _LOGS,
     "log-json-split-stream": _LOGS,
