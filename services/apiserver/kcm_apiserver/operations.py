@@ -26,6 +26,7 @@ from kcm_shared.apimachinery.jsonmerge import deep_copy
 from kcm_apiserver import (
     apply,
     bootstrappolicy,
+    certificates,
     conversion,
     crds,
     defaults,
@@ -99,6 +100,8 @@ class Ctx:
     field_validation: str = "Ignore"
     user_agent: str = ""
     warnings: list[str] = field(default_factory=list)
+    # The authenticated user (username, uid, groups, extra), for what a strategy records of it.
+    requester: dict[str, Any] | None = None
 
     @property
     def manager(self) -> str:
@@ -411,6 +414,8 @@ class Api:
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
+        if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
+            certificates.prepare_create(obj, ctx.requester)
         self._validate(srt, obj, None)
         ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
         if srt.model:
@@ -493,6 +498,8 @@ class Api:
                 meta[key] = old["metadata"][key]
             else:
                 meta.pop(key, None)
+        if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
+            certificates.prepare_update(old, new, subresource, self.clock)
         new = strategies.prepare_for_update(srt, old, new, subresource)
         meta = new["metadata"]
         _drop_empty_lists(meta)

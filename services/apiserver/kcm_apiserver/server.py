@@ -413,6 +413,7 @@ class Server:
             # Upstream's default is Warn; reads and deletes decode no object.
             field_validation=(field_validation or "Warn") if method in ("POST", "PUT", "PATCH") else "Ignore",
             user_agent=request.headers.get("User-Agent", ""),
+            requester=_requester(request[_USER]),
         )
 
     async def _body(self, request: web.Request, kind: str = "") -> Any:
@@ -467,7 +468,8 @@ class Server:
                     "the server does not allow this method on the requested resource"
                 )
             return _json(_self_subject_review(request[_USER]), 201)
-        if t.subresource and t.subresource != "status":
+        # A CSR's approval is patched as its status is (its strategy: certificates.prepare_update).
+        if t.subresource and t.subresource != "status" and (t.subresource, method) != ("approval", "PATCH"):
             return await self._subresource(request, ctx, t)
         if not t.name:
             if method == "GET":
@@ -859,6 +861,10 @@ def _accepted_form(request: web.Request) -> tuple[str, str] | None:
         if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
             return "PartialObjectMetadata", f"meta.k8s.io/{version}"
     return None
+
+
+def _requester(user: authn.User) -> Obj:
+    return {"username": user.username, "uid": user.uid, "groups": list(user.groups)}
 
 
 def _self_subject_review(user: authn.User) -> Obj:
