@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 LIB = HERE / "lib.sh"
 REFERENCE, KCM = "reference", "kcm"
 KCM_FLAGS = [
+    "--controllers=*,bootstrapsigner,tokencleaner",  # as upstream.reference_argv
     "--allocate-node-cidrs",
     f"--cluster-cidr={upstream.POD_CIDR}",
     f"--service-cluster-ip-range={upstream.SERVICE_CIDR}",
