@@ -123,6 +123,11 @@ RECORDS_NO_EVENTS = {
     "resourcequota-controller",
     "ttl-after-finished-controller",
     "pod-garbage-collector-controller",
+    "certificatesigningrequest-signing-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller",
+    "bootstrap-signer-controller",
+    "token-cleaner-controller",
 }
 
 
