@@ -3,7 +3,7 @@
 Upstream pkg/controller/certificates/authority (authority.go, policies.go) and signer.go's
 `duration`, with `cryptography`:
 - `load(cert_file, key_file)`: the CA pair from PEM files (RSA or ECDSA key); ValueError
-  with what is wrong.
+  with what is wrong. `CAFiles`: the same pair read again whenever the files change.
 - `duration(expiration_seconds, cert_ttl)`: the requested lifetime, capped at
   --cluster-signing-duration and raised to 10 minutes at least.
 - `sign(ca, request, usages, ttl, now)`: the PEM certificate: the request's subject (as Go
@@ -18,14 +18,19 @@ Called by the signing controller (`controller`) and the benchmark.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID, NameOID, ObjectIdentifier
+
+log = logging.getLogger("kcm.csrsigning")
 
 BACKDATE = dt.timedelta(minutes=5)
 SHORT = dt.timedelta(hours=8)  # 5 minutes of backdating is about 1% of it
@@ -43,6 +48,44 @@ class CA:
     @property
     def not_after(self) -> dt.datetime:
         return self.certificate.not_valid_after_utc
+
+    def current(self) -> CA:
+        return self
+
+
+class Source(Protocol):
+    """Where a signer's CA comes from: fixed (`CA`) or files read again when they change."""
+
+    def current(self) -> CA: ...
+
+
+class CAFiles:
+    """The CA in a certificate and key file, read again when either changes (upstream's dynamic
+    reloading of --cluster-signing-*-file); a pair that no longer loads keeps the last good CA
+    (logged, and tried again at the next signature)."""
+
+    def __init__(self, cert_file: str, key_file: str) -> None:
+        self.files = (cert_file, key_file)
+        self._stamp = self._stat()
+        self._ca = load(cert_file, key_file)
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...] | None:
+        try:
+            return tuple((st.st_mtime_ns, st.st_size, st.st_ino) for st in map(os.stat, self.files))
+        except OSError:
+            return None
+
+    def current(self) -> CA:
+        stamp = self._stat()
+        if stamp is not None and stamp != self._stamp:
+            try:
+                self._ca = load(*self.files)
+                self._stamp = stamp
+            except ValueError as exc:
+                log.warning(
+                    "could not reload the signing CA; signing with the last one", extra={"error": str(exc)}
+                )
+        return self._ca
 
 
 def load(cert_file: str, key_file: str) -> CA:

@@ -12,8 +12,8 @@ merge patches of the status subresource carrying the cached resourceVersion: a C
 since it was cached fails with 409 and is synced again from the newer state. A request that
 does not parse is an error (retried with backoff), as upstream's.
 
-Difference from upstream: the CA files are read when the controller starts (upstream also
-reloads them when they change on disk); restart it after replacing them.
+The CA files are read again when they change on disk (`authority.CAFiles`), as upstream's
+dynamic certificate reloading does.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Signer:
         self,
         client: kubeclient.KubeClient,
         csrs: cache.Cache[csr.CSRView],
-        cas: dict[str, authority.CA],
+        cas: dict[str, authority.Source],
         cert_ttl: dt.timedelta,
         *,
         now: Callable[[], dt.datetime] = _utcnow,
@@ -81,8 +81,8 @@ class Signer:
             return None
         if not csr.is_approved(view) or csr.has_true_condition(view, csr.FAILED):
             return None
-        ca = self.cas.get(view.spec.signer_name)
-        if ca is None:
+        source = self.cas.get(view.spec.signer_name)
+        if source is None:
             return None
         try:
             request = csr.parse_request(view.request())
@@ -94,7 +94,7 @@ class Signer:
             return None
         ttl = authority.duration(view.spec.expiration_seconds, self.cert_ttl)
         try:
-            pem = authority.sign(ca, request, view.spec.usages, ttl, self.now())
+            pem = authority.sign(source.current(), request, view.spec.usages, ttl, self.now())
         except ValueError as exc:
             raise ValueError(f"error auto signing csr: {exc}") from None
         patch = {
@@ -105,10 +105,10 @@ class Signer:
         return None
 
 
-def load_cas(files: dict[str, tuple[str, str] | None]) -> dict[str, authority.CA]:
-    """The CA of each signer that has files (one load per distinct pair); ConfigError if unreadable."""
-    loaded: dict[tuple[str, str], authority.CA] = {}
-    out: dict[str, authority.CA] = {}
+def load_cas(files: dict[str, tuple[str, str] | None]) -> dict[str, authority.Source]:
+    """The CA of each signer that has files (one source per distinct pair); ConfigError if unreadable."""
+    loaded: dict[tuple[str, str], authority.CAFiles] = {}
+    out: dict[str, authority.Source] = {}
     for signer, pair in files.items():
         if pair is None:
             log.info(
@@ -118,7 +118,7 @@ def load_cas(files: dict[str, tuple[str, str] | None]) -> dict[str, authority.CA
             continue
         if pair not in loaded:
             try:
-                loaded[pair] = authority.load(*pair)
+                loaded[pair] = authority.CAFiles(*pair)
             except ValueError as exc:
                 raise errors.ConfigError(f"failed to start {signer} certificate controller: {exc}") from None
         out[signer] = loaded[pair]

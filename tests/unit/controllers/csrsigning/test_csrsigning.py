@@ -337,3 +337,23 @@ def test_sync_leaves_other_signers_and_issued_requests() -> None:
     issued["status"]["certificate"] = csrs.b64(b"x")
     assert (run_sync(issued)).calls("patch") == []
     assert msgspec.convert(issued, csr.CSRView).certificate() == b"x"
+
+
+def write_ca(where: Path, name: str) -> x509.Certificate:
+    cert, key = csrs.ca(name)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    (where / "ca.key").write_bytes(key_pem)
+    (where / "ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert
+
+
+def test_ca_files_are_read_again_when_they_change_and_a_bad_pair_keeps_the_last(tmp_path: Path) -> None:
+    first = write_ca(tmp_path, "first")
+    source = authority.CAFiles(str(tmp_path / "ca.crt"), str(tmp_path / "ca.key"))
+    assert source.current().certificate == first
+    second = write_ca(tmp_path, "second-with-a-longer-name")
+    assert source.current().certificate == second
+    (tmp_path / "ca.key").write_text("not a key, and of another size")
+    assert source.current().certificate == second
