@@ -271,7 +271,8 @@ def recorded(
             )
 
         try:
-            wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
+            # One process per Deployment (29 and a simulator) starting at once on a shared machine.
+            wait_for(ready, 120, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
             drive_replicationcontroller(apiserver)
             drive_daemonset(apiserver)
