@@ -25,6 +25,7 @@ import pytest
 import requests
 from kcm_cli import pki, upstream
 
+from tests import csrs
 from tests.conftest import ApiServer, start_apiserver, stop_process
 
 AGENT = "kcm-parity-test"  # not curl: kube-apiserver pretty-prints for curl and wget
@@ -152,7 +153,10 @@ KEPT: dict[str, str] = {
     r"\.conditions\[\d+\]\.lastProbeTime: kube-apiserver='<masked>' embedded=<absent>": (
         "a pod condition's zero lastProbeTime, which Go writes as null; absent here (Go's zero values)"
     ),
-    r"\.spec\.(username|groups|extra)": "a CertificateSigningRequest does not record its requester",
+    r"\.spec\.extra": (
+        "a CSR records its requester's extra: kube-apiserver's client-certificate admin has a "
+        "credential id (authentication.kubernetes.io/credential-id), the embedded server's admin none"
+    ),
     r"\.metadata\.managedFields: kube-apiserver=<absent>.*": (
         "what admission adds (a new Node's not-ready taint) is owned by the writer here; upstream "
         "tracks the request before admission"
@@ -868,3 +872,96 @@ def test_node_taints_and_the_ttl_annotation_patch_alike(pair: Pair) -> None:
             assert not unexplained(diffs), (patch, "\n".join(unexplained(diffs)))
     finally:
         pair.both("DELETE", f"/api/v1/nodes/{name}")
+
+
+# -- CertificateSigningRequest strategies and validation ------------------------------------------
+
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+
+def csr_body(name: str, **spec: Any) -> dict[str, Any]:
+    base = {"request": CSR, "signerName": "example.com/signer", "usages": ["client auth"]}
+    return {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {**base, **spec},
+    }
+
+
+def same_answer(pair: Pair, method: str, path: str, body: Any, **kw: Any) -> list[Any]:
+    """Both answers alike: the same code and, masked, the same body; returns both bodies."""
+    up, kcm = pair.both(method, path, body, **kw)
+    assert kcm.status_code == up.status_code, f"{method} {path}: {up.text} / {kcm.text}"
+    diffs = unexplained(differences(masked(up.json()), masked(kcm.json())))
+    assert not diffs, f"{method} {path}\n" + "\n".join(diffs)
+    return [up.json(), kcm.json()]
+
+
+def _not_pem() -> str:
+    return base64.b64encode(b"not a PEM block").decode()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"expirationSeconds": 599},
+        {"request": _not_pem()},
+        {"usages": []},
+        {"usages": ["client auth", "bogus"]},
+        {"usages": ["client auth", "client auth"]},
+        {"signerName": "kubernetes.io/legacy-unknown"},
+        {"signerName": "nodomain"},
+        {"signerName": ""},
+    ],
+)
+def test_csr_create_is_validated_alike(pair: Pair, spec: dict[str, Any]) -> None:
+    name = f"bad-{next(_namespaces)}"
+    (up, _) = same_answer(pair, "POST", CSRS, csr_body(name, **spec))
+    assert up["code"] == 422
+
+
+def test_csr_requester_is_the_authenticated_user(pair: Pair) -> None:
+    name = f"spoof-{next(_namespaces)}"
+    spoofed = csr_body(name, username="mallory", groups=["system:nodes"], uid="x", extra={"a": ["b"]})
+    (up, _) = same_answer(pair, "POST", CSRS, spoofed)
+    assert up["spec"]["username"] != "mallory"
+
+
+APPROVED = {"type": "Approved", "status": "True", "reason": "R", "message": "m"}
+DENIED = {"type": "Denied", "status": "True", "reason": "R", "message": "m"}
+
+
+def test_csr_approval_and_status_subresources_follow_kube_apiservers_strategies(pair: Pair) -> None:
+    name = f"sub-{next(_namespaces)}"
+    path = f"{CSRS}/{name}"
+    same_answer(pair, "POST", CSRS, csr_body(name))
+    merge = {"headers": {"Content-Type": "application/merge-patch+json"}}
+    # The main resource changes neither spec nor status.
+    same_answer(pair, "PATCH", path, {"spec": {"usages": ["server auth"]}}, **merge)
+    same_answer(pair, "PATCH", path, {"status": {"conditions": [APPROVED]}}, **merge)
+    # Approved and Denied are exclusive; approval stamps the condition's times.
+    same_answer(pair, "PATCH", f"{path}/approval", {"status": {"conditions": [APPROVED, DENIED]}}, **merge)
+    answers = same_answer(pair, "PATCH", f"{path}/approval", {"status": {"conditions": [APPROVED]}}, **merge)
+    for answer in answers:
+        assert {"lastUpdateTime", "lastTransitionTime"} <= set(answer["status"]["conditions"][0])
+    # A condition cannot be removed; status may not add Approved/Denied, a Failed must be True,
+    # a certificate must be PEM CERTIFICATE blocks and cannot change once set.
+    same_answer(pair, "PATCH", f"{path}/approval", {"status": {"conditions": []}}, **merge)
+    same_answer(pair, "PATCH", f"{path}/status", {"status": {"conditions": [APPROVED, DENIED]}}, **merge)
+    failed_false = {"type": "Failed", "status": "False", "reason": "R", "message": "m"}
+    same_answer(
+        pair, "PATCH", f"{path}/status", {"status": {"conditions": [APPROVED, failed_false]}}, **merge
+    )
+    same_answer(pair, "PATCH", f"{path}/status", {"status": {"certificate": _not_pem()}}, **merge)
+    first, second = (base64.b64encode(_cert_pem(cn)).decode() for cn in ("one", "two"))
+    same_answer(pair, "PATCH", f"{path}/status", {"status": {"certificate": first}}, **merge)
+    same_answer(pair, "PATCH", f"{path}/status", {"status": {"certificate": second}}, **merge)
+    same_answer(pair, "GET", path, None)
+
+
+def _cert_pem(common_name: str) -> bytes:
+
+    return csrs.cert_pem(
+        csrs.ca(), common_name, __import__("datetime").datetime.now(__import__("datetime").UTC)
+    )

@@ -45,3 +45,31 @@ until_unset() { poll "${3:-90}" _unset "$1" "$2"; }
 until_none() { local s=$1; shift; poll "$s" _none "$@"; }
 # until_words N SECONDS KUBECTL-GET-ARGS...: until kubectl get prints N distinct words (of a jsonpath).
 until_words() { local n=$1 s=$2; shift 2; poll "$s" _words "$n" "$@"; }
+
+# csr_request FILE SUBJECT: a new EC key (FILE.key) and a PEM certificate request (FILE.csr).
+csr_request() {
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" \
+    -subj "$2" -out "$1.csr" 2>/dev/null
+}
+
+# csr_apply NAME SIGNER USAGES-JSON FILE [EXPIRATION-SECONDS]: a CertificateSigningRequest of FILE.csr.
+csr_apply() {
+  local expiration=""
+  [ -n "${5:-}" ] && expiration="expirationSeconds: $5"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {name: $1}
+spec:
+  request: $(base64 -w0 <"$4.csr")
+  signerName: $2
+  usages: $3
+  $expiration
+YAML
+}
+
+# b64url: stdin as base64url without padding (JWS).
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# token_id: 6 characters of [a-z0-9] of this scenario's own (both sides share kube-system).
+token_id() { printf '%s%s' "$NS" "$1" | md5sum | cut -c1-6; }

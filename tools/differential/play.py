@@ -38,6 +38,7 @@ REFERENCE, KCM = "reference", "kcm"
 # nodelifecycle scenario); `kcm dev --reference` hands it to kube-controller-manager.
 BOTH_FLAGS = ["--node-startup-grace-period=20s"]
 KCM_FLAGS = [
+    "--controllers=*,bootstrapsigner,tokencleaner",  # as upstream.reference_argv
     "--allocate-node-cidrs",
     f"--cluster-cidr={upstream.POD_CIDR}",
     f"--service-cluster-ip-range={upstream.SERVICE_CIDR}",

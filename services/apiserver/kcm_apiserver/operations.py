@@ -26,6 +26,7 @@ from kcm_shared.apimachinery.jsonmerge import deep_copy
 from kcm_apiserver import (
     apply,
     bootstrappolicy,
+    certificates,
     conversion,
     crds,
     defaults,
@@ -102,6 +103,8 @@ class Ctx:
     # Called with (kind, object, the stored one or None) before a create or update of the main
     # resource is stored: the admission a request's user must pass (RBAC escalation checks).
     admit: Callable[[str, Obj, Obj | None], None] | None = None
+    # The authenticated user (username, uid, groups, extra), for what a strategy records of it.
+    requester: dict[str, Any] | None = None
 
     @property
     def manager(self) -> str:
@@ -416,6 +419,8 @@ class Api:
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
         strategies.prepare_for_create(srt, obj, self.ips, self.toleration_seconds)
+        if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
+            certificates.prepare_create(obj, ctx.requester)
         self._validate(srt, obj, None)
         if ctx.admit is not None:
             ctx.admit(srt.kind, obj, None)
@@ -505,6 +510,8 @@ class Api:
                 meta[key] = old["metadata"][key]
             else:
                 meta.pop(key, None)
+        if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
+            certificates.prepare_update(old, new, subresource, self.clock)
         new = strategies.prepare_for_update(srt, old, new, subresource)
         meta = new["metadata"]
         _drop_empty_lists(meta)

@@ -431,6 +431,7 @@ class Server:
             # Upstream's default is Warn; reads and deletes decode no object.
             field_validation=(field_validation or "Warn") if method in ("POST", "PUT", "PATCH") else "Ignore",
             user_agent=request.headers.get("User-Agent", ""),
+            requester=_requester(request[_USER]),
         )
 
     async def _body(self, request: web.Request, kind: str = "") -> Any:
@@ -487,7 +488,8 @@ class Server:
             body = await self._body(request, t.rt.kind)
             review = reviews.answer(ctx, body, request[_USER], self.authn, self.authorizer, api.track_fields)
             return _json(review, 201)
-        if t.subresource and t.subresource != "status":
+        # A CSR's approval is patched as its status is (its strategy: certificates.prepare_update).
+        if t.subresource and t.subresource != "status" and (t.subresource, method) != ("approval", "PATCH"):
             return await self._subresource(request, ctx, t)
         if not t.name:
             if method == "GET":
@@ -879,6 +881,10 @@ def _accepted_form(request: web.Request) -> tuple[str, str] | None:
         if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
             return "PartialObjectMetadata", f"meta.k8s.io/{version}"
     return None
+
+
+def _requester(user: authn.User) -> Obj:
+    return {"username": user.username, "uid": user.uid, "groups": list(user.groups)}
 
 
 def _partial(obj: Obj, gv: str) -> Obj:

@@ -171,7 +171,10 @@ def release(rt: ResourceType, obj: Obj, ips: ClusterIPAllocator) -> None:
 
 def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
     """The object to store: the main resource keeps the old status, `/status` the old spec;
-    a Namespace's spec.finalizers change only through `/finalize`."""
+    a Namespace's spec.finalizers change only through `/finalize`; a CSR's `/approval` write is
+    whole already (`certificates.prepare_update`)."""
+    if subresource == "approval":
+        return new
     if subresource == "status":
         merged = copy.copy(old)
         merged["status"] = new.get("status", {})

@@ -343,7 +343,7 @@ def approve_csr(api: Api, ctx: Ctx, name: str, body: Any) -> Obj:
     rv = (body.get("metadata") or {}).get("resourceVersion")
     if rv:
         csr["metadata"]["resourceVersion"] = rv
-    return api.update(ctx, name, csr, subresource="status")
+    return api.update(ctx, name, csr, subresource="approval")
 
 
 # -- serviceaccounts/token ----------------------------------------------------------------------

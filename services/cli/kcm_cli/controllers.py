@@ -44,6 +44,11 @@ REGISTRY = (
     "kcm_controllers.endpointslicemirroring.controller:SPEC",
     "kcm_controllers.tainteviction.controller:SPEC",
     "kcm_controllers.ttl.controller:SPEC",
+    "kcm_controllers.csrsigning.controller:SPEC",
+    "kcm_controllers.csrapproving.controller:SPEC",
+    "kcm_controllers.csrcleaner.controller:SPEC",
+    "kcm_controllers.bootstrapsigner.controller:SPEC",
+    "kcm_controllers.tokencleaner.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

@@ -234,8 +234,6 @@ NO_EFFECT: dict[str, str] = {
     "min-resync-period": "kcm's caches follow the bus and never resync from a period",
     "kube-api-content-type": 'kcm\'s client speaks JSON only (above, "API content type")',
     "emulated-version": "kcm follows v1.32 only",
-    "cluster-signing-cert-file": "read by the CSR signing controller, which kcm does not build",
-    "cluster-signing-key-file": "read by the CSR signing controller, which kcm does not build",
     "log-flush-frequency": _LOGS,
     "log-json-info-buffer-size": _LOGS,
     "log-json-split-stream": _LOGS,

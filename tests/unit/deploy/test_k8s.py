@@ -128,6 +128,11 @@ RECORDS_NO_EVENTS = {
     "ttl-after-finished-controller",
     "pod-garbage-collector-controller",
     "ttl-controller",
+    "certificatesigningrequest-signing-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller",
+    "bootstrap-signer-controller",
+    "token-cleaner-controller",
 }
 
 

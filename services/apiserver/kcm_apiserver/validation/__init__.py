@@ -8,7 +8,7 @@ selectors and their templates, pod specs, workload strategies, and the fields th
 not change once set. Unknown kinds (custom resources) get the metadata checks only.
 
 The rules live in one module per API group, as upstream splits them (`core`, `apps`,
-`batch`, `policy`, `autoscaling`, `apiextensions`, `apiregistration`, `discovery`); `metav1` holds the metadata,
+`batch`, `certificates`, `policy`, `autoscaling`, `apiextensions`, `apiregistration`, `discovery`); `metav1` holds the metadata,
 label selector and write-option rules, `fielderrors` the causes and how values print. This
 module only dispatches by group and kind.
 """
@@ -23,6 +23,7 @@ from .apiregistration import validate_api_service
 from .apps import validate_daemon_set, validate_deployment, validate_replica_set, validate_stateful_set
 from .autoscaling import validate_horizontal_pod_autoscaler
 from .batch import validate_cron_job, validate_job, validate_job_status
+from .certificates import validate_csr
 from .core import (
     validate_config_map,
     validate_endpoints,
@@ -86,6 +87,10 @@ def validate(
     validate_metadata(c, group, kind, meta)
     if old is not None:
         validate_metadata_update(c, meta, as_dict(old.get("metadata")))
+    if (group, kind) == ("certificates.k8s.io", "CertificateSigningRequest"):
+        # Its subresources (status, approval) each allow their own changes.
+        validate_csr(c, obj, old, subresource)
+        return list(c)
     status_validator = _STATUS_VALIDATORS.get((group, kind)) if subresource == "status" else None
     if status_validator is not None and old is not None:
         status_validator(c, obj, old)

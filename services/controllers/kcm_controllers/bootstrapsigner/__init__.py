@@ -1,0 +1,1 @@
+"""The bootstrap signer (upstream pkg/controller/bootstrap, bootstrapsigner.go)."""

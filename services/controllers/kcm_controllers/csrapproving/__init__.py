@@ -1,0 +1,1 @@
+"""The CSR approving controller (upstream pkg/controller/certificates/approver)."""

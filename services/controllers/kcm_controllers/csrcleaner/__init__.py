@@ -1,0 +1,1 @@
+"""The CSR cleaner controller (upstream pkg/controller/certificates/cleaner)."""

@@ -1,0 +1,1 @@
+"""The CSR signing controller (upstream pkg/controller/certificates/signer)."""

@@ -1,0 +1,1 @@
+"""The bootstrap token cleaner (upstream pkg/controller/bootstrap, tokencleaner.go)."""
