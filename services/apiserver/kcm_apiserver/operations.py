@@ -35,6 +35,7 @@ from kcm_apiserver import (
     nodeports,
     patch,
     quota,
+    storageadmission,
     strategies,
     validation,
 )
@@ -410,6 +411,7 @@ class Api:
         obj = self.to_stored(rt, served)
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
+        storageadmission.admit_create(self.store, srt, obj)
         strategies.prepare_for_create(srt, obj, self.ips)
         self._validate(srt, obj, None)
         ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
@@ -500,6 +502,7 @@ class Api:
             defaults.apply_defaults(srt.group, srt.kind, new)
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
+        storageadmission.validate_update(self.store, srt, new, old, subresource)
         if not subresource:
             ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))
         if srt.model:
