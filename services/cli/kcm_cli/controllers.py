@@ -41,6 +41,9 @@ REGISTRY = (
     "kcm_controllers.endpointslice.controller:SPEC",
     "kcm_controllers.daemonset.controller:SPEC",
     "kcm_controllers.endpointslicemirroring.controller:SPEC",
+    "kcm_controllers.pvcprotection.controller:SPEC",
+    "kcm_controllers.pvprotection.controller:SPEC",
+    "kcm_controllers.ephemeral.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

@@ -123,6 +123,8 @@ RECORDS_NO_EVENTS = {
     "resourcequota-controller",
     "ttl-after-finished-controller",
     "pod-garbage-collector-controller",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
 }
 
 
