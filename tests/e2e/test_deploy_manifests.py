@@ -269,7 +269,9 @@ def recorded(
             )
 
         try:
-            wait_for(ready, 60, interval=0.3, what="every controller healthy with its partitions")
+            # 28 processes start at once (three storage controllers joined): on a loaded machine
+            # imports alone can take a minute.
+            wait_for(ready, 120, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
             drive_replicationcontroller(apiserver)
             drive_daemonset(apiserver)

@@ -124,3 +124,79 @@ def test_growing_a_claim_needs_a_class_that_allows_expansion(api: Api) -> None:
         "the storageclass that provisions the pvc must support resize"
     )
     assert _grow(api, "grows")["spec"]["resources"]["requests"]["storage"] == "2Gi"
+
+
+def _invalid(api: Api, call: Any) -> list[dict[str, str]]:
+    with pytest.raises(errors.ApiError) as refused:
+        call()
+    assert refused.value.code == 422
+    return [
+        {"field": c["field"], "message": c["message"]}
+        for c in (refused.value.details or {}).get("causes", [])
+    ]
+
+
+def test_a_claim_needs_access_modes_and_a_size(api: Api) -> None:
+    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "bad"}, "spec": {}}
+    causes = _invalid(api, lambda: api.create(ctx(api, "persistentvolumeclaims", "ns"), body))
+    assert causes == [
+        {"field": "spec.accessModes", "message": "Required value: at least 1 access mode is required"},
+        {"field": "spec.resources[storage]", "message": "Required value"},
+    ]
+
+
+def test_a_claims_spec_is_fixed_but_a_bound_claims_size_may_grow(api: Api) -> None:
+    storage_class(api, "grows", expand=True)
+    _bound(api, "c", "grows")
+    change = {"spec": {"accessModes": ["ReadWriteMany"]}}
+    causes = _invalid(api, lambda: api.patch(ctx(api, "persistentvolumeclaims", "ns"), "c", "merge", change))
+    assert causes == [
+        {
+            "field": "spec",
+            "message": "Forbidden: spec is immutable after creation except resources.requests and "
+            "volumeAttributesClassName for bound claims",
+        }
+    ]
+    _grow(api, "c")
+    shrink = {"spec": {"resources": {"requests": {"storage": "1Gi"}}}}
+    causes = _invalid(api, lambda: api.patch(ctx(api, "persistentvolumeclaims", "ns"), "c", "merge", shrink))
+    assert causes == [
+        {
+            "field": "spec.resources.requests.storage",
+            "message": "Forbidden: field can not be less than previous value",
+        }
+    ]
+
+
+def test_a_volume_needs_a_source_and_keeps_it(api: Api) -> None:
+    pvs = ctx(api, "persistentvolumes")
+    body: Obj = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {}}
+    assert _invalid(api, lambda: api.create(pvs, body)) == [
+        {"field": "spec.accessModes", "message": "Required value"},
+        {"field": "spec.capacity", "message": "Required value"},
+        {"field": "spec", "message": "Required value: must specify a volume type"},
+    ]
+    body["spec"] = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "hostPath": {"path": "/a"},
+    }
+    api.create(pvs, body)
+    moved = {"spec": {"hostPath": {"path": "/b"}}}
+    assert _invalid(api, lambda: api.patch(pvs, "pv", "merge", moved)) == [
+        {
+            "field": "spec.persistentvolumesource",
+            "message": "Forbidden: spec.persistentvolumesource is immutable after creation",
+        }
+    ]
+
+
+def test_a_storage_class_keeps_its_provisioner_and_parameters(api: Api) -> None:
+    storage_class(api, "sc")
+    classes = ctx(api, "storageclasses", group="storage.k8s.io")
+    change = {"provisioner": "y", "parameters": {"a": "b"}, "reclaimPolicy": "Retain"}
+    assert _invalid(api, lambda: api.patch(classes, "sc", "merge", change)) == [
+        {"field": "parameters", "message": "Forbidden: updates to parameters are forbidden."},
+        {"field": "provisioner", "message": "Forbidden: updates to provisioner are forbidden."},
+        {"field": "reclaimPolicy", "message": "Forbidden: updates to reclaimPolicy are forbidden."},
+    ]
