@@ -6,6 +6,8 @@ keep them.
 - `set_finalizer`: adds or removes one finalizer with a strategic-merge patch carrying a uid
   precondition, so the object's other finalizers are left alone and an object re-created
   under the same name is never touched for its predecessor.
+- `sync`: one protection controller's decision for one object: a deletion candidate loses the
+  finalizer unless `in_use` says otherwise; a live object lacking it gets it.
 - `ephemeral_claim_name`: the claim name of a pod's generic ephemeral volume
   (component-helpers/storage/ephemeral.VolumeClaimName), shared with the ephemeral-volume
   controller.
@@ -14,6 +16,9 @@ Called by kcm_controllers.pvcprotection and kcm_controllers.pvprotection.
 """
 
 from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
 
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import kubeclient
@@ -48,6 +53,32 @@ async def set_finalizer(
             return False
         raise
     return True
+
+
+class Outcome(enum.Enum):
+    NOTHING = "nothing"
+    KEPT = "kept"  # being deleted, still in use: the finalizer stays
+    REMOVED = "removed"
+    ADDED = "added"
+
+
+async def sync(
+    client: kubeclient.KubeClient,
+    path: str,
+    meta: codec.ObjectMeta,
+    finalizer: str,
+    in_use: Callable[[], Awaitable[bool]],
+) -> Outcome:
+    """Upstream's processPVC / processPV for the object at `path` as cached (`meta`); `in_use`
+    is asked only for a deletion candidate."""
+    if is_deletion_candidate(meta, finalizer):
+        if await in_use():
+            return Outcome.KEPT
+        done = await set_finalizer(client, path, meta, finalizer, present=False)
+        return Outcome.REMOVED if done else Outcome.NOTHING
+    if needs_finalizer(meta, finalizer) and await set_finalizer(client, path, meta, finalizer, present=True):
+        return Outcome.ADDED
+    return Outcome.NOTHING
 
 
 def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:

@@ -39,6 +39,12 @@ PODS = gvr.Resource("", "v1", "pods")
 CLAIMS = gvr.Resource("", "v1", "persistentvolumeclaims")
 CLAIM_INDEX = "pvc"  # upstream common.PodPVCIndex: namespace/claim of each claim a pod names
 FINALIZER = volumeprotection.PVC_FINALIZER
+# Upstream's log lines for what a sync did.
+_LOGGED = {
+    volumeprotection.Outcome.KEPT: "Keeping PVC because it is being used",
+    volumeprotection.Outcome.REMOVED: "Removed protection finalizer from PVC",
+    volumeprotection.Outcome.ADDED: "Added protection finalizer to PVC",
+}
 
 
 class _PodList(codec.Meta):
@@ -96,16 +102,9 @@ class PVCProtectionController:
             return
         meta = claim.metadata
         path = kubeclient.resource_path("", "v1", "persistentvolumeclaims", meta.namespace, meta.name)
-        if volumeprotection.is_deletion_candidate(meta, FINALIZER):
-            if not await self._in_use(claim):
-                if await volumeprotection.set_finalizer(self.client, path, meta, FINALIZER, present=False):
-                    log.info("Removed protection finalizer from PVC", extra={"PVC": key})
-                return
-            log.info("Keeping PVC because it is being used", extra={"PVC": key})
-        if volumeprotection.needs_finalizer(meta, FINALIZER) and await volumeprotection.set_finalizer(
-            self.client, path, meta, FINALIZER, present=True
-        ):
-            log.debug("Added protection finalizer to PVC", extra={"PVC": key})
+        outcome = await volumeprotection.sync(self.client, path, meta, FINALIZER, lambda: self._in_use(claim))
+        if outcome in _LOGGED:
+            log.info(_LOGGED[outcome], extra={"PVC": key})
 
     async def _in_use(self, claim: ClaimView) -> bool:
         key = codec.key_of(claim)

@@ -30,6 +30,12 @@ log = logging.getLogger("kcm.pv-protection")
 
 VOLUMES = gvr.Resource("", "v1", "persistentvolumes")
 FINALIZER = volumeprotection.PV_FINALIZER
+# Upstream's log lines for what a sync did.
+_LOGGED = {
+    volumeprotection.Outcome.KEPT: "Keeping PV because it is being used",
+    volumeprotection.Outcome.REMOVED: "Removed protection finalizer from PV",
+    volumeprotection.Outcome.ADDED: "Added protection finalizer to PV",
+}
 
 
 class VolumeStatus(codec.View):
@@ -40,7 +46,7 @@ class VolumeView(codec.Meta):
     status: VolumeStatus = msgspec.field(default_factory=VolumeStatus)
 
 
-def in_use(pv: VolumeView) -> bool:
+async def _in_use(pv: VolumeView) -> bool:
     """upstream isBeingUsed: the binder's phase says whether a claim holds the volume."""
     return pv.status.phase == "Bound"
 
@@ -71,16 +77,9 @@ class PVProtectionController:
             return
         meta = pv.metadata
         path = kubeclient.resource_path("", "v1", "persistentvolumes", None, meta.name)
-        if volumeprotection.is_deletion_candidate(meta, FINALIZER):
-            if not in_use(pv):
-                if await volumeprotection.set_finalizer(self.client, path, meta, FINALIZER, present=False):
-                    log.debug("Removed protection finalizer from PV", extra={"PV": key})
-                return
-            log.debug("Keeping PV because it is being used", extra={"PV": key})
-        if volumeprotection.needs_finalizer(meta, FINALIZER) and await volumeprotection.set_finalizer(
-            self.client, path, meta, FINALIZER, present=True
-        ):
-            log.debug("Added protection finalizer to PV", extra={"PV": key})
+        outcome = await volumeprotection.sync(self.client, path, meta, FINALIZER, lambda: _in_use(pv))
+        if outcome in _LOGGED:
+            log.debug(_LOGGED[outcome], extra={"PV": key})
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:
