@@ -276,6 +276,7 @@ def recorded(
             drive_replicationcontroller(apiserver)
             drive_daemonset(apiserver)
             drive_cleanup_controllers(apiserver)
+            drive_volume_controllers(apiserver)
             drive_job(apiserver)
             drive_cronjobs(apiserver)
             drive_disruption(apiserver)
@@ -286,7 +287,6 @@ def recorded(
             drive_endpointslicemirroring(apiserver)
             drive_namespace_services(apiserver)
             drive_node_ipam(apiserver)
-            drive_volume_controllers(apiserver)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus: {services.status()}\n{services.logs()}") from exc
         yield proxy, services

@@ -203,6 +203,8 @@ def test_an_ephemeral_volume_gets_its_claim_owned_by_the_pod(stack: devstack.Dev
         what="claim made again",
     )
     assert again["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+    # Upstream's counter of create requests saw both.
+    assert stack.metric("ephemeral-volume-controller", "ephemeral_volume_controller_create_total") >= 2
     # The garbage collector deletes it with its pod.
     stack.kubectl("delete", "-n", ns, "pod", "web", "--wait=false")
     wait_for(lambda: gone(stack, "-n", ns, "pvc", "web-scratch"), 60, interval=0.2, what="claim collected")
