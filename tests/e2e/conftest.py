@@ -45,9 +45,6 @@ NOT_ON_UPSTREAM: dict[str, str] = {
     "test_resourcequota.py": f"{TIME_BUDGET}; test_replicaset.py's pods are refused and admitted by a quota",
     "test_garbagecollector.py": f"{TIME_BUDGET}; the collector cascades in test_replicationcontroller.py, "
     "test_statefulset.py and test_ttlafterfinished.py",
-    "test_statefulset.py::test_claims_are_made_before_pods_and_kept_or_deleted_as_the_policy_says": "kube-apiserver "
-    "gives claims the kubernetes.io/pvc-protection finalizer, which only a pvc-protection controller removes, and "
-    "kcm has none yet: a deleted claim stays Terminating (docs/apiserver.md)",
     "test_serviceaccount_tokens.py::test_identity_files_survive_a_restart": f"{TIME_BUDGET}; it restarts "
     "the whole stack to check kcm dev's files, not a controller",
     "test_nats_auth.py": BUS,

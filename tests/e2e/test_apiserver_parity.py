@@ -43,6 +43,7 @@ MASKED_KEYS = frozenset(
         "startTime",
         "clusterIP",
         "clusterIPs",
+        "lastPhaseTransitionTime",
     }
 )
 MASK = "<masked>"
@@ -137,7 +138,6 @@ def masked(obj: Any, uid: str = "") -> Any:
 # Differences kept on purpose (docs/apiserver.md "Known differences"): a path pattern of the
 # compared object, and why.
 KEPT: dict[str, str] = {
-    r"\.metadata\.finalizers": "no StorageObjectInUseProtection admission (kubernetes.io/pvc-protection)",
     r"\.spec\.serviceAccount(Name)?": "no ServiceAccount admission",
     r"((\.spec(\.jobTemplate\.spec)?)?\.template)?\.spec\.containers\[0\]\.resources"
     r"|(\.spec|\.spec\.jobTemplate\.spec)?\.template\.metadata(\.creationTimestamp)?"
@@ -149,7 +149,6 @@ KEPT: dict[str, str] = {
     r"\.status\.currentMetrics|\.(eventTime|firstTimestamp|lastTimestamp)|\.source": (
         "null (a nil list, a zero time) or {} where Go writes a field without omitempty; absent here"
     ),
-    r"\.status\.lastPhaseTransitionTime": "a PersistentVolume's phase changes are not timed",
     r"\.conditions\[\d+\]\.lastProbeTime: kube-apiserver='<masked>' embedded=<absent>": (
         "a pod condition's zero lastProbeTime, which Go writes as null; absent here (Go's zero values)"
     ),
@@ -372,6 +371,88 @@ def test_a_minimal_object_is_created_and_read_alike(pair: Pair, ns: str, kind: s
     read = pair.both("GET", f"{path}/{body['metadata']['name']}")
     diffs += differences(masked(read[0].json()), masked(read[1].json()))
     assert not unexplained(diffs), "\n".join(unexplained(diffs))
+
+
+# -- storage admission ------------------------------------------------------------------------
+
+
+def _storage_class(name: str, *, default: bool = False, expand: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if default:
+        meta["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": meta,
+        "provisioner": "example.com/none",
+        "allowVolumeExpansion": expand,
+    }
+
+
+def test_storage_admission_answers_alike(pair: Pair, ns: str) -> None:
+    """StorageObjectInUseProtection and DefaultStorageClass on creates, PersistentVolumeClaimResize
+    on a bound claim's growth (refused: the same Status bytes; allowed), and a PV's phase
+    transition time through its status subresource."""
+    classes = "/apis/storage.k8s.io/v1/storageclasses"
+    default, fixed, growable = f"{ns}-default", f"{ns}-fixed", f"{ns}-growable"
+    try:
+        for body in (
+            _storage_class(default, default=True),
+            _storage_class(fixed),
+            _storage_class(growable, expand=True),
+        ):
+            assert [r.status_code for r in pair.both("POST", classes, body)] == [201, 201]
+        claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+        spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        created = pair.both(
+            "POST",
+            claims,
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "d"}, "spec": spec},
+        )
+        assert created[0].json()["spec"]["storageClassName"] == default
+        assert created[0].json()["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+        assert not differences(masked(created[0].json()), masked(created[1].json()))
+        for name, cls in (("fixed", fixed), ("grows", growable)):
+            body = {
+                "metadata": {"name": name},
+                "spec": {**spec, "storageClassName": cls, "volumeName": f"pv-{name}"},
+            }
+            assert [r.status_code for r in pair.both("POST", claims, body)] == [201, 201]
+            bound = {"status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}}
+            merge = {"Content-Type": "application/merge-patch+json"}
+            assert [
+                r.status_code for r in pair.both("PATCH", f"{claims}/{name}/status", bound, headers=merge)
+            ] == [200, 200]
+        grow = {"spec": {"resources": {"requests": {"storage": "2Gi"}}}}
+        up, kcm = pair.both("PATCH", f"{claims}/fixed", grow, headers=merge)
+        assert (kcm.status_code, kcm.content) == (up.status_code, up.content) and up.status_code == 403
+        up, kcm = pair.both("PATCH", f"{claims}/grows", grow, headers=merge)
+        assert [up.status_code, kcm.status_code] == [200, 200]
+        assert not differences(masked(up.json()), masked(kcm.json()))
+        pv = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{ns}-pv"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/x"},
+            },
+        }
+        made = pair.both("POST", "/api/v1/persistentvolumes", pv)
+        assert all(r.json()["status"].get("lastPhaseTransitionTime") for r in made)
+        assert all(r.json()["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"] for r in made)
+        phased = pair.both(
+            "PATCH",
+            f"/api/v1/persistentvolumes/{ns}-pv/status",
+            {"status": {"phase": "Available"}},
+            headers=merge,
+        )
+        assert all(r.json()["status"].get("lastPhaseTransitionTime") for r in phased)
+        assert not differences(masked(phased[0].json()), masked(phased[1].json()))
+    finally:
+        for name in (default, fixed, growable):
+            pair.both("DELETE", f"{classes}/{name}")
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -277,12 +277,14 @@ def recorded(
             )
 
         try:
-            # One process per Deployment (29 and a simulator) starting at once on a shared machine.
+            # 32 processes start at once (one per Deployment, and a simulator): on a loaded machine
+            # imports alone can take a minute.
             wait_for(ready, 120, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
             drive_replicationcontroller(apiserver)
             drive_daemonset(apiserver)
             drive_cleanup_controllers(apiserver)
+            drive_volume_controllers(apiserver)
             drive_job(apiserver)
             drive_cronjobs(apiserver)
             drive_disruption(apiserver)
@@ -1182,6 +1184,74 @@ def drive_certificates(api: ApiServer) -> None:
     api.kubectl("-n", "kube-public", "delete", "configmap", "cluster-info")
 
 
+def drive_volume_controllers(api: ApiServer) -> None:
+    """Exercise the storage controllers' API calls: a claim and a PV deleted lose their
+    protection finalizers (the claim after a live list of the namespace's pods); an unscheduled
+    pod's ephemeral volume gets its claim, and a pod whose claim name is taken gets a
+    FailedBinding Event."""
+    ns = "rbac-e2e"
+
+    def gone(*what: str) -> bool:
+        return not api.kubectl("-n", ns, "get", *what, "--ignore-not-found", "-o", "name").strip()
+
+    spec = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "",
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    guarded = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "guarded", "namespace": ns},
+        "spec": spec,
+    }
+    taken = {**guarded, "metadata": {"name": "clash-scratch", "namespace": ns}}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "rbac-e2e-pv"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/x"},
+        },
+    }
+    for doc in (guarded, taken, volume):
+        api.kubectl("create", "-f", "-", input=json.dumps(doc))
+    api.kubectl("-n", ns, "delete", "pvc", "guarded", "--wait=false")
+    api.kubectl("delete", "pv", "rbac-e2e-pv", "--wait=false")
+    wait_for(lambda: gone("pvc", "guarded"), 30, interval=0.2, what="claim lost its finalizer")
+    wait_for(
+        lambda: not api.kubectl("get", "pv", "--ignore-not-found", "-o", "name").strip(),
+        30,
+        interval=0.2,
+        what="PV lost its finalizer",
+    )
+    for name in ("scratch", "clash"):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "schedulerName": "nobody",
+                "containers": [{"name": "c", "image": "busybox:1"}],
+                "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": spec}}}],
+            },
+        }
+        api.kubectl("create", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: not gone("pvc", "scratch-scratch"), 30, interval=0.2, what="ephemeral claim made")
+    wait_for(
+        lambda: (
+            "FailedBinding"
+            in api.kubectl("-n", ns, "get", "events", "--field-selector=involvedObject.name=clash")
+        ),
+        30,
+        interval=0.2,
+        what="FailedBinding on the clash",
+    )
+    api.kubectl("-n", ns, "delete", "pod", "scratch", "clash", "--wait=false")
+
+
 def test_every_api_call_of_every_service_is_allowed_by_its_roles(
     recorded: tuple[RecordingProxy, Services],
 ) -> None:
@@ -1290,6 +1360,8 @@ NOT_EXERCISED = {
     ("certificate-approver", "certificates.k8s.io", "signers", "approve"): _NO_AUTHORIZER,
     ("certificate-approver", "authorization.k8s.io", "subjectaccessreviews", "create"): _NO_SAR,
     ("certificate-approver", "certificates.k8s.io", "certificatesigningrequests/approval", "patch"): _NO_SAR,
+    ("ephemeral-volume-controller", "", "pods/finalizers", "update"): _BLOCK_OWNER,
+    ("ephemeral-volume-controller", "", "events", "patch"): _REPEATED,
     ("clusterrole-aggregation-controller", "rbac.authorization.k8s.io", "clusterroles", "escalate"): (
         "asked by the RBAC authorizer when it writes rules its own role lacks (no authorizer here)"
     ),

@@ -1,5 +1,6 @@
-"""The StatefulSet controller end to end: `kcm dev --controllers statefulset,garbagecollector`,
-driven with kubectl.
+"""The StatefulSet controller end to end: `kcm dev --controllers
+statefulset,garbagecollector,pvc-protection` (claims get the pvc-protection finalizer from the
+API server, which only that controller lifts), driven with kubectl.
 
 Each test works in its own namespace on one shared stack: OrderedReady creates pod N only once
 pod N-1 is Running and Ready and scales down highest ordinal first, one at a time; Parallel
@@ -25,7 +26,7 @@ import pytest
 from tests.conftest import wait_for
 from tests.e2e import devstack
 
-stack = devstack.stack_fixture("--controllers", "statefulset,garbagecollector")
+stack = devstack.stack_fixture("--controllers", "statefulset,garbagecollector,pvc-protection")
 _counter = iter(range(1000))
 REVISION = "controller-revision-hash"
 

@@ -36,6 +36,7 @@ from kcm_apiserver import (
     nodeports,
     patch,
     quota,
+    storageadmission,
     strategies,
     validation,
 )
@@ -418,6 +419,7 @@ class Api:
         obj = self.to_stored(rt, served)
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
+        storageadmission.admit_create(self.store, srt, obj)
         strategies.prepare_for_create(srt, obj, self.ips, self.toleration_seconds)
         if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
             certificates.prepare_create(obj, ctx.requester)
@@ -519,6 +521,7 @@ class Api:
             defaults.apply_defaults(srt.group, srt.kind, new)
         strategies.after_defaults_on_update(srt, old, new, subresource)
         self._validate(srt, new, old, subresource)
+        storageadmission.validate_update(self.store, srt, new, old, subresource)
         if not subresource:
             if ctx.admit is not None:
                 ctx.admit(srt.kind, new, old)

@@ -8,6 +8,7 @@ Upstream `pkg/registry/<group>/<kind>/strategy.go` decides, per kind, what a cre
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import ipaddress
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,9 @@ def prepare_for_create(
         _taint_not_ready(obj)
     elif ident == ("apps", "DaemonSet"):
         template_generation_on_create(obj)
+    elif ident == ("", "PersistentVolume"):
+        # The phase's first transition is the volume's creation (GA PersistentVolumeLastPhaseTransitionTime).
+        obj["status"]["lastPhaseTransitionTime"] = obj["metadata"]["creationTimestamp"]
     if rt.model is None or ident in _WITH_GENERATION:
         obj["metadata"]["generation"] = 1
 
@@ -179,6 +183,8 @@ def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -
         merged = copy.copy(old)
         merged["status"] = new.get("status", {})
         merged["metadata"] = _status_update_metadata(rt, old["metadata"], new.get("metadata", {}))
+        if (rt.group, rt.kind) == ("", "PersistentVolume"):
+            _stamp_phase_transition(old, merged)
         return merged
     if rt.has_status and "status" in old:
         new["status"] = old["status"]
@@ -199,6 +205,17 @@ def prepare_for_update(rt: ResourceType, old: Obj, new: Obj, subresource: str) -
                 new_spec[field] = old_spec[field]
         _drop_node_ports(old, new)
     return new
+
+
+def _stamp_phase_transition(old: Obj, new: Obj) -> None:
+    """A PV whose phase changes gets `status.lastPhaseTransitionTime` now, unless the writer
+    set a new time itself (upstream's persistentvolume status strategy)."""
+    before, after = old.get("status") or {}, new.get("status")
+    if not isinstance(after, dict) or before.get("phase") == after.get("phase"):
+        return
+    sent = after.get("lastPhaseTransitionTime")
+    if sent is None or sent == before.get("lastPhaseTransitionTime"):
+        after["lastPhaseTransitionTime"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _drop_node_ports(old: Obj, new: Obj) -> None:

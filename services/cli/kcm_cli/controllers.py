@@ -49,6 +49,9 @@ REGISTRY = (
     "kcm_controllers.csrcleaner.controller:SPEC",
     "kcm_controllers.bootstrapsigner.controller:SPEC",
     "kcm_controllers.tokencleaner.controller:SPEC",
+    "kcm_controllers.pvcprotection.controller:SPEC",
+    "kcm_controllers.pvprotection.controller:SPEC",
+    "kcm_controllers.ephemeral.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

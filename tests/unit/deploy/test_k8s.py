@@ -133,6 +133,8 @@ RECORDS_NO_EVENTS = {
     "certificatesigningrequest-cleaner-controller",
     "bootstrap-signer-controller",
     "token-cleaner-controller",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
 }
 
 

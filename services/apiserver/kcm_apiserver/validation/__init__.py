@@ -8,7 +8,8 @@ selectors and their templates, pod specs, workload strategies, and the fields th
 not change once set. Unknown kinds (custom resources) get the metadata checks only.
 
 The rules live in one module per API group, as upstream splits them (`core`, `apps`,
-`batch`, `certificates`, `policy`, `autoscaling`, `apiextensions`, `apiregistration`, `discovery`); `metav1` holds the metadata,
+`batch`, `certificates`, `policy`, `autoscaling`, `apiextensions`, `apiregistration`, `discovery`, `storage`;
+`volumes` holds core's PersistentVolume and claim rules); `metav1` holds the metadata,
 label selector and write-option rules, `fielderrors` the causes and how values print. This
 module only dispatches by group and kind.
 """
@@ -39,6 +40,8 @@ from .discovery import validate_endpoint_slice
 from .fielderrors import Cause, Causes, Obj, as_dict
 from .metav1 import validate_metadata, validate_metadata_update
 from .policy import validate_pod_disruption_budget
+from .storage import validate_csi_driver, validate_storage_class
+from .volumes import validate_persistent_volume, validate_persistent_volume_claim
 
 # A kind's rules add to the causes what is wrong with `obj`; `old` is the stored object on an
 # update, None on a create.
@@ -53,6 +56,10 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "ConfigMap"): validate_config_map,
     ("", "Secret"): validate_secret,
     ("", "ResourceQuota"): validate_resource_quota,
+    ("", "PersistentVolumeClaim"): validate_persistent_volume_claim,
+    ("", "PersistentVolume"): validate_persistent_volume,
+    ("storage.k8s.io", "StorageClass"): validate_storage_class,
+    ("storage.k8s.io", "CSIDriver"): validate_csi_driver,
     ("apps", "Deployment"): validate_deployment,
     ("apps", "ReplicaSet"): validate_replica_set,
     ("apps", "StatefulSet"): validate_stateful_set,

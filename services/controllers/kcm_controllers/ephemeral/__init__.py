@@ -1,0 +1,1 @@
+"""The ephemeral-volume controller."""

@@ -1,0 +1,1 @@
+"""The PersistentVolumeClaim protection controller."""

@@ -1,0 +1,1 @@
+"""The PersistentVolume protection controller."""
