@@ -42,6 +42,21 @@ QUEUES = {
     "endpointslice": "endpoint_slice",
     "daemonset": "daemonset",
     "endpointslicemirroring": "endpoint_slice_mirroring",
+    # Upstream's taint manager has a node and a pod queue: kcm's work is per pod.
+    "taint-eviction-controller": "noexec_taint_pod",
+    "ttl": "ttlcontroller",
+    # Upstream also has node_lifecycle_controller_pods for newly bound pods.
+    "nodelifecycle": "node_lifecycle_controller",
+    # Upstream's signing and approving controllers are both its certificate controller.
+    "csrsigning": "certificate",
+    "csrapproving": "certificate",
+    # Upstream's cleaner has no queue (a periodic pass): the controller's own name stays.
+    "csrcleaner": "certificatesigningrequest-cleaner-controller",
+    "bootstrapsigner": "bootstrap_signer_queue",
+    "tokencleaner": "token_cleaner",
+    "pvc-protection": "pvcprotection",
+    "pv-protection": "pvprotection",
+    "ephemeral-volume": "ephemeral_volume",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.
@@ -61,6 +76,9 @@ EVENT_SOURCES = {
     "endpointslice": "endpoint-slice-controller",
     "daemonset": "daemonset-controller",
     "endpointslicemirroring": "endpoint-slice-mirroring-controller",
+    "taint-eviction-controller": "taint-eviction-controller",
+    "nodelifecycle": "node-controller",
+    "ephemeral-volume": "ephemeral_volume",
 }
 
 SPECS = {spec.alias: spec for spec in BUILTIN}

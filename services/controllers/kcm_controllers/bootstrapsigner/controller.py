@@ -158,5 +158,6 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # upstream's one sync worker
     enabled_by_default=False,
+    queue_name="bootstrap_signer_queue",
     package=__package__,
 )

@@ -141,5 +141,6 @@ SPEC = runtime.Spec(
     views={csr.CSRS: csr.CSRView},
     build=build,
     workers=5,  # upstream runs it with 5 workers and no flag
+    queue_name="certificate",
     package=__package__,
 )

@@ -142,5 +142,6 @@ SPEC = runtime.Spec(
     workers=5,  # upstream runs each signer with 5 workers and no flag
     flags=config.flags,
     disabled_by=config.disabled_by,
+    queue_name="certificate",
     package=__package__,
 )

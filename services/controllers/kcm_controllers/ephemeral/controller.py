@@ -128,5 +128,6 @@ SPEC = runtime.Spec(
     workers=5,
     workers_flag="concurrent-ephemeralvolume-syncs",
     event_component="ephemeral_volume",
+    queue_name="ephemeral_volume",
     package=__package__,
 )

@@ -546,5 +546,6 @@ SPEC = runtime.Spec(
     workers=NODE_UPDATE_WORKERS,
     flags=flags,
     event_component="node-controller",
+    queue_name="node_lifecycle_controller",
     package=__package__,
 )

@@ -132,5 +132,6 @@ SPEC = runtime.Spec(
     views={CLAIMS: ClaimView, PODS: PodView},
     build=build,
     workers=1,  # upstream runs one worker and has no flag for it
+    queue_name="pvcprotection",
     package=__package__,
 )

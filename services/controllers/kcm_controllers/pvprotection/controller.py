@@ -95,5 +95,6 @@ SPEC = runtime.Spec(
     views={VOLUMES: VolumeView},
     build=build,
     workers=1,  # upstream runs one worker and has no flag for it
+    queue_name="pvprotection",
     package=__package__,
 )

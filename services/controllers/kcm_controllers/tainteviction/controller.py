@@ -219,5 +219,6 @@ SPEC = runtime.Spec(
     build=build,
     workers=8,  # upstream's UpdateWorkerSize
     disabled_by=disabled_by,
+    queue_name="noexec_taint_pod",
     package=__package__,
 )

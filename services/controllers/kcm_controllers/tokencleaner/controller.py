@@ -88,5 +88,6 @@ SPEC = runtime.Spec(
     build=build,
     workers=1,  # upstream's one worker
     enabled_by_default=False,
+    queue_name="token_cleaner",
     package=__package__,
 )

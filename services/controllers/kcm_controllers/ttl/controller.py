@@ -113,5 +113,6 @@ SPEC = runtime.Spec(
     views={NODES: codec.Meta},
     build=build,
     workers=5,  # upstream starts five workers
+    queue_name="ttlcontroller",
     package=__package__,
 )
