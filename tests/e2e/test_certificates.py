@@ -6,9 +6,8 @@ requested lifetime with upstream's 5-minute backdate, never a CA); on kube-apise
 trusts that CA as --client-ca-file, the certificate authenticates as its subject (`kubectl auth
 whoami`). A request its signer refuses gets Failed / SignerValidationFailure. A kubelet client
 CSR filed with a bootstrap token is auto-approved after a SubjectAccessReview and signed (it
-needs authorization.k8s.io and bootstrap token authentication: skipped on the embedded API server
-while its discovery lacks the group). An approved CSR whose certificate has expired is deleted by
-the cleaner. One stack, each test its own CSR names.
+needs bootstrap token authentication: skipped on the embedded API server, which has none). An
+approved CSR whose certificate has expired is deleted by the cleaner. One stack, each test its own CSR names.
 """
 
 from __future__ import annotations
@@ -162,6 +161,10 @@ def serves_authorization(s: devstack.DevStack) -> bool:
 def test_a_kubelet_client_csr_filed_with_a_bootstrap_token_is_approved_and_signed(
     stack: devstack.DevStack,
 ) -> None:
+    if devstack.APISERVER == "embedded":
+        # It serves SubjectAccessReview now, but authenticates no bootstrap token (kube-apiserver's
+        # --enable-bootstrap-token-auth): the CSR's requester would be the dev admin.
+        pytest.skip("the embedded API server has no bootstrap-token authenticator")
     if not serves_authorization(stack):
         pytest.skip("the API server serves no authorization.k8s.io (SubjectAccessReview) yet")
     token_id, token_secret = secrets.token_hex(3), secrets.token_hex(8)
