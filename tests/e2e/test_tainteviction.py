@@ -9,8 +9,9 @@ with tolerationSeconds deleted once its time has run out, counted from the taint
 a pod bound to a node tainted already deleted at once; the taint's removal cancelling a pending
 deletion (Event); a pending deletion kept across a kill -9 of the controller, without the
 restarted one starting the wait over. The ttl-controller: every node annotated with the TTL
-of a cluster this small (0), a changed annotation put back. One stack, a namespace and a node
-per test.
+of a cluster this small (0), a changed annotation put back. `kcm dev`'s
+--default-not-ready-toleration-seconds reaching the API server's DefaultTolerationSeconds
+admission. One stack, a namespace and a node per test.
 """
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ import pytest
 from tests.conftest import wait_for
 from tests.e2e import devstack
 
-# Nodes sim-node-0 .. sim-node-3.
-stack = devstack.stack_fixture("--controllers", "taint-eviction-controller,ttl", "--nodes", "4")
+# Nodes sim-node-0 .. sim-node-3; the API server's DefaultTolerationSeconds for not-ready set
+# through `kcm dev` (test_default_toleration_seconds_reach_the_api_server).
+stack = devstack.stack_fixture(
+    "--controllers",
+    "taint-eviction-controller,ttl",
+    "--nodes",
+    "4",
+    "--default-not-ready-toleration-seconds=60",
+)
 
 CONTROLLER = "taint-eviction-controller"
 HOLD = "example.com/hold"
@@ -246,3 +254,28 @@ def test_every_node_gets_the_ttl_of_a_small_cluster(stack: devstack.DevStack) ->
     assert len(ttls(stack)) == 4
     stack.kubectl("annotate", "--overwrite", "node", "sim-node-2", f"{TTL}=15")
     wait_for(lambda: ttls(stack)["sim-node-2"] == "0", 30, 0.3, "the changed annotation put back")
+
+
+def test_default_toleration_seconds_reach_the_api_server(stack: devstack.DevStack) -> None:
+    ns = namespace(stack, "default-tolerations")
+    create_pod(stack, ns, "plain", "sim-node-0")
+    spec = json.loads(stack.kubectl("get", "pod", "plain", "-n", ns, "-o", "json").stdout)["spec"]
+    assert spec["tolerations"] == [
+        {
+            "key": f"node.kubernetes.io/{key}",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": sec,
+        }
+        for key, sec in (("not-ready", 60), ("unreachable", 300))
+    ]
+    stack.kubectl(
+        "patch",
+        "pod",
+        "plain",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]),
+    )

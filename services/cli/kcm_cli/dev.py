@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kcm_apiserver import main as apiserver_main
-from kcm_apiserver import nodeports
+from kcm_apiserver import nodeports, strategies
 from kcm_coordinator import status
 from kcm_shared import runtime
 from kcm_shared.base import errors
@@ -71,6 +71,8 @@ class DevOptions:
     controller_flags: list[str] = field(default_factory=list)
     audit_log_path: Path | None = None
     service_node_port_range: nodeports.PortRange | None = None  # the API server's
+    # The API server's DefaultTolerationSeconds (--default-{not-ready,unreachable}-toleration-seconds).
+    toleration_seconds: strategies.TolerationSeconds = strategies.DEFAULT_TOLERATION_SECONDS
     partitions: int | None = None  # the coordinator's --partitions; its default when None
     log_level: str = "info"  # this process's, and the simulator's
     apiserver: str = EMBEDDED  # or UPSTREAM: etcd and kube-apiserver of `make upstream`
@@ -228,6 +230,7 @@ async def run(opts: DevOptions) -> None:
                 port=opts.port,
                 audit_log_path=opts.audit_log_path,
                 service_node_port_range=opts.service_node_port_range,
+                toleration_seconds=opts.toleration_seconds,
             )
             api_url = await _start_upstream(opts, plane, supervise)
         else:
@@ -278,6 +281,7 @@ async def _start_embedded(opts: DevOptions, identity: pki.Files, tasks: list[asy
                 data_dir=state / "apiserver",
                 audit_log_path=opts.audit_log_path,
                 service_node_port_range=opts.service_node_port_range,
+                toleration_seconds=opts.toleration_seconds,
                 service_account_key_files=[identity.sa_pub],
                 service_account_signing_key_file=identity.sa_key,
                 secure_port=0,

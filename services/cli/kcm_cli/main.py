@@ -79,17 +79,7 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     _audit_argument(p)
     _node_port_range_argument(p)
-    # DefaultTolerationSeconds admission: kube-apiserver's names, defaults and help.
-    for flag, taint in (("not-ready", "notReady"), ("unreachable", "unreachable")):
-        p.add_argument(
-            f"--default-{flag}-toleration-seconds",
-            type=_int64,
-            default=300,
-            metavar="N",
-            help=f"Indicates the tolerationSeconds of the toleration for {taint}:NoExecute "
-            "that is added by default to every pod that does not already have such a toleration. "
-            "(default 300)",
-        )
+    _toleration_seconds_arguments(p)
     p.add_argument(
         "--service-account-key-file",
         type=Path,
@@ -141,6 +131,26 @@ def _audit_argument(p: argparse.ArgumentParser) -> None:
         "--audit-log-path",
         type=Path,
         help="append one JSON line (audit.k8s.io/v1 Event) per write the API server answers",
+    )
+
+
+def _toleration_seconds_arguments(p: argparse.ArgumentParser) -> None:
+    """DefaultTolerationSeconds admission: kube-apiserver's names, defaults and help."""
+    for flag, taint in (("not-ready", "notReady"), ("unreachable", "unreachable")):
+        p.add_argument(
+            f"--default-{flag}-toleration-seconds",
+            type=_int64,
+            default=300,
+            metavar="N",
+            help=f"Indicates the tolerationSeconds of the toleration for {taint}:NoExecute "
+            "that is added by default to every pod that does not already have such a toleration. "
+            "(default 300)",
+        )
+
+
+def _toleration_seconds(args: argparse.Namespace) -> apiserver_strategies.TolerationSeconds:
+    return apiserver_strategies.TolerationSeconds(
+        args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds
     )
 
 
@@ -205,6 +215,7 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     _audit_argument(p)
     _node_port_range_argument(p)
+    _toleration_seconds_arguments(p)
     p.add_argument("--log-level", default="info")
     # The controllers' flags, handed on to them (`_passthrough`).
     controllerflags.add_passthrough(p, controllers.BUILTIN)
@@ -395,9 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tls_private_key_file=args.tls_private_key_file,
             advertise_address=args.advertise_address,
             authorization_modes=args.authorization_mode,
-            toleration_seconds=apiserver_strategies.TolerationSeconds(
-                args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds
-            ),
+            toleration_seconds=_toleration_seconds(args),
         )
         return _run(apiserver_main.serve(opts))
     if args.command == "dev":
@@ -425,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             controller_flags=_passthrough(args, words[1:]),
             audit_log_path=args.audit_log_path,
             service_node_port_range=args.service_node_port_range,
+            toleration_seconds=_toleration_seconds(args),
             partitions=args.partitions,
             log_level=args.log_level,
             apiserver=args.apiserver,

@@ -39,7 +39,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcm_apiserver import kubeconfig, nodeports
+from kcm_apiserver import kubeconfig, nodeports, strategies
 from kcm_shared.base import errors
 from kcm_shared.client import clientbuilder, kubeclient
 
@@ -105,6 +105,7 @@ class ControlPlane:
         port: int = 0,
         audit_log_path: Path | None = None,
         service_node_port_range: nodeports.PortRange | None = None,
+        toleration_seconds: strategies.TolerationSeconds = strategies.DEFAULT_TOLERATION_SECONDS,
     ) -> None:
         self.state = state
         self.identity = identity
@@ -114,6 +115,7 @@ class ControlPlane:
         self.etcd_port, self.etcd_peer_port, self.etcd_metrics_port = (natsd.free_port() for _ in range(3))
         self.audit_log_path = audit_log_path
         self.service_node_port_range = service_node_port_range
+        self.toleration_seconds = toleration_seconds
         self.front_proxy = pki.front_proxy(identity.ca_cert.parent)
         self._admin: kubeclient.KubeClient | None = None
         self._tokens = kubeidentities.TokenFiles()
@@ -167,6 +169,8 @@ class ControlPlane:
         ]
         if self.service_node_port_range is not None:
             argv.append(f"--service-node-port-range={self.service_node_port_range}")
+        argv.append(f"--default-not-ready-toleration-seconds={self.toleration_seconds.not_ready}")
+        argv.append(f"--default-unreachable-toleration-seconds={self.toleration_seconds.unreachable}")
         if self.audit_log_path is not None:
             policy = own / "audit-policy.yaml"
             policy.write_text(AUDIT_POLICY)
