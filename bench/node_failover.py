@@ -108,6 +108,7 @@ class Round:
     victim_pods: frozenset[str]
     seen: dict[str, float] = field(default_factory=dict)
     pods: dict[str, _Pod] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)  # pods seen DELETED
     # availableReplicas must fall below `replicas` before its coming back counts.
     dropped: bool = False
 
@@ -126,9 +127,11 @@ class Round:
         name = obj.get("metadata", {}).get("name", "")
         if kind == "DELETED":
             self.pods.pop(name, None)
+            self.gone.add(name)
         else:
             self.pods[name] = _pod(obj)
-        if all(p not in self.pods or self.pods[p].deleting for p in self.victim_pods):
+        # A victim's pod not seen yet (the watch's list still feeding) is not gone.
+        if all(p in self.gone or (p in self.pods and self.pods[p].deleting) for p in self.victim_pods):
             self._note("evicted", now)
         elsewhere = sum(
             1 for p in self.pods.values() if p.node != self.victim and not p.deleting and p.running_ready

@@ -39,7 +39,8 @@ UNREACHABLE = {"key": nf.UNREACHABLE, "effect": "NoExecute", "timeAdded": "2026-
 def started() -> nf.Round:
     """A round of 4 replicas, 2 on the victim n1, as the watches list them at first."""
     track = nf.Round("n1", 4, frozenset({"a", "b"}))
-    for name, where in (("a", "n1"), ("b", "n1"), ("c", "n2"), ("d", "n3")):
+    # The list's pods come one by one: those of the victim not seen yet are not gone.
+    for name, where in (("c", "n2"), ("d", "n3"), ("a", "n1"), ("b", "n1")):
         track.pod("ADDED", pod(name, where), 0.0)
     track.node(node("n1"), 0.0)
     track.deployment(deployment(4), 0.0)
