@@ -101,7 +101,7 @@ def start_coordinator(
         )
     coordinator = Coordinator(proc, url_file, log_path)
     try:
-        wait_for(lambda: url_file.exists() or proc.poll() is not None, 30, what=f"{name} ops url")
+        wait_for(lambda: url_file.exists() or proc.poll() is not None, 60, what=f"{name} ops url")
         assert proc.poll() is None, log_path.read_text()
     except BaseException:
         coordinator.stop()  # not yet in the fixture's list: it would outlive the test

@@ -55,7 +55,7 @@ def standby(stack: DevStack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with open(work / "standby.log", "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=log)
     try:
-        wait_for(lambda: url_file.exists() or proc.poll() is not None, 30, what="the standby's ops url")
+        wait_for(lambda: url_file.exists() or proc.poll() is not None, 60, what="the standby's ops url")
         assert proc.poll() is None, (work / "standby.log").read_text()
         yield url_file.read_text().strip()
     finally:
