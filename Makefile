@@ -22,8 +22,8 @@ run: setup
 # Then the second tier: the `kcm dev` end-to-end modules again, on etcd and kube-apiserver (what
 # cannot run there, and why, is listed in tests/e2e/conftest.py).
 test: setup upstream
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=10 --apiserver=upstream tests/e2e
+	$(BIN)/pytest -q -rfE -n 2 --dist loadfile --durations=15
+	$(BIN)/pytest -q -rfE -n 2 --dist loadfile --durations=10 --apiserver=upstream tests/e2e
 
 lint: setup
 	$(BIN)/ruff check .

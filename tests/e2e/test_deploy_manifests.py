@@ -148,6 +148,9 @@ class RecordingProxy:
         self.thread.join(10)
 
 
+# Every wait on the 32-process stack: generous, for the other pytest worker's stack beside it (it costs
+# nothing while the step is healthy).
+SETTLE = 60
 CLUSTER_IDENTITY = "kcm-cluster-identity"  # the Secret with the cluster CA and service account key
 # A clean-up period of a second, so the cleaner acts on the scenario's tokens (whose dates it
 # reads in days) instead of a year later.
@@ -346,11 +349,11 @@ def drive_workloads(api: ApiServer) -> None:
             and s.get("replicas") == replicas
         )
 
-    wait_for(lambda: settled(2), 30, interval=0.2, what="deployment available")
+    wait_for(lambda: settled(2), SETTLE, interval=0.2, what="deployment available")
     api.kubectl("-n", "rbac-e2e", "set", "image", "deployment/web", "nginx=nginx:2")
-    wait_for(lambda: settled(2), 30, interval=0.2, what="rollout complete")
+    wait_for(lambda: settled(2), SETTLE, interval=0.2, what="rollout complete")
     api.kubectl("-n", "rbac-e2e", "scale", "deployment/web", "--replicas=3")
-    wait_for(lambda: settled(3), 30, interval=0.2, what="scaled to 3")
+    wait_for(lambda: settled(3), SETTLE, interval=0.2, what="scaled to 3")
     victim = _pods(api)[0]["metadata"]["name"]
     api.kubectl("-n", "rbac-e2e", "delete", "pod", victim, "--wait=false")
     wait_for(
@@ -435,7 +438,7 @@ def drive_replicationcontroller(api: ApiServer) -> None:
         s = _json(api, "rc", "legacy").get("status", {})
         return s.get("readyReplicas") == 2 and len(legacy_pods()) == 2
 
-    wait_for(settled, 30, interval=0.2, what="replication controller ready")
+    wait_for(settled, SETTLE, interval=0.2, what="replication controller ready")
     stray = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy-stray", **template["metadata"]}}
     stray["spec"] = template["spec"]
     api.kubectl("apply", "-n", "rbac-e2e", "-f", "-", input=json.dumps(stray))
@@ -446,7 +449,7 @@ def drive_replicationcontroller(api: ApiServer) -> None:
         what="stray pod adopted by the RC and the surplus removed",
     )
     api.kubectl("-n", "rbac-e2e", "delete", "rc", "legacy", "--wait=false")
-    wait_for(lambda: not legacy_pods(), 30, interval=0.2, what="the RC's pods deleted with it")
+    wait_for(lambda: not legacy_pods(), SETTLE, interval=0.2, what="the RC's pods deleted with it")
 
 
 def drive_daemonset(api: ApiServer) -> None:
@@ -490,7 +493,7 @@ def drive_daemonset(api: ApiServer) -> None:
         )
 
     apply("agent:1")
-    wait_for(lambda: rolled_out("agent:1"), 30, interval=0.2, what="daemon set rolled out")
+    wait_for(lambda: rolled_out("agent:1"), SETTLE, interval=0.2, what="daemon set rolled out")
     node = live_pods()[0]["spec"]["nodeName"]
     stray = {
         "apiVersion": "v1",
@@ -507,7 +510,7 @@ def drive_daemonset(api: ApiServer) -> None:
     )
     for image in ("agent:2", "agent:3", "agent:2"):
         apply(image)
-        wait_for(lambda image=image: rolled_out(image), 30, interval=0.2, what=f"rolled out to {image}")
+        wait_for(lambda image=image: rolled_out(image), SETTLE, interval=0.2, what=f"rolled out to {image}")
     revisions = api.kubectl_json("-n", ns, "get", "controllerrevisions")["items"]
     assert sorted(r["revision"] for r in revisions) == [3, 4], revisions
     api.kubectl("-n", ns, "delete", "ds", "agent", "--wait=false")
@@ -553,7 +556,7 @@ def drive_cleanup_controllers(api: ApiServer) -> None:
         "-p",
         json.dumps({"status": status}),
     )
-    wait_for(lambda: gone("job", "done"), 30, interval=0.2, what="finished Job deleted after its TTL")
+    wait_for(lambda: gone("job", "done"), SETTLE, interval=0.2, what="finished Job deleted after its TTL")
     orphan = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -561,7 +564,7 @@ def drive_cleanup_controllers(api: ApiServer) -> None:
         "spec": {"nodeName": "rbac-e2e-gone", "containers": [{"name": "c", "image": "busybox:1"}]},
     }
     api.kubectl("create", "-f", "-", input=json.dumps(orphan))
-    wait_for(lambda: gone("pod", "orphan"), 30, interval=0.2, what="pod of a missing node collected")
+    wait_for(lambda: gone("pod", "orphan"), SETTLE, interval=0.2, what="pod of a missing node collected")
 
 
 def drive_job(api: ApiServer) -> None:
@@ -810,7 +813,7 @@ def drive_statefulset(api: ApiServer) -> None:
         out: dict[str, Any] = api.kubectl_json("-n", ns, "get", "sts", "sts-e2e").get("status") or {}
         return out
 
-    wait_for(lambda: st().get("readyReplicas") == 2, 30, interval=0.2, what="statefulset ready")
+    wait_for(lambda: st().get("readyReplicas") == 2, SETTLE, interval=0.2, what="statefulset ready")
     label = "statefulset.kubernetes.io/pod-name"
     api.kubectl("-n", ns, "label", "pod", "sts-e2e-0", f"{label}-")
     wait_for(
@@ -876,9 +879,9 @@ def drive_endpoints(api: ApiServer) -> None:
         subsets = json.loads(ep).get("subsets") or [] if ep else []
         return any(s.get(field) for s in subsets)
 
-    wait_for(lambda: listed("addresses"), 30, interval=0.2, what="Endpoints created")
+    wait_for(lambda: listed("addresses"), SETTLE, interval=0.2, what="Endpoints created")
     api.kubectl("-n", ns, "annotate", "--overwrite", "pod", "ep-target", "sim.kcm.dev/ready=false")
-    wait_for(lambda: listed("notReadyAddresses"), 30, interval=0.2, what="Endpoints updated")
+    wait_for(lambda: listed("notReadyAddresses"), SETTLE, interval=0.2, what="Endpoints updated")
     api.kubectl("-n", ns, "delete", "service", "ep-e2e")
     wait_for(
         lambda: (
@@ -927,11 +930,11 @@ def drive_endpointslice(api: ApiServer) -> None:
     }
     api.kubectl("apply", "-f", "-", input=json.dumps(svc))
     api.kubectl("apply", "-f", "-", input=json.dumps(pod("sliced-a", 8080)))
-    wait_for(lambda: slice_ports() == [8080], 30, interval=0.2, what="the first pod's slice")
+    wait_for(lambda: slice_ports() == [8080], SETTLE, interval=0.2, what="the first pod's slice")
     api.kubectl("apply", "-f", "-", input=json.dumps(pod("sliced-b", 8081)))
-    wait_for(lambda: slice_ports() == [8080, 8081], 30, interval=0.2, what="a slice per resolved port")
+    wait_for(lambda: slice_ports() == [8080, 8081], SETTLE, interval=0.2, what="a slice per resolved port")
     api.kubectl("-n", ns, "delete", "pod", "sliced-b")
-    wait_for(lambda: slice_ports() == [8080], 30, interval=0.2, what="the second slice deleted")
+    wait_for(lambda: slice_ports() == [8080], SETTLE, interval=0.2, what="the second slice deleted")
     api.kubectl("-n", ns, "delete", "service", "sliced")
     api.kubectl("-n", ns, "delete", "pod", "sliced-a")
 
@@ -954,11 +957,11 @@ def drive_endpointslicemirroring(api: ApiServer) -> None:
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mirrored", "namespace": ns}}
     api.kubectl("apply", "-f", "-", input=json.dumps({**svc, "spec": {"ports": [{"port": 80}]}}))
     api.kubectl("apply", "-f", "-", input=endpoints("10.9.0.1"))
-    wait_for(lambda: mirrored_ips() == ["10.9.0.1"], 30, interval=0.2, what="Endpoints mirrored")
+    wait_for(lambda: mirrored_ips() == ["10.9.0.1"], SETTLE, interval=0.2, what="Endpoints mirrored")
     api.kubectl("apply", "-f", "-", input=endpoints("10.9.0.2"))
-    wait_for(lambda: mirrored_ips() == ["10.9.0.2"], 30, interval=0.2, what="mirrored slice updated")
+    wait_for(lambda: mirrored_ips() == ["10.9.0.2"], SETTLE, interval=0.2, what="mirrored slice updated")
     api.kubectl("-n", ns, "delete", "endpoints", "mirrored")
-    wait_for(lambda: mirrored_ips() == [], 30, interval=0.2, what="mirrored slice deleted")
+    wait_for(lambda: mirrored_ips() == [], SETTLE, interval=0.2, what="mirrored slice deleted")
 
 
 def drive_namespace_services(api: ApiServer) -> None:
@@ -988,8 +991,8 @@ def drive_namespace_services(api: ApiServer) -> None:
         interval=0.2,
         what="quota usage written",
     )
-    wait_for(lambda: exists("serviceaccount", "default"), 30, interval=0.2, what="default ServiceAccount")
-    wait_for(lambda: exists("configmap", "kube-root-ca.crt"), 30, interval=0.2, what="kube-root-ca.crt")
+    wait_for(lambda: exists("serviceaccount", "default"), SETTLE, interval=0.2, what="default ServiceAccount")
+    wait_for(lambda: exists("configmap", "kube-root-ca.crt"), SETTLE, interval=0.2, what="kube-root-ca.crt")
     api.kubectl(
         "-n", ns, "patch", "configmap", "kube-root-ca.crt", "--type=merge", "-p", '{"data":{"ca.crt":"x"}}'
     )
@@ -1019,7 +1022,9 @@ def drive_namespace_services(api: ApiServer) -> None:
             },
         }
         api.kubectl("apply", "-f", "-", input=json.dumps(secret))
-    wait_for(lambda: not exists("secret", tokens[1]), 30, interval=0.2, what="invalid legacy token deleted")
+    wait_for(
+        lambda: not exists("secret", tokens[1]), SETTLE, interval=0.2, what="invalid legacy token deleted"
+    )
     wait_for(
         lambda: (
             "kubernetes.io/legacy-token-invalid-since"
@@ -1030,7 +1035,9 @@ def drive_namespace_services(api: ApiServer) -> None:
         what="unused legacy token invalidated",
     )
     api.kubectl("-n", ns, "delete", "serviceaccount", "robot")
-    wait_for(lambda: not exists("secret", tokens[0]), 30, interval=0.2, what="token deleted with its account")
+    wait_for(
+        lambda: not exists("secret", tokens[0]), SETTLE, interval=0.2, what="token deleted with its account"
+    )
     api.kubectl("delete", "namespace", ns, "--wait=false")
     wait_for(
         lambda: not api.kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").strip(),
@@ -1054,7 +1061,7 @@ def drive_node_ipam(api: ApiServer) -> None:
     def cidrs() -> set[str]:
         return {api.kubectl_json("get", "node", n)["spec"].get("podCIDR", "") for n in names} - {""}
 
-    wait_for(lambda: len(cidrs()) == 2, 30, interval=0.2, what="two nodes given CIDRs")
+    wait_for(lambda: len(cidrs()) == 2, SETTLE, interval=0.2, what="two nodes given CIDRs")
     wait_for(
         lambda: any(
             e["reason"] == "CIDRNotAvailable"
@@ -1221,7 +1228,7 @@ def drive_volume_controllers(api: ApiServer) -> None:
         api.kubectl("create", "-f", "-", input=json.dumps(doc))
     api.kubectl("-n", ns, "delete", "pvc", "guarded", "--wait=false")
     api.kubectl("delete", "pv", "rbac-e2e-pv", "--wait=false")
-    wait_for(lambda: gone("pvc", "guarded"), 30, interval=0.2, what="claim lost its finalizer")
+    wait_for(lambda: gone("pvc", "guarded"), SETTLE, interval=0.2, what="claim lost its finalizer")
     wait_for(
         lambda: not api.kubectl("get", "pv", "--ignore-not-found", "-o", "name").strip(),
         30,
@@ -1240,7 +1247,7 @@ def drive_volume_controllers(api: ApiServer) -> None:
             },
         }
         api.kubectl("create", "-f", "-", input=json.dumps(pod))
-    wait_for(lambda: not gone("pvc", "scratch-scratch"), 30, interval=0.2, what="ephemeral claim made")
+    wait_for(lambda: not gone("pvc", "scratch-scratch"), SETTLE, interval=0.2, what="ephemeral claim made")
     wait_for(
         lambda: (
             "FailedBinding"
