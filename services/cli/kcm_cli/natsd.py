@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import shutil
 import socket
 import sys
@@ -30,11 +31,36 @@ def binary() -> str:
     return found
 
 
+# Below the kernel's ephemeral range: a port the kernel hands out for bind(0) is also where every
+# outgoing connection's source port comes from, so between picking it and the child binding it one
+# of the dozens of connections a stack opens could take it (kube-apiserver then fails to bind on
+# every restart). Random ports below that range are only ever taken by other pickers.
+_LOW_PORT = 10000
+_PICK_ATTEMPTS = 50
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A loopback TCP port free at the time of the call, outside the ephemeral range where it can."""
+    high = _ephemeral_start()
+    for _ in range(_PICK_ATTEMPTS if high - _LOW_PORT > 1000 else 0):
+        port = random.randrange(_LOW_PORT, high)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 @dataclass
