@@ -15,7 +15,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import secrets
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,6 +135,27 @@ def test_an_approved_client_csr_is_signed_by_the_cluster_ca(stack: devstack.DevS
     user = json.loads(res.stdout)["status"]["userInfo"]
     assert user["username"] == "alice"
     assert "devs" in user["groups"]
+
+
+def test_a_csr_approved_while_the_signer_was_killed_is_signed_after_its_restart(
+    stack: devstack.DevStack,
+) -> None:
+    """kill -9 of the signer's process, then an approval while none runs: the restarted process
+    signs it from its catch-up, with one certificate (the status subresource refuses a second)."""
+    name = unique("killed")
+    pem = csrs.request_pem("carol", ("devs",))
+    signer = "kubernetes.io/kube-apiserver-client"
+    stack.kubectl("apply", "-f", "-", input=csr_manifest(name, pem, signer, ["client auth"], 3600))
+    for pid in stack.controller_pids("csrsigning"):
+        os.kill(pid, signal.SIGKILL)
+    stack.kubectl("certificate", "approve", name)
+    cert = wait_for(
+        lambda: issued(stack, name), 90, interval=0.3, what="status.certificate after the restart"
+    )
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "carol"
+    conditions = [c["type"] for c in get_csr(stack, name)["status"]["conditions"]]
+    assert conditions == ["Approved"], conditions
+    stack.wait_healthy()
 
 
 def test_a_request_its_signer_refuses_fails(stack: devstack.DevStack) -> None:

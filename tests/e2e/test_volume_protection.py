@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 from typing import Any
 
 from tests.conftest import wait_for
@@ -98,6 +100,30 @@ def test_a_claim_used_by_a_running_pod_stays_until_the_pod_goes(stack: devstack.
     assert "Terminating" in stack.kubectl("get", "-n", ns, "pvc", "data").stdout
     stack.kubectl("delete", "-n", ns, "pod", "user", "--wait=false")
     wait_for(lambda: gone(stack, "-n", ns, "pvc", "data"), 60, interval=0.2, what="claim gone with its pod")
+
+
+def test_a_claim_released_while_the_controller_was_killed_goes_after_its_restart(
+    stack: devstack.DevStack,
+) -> None:
+    """kill -9 of the pvc-protection controller's process with a claim in use: the claim deleted
+    and its pod gone while no process runs it; the restarted one still lifts the finalizer."""
+    ns = namespace(stack, "pvc-kill")
+    apply(stack, claim("data", ns))
+    apply(stack, pod("user", ns, {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}))
+    wait_for(
+        lambda: (get(stack, "-n", ns, "pod", "user") or {}).get("status", {}).get("phase") == "Running",
+        60,
+        interval=0.2,
+        what="pod running",
+    )
+    for pid in stack.controller_pids("pvc-protection"):
+        os.kill(pid, signal.SIGKILL)
+    stack.kubectl("delete", "-n", ns, "pvc", "data", "--wait=false")
+    stack.kubectl("delete", "-n", ns, "pod", "user", "--grace-period=0", "--force")
+    wait_for(
+        lambda: gone(stack, "-n", ns, "pvc", "data"), 90, interval=0.3, what="claim gone after the restart"
+    )
+    stack.wait_healthy()
 
 
 def _bind_by_hand(s: devstack.DevStack, ns: str, pv: str, pvc: str) -> None:
