@@ -299,6 +299,7 @@ def compose_service(d: Deploy) -> str:
   {alias}:
     <<: *kcm
     command: ["controller", "{alias}", "--kubeconfig", "/kube/kubeconfig", "--master", "${{KCM_MASTER}}",
+              "--authentication-kubeconfig", "/kube/kubeconfig", "--authorization-kubeconfig", "/kube/kubeconfig",
               "--nats-url", "nats://nats:4222", "--nats-nkey-seed", "{SEED_DIR}/{natsauth.SEED_KEY}",
               "--log-level", "${{KCM_LOG_LEVEL}}"{extra}]
     volumes:

@@ -343,6 +343,18 @@ def test_every_api_client_but_the_admins_is_its_own_service_account() -> None:
     assert mounts(kube)[str(root / "k8s/base")] == "./k8s/base"
 
 
+def test_every_controllers_secure_port_reviews_through_its_own_kubeconfig() -> None:
+    """TokenReview and SubjectAccessReview as the controller's own ServiceAccount (its manifest
+    binds system:auth-delegator), at the server the containers reach (kube-identities writes it):
+    without them the secure port would answer only the always-allowed paths."""
+    for name, service in kcm_services().items():
+        args = kcm_args(service)
+        if args.command != "controller":
+            continue
+        assert args.authentication_kubeconfig == args.kubeconfig, name
+        assert args.authorization_kubeconfig == args.kubeconfig, name
+
+
 def test_the_apiserver_token_is_generated_not_fixed() -> None:
     api, init = services()["apiserver"], services()["nats-auth"]
     args, init_args = kcm_args(api), kcm_args(init)
