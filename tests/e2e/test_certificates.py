@@ -2,11 +2,10 @@
 
 Through kubectl: a kube-apiserver-client CSR approved with `kubectl certificate approve` gets a
 certificate (parsed with `cryptography`: issued by `kcm dev`'s CA, the request's subject, the
-requested lifetime with upstream's 5-minute backdate, never a CA); on kube-apiserver, which
-trusts that CA as --client-ca-file, the certificate authenticates as its subject (`kubectl auth
+requested lifetime with upstream's 5-minute backdate, never a CA); the API server trusts that
+CA as --client-ca-file, so the certificate authenticates as its subject (`kubectl auth
 whoami`). A request its signer refuses gets Failed / SignerValidationFailure. A kubelet client
-CSR filed with a bootstrap token is auto-approved after a SubjectAccessReview and signed (it
-needs bootstrap token authentication: skipped on the embedded API server, which has none). An
+CSR filed with a bootstrap token is auto-approved after a SubjectAccessReview and signed. An
 approved CSR whose certificate has expired is deleted by the cleaner. One stack, each test its own CSR names.
 """
 
@@ -76,8 +75,8 @@ def issued(s: devstack.DevStack, name: str) -> x509.Certificate | None:
 
 
 def server_args(s: devstack.DevStack) -> list[str]:
-    """kubectl flags for the stack's API server with no user of the kubeconfig's."""
-    config = yaml.safe_load(s.kubeconfig.read_text())
+    """kubectl flags for the stack's secure port with no user of the kubeconfig's."""
+    config = yaml.safe_load((s.state / "kubeconfig-tls").read_text())
     server = config["clusters"][0]["cluster"]["server"]
     return [
         "--kubeconfig",
@@ -121,9 +120,7 @@ def test_an_approved_client_csr_is_signed_by_the_cluster_ca(stack: devstack.DevS
         minutes=2
     )
     assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    if devstack.APISERVER != "upstream":
-        return
-    # kube-apiserver trusts the CA as --client-ca-file: the certificate is a way in as alice.
+    # The API server trusts the CA as --client-ca-file: the certificate is a way in as alice.
     (tmp_path / "alice.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_pem = private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -176,20 +173,9 @@ def test_a_request_its_signer_refuses_fails(stack: devstack.DevStack) -> None:
     assert "certificate" not in get_csr(stack, name).get("status", {})
 
 
-def serves_authorization(s: devstack.DevStack) -> bool:
-    groups = json.loads(s.kubectl("get", "--raw", "/apis").stdout)["groups"]
-    return any(g["name"] == "authorization.k8s.io" for g in groups)
-
-
 def test_a_kubelet_client_csr_filed_with_a_bootstrap_token_is_approved_and_signed(
     stack: devstack.DevStack,
 ) -> None:
-    if devstack.APISERVER == "embedded":
-        # It serves SubjectAccessReview now, but authenticates no bootstrap token (kube-apiserver's
-        # --enable-bootstrap-token-auth): the CSR's requester would be the dev admin.
-        pytest.skip("the embedded API server has no bootstrap-token authenticator")
-    if not serves_authorization(stack):
-        pytest.skip("the API server serves no authorization.k8s.io (SubjectAccessReview) yet")
     token_id, token_secret = secrets.token_hex(3), secrets.token_hex(8)
     secret = {
         "apiVersion": "v1",

@@ -1,10 +1,20 @@
-"""Who a request is: the static bearer token, or a service account token this server can verify.
+"""Who a request is: a client certificate, the static bearer token, a bootstrap token, or a
+service account token this server can verify.
 
 `Authenticator.authenticate` runs before every request (`server.Server.handle`). A request
 without credentials passes as the cluster admin on a loopback server started without a token
-(the dev default); otherwise credentials are required. A bearer token is accepted when it is
-the static token or a service account token (`kcm_shared.apis.satoken`) whose signature verifies
-against --service-account-key-file and whose claims still hold against the stored objects:
+(the dev default); otherwise credentials are required. In kube-apiserver's order:
+- a client certificate the TLS handshake verified against --client-ca-file is its subject's
+  common name, its organizations the groups (upstream's CommonNameUserConversion; no common
+  name: not this authenticator's);
+- a bearer token is accepted when it is the static token;
+- with --enable-bootstrap-token-auth, a `<id>.<secret>` token matching the kube-system Secret
+  `bootstrap-token-<id>` (type bootstrap.kubernetes.io/token, same id and secret, not being
+  deleted, not expired, usage-bootstrap-authentication "true", valid auth-extra-groups) is
+  `system:bootstrap:<id>` in system:bootstrappers and the extra groups (upstream
+  plugin/pkg/auth/authenticator/token/bootstrap);
+- otherwise a service account token (`kcm_shared.apis.satoken`) whose signature verifies
+  against --service-account-key-file and whose claims still hold against the stored objects:
 - bound tokens (TokenRequest): one of --service-account-issuer, an audience of --api-audiences,
   not expired, the ServiceAccount still there with that uid (and the bound Pod or Secret);
 - legacy Secret tokens (issuer `kubernetes/serviceaccount`): the Secret still there and still
@@ -25,13 +35,17 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import hashlib
 import json
 import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kcm_shared.apis import satoken
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import NameOID
+from kcm_shared.apis import bootstrapsecret, satoken
 
 from kcm_apiserver import errors
 from kcm_apiserver.operations import Api, Ctx
@@ -71,6 +85,8 @@ class TokenVerdict:
 
 
 INVALID_BEARER_TOKEN = "invalid bearer token"
+AUTHENTICATED_GROUP = "system:authenticated"
+CREDENTIAL_ID_KEY = "authentication.kubernetes.io/credential-id"
 
 
 # Who a request without a token is on an open (loopback, tokenless) server, and who the static
@@ -90,10 +106,19 @@ class ServiceAccountTokens:
 
 
 class Authenticator:
-    def __init__(self, api: Api, token: str | None, tokens: ServiceAccountTokens | None) -> None:
+    def __init__(
+        self,
+        api: Api,
+        token: str | None,
+        tokens: ServiceAccountTokens | None,
+        bootstrap_tokens: bool = False,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
         self.api = api
         self.token = token
         self.tokens = tokens
+        self.bootstrap_tokens = bootstrap_tokens  # kube-apiserver's --enable-bootstrap-token-auth
+        self.now = now
         secrets_rt = api.registry.lookup("", "v1", "secrets")
         sa_rt = api.registry.lookup("", "v1", "serviceaccounts")
         pods_rt = api.registry.lookup("", "v1", "pods")
@@ -102,8 +127,13 @@ class Authenticator:
         self._service_accounts: ResourceType = sa_rt
         self._pods: ResourceType = pods_rt
 
-    def authenticate(self, authorization: str, warnings: list[str]) -> User:
-        """The user of a request with this Authorization header; raises 401 when refused."""
+    def authenticate(
+        self, authorization: str, warnings: list[str], certificate: x509.Certificate | None = None
+    ) -> User:
+        """The user of a request with this Authorization header, over a connection whose client
+        presented `certificate` (verified by the handshake); raises 401 when refused."""
+        if certificate is not None and (user := certificate_user(certificate)) is not None:
+            return user
         scheme, _, bearer = authorization.partition(" ")
         bearer = bearer.strip()
         if scheme.lower() != "bearer" or not bearer:
@@ -112,6 +142,8 @@ class Authenticator:
             raise errors.unauthorized()
         if self.token is not None and secrets.compare_digest(bearer.encode(), self.token.encode()):
             return ADMIN
+        if (user := self._bootstrap(bearer)) is not None:
+            return user
         if self.tokens is None:
             if self.token is None:
                 return ADMIN  # nothing verifies tokens here: a token means nothing, as before
@@ -139,6 +171,12 @@ class Authenticator:
             if wanted and not granted:
                 return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
             return TokenVerdict(ADMIN, granted)
+        if (user := self._bootstrap(bearer)) is not None:
+            # Audience-agnostic too, as upstream wraps it.
+            granted = tuple(a for a in implicit if a in wanted) if wanted else ()
+            if wanted and not granted:
+                return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
+            return TokenVerdict(user, granted)
         if self.tokens is None:
             return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
         try:
@@ -149,6 +187,38 @@ class Authenticator:
                 return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
             return TokenVerdict(None, error=f"[{INVALID_BEARER_TOKEN}, {exc}]")
         return TokenVerdict(User(info.username, info.uid, tuple(info.groups)), tuple(granted_list))
+
+    # -- bootstrap tokens -----------------------------------------------------------------------
+
+    def _bootstrap(self, bearer: str) -> User | None:
+        """The user of a bootstrap token, or None when it is not one that holds (the next
+        authenticator tries it then, as in upstream's union)."""
+        if not self.bootstrap_tokens:
+            return None
+        parsed = bootstrapsecret.parse_token(bearer)
+        if parsed is None:
+            return None
+        token_id, token_secret = parsed
+        secret = self._get(self._secrets, bootstrapsecret.NAMESPACE, bootstrapsecret.NAME_PREFIX + token_id)
+        if secret is None or secret["metadata"].get("deletionTimestamp"):
+            return None
+        if secret.get("type") != bootstrapsecret.SECRET_TYPE or not secret.get("data"):
+            return None
+        held = bootstrapsecret.data(secret, bootstrapsecret.TOKEN_SECRET_KEY)
+        if not secrets.compare_digest(held.encode(), token_secret.encode()):
+            return None
+        if bootstrapsecret.data(secret, bootstrapsecret.TOKEN_ID_KEY) != token_id:
+            return None
+        if bootstrapsecret.expiration(secret, self.now())[1]:
+            return None
+        if bootstrapsecret.data(secret, bootstrapsecret.USAGE_AUTHENTICATION_KEY) != "true":
+            return None
+        try:
+            groups = bootstrapsecret.groups(secret)
+        except ValueError as exc:
+            log.debug("refused a bootstrap token", extra={"token_id": token_id, "reason": str(exc)})
+            return None
+        return User(bootstrapsecret.USER_PREFIX + token_id, groups=(*groups, AUTHENTICATED_GROUP))
 
     # -- service account tokens -----------------------------------------------------------------
 
@@ -250,6 +320,23 @@ class Authenticator:
             self.api.patch(ctx, meta["name"], "merge", {"metadata": {"labels": {LAST_USED_LABEL: today}}})
         except errors.ApiError as exc:  # the token is still good; upstream logs this too
             log.warning("could not label a legacy token Secret with its last use", extra={"error": str(exc)})
+
+
+def certificate_user(cert: x509.Certificate) -> User | None:
+    """A verified client certificate's user: common name, organizations as groups, and the
+    certificate's fingerprint as credential id (upstream's CommonNameUserConversion); None
+    without a common name."""
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    name = str(names[0].value) if names else ""
+    if not name:
+        return None
+    orgs = tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
+    fingerprint = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+    return User(
+        name,
+        groups=orgs if AUTHENTICATED_GROUP in orgs else (*orgs, AUTHENTICATED_GROUP),
+        extra=((CREDENTIAL_ID_KEY, (f"X509SHA256={fingerprint}",)),),
+    )
 
 
 def _go_strings(values: list[str]) -> str:

@@ -57,6 +57,11 @@ class Options:
     tls_private_key_file: Path | None = None
     secure_kubeconfig_out: Path | None = None
     secure_kubeconfig_ca: Path | None = None
+    # kube-apiserver's --client-ca-file: client certificates it signed authenticate on the
+    # secure port as their subject.
+    client_ca_file: Path | None = None
+    # kube-apiserver's --enable-bootstrap-token-auth.
+    enable_bootstrap_token_auth: bool = False
     # kube-apiserver's --advertise-address: published in default/kubernetes (None: the bind
     # address when usable, else the host's default-route address).
     advertise_address: str | None = None
@@ -96,6 +101,13 @@ def _tls_context(opts: Options) -> ssl.SSLContext:
         ctx.load_cert_chain(opts.tls_cert_file, opts.tls_private_key_file)
     except ssl.SSLError as exc:
         raise OSError(f"serving certificate {opts.tls_cert_file}: {exc}") from exc
+    if opts.client_ca_file is not None:
+        # Only this CA: a CLIENT_AUTH context verifying nobody was given no system roots.
+        try:
+            ctx.load_verify_locations(cafile=opts.client_ca_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise OSError(f"--client-ca-file {opts.client_ca_file}: {exc}") from exc
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 
@@ -159,6 +171,7 @@ async def serve(opts: Options, on_ready: Callable[[str], None] | None = None) ->
         tokens=tokens,
         check_host=token is None,  # no credentials: loopback only, and named so (DNS rebinding)
         authorization_modes=opts.authorization_modes,
+        bootstrap_tokens=opts.enable_bootstrap_token_auth,
     )
     runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
     await runner.setup()

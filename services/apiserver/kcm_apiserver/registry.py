@@ -196,6 +196,24 @@ BUILTIN: tuple[ResourceType, ...] = (
         short=("csr",),
         sub=("status", "approval"),
     ),
+    # admissionregistration.k8s.io/v1: stored and served, not enforced
+    _r(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        False,
+        cats=("api-extensions",),
+        sub=("status",),
+    ),
+    _r(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+        cats=("api-extensions",),
+    ),
     # rbac.authorization.k8s.io/v1
     _r("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),

@@ -19,6 +19,7 @@ import contextlib
 import ipaddress
 import logging
 import random
+import ssl
 import time
 import unicodedata
 import urllib.parse
@@ -30,6 +31,7 @@ from typing import Any
 import msgspec
 import yaml
 from aiohttp import web
+from cryptography import x509
 from kcm_shared.apimachinery import codec
 
 from kcm_apiserver import (
@@ -178,6 +180,17 @@ def _page_not_found() -> web.Response:
     )
 
 
+def _client_certificate(request: web.Request) -> x509.Certificate | None:
+    """The certificate the client presented, which the TLS handshake verified against
+    --client-ca-file (a plain connection, or a TLS one without one, has none)."""
+    transport = request.transport
+    tls = transport.get_extra_info("ssl_object") if transport is not None else None
+    if not isinstance(tls, ssl.SSLObject | ssl.SSLSocket):
+        return None
+    der = tls.getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der) if der else None
+
+
 def _error(exc: errors.ApiError) -> web.Response:
     resp = _json(exc.status(), exc.code)
     if exc.retry_after is not None:
@@ -195,11 +208,12 @@ class Server:
         tokens: authn.ServiceAccountTokens | None = None,
         check_host: bool = False,
         authorization_modes: tuple[str, ...] = ("AlwaysAllow",),
+        bootstrap_tokens: bool = False,
     ) -> None:
         self.api = api
         self.check_host = check_host
         self.audit_log = audit_log
-        self.authn = authn.Authenticator(api, token, tokens)
+        self.authn = authn.Authenticator(api, token, tokens, bootstrap_tokens)
         self.authorizer = authz.Authorizer(authorization_modes, rbac.Evaluator(api.store))
         self.bookmark_interval = bookmark_interval
         self.address = "127.0.0.1:0"
@@ -248,7 +262,9 @@ class Server:
                     "this API server takes requests without credentials on loopback only: "
                     "address it by a loopback address or localhost and its port, from no web page",
                 )
-            user = self.authn.authenticate(request.headers.get("Authorization", ""), warnings)
+            user = self.authn.authenticate(
+                request.headers.get("Authorization", ""), warnings, _client_certificate(request)
+            )
             request[_USER] = user
             if any(h.lower().startswith("impersonate-") for h in request.headers):
                 user = authz.impersonate(user, request.headers, self.authorizer)

@@ -275,6 +275,8 @@ _WITH_GENERATION = {
     ("policy", "PodDisruptionBudget"),
     ("apiextensions.k8s.io", "CustomResourceDefinition"),
     ("discovery.k8s.io", "EndpointSlice"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
 }
 # metav1.ResetObjectMetaForStatus, for the kinds whose status strategy calls it.
 _RESET_FOR_STATUS = ("labels", "annotations", "finalizers", "ownerReferences")

@@ -289,6 +289,10 @@ async def _start_embedded(opts: DevOptions, identity: pki.Files, tasks: list[asy
                 tls_private_key_file=identity.apiserver_key,
                 secure_kubeconfig_out=state / "kubeconfig-tls",
                 secure_kubeconfig_ca=identity.ca_cert,
+                # As kube-apiserver runs under `kcm dev --apiserver=upstream`: certificates of
+                # the cluster CA (csrsigning's) and bootstrap tokens authenticate (TLS bootstrap).
+                client_ca_file=identity.ca_cert,
+                enable_bootstrap_token_auth=True,
                 authorization_modes=opts.authorization_modes,
             ),
             api_url.set_result,

@@ -106,6 +106,19 @@ def _apiserver_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--tls-cert-file", type=Path, help="PEM serving certificate for --secure-port")
     p.add_argument("--tls-private-key-file", type=Path, help="PEM private key of --tls-cert-file")
     p.add_argument(
+        "--client-ca-file",
+        type=Path,
+        help="PEM CA bundle: client certificates it signed authenticate on --secure-port as their "
+        "common name, their organizations as groups",
+    )
+    pflag.add_bool(
+        p,
+        "--enable-bootstrap-token-auth",
+        default=False,
+        help="authenticate bootstrap tokens (kube-system Secrets of type bootstrap.kubernetes.io/token) "
+        "as system:bootstrap:<id>",
+    )
+    p.add_argument(
         "--api-audiences",
         default="",
         help="comma-separated audiences a bound token must name (default: the issuers)",
@@ -404,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             secure_port=args.secure_port,
             tls_cert_file=args.tls_cert_file,
             tls_private_key_file=args.tls_private_key_file,
+            client_ca_file=args.client_ca_file,
+            enable_bootstrap_token_auth=args.enable_bootstrap_token_auth,
             advertise_address=args.advertise_address,
             authorization_modes=args.authorization_mode,
             toleration_seconds=_toleration_seconds(args),

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
+from kcm_shared.apis import bootstrapsecret
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import bootstraptoken
 from kcm_shared.runtime import cache
@@ -61,13 +62,13 @@ def signing_tokens(
     tokens: dict[str, str] = {}
     first: dt.timedelta | None = None
     for secret in secrets:
-        name_id = bootstraptoken.parse_name(str((secret.get("metadata") or {}).get("name", "")))
-        token_id = bootstraptoken.data(secret, bootstraptoken.TOKEN_ID_KEY)
-        token_secret = bootstraptoken.data(secret, bootstraptoken.TOKEN_SECRET_KEY)
+        name_id = bootstrapsecret.parse_name(str((secret.get("metadata") or {}).get("name", "")))
+        token_id = bootstrapsecret.data(secret, bootstrapsecret.TOKEN_ID_KEY)
+        token_secret = bootstrapsecret.data(secret, bootstrapsecret.TOKEN_SECRET_KEY)
         if name_id is None or not token_id or token_id != name_id or not token_secret:
             continue
-        left, expired = bootstraptoken.expiration(secret, now)
-        if expired or bootstraptoken.data(secret, bootstraptoken.USAGE_SIGNING_KEY) != "true":
+        left, expired = bootstrapsecret.expiration(secret, now)
+        if expired or bootstrapsecret.data(secret, bootstrapsecret.USAGE_SIGNING_KEY) != "true":
             continue
         tokens[token_id] = token_secret
         if left > dt.timedelta(0):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec
+from kcm_shared.apis import bootstrapsecret
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import bootstraptoken
 from kcm_shared.runtime import cache
@@ -55,9 +56,9 @@ class Cleaner:
             if exc.not_found:
                 return None
             raise
-        if secret.get("type") != bootstraptoken.SECRET_TYPE:
+        if secret.get("type") != bootstrapsecret.SECRET_TYPE:
             return None
-        left, expired = bootstraptoken.expiration(secret, self.now())
+        left, expired = bootstrapsecret.expiration(secret, self.now())
         if not expired:
             return runtime.Result(requeue_after=left.total_seconds()) if left > dt.timedelta(0) else None
         log.info("Deleting expired secret", extra={"secret": key})

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kcm_controllers.bootstrapsigner import controller as signer
 from kcm_controllers.bootstrapsigner import jws
-from kcm_shared.controllerutil import bootstraptoken
+from kcm_shared.apis import bootstrapsecret
 
 CONTENT = "Hello from the other side. I must have called a thousand times."
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -43,7 +43,7 @@ def test_detached_signatures_match_upstreams_vectors(content: str, secret: str, 
 def secret_doc(name: str, **data: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "kube-system"},
-        "type": bootstraptoken.SECRET_TYPE,
+        "type": bootstrapsecret.SECRET_TYPE,
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kcm_controllers.tokencleaner import controller as tokencleaner
 from kcm_shared import runtime
+from kcm_shared.apis import bootstrapsecret
 from kcm_shared.controllerutil import bootstraptoken
 from kcm_shared.testing import caches, fakeclient
 
@@ -18,7 +19,7 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 PATH = "/api/v1/namespaces/kube-system/secrets/bootstrap-token-abcdef"
 
 
-def doc(expiration: str | None, kind: str = bootstraptoken.SECRET_TYPE) -> dict[str, Any]:
+def doc(expiration: str | None, kind: str = bootstrapsecret.SECRET_TYPE) -> dict[str, Any]:
     data = {"token-id": "abcdef"} | ({"expiration": expiration} if expiration is not None else {})
     return {
         "metadata": {"name": "bootstrap-token-abcdef", "namespace": "kube-system", "uid": "u1"},
