@@ -5,7 +5,8 @@ and the PV/PVC protection controllers, on the embedded API server and (with
 Static binding (the smallest matching volume, annotations, phases, the claim's capacity), pre-
 binding both ways, VolumeMismatch, release with Retain and with Delete (a volume no provisioner
 made fails, one an external provisioner made waits for it), FailedBinding, the hand-off to an
-external provisioner and the WaitForFirstConsumer / WaitForPodScheduled Events.
+external provisioner and the WaitForFirstConsumer / WaitForPodScheduled Events; a claim made
+while the binder's process is killed (-9) is bound once it is back.
 
 PersistentVolumes are cluster-scoped: each test names its volumes and its storage class after
 its namespace, so one test's volume can never match another's claim.
@@ -14,6 +15,8 @@ its namespace, so one test's volume can never match another's claim.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from typing import Any
 
 from tests.conftest import wait_for
@@ -275,3 +278,17 @@ def test_wait_for_first_consumer(stack: devstack.DevStack) -> None:
     wait_event(stack, ns, "data", "ExternalProvisioning")
     ann = get(stack, "pvc", "data", "-n", ns)["metadata"]["annotations"]
     assert ann["volume.kubernetes.io/storage-provisioner"] == PROVISIONER
+
+
+def test_a_claim_made_while_the_binder_is_killed_is_bound(stack: devstack.DevStack) -> None:
+    ns = namespace(stack, "pvb-killed")
+    pids = stack.controller_pids("persistentvolume-binder")
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    apply(stack, volume(f"{ns}-pv", "1Gi", ns))
+    apply(stack, claim("data", ns, ns))
+    c = wait_phase(stack, "pvc", "data", "Bound", ns)
+    assert c["spec"]["volumeName"] == f"{ns}-pv"
+    wait_phase(stack, "pv", f"{ns}-pv", "Bound")
+    assert not set(stack.controller_pids("persistentvolume-binder")) & set(pids)
