@@ -78,14 +78,8 @@ def _claim_key(claim: ClaimView) -> str:
 def pod_claim_keys(pod: PodView) -> list[str]:
     """namespace/claim of every claim a pod names, its ephemeral volumes' too (upstream
     common.PodPVCIndexFunc)."""
-    ns = pod.metadata.namespace
-    keys = []
-    for volume in pod.spec.volumes:
-        if volume.persistent_volume_claim is not None:
-            keys.append(f"{ns}/{volume.persistent_volume_claim.claim_name}")
-        elif volume.ephemeral is not None:
-            keys.append(f"{ns}/{volumeprotection.ephemeral_claim_name(pod.metadata.name, volume.name)}")
-    return keys
+    names = volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
+    return [f"{pod.metadata.namespace}/{name}" for name in names]
 
 
 def provisioner_name(provisioner: str) -> str:
@@ -591,7 +585,7 @@ class PVController:
         the Event only when the phase changes."""
         if volume.status.phase == phase:
             return volume
-        message = event[2] if event is not None and phase == views.FAILED else ""
+        message = event[2] if event is not None else ""
         written = await self._patch_volume(
             volume, {"status": {"phase": phase, "message": message or None}}, status=True
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import volumeprotection
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -29,19 +30,10 @@ FILESYSTEM = "Filesystem"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 
-class ObjectReference(codec.View):
-    kind: str = ""
-    namespace: str = ""
-    name: str = ""
-    uid: str = ""
-    api_version: str = ""
-    resource_version: str = ""
-
-
 class VolumeSpec(codec.View):
     capacity: dict[str, Any] = msgspec.field(default_factory=dict)
     access_modes: list[str] = msgspec.field(default_factory=list)
-    claim_ref: ObjectReference | None = None
+    claim_ref: codec.ObjectReference | None = None
     persistent_volume_reclaim_policy: str = ""
     storage_class_name: str = ""
     volume_mode: str | None = None
@@ -86,29 +78,15 @@ class ClassView(codec.Meta):
     volume_binding_mode: str | None = None
 
 
-class ClaimSource(codec.View):
-    claim_name: str = ""
-
-
-class EphemeralSource(codec.View):
-    volume_claim_template: dict[str, Any] | None = None
-
-
-class PodVolume(codec.View):
-    name: str = ""
-    persistent_volume_claim: ClaimSource | None = None
-    ephemeral: EphemeralSource | None = None
-
-
 class PodSpec(codec.View):
     node_name: str = ""
-    volumes: list[PodVolume] = msgspec.field(default_factory=list)
+    volumes: list[volumeprotection.PodVolume] = msgspec.field(default_factory=list)
 
 
 class PodView(codec.Meta):
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
 
 
-def claim_key(ref: ObjectReference) -> str:
+def claim_key(ref: codec.ObjectReference) -> str:
     """upstream claimrefToClaimKey."""
     return f"{ref.namespace}/{ref.name}"
