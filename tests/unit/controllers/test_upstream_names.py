@@ -57,6 +57,8 @@ QUEUES = {
     "pvc-protection": "pvcprotection",
     "pv-protection": "pvprotection",
     "ephemeral-volume": "ephemeral_volume",
+    # Upstream has a claim and a volume queue: kcm's one holds both kinds of key.
+    "persistentvolume-binder": "claims",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.
@@ -79,6 +81,7 @@ EVENT_SOURCES = {
     "taint-eviction-controller": "taint-eviction-controller",
     "nodelifecycle": "node-controller",
     "ephemeral-volume": "ephemeral_volume",
+    "persistentvolume-binder": "persistentvolume-controller",
 }
 
 SPECS = {spec.alias: spec for spec in BUILTIN}
