@@ -116,7 +116,8 @@ def test_every_upstream_flag_with_a_typed_sample_in_pflags_other_spellings_parse
         ),
         (
             ["--feature-gates=NoSuchGate=true"],
-            'Error: invalid argument "NoSuchGate=true" for "--feature-gates" flag: unrecognized feature gate: NoSuchGate',
+            # Judged after every flag parsed, as upstream's ("command failed" there).
+            "kcm: unrecognized feature gate: NoSuchGate",
         ),
         # Checked before the process connects anywhere (no NATS or API server runs here).
         (

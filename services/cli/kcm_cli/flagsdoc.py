@@ -68,10 +68,17 @@ process that holds the `kube-system/kube-controller-manager` Lease. kcm has no s
   without the coordinator's grants, so `--leader-elect=false` cannot mean "run without
   waiting": it is accepted and changes nothing.
 
-**Feature gates.** `--feature-gates` takes v1.32's gates (the table of upstream's `--help`,
-with each gate's stage and default), `AllAlpha` and `AllBeta`; an unknown gate or a bad value
-ends the command with upstream's one line (`unrecognized feature gate: Foo`, `invalid value of
-Foo=bar, err: ...`). A gate is on as set, else by `AllAlpha`/`AllBeta` for its stage, else by
+**Feature gates.** `--feature-gates` takes every gate of v1.32's kube-controller-manager: the
+alpha and beta ones its `--help` lists, `AllAlpha` and `AllBeta`, and the 45 GA and deprecated
+ones it hides (found by probing the binary, `tools/upstream/flags.py`). They are judged as
+upstream's are, once every flag has parsed and before `--version`: an unknown gate, a bad value
+or a locked gate set against its lock ends the command with upstream's message after `kcm: `
+(`unrecognized feature gate: Foo`, `invalid value of Foo=bar, err: ...`, `cannot set feature
+gate JobPodFailurePolicy to false, feature is locked to true`); a GA or deprecated gate set
+otherwise is taken with upstream's warning on stderr after `kcm: warning: ` (`Setting GA feature
+gate X=true. It will be removed in a future release.`). Where several items are wrong, upstream
+answers in Go's map order, which varies from run to run; kcm answers in the order given. A gate
+is on as set, else by `AllAlpha`/`AllBeta` for its stage, else by
 its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
 - `JobManagedBy` (beta, on): off, the Job controller ignores `spec.managedBy` and runs every
   Job, as upstream's; on, it leaves Jobs another controller manages alone
@@ -83,9 +90,7 @@ its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
   `JobBackoffLimitPerIndex`, `ServiceTrafficDistribution`, `TopologyAwareHints` and
   `RecoverVolumeExpansionFailure` (beta, on) are always on here; `MaxUnavailableStatefulSet`
   and `HPAScaleToZero` (alpha, off) always off (the StatefulSet controller has no
-  `maxUnavailable` rolling update). GA gates, which upstream locks (setting one to false is
-  refused there: `cannot set feature gate X to false, feature is locked to true`), are not in
-  `--help`'s list, so kcm refuses them as unknown.
+  `maxUnavailable` rolling update).
 
 **API content type.** `--kube-api-content-type` is accepted and changes nothing: kcm's client
 sends and accepts `application/json` only, whatever it is set to. Its typed views decode JSON

@@ -155,7 +155,7 @@ def add_passthrough(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
     g.add_argument(
         "--feature-gates",
         type=upstreamflags.feature_gates,
-        default={},
+        default=[],
         action=pflag.Merge,
         metavar="colonSeparatedMultimapStringString",
         help="upstream v1.32's feature gates, A=true,B=false (upstreamflags.gate)",
