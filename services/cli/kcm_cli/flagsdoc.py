@@ -81,14 +81,27 @@ answers in Go's map order, which varies from run to run; kcm answers in the orde
 is on as set, else by `AllAlpha`/`AllBeta` for its stage, else by
 its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
 - `JobManagedBy` (beta, on): off, the Job controller ignores `spec.managedBy` and runs every
-  Job, as upstream's; on, it leaves Jobs another controller manages alone
-  (tests/e2e/test_feature_gates.py).
+  Job, as upstream's; on, it leaves Jobs another controller manages alone.
+- `JobPodReplacementPolicy` (beta, on): off, `spec.podReplacementPolicy` is not read (a
+  terminating pod counts as failed at once unless a podFailurePolicy is set),
+  `status.terminating` is left unset, and `job_pods_creation_total` counts every pod as `new`.
+- `JobSuccessPolicy` (beta, on): off, `spec.successPolicy` is not read (every index must
+  succeed), and the success condition carries no reason or message.
+- `JobBackoffLimitPerIndex` (beta, on): off, `spec.backoffLimitPerIndex` and
+  `spec.maxFailedIndexes` are not read (the Job's `backoffLimit` counts every failure) and a
+  podFailurePolicy rule with action FailIndex never matches.
+- The Job gates are tested in tests/unit/controllers/job/test_gates.py and, all four off, in
+  tests/e2e/test_feature_gates.py. One difference is left: with both `JobManagedBy` and
+  `JobPodReplacementPolicy` off, upstream sets Complete or Failed at once, without the interim
+  SuccessCriteriaMet or FailureTarget condition and without waiting for terminating pods
+  (`delayTerminalCondition`); kcm's Job controller always goes through the interim condition,
+  as v1.32 does with its defaults.
 - Gates of controllers kcm does not build decide only whether `--controllers` reports them as
   not started for a gate that is off.
 - The other gates of the controllers kcm runs are not read: kcm behaves as v1.32 does with
-  their defaults, whatever they are set to. `JobPodReplacementPolicy`, `JobSuccessPolicy`,
-  `JobBackoffLimitPerIndex`, `ServiceTrafficDistribution`, `TopologyAwareHints` and
-  `RecoverVolumeExpansionFailure` (beta, on) are always on here; `MaxUnavailableStatefulSet`
+  their defaults, whatever they are set to. `ServiceTrafficDistribution`, `TopologyAwareHints`,
+  `PodDeletionCost`, `SidecarContainers` and `RecoverVolumeExpansionFailure` (beta, on) are
+  always on here; `OrderedNamespaceDeletion` (beta, off) always off; `MaxUnavailableStatefulSet`
   and `HPAScaleToZero` (alpha, off) always off (the StatefulSet controller has no
   `maxUnavailable` rolling update).
 

@@ -307,7 +307,7 @@ NOTES: dict[str, str] = {
     "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
     "(kube-system by default, as upstream's)",
     "feature-gates": "v1.32's gates (GA and deprecated ones too), with upstream's errors and warnings; "
-    "JobManagedBy changes the Job controller; "
+    "the four Job gates change the Job controller; "
     "the others decide which feature-gated upstream controllers are reported as not started (above, "
     '"Feature gates")',
     "node-monitor-period": "the node-lifecycle-controller's monitor pass, as upstream's (whose help names only "
