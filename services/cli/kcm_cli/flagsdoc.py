@@ -90,6 +90,12 @@ its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
 - `JobBackoffLimitPerIndex` (beta, on): off, `spec.backoffLimitPerIndex` and
   `spec.maxFailedIndexes` are not read (the Job's `backoffLimit` counts every failure) and a
   podFailurePolicy rule with action FailIndex never matches.
+- `TopologyAwareHints` (beta, on): off, the EndpointSlice controller keeps no topology cache
+  and watches no node for it, as upstream's: the `service.kubernetes.io/topology-mode: Auto`
+  annotation then only removes hints.
+- `ServiceTrafficDistribution` (beta, on): off, `spec.trafficDistribution` is not read: the
+  slices the EndpointSlice controller writes lose their hints, and the others are left as
+  they are (tests/unit/controllers/endpointslice/test_reconciler.py).
 - The Job gates are tested in tests/unit/controllers/job/test_gates.py and, all four off, in
   tests/e2e/test_feature_gates.py. One difference is left: with both `JobManagedBy` and
   `JobPodReplacementPolicy` off, upstream sets Complete or Failed at once, without the interim
@@ -99,11 +105,10 @@ its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
 - Gates of controllers kcm does not build decide only whether `--controllers` reports them as
   not started for a gate that is off.
 - The other gates of the controllers kcm runs are not read: kcm behaves as v1.32 does with
-  their defaults, whatever they are set to. `ServiceTrafficDistribution`, `TopologyAwareHints`,
-  `PodDeletionCost`, `SidecarContainers` and `RecoverVolumeExpansionFailure` (beta, on) are
-  always on here; `OrderedNamespaceDeletion` (beta, off) always off; `MaxUnavailableStatefulSet`
-  and `HPAScaleToZero` (alpha, off) always off (the StatefulSet controller has no
-  `maxUnavailable` rolling update).
+  their defaults, whatever they are set to. `PodDeletionCost`, `SidecarContainers` and
+  `RecoverVolumeExpansionFailure` (beta, on) are always on here; `OrderedNamespaceDeletion`
+  (beta, off), `MaxUnavailableStatefulSet` and `HPAScaleToZero` (alpha, off) always off (the
+  StatefulSet controller has no `maxUnavailable` rolling update).
 
 **API content type.** `--kube-api-content-type` is accepted and changes nothing: kcm's client
 sends and accepts `application/json` only, whatever it is set to. Its typed views decode JSON
