@@ -64,9 +64,17 @@ process that holds the `kube-system/kube-controller-manager` Lease. kcm has no s
   replica keeps a partition while its heartbeats are answered, for the coordinator's
   `--member-lease` (5s) plus `--member-fence-margin` (1s) after the last answer: those two play
   the part of `--leader-elect-lease-duration` for the work a replica holds, and a failover of
-  the coordinator itself takes its `--leader-elect-lease-duration`. A replica cannot run
-  without the coordinator's grants, so `--leader-elect=false` cannot mean "run without
-  waiting": it is accepted and changes nothing.
+  the coordinator itself takes its `--leader-elect-lease-duration`.
+- `--leader-elect=false` is refused by `kcm controllers` and `kcm controller` in one line
+  (`kcm: --leader-elect=false is not supported by kcm's controllers: ...`), not ignored.
+  Upstream's meaning, one replica running every controller without a Lease, would map here to a
+  replica owning every partition without waiting for the coordinator's grants. That breaks the
+  architecture's invariants: only the coordinator grants partitions (9); two replicas so
+  started, or one started beside granted ones, would reconcile one key at once (2); and a
+  paused replica would have no deadline to stop writing at (8). One replica already runs
+  every controller and every partition with the default `--leader-elect=true`: the
+  coordinator grants it all of them. `kcm dev --leader-elect=false` hands the flag to its
+  watcher and coordinator only (tests/e2e/test_upstream_command_line.py shows both sides).
 
 **Feature gates.** `--feature-gates` takes every gate of v1.32's kube-controller-manager: the
 alpha and beta ones its `--help` lists, `AllAlpha` and `AllBeta`, and the 45 GA and deprecated

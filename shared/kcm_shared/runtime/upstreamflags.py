@@ -274,7 +274,6 @@ NO_EFFECT: dict[str, str] = {
     "configure-cloud-routes": _CLOUD,
     "route-reconciliation-period": _CLOUD,
     "cluster-name": "read only by controllers kcm does not build (the persistentvolume binder, the cloud ones)",
-    "leader-elect": _LEADER,
     "leader-elect-lease-duration": _LEADER,
     "leader-elect-renew-deadline": _LEADER,
     "leader-elect-resource-lock": _LEADER,
@@ -304,6 +303,8 @@ NOTES: dict[str, str] = {
     "version": "prints kcm's version and the upstream release it follows; --version=vX.Y.Z (which sets "
     "upstream's reported version) is accepted and changes nothing",
     "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",
+    "leader-elect": "true only: false is refused by kcm's controllers, which run the partitions the coordinator "
+    'grants them; `kcm watcher` and `kcm coordinator` take false (above, "Leader election")',
     "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
     "(kube-system by default, as upstream's)",
     "feature-gates": "v1.32's gates (GA and deprecated ones too), with upstream's errors and warnings; "
