@@ -1,9 +1,11 @@
 """`--feature-gates` changes what the controllers do, as upstream's DefaultFeatureGate does
 (issue 29 item 2; docs/flags.md "Feature gates").
 
-One stack for the module, started with `--feature-gates=JobManagedBy=false`: the Job controller
-then ignores spec.managedBy, as upstream v1.32's does with that gate off (with it on, the
-default, tests/e2e/test_job.py shows such a Job left alone).
+One stack for the module, started with the four Job gates off (`JOB_GATES_OFF`): the Job
+controller then ignores spec.managedBy, spec.successPolicy, spec.backoffLimitPerIndex and
+spec.podReplacementPolicy and leaves status.terminating unset, as upstream v1.32's does with
+those gates off (with them on, the default, tests/e2e/test_job.py and test_job_policies.py
+show the other side).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import pytest
 
 from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
-from tests.e2e.jobs import apply, get, job_yaml, pods_of
+from tests.e2e.jobs import apply, get, job_yaml, pods_of, wait_condition
 
-stack = devstack.stack_fixture("--controllers", "job", "--nodes", "1", "--feature-gates=JobManagedBy=false")
+JOB_GATES_OFF = (
+    "JobManagedBy=false,JobSuccessPolicy=false,JobBackoffLimitPerIndex=false,JobPodReplacementPolicy=false"
+)
+stack = devstack.stack_fixture("--controllers", "job", "--nodes", "1", f"--feature-gates={JOB_GATES_OFF}")
 
 
 @pytest.fixture
@@ -34,6 +39,41 @@ def test_with_job_managed_by_off_a_job_managed_by_another_controller_is_run(
     apply(stack, job_yaml(ns, "theirs", spec={"managedBy": "example.com/other-controller"}))
     wait_for(lambda: pods_of(stack, ns, "theirs"), 30, what="a pod of the job, managedBy ignored")
     wait_for(lambda: get(stack, ns, "job", "theirs").get("status", {}).get("active") == 1, 30)
+
+
+def test_with_job_success_policy_off_every_index_must_succeed(stack: devstack.DevStack, ns: str) -> None:
+    # With the gate on, index 0's success alone would complete this Job (reason SuccessPolicy).
+    spec = {
+        "completionMode": "Indexed",
+        "completions": 2,
+        "parallelism": 2,
+        "successPolicy": {"rules": [{"succeededIndexes": "0"}]},
+    }
+    apply(stack, job_yaml(ns, "all", spec=spec, annotations={"sim.kcm.dev/exit-code": "0"}))
+    job = wait_condition(stack, ns, "all", "Complete", timeout=60)
+    status = job["status"]
+    assert status["succeeded"] == 2 and status["completedIndexes"] == "0,1"
+    assert all(c.get("reason", "") != "SuccessPolicy" for c in status["conditions"])
+    # JobPodReplacementPolicy off: upstream leaves status.terminating unset.
+    assert "terminating" not in status
+
+
+def test_with_job_backoff_limit_per_index_off_the_global_limit_fails_the_job(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    # With the gate on, the Job would fail with FailedIndexes and status.failedIndexes "0,1".
+    spec = {
+        "completionMode": "Indexed",
+        "completions": 2,
+        "parallelism": 2,
+        "backoffLimitPerIndex": 1,
+        "backoffLimit": 0,
+    }
+    apply(stack, job_yaml(ns, "global", spec=spec, annotations={"sim.kcm.dev/exit-code": "1"}))
+    job = wait_condition(stack, ns, "global", "Failed", timeout=60)
+    (failed,) = (c for c in job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert "failedIndexes" not in job["status"]
 
 
 @pytest.mark.parametrize(

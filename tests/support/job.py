@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 from kcm_controllers.job import controller as job_controller
+from kcm_controllers.job import gates as job_gates
 from kcm_controllers.job import jobview, podview, tracking
 from kcm_shared.runtime import cache
 from kcm_shared.testing import caches, fakeclient, recorders
@@ -111,10 +112,10 @@ def controller(
     pod_control: recorders.RecordingPodControl | None = None,
     now: dt.datetime = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC),
     *,
-    managed_by: bool = True,
+    gates: job_gates.Gates = job_gates.DEFAULTS,
 ) -> job_controller.JobController:
-    """A registered controller whose caches hold what `server` holds now (`managed_by`: the
-    JobManagedBy feature gate)."""
+    """A registered controller whose caches hold what `server` holds now, with these feature
+    gates (`kcm_controllers.job.gates`)."""
     jc = job_controller.JobController(
         server,
         caches.new(job_controller.JOBS, jobview.JobView),
@@ -124,7 +125,7 @@ def controller(
         pod_control or recorders.RecordingPodControl(),
         events,
         now=lambda: now,
-        managed_by=managed_by,
+        gates=gates,
     )
     jc.register()
     refresh(jc, server, now)

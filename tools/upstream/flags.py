@@ -8,7 +8,13 @@
   nothing is built here.
 - The data file lists every flag (name, shorthand, pflag type, the default as pflag prints it, the
   help section, the first line of its help), the controllers `--controllers` names (all, and those
-  off by default), the feature gates with their stage and default, and the version.
+  off by default), the feature gates with their stage, default and lock, and the version.
+- `--help` lists the alpha and beta gates only. The GA and deprecated ones are found by probing the
+  binary (`probe_gates`) with every gate name the Go sources of its release declare
+  (`GATE_SOURCES` in the Go module cache; without it, the names the data file already holds):
+  `--feature-gates=N=true` and `=false` for all of them at once answer with upstream's warnings
+  (`Setting GA feature gate ...`) and lock errors, an unknown name being dropped and the probe run
+  again. The default of a gate that is neither listed nor locked comes from the same sources.
 - `kcm_shared.runtime.upstreamflags` reads the file; tests/unit/shared/runtime/test_upstreamflags.py
   runs `--check` where the binary is built, so the checked-in table follows the pinned release.
 """
@@ -18,9 +24,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +105,116 @@ def _default(help_text: str, kind: str) -> str:
     return value[1:-1] if value.startswith('"') and value.endswith('"') else value
 
 
-def read(binary: Path) -> dict[str, Any]:
-    """The data file's content for this binary: its help and its version."""
+# Where v1.32's components declare their gates, under the Go module cache (`{kube}` is the
+# kubernetes module's version, `{staging}` the matching v0.x of the staging modules).
+GATE_SOURCES = (
+    "k8s.io/kubernetes@{kube}/pkg/features/kube_features.go",
+    "k8s.io/kubernetes@{kube}/pkg/features/versioned_kube_features.go",
+    "k8s.io/apiserver@{staging}/pkg/features/kube_features.go",
+    "k8s.io/apiextensions-apiserver@{staging}/pkg/features/kube_features.go",
+    "k8s.io/client-go@{staging}/features/known_features.go",
+    "k8s.io/component-base@{staging}/logs/api/v1/kube_features.go",
+    "k8s.io/component-base@{staging}/metrics/features/kube_features.go",
+    "k8s.io/component-base@{staging}/zpages/features/kube_features.go",
+    "k8s.io/controller-manager@{staging}/pkg/features/kube_features.go",
+)
+_DECLARED = re.compile(r'\bFeature\s*(?:=\s*"(\w+)"|\("(\w+)"\))')
+# A versioned spec list: `Name: {\n {Version: version.MustParse("1.29"), Default: false, ...},\n ...}`.
+_VERSIONED = re.compile(r"(\w+):\s*\{((?:\s*\{Version:[^{}]*\},?[^\n]*)+)\s*\}")
+_SPEC = re.compile(r'MustParse\("(\d+)\.(\d+)"\),\s*Default:\s*(true|false)')
+_WARNED = re.compile(r"Setting (GA|deprecated) feature gate (\w+)=(?:true|false)\.")
+_LOCKED = re.compile(r"cannot set feature gate (\w+) to (?:true|false), feature is locked to (true|false)")
+_UNKNOWN = re.compile(r"unrecognized feature gate: (\w+)")
+
+
+def gate_sources(version: str) -> list[str]:
+    """The Go source of the files that declare `version`'s gates; [] without the module cache."""
+    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
+    minor_patch = version.removeprefix("v").split(".", 1)[1]
+    paths = [Path(cache) / s.format(kube=version, staging=f"v0.{minor_patch}") for s in GATE_SOURCES]
+    return [path.read_text() for path in paths if path.exists()]
+
+
+def declared_gates(sources: Iterable[str]) -> set[str]:
+    """Every gate name the sources declare (`X featuregate.Feature = "X"`)."""
+    return {a or b for text in sources for a, b in _DECLARED.findall(text)}
+
+
+def source_default(sources: Iterable[str], name: str, minor: int) -> bool | None:
+    """A gate's default at v1.<minor> from its versioned specs, or None when the sources lack it."""
+    for text in sources:
+        for found in _VERSIONED.finditer(text):
+            if found.group(1) != name:
+                continue
+            specs: list[tuple[int, bool]] = [
+                (int(m), d == "true") for _, m, d in _SPEC.findall(found.group(2)) if int(m) <= minor
+            ]
+            if specs:
+                return max(specs)[1]
+    return None
+
+
+def _probe(binary: Path, names: list[str], value: str) -> str:
+    done = subprocess.run(
+        [str(binary), f"--feature-gates={','.join(f'{n}={value}' for n in names)}", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.stderr
+
+
+def probe_gates(binary: Path, names: Iterable[str]) -> tuple[dict[str, str], dict[str, bool]]:
+    """The stage (`GA`, `DEPRECATED`) of each of `names` the binary warns about when it is set,
+    and the value of each it locks; names it does not know are left out."""
+    left = sorted(set(names) - {"AllAlpha", "AllBeta"})
+    stages: dict[str, str] = {}
+    locked: dict[str, bool] = {}
+    for value in ("true", "false"):
+        while left:
+            answer = _probe(binary, left, value)
+            # Upstream stops at the first unknown name (in Go's map order): drop it and ask again.
+            if unknown := _UNKNOWN.search(answer):
+                left.remove(unknown.group(1))
+                continue
+            break
+        stages |= {name: stage.upper() for stage, name in _WARNED.findall(answer)}
+        locked |= {name: to == "true" for name, to in _LOCKED.findall(answer)}
+    return stages, locked
+
+
+def hidden_gates(binary: Path, version: str, listed: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """The gates `--help` leaves out (GA, deprecated), and the lock of every gate, by probing
+    the binary with the names the sources declare (else those `known` from the data file, whose
+    defaults stand in for the sources')."""
+    sources = gate_sources(version)
+    names = (declared_gates(sources) or set(known)) | set(listed)
+    stages, locked = probe_gates(binary, names)
+    minor = int(version.removeprefix("v").split(".")[1])
+    gates: dict[str, Any] = {}
+    for name in sorted(set(listed) | set(stages) | set(locked)):
+        if name in listed:
+            gates[name] = {**listed[name], "locked": name in locked}
+            continue
+        default = locked.get(name, source_default(sources, name, minor))
+        if default is None and name in known:
+            default = known[name]["default"]
+        if default is None:
+            raise SystemExit(f"flags.py: no default for feature gate {name} in the Go module cache")
+        gates[name] = {"stage": stages.get(name, "GA"), "default": default, "locked": name in locked}
+    return gates
+
+
+def read(binary: Path, known_gates: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The data file's content for this binary: its help, its version and its feature gates."""
     shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=True)
     version = subprocess.run(
         [str(binary), "--version"], capture_output=True, text=True, timeout=60, check=True
     )
     data = parse_help(shown.stdout + shown.stderr)
-    return {"version": version.stdout.split()[-1], **data}
+    release = version.stdout.split()[-1]
+    data["feature_gates"] = hidden_gates(binary, release, data["feature_gates"], known_gates or {})
+    return {"version": release, **data}
 
 
 def render(data: dict[str, Any]) -> str:
@@ -133,11 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, default=OUT, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    text = render(read(args.binary or default_binary()))
+    current = args.out.read_text() if args.out.exists() else ""
+    known = json.loads(current)["feature_gates"] if current else {}
+    text = render(read(args.binary or default_binary(), known))
     if not args.check:
         args.out.write_text(text)
         return 0
-    current = args.out.read_text() if args.out.exists() else ""
     if current == text:
         return 0
     sys.stdout.writelines(

@@ -482,7 +482,9 @@ async def _start_bus(
                 # credentials: the plain ops port, not upstream's secure port (a flag may ask for it).
                 "--secure-port=0",
                 *identity_flags,
-                *opts.controller_flags,
+                # --leader-elect is the watcher's and the coordinator's (`lease_flags`): the
+                # controllers refuse it false (controllerflags.refuse_leader_elect_false).
+                *(f for f in opts.controller_flags if f.split("=", 1)[0] != "--leader-elect"),
             ],
         )
         for name, argv, _ in groups

@@ -64,28 +64,59 @@ process that holds the `kube-system/kube-controller-manager` Lease. kcm has no s
   replica keeps a partition while its heartbeats are answered, for the coordinator's
   `--member-lease` (5s) plus `--member-fence-margin` (1s) after the last answer: those two play
   the part of `--leader-elect-lease-duration` for the work a replica holds, and a failover of
-  the coordinator itself takes its `--leader-elect-lease-duration`. A replica cannot run
-  without the coordinator's grants, so `--leader-elect=false` cannot mean "run without
-  waiting": it is accepted and changes nothing.
+  the coordinator itself takes its `--leader-elect-lease-duration`.
+- `--leader-elect=false` is refused by `kcm controllers` and `kcm controller` in one line
+  (`kcm: --leader-elect=false is not supported by kcm's controllers: ...`), not ignored.
+  Upstream's meaning, one replica running every controller without a Lease, would map here to a
+  replica owning every partition without waiting for the coordinator's grants. That breaks the
+  architecture's invariants: only the coordinator grants partitions (9); two replicas so
+  started, or one started beside granted ones, would reconcile one key at once (2); and a
+  paused replica would have no deadline to stop writing at (8). One replica already runs
+  every controller and every partition with the default `--leader-elect=true`: the
+  coordinator grants it all of them. `kcm dev --leader-elect=false` hands the flag to its
+  watcher and coordinator only (tests/e2e/test_upstream_command_line.py shows both sides).
 
-**Feature gates.** `--feature-gates` takes v1.32's gates (the table of upstream's `--help`,
-with each gate's stage and default), `AllAlpha` and `AllBeta`; an unknown gate or a bad value
-ends the command with upstream's one line (`unrecognized feature gate: Foo`, `invalid value of
-Foo=bar, err: ...`). A gate is on as set, else by `AllAlpha`/`AllBeta` for its stage, else by
+**Feature gates.** `--feature-gates` takes every gate of v1.32's kube-controller-manager: the
+alpha and beta ones its `--help` lists, `AllAlpha` and `AllBeta`, and the 45 GA and deprecated
+ones it hides (found by probing the binary, `tools/upstream/flags.py`). They are judged as
+upstream's are, once every flag has parsed and before `--version`: an unknown gate, a bad value
+or a locked gate set against its lock ends the command with upstream's message after `kcm: `
+(`unrecognized feature gate: Foo`, `invalid value of Foo=bar, err: ...`, `cannot set feature
+gate JobPodFailurePolicy to false, feature is locked to true`); a GA or deprecated gate set
+otherwise is taken with upstream's warning on stderr after `kcm: warning: ` (`Setting GA feature
+gate X=true. It will be removed in a future release.`). Where several items are wrong, upstream
+answers in Go's map order, which varies from run to run; kcm answers in the order given. A gate
+is on as set, else by `AllAlpha`/`AllBeta` for its stage, else by
 its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
 - `JobManagedBy` (beta, on): off, the Job controller ignores `spec.managedBy` and runs every
-  Job, as upstream's; on, it leaves Jobs another controller manages alone
-  (tests/e2e/test_feature_gates.py).
+  Job, as upstream's; on, it leaves Jobs another controller manages alone.
+- `JobPodReplacementPolicy` (beta, on): off, `spec.podReplacementPolicy` is not read (a
+  terminating pod counts as failed at once unless a podFailurePolicy is set),
+  `status.terminating` is left unset, and `job_pods_creation_total` counts every pod as `new`.
+- `JobSuccessPolicy` (beta, on): off, `spec.successPolicy` is not read (every index must
+  succeed), and the success condition carries no reason or message.
+- `JobBackoffLimitPerIndex` (beta, on): off, `spec.backoffLimitPerIndex` and
+  `spec.maxFailedIndexes` are not read (the Job's `backoffLimit` counts every failure) and a
+  podFailurePolicy rule with action FailIndex never matches.
+- `TopologyAwareHints` (beta, on): off, the EndpointSlice controller keeps no topology cache
+  and watches no node for it, as upstream's: the `service.kubernetes.io/topology-mode: Auto`
+  annotation then only removes hints.
+- `ServiceTrafficDistribution` (beta, on): off, `spec.trafficDistribution` is not read: the
+  slices the EndpointSlice controller writes lose their hints, and the others are left as
+  they are (tests/unit/controllers/endpointslice/test_reconciler.py).
+- The Job gates are tested in tests/unit/controllers/job/test_gates.py and, all four off, in
+  tests/e2e/test_feature_gates.py. One difference is left: with both `JobManagedBy` and
+  `JobPodReplacementPolicy` off, upstream sets Complete or Failed at once, without the interim
+  SuccessCriteriaMet or FailureTarget condition and without waiting for terminating pods
+  (`delayTerminalCondition`); kcm's Job controller always goes through the interim condition,
+  as v1.32 does with its defaults.
 - Gates of controllers kcm does not build decide only whether `--controllers` reports them as
   not started for a gate that is off.
 - The other gates of the controllers kcm runs are not read: kcm behaves as v1.32 does with
-  their defaults, whatever they are set to. `JobPodReplacementPolicy`, `JobSuccessPolicy`,
-  `JobBackoffLimitPerIndex`, `ServiceTrafficDistribution`, `TopologyAwareHints` and
-  `RecoverVolumeExpansionFailure` (beta, on) are always on here; `MaxUnavailableStatefulSet`
-  and `HPAScaleToZero` (alpha, off) always off (the StatefulSet controller has no
-  `maxUnavailable` rolling update). GA gates, which upstream locks (setting one to false is
-  refused there: `cannot set feature gate X to false, feature is locked to true`), are not in
-  `--help`'s list, so kcm refuses them as unknown.
+  their defaults, whatever they are set to. `PodDeletionCost`, `SidecarContainers` and
+  `RecoverVolumeExpansionFailure` (beta, on) are always on here; `OrderedNamespaceDeletion`
+  (beta, off), `MaxUnavailableStatefulSet` and `HPAScaleToZero` (alpha, off) always off (the
+  StatefulSet controller has no `maxUnavailable` rolling update).
 
 **API content type.** `--kube-api-content-type` is accepted and changes nothing: kcm's client
 sends and accepts `application/json` only, whatever it is set to. Its typed views decode JSON

@@ -375,13 +375,22 @@ PFLAG_COMMANDS = ("controllers", "controller", "dev", "watcher", "coordinator")
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     """`kcm`'s reading of `argv`: the namespace, and the words argparse read, where a
     PFLAG_COMMANDS subcommand's flags are written as pflag reads them (`pflag.normalize`).
-    pflag.FlagError for a command line upstream would refuse; SystemExit for argparse's errors."""
+    pflag.FlagError for a command line upstream would refuse; SystemExit for argparse's errors.
+    `--feature-gates` is judged once every flag has parsed, as upstream's does: ConfigError for
+    gates it refuses, and its warnings on stderr."""
     p = parser()
     words = list(argv)
     if words and words[0] in PFLAG_COMMANDS:
         (sub,) = (a for a in p._actions if isinstance(a, argparse._SubParsersAction))
         words = [words[0], *pflag.normalize(sub.choices[words[0]], words[1:])]
-    return p.parse_args(words), words
+    args = p.parse_args(words)
+    if isinstance(getattr(args, "feature_gates", None), list):
+        args.feature_gates = upstreamflags.set_feature_gates(args.feature_gates, _warn)
+    return args, words
+
+
+def _warn(text: str) -> None:
+    print(f"kcm: warning: {text}", file=sys.stderr)
 
 
 def version() -> str:
@@ -395,6 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except pflag.FlagError as exc:
         # Upstream's one line (without the usage it prints first), and its exit status.
         print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except errors.ConfigError as exc:
+        # What upstream refuses after parsing (its "command failed" line), before --version.
+        print(f"kcm: {exc}", file=sys.stderr)
         return 1
     if args.command in PFLAG_COMMANDS[:2] and args.version in ("true", "raw"):
         print(version())

@@ -152,10 +152,16 @@ def add_passthrough(p: argparse.ArgumentParser, specs: Iterable[Spec]) -> None:
         metavar="Level",
         help="upstream's log verbosity: 4 and above turn on debug logs (see log_level)",
     )
+    pflag.add_bool(
+        g,
+        "--leader-elect",
+        default=True,
+        help="upstream's leader election: true only here (refuse_leader_elect_false)",
+    )
     g.add_argument(
         "--feature-gates",
         type=upstreamflags.feature_gates,
-        default={},
+        default=[],
         action=pflag.Merge,
         metavar="colonSeparatedMultimapStringString",
         help="upstream v1.32's feature gates, A=true,B=false (upstreamflags.gate)",
@@ -204,6 +210,23 @@ class _FirstWins:
 def log_level(args: argparse.Namespace) -> str:
     """The level of this process's logs: debug from upstream's `-v=4` on, else `--log-level`."""
     return "debug" if getattr(args, "v", 0) >= 4 else str(args.log_level)
+
+
+LEADER_ELECT_FALSE = (
+    "--leader-elect=false is not supported by kcm's controllers: each replica runs only the "
+    "partitions the coordinator grants it, so none may run without it (docs/flags.md "
+    '"Leader election"); give --leader-elect=false to kcm watcher and kcm coordinator instead'
+)
+
+
+def refuse_leader_elect_false(args: argparse.Namespace) -> None:
+    """ConfigError for `--leader-elect=false`. Upstream's meaning, one replica running every
+    controller with no Lease, would here be a replica owning every partition without the
+    coordinator's grant: two such replicas would reconcile one key at once and a paused one
+    would write what it no longer owns (architecture invariants 2, 8 and 9), so it is refused
+    rather than ignored."""
+    if getattr(args, "leader_elect", True) is False:
+        raise errors.ConfigError(LEADER_ELECT_FALSE)
 
 
 def passthrough_flags(specs: Iterable[Spec]) -> frozenset[str]:

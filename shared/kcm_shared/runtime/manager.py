@@ -500,6 +500,7 @@ async def _logged(what: str, start: Callable[[], Coroutine[Any, Any, None]], *, 
 async def run(args: argparse.Namespace, specs: Sequence[Spec]) -> None:
     """Run the Specs `--controllers` and `--plugin` choose; each controller of upstream's
     registry that would have started but does not here is logged once with why."""
+    controllerflags.refuse_leader_elect_false(args)
     chosen = controllerflags.select(specs, args.controllers) + [
         controllerflags.load_plugin(path) for path in args.plugin
     ]

@@ -10,6 +10,11 @@
 - `CONTROLLERS`: every controller of upstream's registry (cmd/kube-controller-manager/app
   NewControllerDescriptors) with its aliases, whether it is a cloud provider controller and the
   feature gates it needs; `enabled(expression, canonical)` is upstream's IsControllerEnabled.
+- `--feature-gates` is read in two steps, as upstream's: the flag only gathers `[kube:]A=v`
+  items (`feature_gates`); once every flag is parsed, `set_feature_gates` checks them as
+  component-base's featuregate does (unknown, locked, GA and deprecated gates, from the table's
+  probe of the binary) and returns the gates, passing upstream's warnings on, or raises
+  ConfigError with upstream's message. The launcher (`kcm_cli.main.parse`) calls it.
 - `gate(args, name)`: whether feature gate `name` is on, as upstream's DefaultFeatureGate
   answers: set by `--feature-gates`, else `AllAlpha`/`AllBeta` for a gate of that stage, else
   its v1.32 default. Controllers read it for the gates that change what they do (docs/flags.md
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kcm_shared.apimachinery import pflagvalue
+from kcm_shared.base import errors
 from kcm_shared.runtime import pflag
 
 _DATA = json.loads((Path(__file__).with_name("upstream_flags.json")).read_text())
@@ -48,8 +54,11 @@ class Flag:
 
 
 FLAGS: dict[str, Flag] = {f["name"]: Flag(**f) for f in _DATA["flags"]}
+# Every gate of v1.32's kube-controller-manager: those --help lists (alpha, beta) and the GA and
+# deprecated ones it hides, with their defaults; `LOCKED` ones refuse any other value.
 FEATURE_GATES: dict[str, bool] = {name: gate["default"] for name, gate in _DATA["feature_gates"].items()}
 _STAGES: dict[str, str] = {name: gate["stage"] for name, gate in _DATA["feature_gates"].items()}
+LOCKED: frozenset[str] = frozenset(name for name, gate in _DATA["feature_gates"].items() if gate["locked"])
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset(_DATA["controllers"]["disabled_by_default"])
 
 
@@ -167,18 +176,60 @@ def gate(args: argparse.Namespace | None, name: str) -> bool:
     return gate_on(getattr(args, "feature_gates", None) or {}, name)
 
 
-def feature_gates(text: str) -> dict[str, bool]:
-    """`--feature-gates`' argparse type: known gates only, each a Go bool, with upstream's errors
-    (`unrecognized feature gate: Foo`, `invalid value of Foo=bar, err: ...`)."""
-    out: dict[str, bool] = {}
-    for name, value in pflagvalue.feature_gates(text).items():
-        if name not in FEATURE_GATES and name not in ("AllAlpha", "AllBeta"):
-            raise ValueError(f"unrecognized feature gate: {name}")
-        try:
-            out[name] = pflagvalue.boolean(value)
-        except ValueError as exc:
-            raise ValueError(f"invalid value of {name}={value}, err: {exc}") from None
+def feature_gates(text: str) -> list[tuple[str, str]]:
+    """`--feature-gates`' argparse type: upstream's colon-separated multimap, which takes any text
+    (`A=true,kube:B=false` as [("", "A=true"), ("kube", "B=false")]); `set_feature_gates` judges it."""
+    out: list[tuple[str, str]] = []
+    for pair in text.split(","):
+        if pair:
+            component, colon, item = pair.partition(":")
+            out.append((component.strip(), item.strip()) if colon else ("", component.strip()))
     return out
+
+
+def set_feature_gates(items: list[tuple[str, str]], warn: Callable[[str], None]) -> dict[str, bool]:
+    """The gates `--feature-gates`' `items` set, each warning upstream prints on the way passed
+    to `warn` (`Setting GA feature gate X=true. ...`); ConfigError with upstream's message for
+    what it refuses. Upstream walks Go maps, in no fixed order; kcm takes the order given, so
+    where several items are wrong it answers as one of upstream's runs does."""
+    components = dict.fromkeys(component for component, _ in items)
+    for component in components:
+        if component == "" and "kube" in components:
+            raise errors.ConfigError(
+                "set kube feature gates with default empty prefix or kube: prefix consistently, do not mix use"
+            )
+        if component not in ("", "kube"):
+            raise errors.ConfigError(f"component not registered: {component}")
+    wanted: dict[str, bool] = {}
+    for pair in (pair for _, joined in items for pair in joined.split(",") if pair):
+        key, equals, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals:
+            raise errors.ConfigError(f"missing bool value for {key}")
+        try:
+            wanted[key] = pflagvalue.boolean(value)
+        except ValueError as exc:
+            raise errors.ConfigError(f"invalid value of {key}={value}, err: {exc}") from None
+    refused: list[str] = []
+    for name, on in wanted.items():
+        if name not in FEATURE_GATES:
+            refused.append(f"unrecognized feature gate: {name}")
+            break
+        if name in LOCKED and on != FEATURE_GATES[name]:
+            locked_to = str(FEATURE_GATES[name]).lower()
+            refused.append(
+                f"cannot set feature gate {name} to {str(on).lower()}, feature is locked to {locked_to}"
+            )
+            continue
+        stage = {"GA": "GA", "DEPRECATED": "deprecated"}.get(_STAGES[name])
+        if stage:
+            warn(
+                f"Setting {stage} feature gate {name}={str(on).lower()}. It will be removed in a future release."
+            )
+    if refused:
+        # utilerrors.NewAggregate's text: one error as it is, several in brackets.
+        raise errors.ConfigError(refused[0] if len(refused) == 1 else f"[{', '.join(refused)}]")
+    return wanted
 
 
 def emulated_version(text: str) -> list[str]:
@@ -236,7 +287,6 @@ NO_EFFECT: dict[str, str] = {
     "pv-recycler-pod-template-filepath-hostpath": _IN_TREE_VOLUMES,
     "pv-recycler-pod-template-filepath-nfs": _IN_TREE_VOLUMES,
     "pv-recycler-timeout-increment-hostpath": _IN_TREE_VOLUMES,
-    "leader-elect": _LEADER,
     "leader-elect-lease-duration": _LEADER,
     "leader-elect-renew-deadline": _LEADER,
     "leader-elect-resource-lock": _LEADER,
@@ -266,9 +316,12 @@ NOTES: dict[str, str] = {
     "version": "prints kcm's version and the upstream release it follows; --version=vX.Y.Z (which sets "
     "upstream's reported version) is accepted and changes nothing",
     "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",
+    "leader-elect": "true only: false is refused by kcm's controllers, which run the partitions the coordinator "
+    'grants them; `kcm watcher` and `kcm coordinator` take false (above, "Leader election")',
     "use-service-account-credentials": "the ServiceAccounts are in --service-account-credentials-namespace "
     "(kube-system by default, as upstream's)",
-    "feature-gates": "v1.32's gates, with upstream's errors; JobManagedBy changes the Job controller; "
+    "feature-gates": "v1.32's gates (GA and deprecated ones too), with upstream's errors and warnings; "
+    "the four Job gates change the Job controller; "
     "the others decide which feature-gated upstream controllers are reported as not started (above, "
     '"Feature gates")',
     "node-monitor-period": "the node-lifecycle-controller's monitor pass, as upstream's (whose help names only "
@@ -308,7 +361,9 @@ def _default(flag: Flag) -> Any:
     if flag.type in ("strings", "namedCertKey"):
         inner = text.strip("[]")
         return inner.split(",") if inner else []
-    if flag.type in ("stringToString", "colonSeparatedMultimapStringString", "pattern=N,..."):
+    if flag.type == "colonSeparatedMultimapStringString":
+        return []
+    if flag.type in ("stringToString", "pattern=N,..."):
         return {}
     return _TYPES.get(flag.type, pflagvalue.string)(text)
 

@@ -25,7 +25,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.controllerutil.endpoints import endpointutil
 from kcm_shared.controllerutil.endpoints.endpointslicetracker import EndpointSliceTracker, Ref
-from kcm_shared.runtime import cache, controllerflags, events
+from kcm_shared.runtime import cache, controllerflags, events, upstreamflags
 
 from kcm_controllers.endpointslice import reconciler, topologycache, views
 
@@ -60,7 +60,18 @@ def _service_of(slice_: views.EndpointSlice) -> list[str]:
 class EndpointSliceController:
     """Handlers and sync of one process; caches, client, recorder and enqueue are injected."""
 
-    def __init__(self, ctx: runtime.Context, *, max_per_slice: int, batch_period: float) -> None:
+    def __init__(
+        self,
+        ctx: runtime.Context,
+        *,
+        max_per_slice: int,
+        batch_period: float,
+        topology_aware_hints: bool = True,
+        traffic_distribution: bool = True,
+    ) -> None:
+        """`topology_aware_hints`, `traffic_distribution`: the TopologyAwareHints and
+        ServiceTrafficDistribution gates; with the first off there is no topology cache and no
+        node handler, as upstream's NewController builds it."""
         self.services: cache.Cache[views.ServiceView] = ctx.caches[SERVICES]
         self.pods: cache.Cache[endpointutil.EndpointPodView] = ctx.caches[PODS]
         self.slices: cache.Cache[views.EndpointSlice] = ctx.caches[SLICES]
@@ -71,9 +82,14 @@ class EndpointSliceController:
         self.tracker = EndpointSliceTracker()
         self.triggers = endpointutil.TriggerTimeTracker()
         self.selectors = endpointutil.SelectorCache()
-        self.topology = topologycache.TopologyCache()
+        self.topology = topologycache.TopologyCache() if topology_aware_hints else None
         self.reconciler = reconciler.Reconciler(
-            ctx.client, self.tracker, max_per_slice, topology=self.topology, record=self._record
+            ctx.client,
+            self.tracker,
+            max_per_slice,
+            topology=self.topology,
+            record=self._record,
+            traffic_distribution=traffic_distribution,
         )
         self.enqueue_after = ctx.enqueue_after
 
@@ -88,11 +104,12 @@ class EndpointSliceController:
         self.slices.add_handler(
             on_add=self.on_slice_add, on_update=self.on_slice_update, on_delete=self.on_slice_delete
         )
-        self.nodes.add_handler(
-            on_add=lambda _node: self.on_nodes(),
-            on_update=self.on_node_update,
-            on_delete=lambda _node: self.on_nodes(),
-        )
+        if self.topology is not None:
+            self.nodes.add_handler(
+                on_add=lambda _node: self.on_nodes(),
+                on_update=self.on_node_update,
+                on_delete=lambda _node: self.on_nodes(),
+            )
 
     # --- event handlers ---------------------------------------------------------------------
 
@@ -161,6 +178,8 @@ class EndpointSliceController:
     def on_nodes(self) -> None:
         """upstream checkNodeTopologyDistribution: new CPU shares per zone, and a sync of every
         Service whose slices carry hints (upstream picks only those now overloaded)."""
+        if self.topology is None:
+            return
         self.topology.set_nodes(self.nodes.list())
         for key in {service for service, _ in self.topology.populated}:
             self.enqueue(key)
@@ -192,7 +211,8 @@ class EndpointSliceController:
         if svc is None:
             self.triggers.delete_service(namespace, name)
             self.tracker.delete_service((namespace, name))
-            self.topology.forget_service(key)
+            if self.topology is not None:
+                self.topology.forget_service(key)
             return  # its slices go with it: the garbage collector follows their owner reference
         if svc.spec.type == "ExternalName" or not endpointutil.has_selector(svc):
             return  # no slices from this controller: ExternalName has none, selectorless are hand-made
@@ -224,6 +244,8 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx,
         max_per_slice=getattr(args, "max_endpoints_per_slice", 100),
         batch_period=getattr(args, "endpointslice_updates_batch_period", 0.0),
+        topology_aware_hints=upstreamflags.gate(args, "TopologyAwareHints"),
+        traffic_distribution=upstreamflags.gate(args, "ServiceTrafficDistribution"),
     )
     eps.register()
     return eps.reconcile

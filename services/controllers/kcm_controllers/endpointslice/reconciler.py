@@ -217,8 +217,11 @@ def plan_address_type(
     max_per_slice: int,
     controller_name: str,
     topology: topologycache.TopologyCache | None = None,
+    traffic_distribution: bool = True,
 ) -> Plan:
-    """upstream reconcileByAddressType, after the desired endpoints are known."""
+    """upstream reconcileByAddressType, after the desired endpoints are known (`topology` None:
+    the TopologyAwareHints gate is off; `traffic_distribution`: the ServiceTrafficDistribution
+    gate)."""
     plan = Plan()
     by_ports: dict[utils.PortMapKey, list[views.EndpointSlice]] = {}
     for slice_ in existing:
@@ -241,7 +244,7 @@ def plan_address_type(
             plan.delete = []  # the placeholder is already there
         else:
             plan.create.append(placeholder)
-    _hints(svc, plan, existing, address_type, topology)
+    _hints(svc, plan, existing, address_type, topology, traffic_distribution)
     return plan
 
 
@@ -251,10 +254,13 @@ def _hints(
     existing: Sequence[views.EndpointSlice],
     address_type: str,
     topology: topologycache.TopologyCache | None,
+    traffic_distribution: bool,
 ) -> None:
     """Hints as upstream's reconcileByAddressType sets them: from the topology cache when the
     topology-mode annotation says Auto, else from spec.trafficDistribution (trafficdist:
-    PreferClose hints each endpoint at its own zone, anything else removes hints)."""
+    PreferClose hints each endpoint at its own zone, anything else removes hints); with the
+    ServiceTrafficDistribution gate off, the slices written lose their hints and the others
+    are left as they are."""
     key = codec.key_of(svc)
     touched = {s.metadata.name for s in plan.update} | {s.metadata.name for s in plan.delete}
     unchanged = [s for s in existing if s.metadata.name not in touched]
@@ -273,6 +279,9 @@ def _hints(
             )
             plan.events.append(topologycache.Event("Warning", topologycache.DISABLED, message))
         topology.forget(key, address_type)
+    if not traffic_distribution:
+        topologycache.remove_hints(plan.create + plan.update)
+        return
     prefer_close = svc.spec.traffic_distribution == PREFER_CLOSE
     for slice_ in unchanged:
         if any(_hinted(ep, prefer_close) != ep for ep in slice_.endpoints or ()):
@@ -302,6 +311,7 @@ def plan(
     max_per_slice: int,
     controller_name: str = views.CONTROLLER_NAME,
     topology: topologycache.TopologyCache | None = None,
+    traffic_distribution: bool = True,
 ) -> tuple[list[Plan], list[views.EndpointSlice], list[tuple[str, str]]]:
     """upstream Reconcile without the writes: one plan per address type of the Service, the
     slices of address types it no longer has (to delete), and pods skipped for a missing node."""
@@ -317,7 +327,16 @@ def plan(
         missing += [p for p in skipped if p not in missing]
         mine = [s for s in existing if s.address_type == address_type]
         plans.append(
-            plan_address_type(svc, mine, desired, address_type, max_per_slice, controller_name, topology)
+            plan_address_type(
+                svc,
+                mine,
+                desired,
+                address_type,
+                max_per_slice,
+                controller_name,
+                topology,
+                traffic_distribution,
+            )
         )
     return plans, gone, missing
 
@@ -363,6 +382,7 @@ class Reconciler:
         *,
         topology: topologycache.TopologyCache | None = None,
         record: Callable[[views.ServiceView, topologycache.Event], None] | None = None,
+        traffic_distribution: bool = True,
     ) -> None:
         self.client = client
         self.tracker = tracker
@@ -370,6 +390,7 @@ class Reconciler:
         self.controller_name = controller_name
         self.topology = topology
         self.record = record
+        self.traffic_distribution = traffic_distribution
 
     async def reconcile(
         self,
@@ -383,7 +404,14 @@ class Reconciler:
         for a missing node) after writing what could be written, so the sync is retried."""
         ns, name = svc.metadata.namespace, svc.metadata.name
         plans, gone, missing = plan(
-            svc, pods, existing, nodes, self.max_per_slice, self.controller_name, self.topology
+            svc,
+            pods,
+            existing,
+            nodes,
+            self.max_per_slice,
+            self.controller_name,
+            self.topology,
+            self.traffic_distribution,
         )
         errors = [
             f'skipping Pod {pod} for Service {ns}/{name}: node "{node}" not found' for pod, node in missing

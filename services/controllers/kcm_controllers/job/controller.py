@@ -52,7 +52,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
-from kcm_shared.runtime import cache, events, upstreamflags
+from kcm_shared.runtime import cache, events
 
 from kcm_controllers.job import (
     backoff,
@@ -65,6 +65,7 @@ from kcm_controllers.job import (
     success_policy,
     tracking,
 )
+from kcm_controllers.job import gates as job_gates
 
 log = logging.getLogger("kcm.job")
 
@@ -169,10 +170,11 @@ class JobController:
         recorder: events.EventRecorder,
         *,
         now: Callable[[], dt.datetime] = _utcnow,
-        managed_by: bool = True,
+        gates: job_gates.Gates = job_gates.DEFAULTS,
     ) -> None:
-        """`managed_by`: the JobManagedBy feature gate; off, spec.managedBy is ignored and every
-        Job is this controller's, as upstream's managedByExternalController answers."""
+        """`gates`: the feature gates upstream's Job controller reads (`gates.py`); with
+        JobManagedBy off, spec.managedBy is ignored and every Job is this controller's, as
+        upstream's managedByExternalController answers."""
         self.client = client
         self.jobs = jobs
         self.pods = pods
@@ -181,7 +183,7 @@ class JobController:
         self.pod_control = pod_control
         self.recorder = recorder
         self.now = now
-        self.managed_by = managed_by
+        self.gates = gates
         self.expectations = expectations.ControllerExpectations()
         self.finalizer_expectations = tracking.FinalizerExpectations()
         self.backoff = backoff.Store()
@@ -190,7 +192,7 @@ class JobController:
 
     def external(self, job: JobView) -> str | None:
         """The other controller that manages `job` (spec.managedBy), None when it is ours."""
-        return jobview.managed_by_external(job) if self.managed_by else None
+        return jobview.managed_by_external(job) if self.gates.managed_by else None
 
     def forget_unowned(self, owned: Callable[[str], bool]) -> None:
         """Drop what is kept for Jobs whose partition moved to another replica."""
@@ -451,7 +453,7 @@ class JobController:
             return None
         started, record, ok = self.now(), metrics.SyncRecord(), False
         try:
-            outcome = await self._sync_job(key, job, record)
+            outcome = await self._sync_job(key, self.gates.view(job), record)
             ok = True
             return outcome
         finally:
@@ -505,24 +507,23 @@ class JobController:
             else:
                 complete = c.succeeded >= completions and active == 0
             if complete:
-                c.finished = jobview.new_condition(
-                    jobview.SUCCESS_CRITERIA_MET,
-                    "True",
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                    now,
-                )
+                # Upstream's newSuccessCondition gives a reason only with JobSuccessPolicy on.
+                reached = ("CompletionsReached", "Reached expected number of succeeded pods")
+                reason, message = reached if self.gates.success_policy else ("", "")
+                c.finished = jobview.new_condition(jobview.SUCCESS_CRITERIA_MET, "True", reason, message, now)
             elif managed:
                 suspend_changed = self._suspend_condition(job, status, now)
+        # status.terminating is JobPodReplacementPolicy's field: absent with the gate off.
+        terminating = c.terminating if self.gates.pod_replacement_policy else None
         needs_update = (
             suspend_changed
             or active != status.active
             or c.ready != status.ready
-            or c.terminating != status.terminating
+            or terminating != status.terminating
         )
         status.active = active
         status.ready = c.ready
-        status.terminating = c.terminating
+        status.terminating = terminating
         if counting is None:
             await self.track_status(key, c, needs_update)
         else:
@@ -844,7 +845,9 @@ class JobController:
             await self.pod_control.create_pods(namespace, pod_template, job, ref, generate_name=generate_name)
 
         created, error = await podcontrol.create_in_batches(count, create, self.expectations, key)
-        metrics.record_pods_created(job, c.failed, c.terminating, created, attempts - created)
+        # Upstream tells replacements from new pods only with JobPodReplacementPolicy on.
+        replaced = (c.failed, c.terminating) if self.gates.pod_replacement_policy else (0, 0)
+        metrics.record_pods_created(job, *replaced, created, attempts - created)
         return created, error
 
     async def delete_job_pods(
@@ -1138,7 +1141,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         ctx.enqueue_after,
         podcontrol.RealPodControl(ctx.client, ctx.recorder),
         ctx.recorder,
-        managed_by=upstreamflags.gate(ctx.args, "JobManagedBy"),
+        gates=job_gates.Gates.from_args(ctx.args),
     )
     jc.register()
     ctx.keys = jc.keys

@@ -378,6 +378,33 @@ def test_prefer_close_leaves_not_ready_endpoints_without_hints() -> None:
     assert (plans[0].create, plans[0].update) == ([], [])
 
 
+def test_with_service_traffic_distribution_off_prefer_close_adds_no_hints() -> None:
+    # upstream's reconciler with trafficDistributionEnabled false: hints are removed from the
+    # slices it writes and the others are left as they are.
+    svc = service(trafficDistribution="PreferClose")
+    zone_node = codec.Meta(metadata=codec.ObjectMeta(name="node-1", labels={utils.LABEL_ZONE: "us-a"}))
+    plans, _, _ = reconciler.plan(svc, [pod(1)], [], lambda _: zone_node, 100, traffic_distribution=False)
+    assert (plans[0].create[0].endpoints or [])[0].hints is None
+    hinted, _, _ = reconciler.plan(svc, [pod(1)], [], lambda _: zone_node, 100)
+    existing = slice_with(1, svc, [])
+    existing.endpoints = hinted[0].create[0].endpoints  # written while the gate was on
+    plans, _, _ = reconciler.plan(
+        svc, [pod(1)], [existing], lambda _: zone_node, 100, traffic_distribution=False
+    )
+    assert (plans[0].create, plans[0].update) == ([], [])
+
+
+def test_with_topology_aware_hints_off_the_annotation_only_removes_hints() -> None:
+    # No topology cache (upstream's NewController without TopologyAwareHints): Auto hints nothing.
+    svc = service(trafficDistribution="PreferClose")
+    annotated = msgspec.structs.replace(
+        svc, metadata=msgspec.structs.replace(svc.metadata, annotations={reconciler.TOPOLOGY_MODE: "Auto"})
+    )
+    zone_node = codec.Meta(metadata=codec.ObjectMeta(name="node-1", labels={utils.LABEL_ZONE: "us-a"}))
+    plans, _, _ = reconciler.plan(annotated, [pod(1)], [], lambda _: zone_node, 100, topology=None)
+    assert (plans[0].create[0].endpoints or [])[0].hints is None
+
+
 def test_pod_on_unknown_node_is_left_out_and_reported() -> None:
     plans, _, missing = reconciler.plan(service(), [pod(1), pod(2, node="gone")], [], nodes, 100)
     assert missing == [("pod2", "gone")]

@@ -15,6 +15,7 @@ from typing import Any
 
 import prometheus_client
 from kcm_controllers.job import controller as job_controller
+from kcm_controllers.job import gates as job_gates
 from kcm_controllers.job import tracking
 from kcm_shared.runtime import manager
 from kcm_shared.testing import recorders
@@ -115,7 +116,7 @@ def test_with_the_job_managed_by_gate_off_managed_by_is_ignored() -> None:
     job = new_job(1, indexed=False)
     job["spec"]["managedBy"] = "example.com/other"
     server, fake = JobServer(job, []), recorders.RecordingPodControl()
-    jc = controller(server, recorders.RecordingEventRecorder(), fake, managed_by=False)
+    jc = controller(server, recorders.RecordingEventRecorder(), fake, gates=job_gates.Gates(managed_by=False))
     asyncio.run(jc.sync(KEY))
     assert len(fake.templates) == 1 and server.job["status"]["active"] == 1
 

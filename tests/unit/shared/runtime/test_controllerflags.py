@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from kcm_cli import controllers, main
 from kcm_shared import runtime
+from kcm_shared.base import errors
 from kcm_shared.runtime import controllerflags, manager
 
 
@@ -157,3 +158,13 @@ def test_enable_garbage_collector_false_leaves_the_garbage_collector_off(value: 
     chosen = controllerflags.select(controllers.BUILTIN, "garbagecollector,job")
     left = [spec.name for spec in manager.runnable(chosen, args)]
     assert left == (["garbage-collector-controller", "job-controller"] if runs else ["job-controller"])
+
+
+def test_leader_elect_false_is_refused_by_the_controllers_in_one_line() -> None:
+    args, _ = main.parse(["controllers", "--leader-elect=false"])
+    with pytest.raises(
+        errors.ConfigError, match=r"^--leader-elect=false is not supported by kcm.s controllers"
+    ):
+        controllerflags.refuse_leader_elect_false(args)
+    controllerflags.refuse_leader_elect_false(main.parse(["controllers", "--leader-elect"])[0])
+    controllerflags.refuse_leader_elect_false(main.parse(["controllers"])[0])

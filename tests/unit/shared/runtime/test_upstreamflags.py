@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -37,6 +38,8 @@ def test_the_table_holds_every_flag_of_v1_32() -> None:
     assert upstreamflags.FLAGS["leader-elect"].type == "bool"
     assert upstreamflags.FLAGS["controllers"].default == "[*]"
     assert upstreamflags.FLAGS["v"].shorthand == "v"
+    # --help's 134 (AllAlpha and AllBeta among them) and the 45 GA and deprecated ones it hides.
+    assert len(upstreamflags.FEATURE_GATES) == 179
 
 
 def test_the_registry_is_upstreams() -> None:
@@ -155,3 +158,105 @@ def test_a_gate_is_on_as_set_else_by_all_alpha_or_all_beta_else_by_its_default()
     assert gate(args, "JobManagedBy") is False and gate(None, "JobManagedBy") is True
     with pytest.raises(KeyError):
         gate(args, "NoSuchGate")
+
+
+def _kcm_answer(value: str) -> tuple[list[str], str | None]:
+    warned: list[str] = []
+    try:
+        upstreamflags.set_feature_gates(upstreamflags.feature_gates(value), warned.append)
+    except errors.ConfigError as exc:
+        return warned, str(exc)
+    return warned, None
+
+
+def _binary_answer(value: str) -> tuple[list[str], str | None]:
+    """The warnings and the error kube-controller-manager prints for `--feature-gates=value`
+    (its klog lines without their headers)."""
+    assert BINARY is not None
+    done = subprocess.run(
+        [str(BINARY), f"--feature-gates={value}", "--version"], capture_output=True, text=True, timeout=60
+    )
+    warned = [line.split("] ", 1)[1] for line in done.stderr.splitlines() if line.startswith("W")]
+    failed = re.search(r'"command failed" err=(".*")$', done.stderr, re.MULTILINE)
+    assert (done.returncode == 0) == (failed is None), done.stderr
+    return warned, json.loads(failed.group(1)) if failed else None
+
+
+GATE_CASES = [
+    "JobPodFailurePolicy=true",  # GA: a warning
+    "JobPodFailurePolicy=false",  # GA, locked
+    "AllowServiceLBStatusOnNonLB=true",  # deprecated, locked to false
+    "KMSv1=true",  # deprecated: a warning
+    "ExecProbeTimeout=false",  # GA, not locked: a warning
+    "JobManagedBy=false,AllAlpha=true,AllBeta=false",
+    " kube:JobManagedBy = false ,kube:JobSuccessPolicy=true",
+    "NoSuchGate=true",
+    "JobManagedBy=maybe",
+    "JobManagedBy",
+    "x:JobManagedBy=true",
+    "kube:JobManagedBy=false,JobSuccessPolicy=true",
+    "Foo=x=y",
+]
+
+
+@pytest.mark.skipif(BINARY is None, reason="the upstream binaries are not built here (`make upstream`)")
+@pytest.mark.parametrize("value", GATE_CASES)
+def test_feature_gates_answer_as_the_binary_does(value: str) -> None:
+    assert _kcm_answer(value) == _binary_answer(value)
+
+
+@pytest.mark.skipif(BINARY is None, reason="the upstream binaries are not built here (`make upstream`)")
+def test_every_hidden_gate_warns_or_is_locked_as_the_binary_does() -> None:
+    # Upstream walks a Go map: the same warnings and errors, in any order.
+    hidden = [n for n, s in upstreamflags._STAGES.items() if s in ("GA", "DEPRECATED")]
+    unlocked = ",".join(
+        f"{n}={str(not upstreamflags.FEATURE_GATES[n]).lower()}"
+        for n in hidden
+        if n not in upstreamflags.LOCKED
+    )
+    kcm, binary = _kcm_answer(unlocked), _binary_answer(unlocked)
+    assert (sorted(kcm[0]), kcm[1]) == (sorted(binary[0]), binary[1]) and len(kcm[0]) >= 8
+    locked = ",".join(f"{n}={str(not upstreamflags.FEATURE_GATES[n]).lower()}" for n in upstreamflags.LOCKED)
+    kcm, binary = _kcm_answer(locked), _binary_answer(locked)
+    assert kcm[1] is not None and binary[1] is not None
+    refusal = re.compile(r"cannot set feature gate \w+ to \w+, feature is locked to \w+")
+    refused = sorted(refusal.findall(kcm[1]))
+    assert refused == sorted(refusal.findall(binary[1])) and len(refused) == len(upstreamflags.LOCKED)
+
+
+def test_a_ga_gate_is_accepted_on_with_a_warning_and_refused_off() -> None:
+    warned: list[str] = []
+    gates = upstreamflags.set_feature_gates(
+        [("", "JobPodFailurePolicy=true"), ("", "JobManagedBy=false")], warned.append
+    )
+    assert gates == {"JobPodFailurePolicy": True, "JobManagedBy": False}
+    assert warned == [
+        "Setting GA feature gate JobPodFailurePolicy=true. It will be removed in a future release."
+    ]
+    assert upstreamflags.gate(argparse.Namespace(feature_gates=gates), "JobPodFailurePolicy") is True
+    with pytest.raises(
+        errors.ConfigError,
+        match=r"^cannot set feature gate JobPodFailurePolicy to false, feature is locked to true$",
+    ):
+        upstreamflags.set_feature_gates([("", "JobPodFailurePolicy=false")], warned.append)
+    # Several refusals read as upstream's aggregate; an unknown gate stops the walk.
+    with pytest.raises(
+        errors.ConfigError,
+        match=r"^\[cannot set feature gate JobPodFailurePolicy .*, unrecognized feature gate: Foo\]$",
+    ):
+        upstreamflags.set_feature_gates([("", "JobPodFailurePolicy=false,Foo=true,Bar=true")], warned.append)
+
+
+def test_kcm_judges_the_gates_after_every_flag_and_before_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main.main(["controllers", "--feature-gates=NoSuchGate=true", "--version"]) == 1
+    assert capsys.readouterr() == ("", "kcm: unrecognized feature gate: NoSuchGate\n")
+    # A bad flag elsewhere is reported first, as pflag's parse comes before the gates.
+    assert main.main(["controllers", "--feature-gates=NoSuchGate=true", "--kube-api-qps=x"]) == 1
+    assert capsys.readouterr().err.startswith('Error: invalid argument "x" for "--kube-api-qps"')
+    assert main.main(["controllers", "--feature-gates=ElasticIndexedJob=true", "--version"]) == 0
+    out, err = capsys.readouterr()
+    assert upstreamflags.VERSION in out
+    assert (
+        err
+        == "kcm: warning: Setting GA feature gate ElasticIndexedJob=true. It will be removed in a future release.\n"
+    )
