@@ -57,6 +57,8 @@ QUEUES = {
     "pvc-protection": "pvcprotection",
     "pv-protection": "pvprotection",
     "ephemeral-volume": "ephemeral_volume",
+    # Upstream's reconciler is a loop without a queue; its one named queue is the claims'.
+    "attachdetach": "pvcs",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.
@@ -79,6 +81,7 @@ EVENT_SOURCES = {
     "taint-eviction-controller": "taint-eviction-controller",
     "nodelifecycle": "node-controller",
     "ephemeral-volume": "ephemeral_volume",
+    "attachdetach": "attachdetach-controller",
 }
 
 SPECS = {spec.alias: spec for spec in BUILTIN}
