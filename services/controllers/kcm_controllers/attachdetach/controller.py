@@ -34,6 +34,7 @@ import prometheus_client
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, pflagvalue
 from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podvolumes
 from kcm_shared.runtime import cache, events, pflag
 
 from kcm_controllers.attachdetach import desired, names, plan
@@ -47,7 +48,6 @@ from kcm_controllers.attachdetach.views import (
     has_out_of_service_taint,
     is_healthy,
     is_managed,
-    is_pod_terminated,
 )
 
 log = logging.getLogger("kcm.attachdetach")
@@ -77,14 +77,7 @@ def _pod_node(pod: PodView) -> list[str]:
 
 
 def _pod_claims(pod: PodView) -> list[str]:
-    ns = pod.metadata.namespace
-    keys = []
-    for vol in pod.spec.volumes:
-        if vol.persistent_volume_claim is not None:
-            keys.append(f"{ns}/{vol.persistent_volume_claim.claim_name}")
-        elif vol.ephemeral is not None:
-            keys.append(f"{ns}/{desired.ephemeral_claim_name(pod.metadata.name, vol.name)}")
-    return keys
+    return [f"{pod.metadata.namespace}/{name}" for name in podvolumes.claim_names(pod)]
 
 
 def _attachment_node(va: AttachmentView) -> list[str]:
@@ -108,7 +101,7 @@ def _node_signature(node: NodeView) -> tuple[Any, ...]:
 
 
 def _pod_signature(pod: PodView) -> tuple[Any, ...]:
-    return (pod.metadata.uid, pod.spec.node_name, is_pod_terminated(pod))
+    return (pod.metadata.uid, pod.spec.node_name, podvolumes.is_terminated(pod))
 
 
 class AttachDetachController:
@@ -253,7 +246,7 @@ class AttachDetachController:
         return [
             p
             for p in self.pods.by_index(_BY_CLAIM, f"{ref.namespace}/{ref.name}")
-            if p.spec.node_name and p.spec.node_name != node_name and not is_pod_terminated(p)
+            if p.spec.node_name and p.spec.node_name != node_name and not podvolumes.is_terminated(p)
         ]
 
     def _blocked(self, wanted: dict[str, desired.Want], node_name: str) -> set[str]:

@@ -15,14 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from kcm_shared.controllerutil import podvolumes, volumeprotection
+
 from kcm_controllers.attachdetach import names
-from kcm_controllers.attachdetach.views import (
-    ClaimView,
-    DriverView,
-    PodView,
-    VolumeView,
-    is_pod_terminated,
-)
+from kcm_controllers.attachdetach.views import ClaimView, DriverView, PodView, VolumeView
 
 # util.IsMultiAttachAllowed: these let a volume be attached to several nodes at once.
 _SHARED_MODES = frozenset({"ReadWriteMany", "ReadOnlyMany"})
@@ -48,10 +44,6 @@ class Lookups:
     claim: Callable[[str, str], ClaimView | None]  # (namespace, name)
     volume: Callable[[str], VolumeView | None]
     driver: Callable[[str], DriverView | None]
-
-
-def ephemeral_claim_name(pod: str, volume: str) -> str:
-    return f"{pod}-{volume}"
 
 
 def multi_attach_allowed(pv: VolumeView) -> bool:
@@ -90,13 +82,13 @@ def wanted(node: str, pods: Iterable[PodView], look: Lookups) -> dict[str, Want]
     """The node's wanted attachments by VolumeAttachment name, for the pods bound to it."""
     out: dict[str, Want] = {}
     for pod in pods:
-        if pod.spec.node_name != node or is_pod_terminated(pod):
+        if pod.spec.node_name != node or podvolumes.is_terminated(pod):
             continue
         for vol in pod.spec.volumes:
             if vol.persistent_volume_claim is not None:
                 claim = _claim_of(pod, vol.persistent_volume_claim.claim_name, False, look)
             elif vol.ephemeral is not None:
-                generated = ephemeral_claim_name(pod.metadata.name, vol.name)
+                generated = volumeprotection.ephemeral_claim_name(pod.metadata.name, vol.name)
                 claim = _claim_of(pod, generated, True, look)
             else:
                 continue

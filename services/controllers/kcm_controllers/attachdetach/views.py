@@ -5,50 +5,14 @@ from __future__ import annotations
 
 import msgspec
 from kcm_shared.apimachinery import codec
+from kcm_shared.controllerutil import podvolumes
 
 MANAGED_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 
 
-class ClaimSource(codec.View):
-    claim_name: str = ""
-
-
-class EphemeralSource(codec.View):
-    """Only its presence matters: the claim is `<pod>-<volume>`."""
-
-
-class PodVolume(codec.View):
-    name: str = ""
-    persistent_volume_claim: ClaimSource | None = None
-    ephemeral: EphemeralSource | None = None
-
-
-class PodSpec(codec.View):
-    node_name: str = ""
-    volumes: list[PodVolume] = msgspec.field(default_factory=list)
-
-
-class ContainerState(codec.View):
-    running: dict[str, object] | None = None
-    waiting: dict[str, object] | None = None
-    terminated: dict[str, object] | None = None
-
-
-class ContainerStatus(codec.View):
-    state: ContainerState = msgspec.field(default_factory=ContainerState)
-
-
-class PodStatus(codec.View):
-    phase: str = ""
-    init_container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
-    container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
-    ephemeral_container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
-
-
-class PodView(codec.Meta):
-    spec: PodSpec = msgspec.field(default_factory=PodSpec)
-    status: PodStatus = msgspec.field(default_factory=PodStatus)
+# Pods are read as every volume controller reads them (`controllerutil.podvolumes`).
+PodView = podvolumes.PodView
 
 
 class ClaimSpec(codec.View):
@@ -160,19 +124,3 @@ def is_healthy(node: NodeView) -> bool:
 
 def has_out_of_service_taint(node: NodeView) -> bool:
     return any(t.key == OUT_OF_SERVICE_TAINT for t in node.spec.taints)
-
-
-def _not_running(statuses: list[ContainerStatus]) -> bool:
-    return all(s.state.terminated is not None or s.state.waiting is not None for s in statuses)
-
-
-def is_pod_terminated(pod: PodView) -> bool:
-    """volumeutil.IsPodTerminated: finished, or deleted with none of its containers running."""
-    if pod.status.phase in ("Succeeded", "Failed"):
-        return True
-    return (
-        pod.metadata.deletion_timestamp is not None
-        and _not_running(pod.status.init_container_statuses)
-        and _not_running(pod.status.container_statuses)
-        and _not_running(pod.status.ephemeral_container_statuses)
-    )

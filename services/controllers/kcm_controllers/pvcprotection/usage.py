@@ -9,68 +9,19 @@ enqueuePVCs applies before it looks at a pod's claims (volumeutil.IsPodTerminate
 
 from __future__ import annotations
 
-import msgspec
 from kcm_shared.apimachinery import codec
-from kcm_shared.controllerutil import volumeprotection
+from kcm_shared.controllerutil import podvolumes, volumeprotection
 
-
-class ClaimSource(codec.View):
-    claim_name: str = ""
-
-
-class EphemeralSource(codec.View):
-    """Only its presence matters here: the claim's name comes from the pod and the volume."""
-
-
-class Volume(codec.View):
-    name: str = ""
-    persistent_volume_claim: ClaimSource | None = None
-    ephemeral: EphemeralSource | None = None
-
-
-class PodSpecView(codec.View):
-    node_name: str = ""
-    volumes: list[Volume] = msgspec.field(default_factory=list)
-
-
-class ContainerState(codec.View):
-    running: dict[str, object] | None = None
-    waiting: dict[str, object] | None = None
-    terminated: dict[str, object] | None = None
-
-
-class ContainerStatus(codec.View):
-    state: ContainerState = msgspec.field(default_factory=ContainerState)
-
-
-class PodStatusView(codec.View):
-    phase: str = ""
-    container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
-
-
-class PodView(codec.Meta):
-    spec: PodSpecView = msgspec.field(default_factory=PodSpecView)
-    status: PodStatusView = msgspec.field(default_factory=PodStatusView)
+# The pod as read here is the volume controllers' shared view (`controllerutil.podvolumes`).
+PodView = podvolumes.PodView
 
 
 class ClaimView(codec.Meta):
     """A claim as this controller reads it: metadata (finalizers, deletion, owners) only."""
 
 
-def claim_names(pod: PodView) -> list[str]:
-    """The claims `pod` names: its persistentVolumeClaim volumes' and the `<pod>-<volume>`
-    claims of its generic ephemeral volumes."""
-    names = []
-    for v in pod.spec.volumes:
-        if v.persistent_volume_claim is not None:
-            names.append(v.persistent_volume_claim.claim_name)
-        elif v.ephemeral is not None:
-            names.append(volumeprotection.ephemeral_claim_name(pod.metadata.name, v.name))
-    return names
-
-
 def claim_keys(pod: PodView) -> list[str]:
-    return [f"{pod.metadata.namespace}/{name}" for name in claim_names(pod)]
+    return [f"{pod.metadata.namespace}/{name}" for name in podvolumes.claim_names(pod)]
 
 
 def _is_shut_down(pod: PodView) -> bool:
@@ -106,20 +57,7 @@ def pod_uses_claim(pod: PodView, claim: ClaimView) -> bool:
     return False
 
 
-def _not_running(pod: PodView) -> bool:
-    return all(
-        s.state.terminated is not None or s.state.waiting is not None for s in pod.status.container_statuses
-    )
-
-
-def is_terminated(pod: PodView) -> bool:
-    """volumeutil.IsPodTerminated: finished, or deleted with no container running."""
-    if pod.status.phase in ("Failed", "Succeeded"):
-        return True
-    return pod.metadata.deletion_timestamp is not None and _not_running(pod)
-
-
 def can_release(pod: PodView, *, deleted: bool) -> bool:
     """Whether this pod event may free one of its claims: the pod is gone, finished, or not
     scheduled (a running, scheduled pod frees nothing)."""
-    return deleted or is_terminated(pod) or not pod.spec.node_name
+    return deleted or podvolumes.is_terminated(pod) or not pod.spec.node_name
