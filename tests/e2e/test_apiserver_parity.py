@@ -1046,3 +1046,117 @@ def _cert_pem(common_name: str) -> bytes:
     return csrs.cert_pem(
         csrs.ca(), common_name, __import__("datetime").datetime.now(__import__("datetime").UTC)
     )
+
+
+# -- VolumeAttachment and CSINode -------------------------------------------------------------
+
+ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
+CSINODES = "/apis/storage.k8s.io/v1/csinodes"
+MERGE = {"headers": {"Content-Type": "application/merge-patch+json"}}
+
+
+def _attachment(name: str, **spec: Any) -> dict[str, Any]:
+    body = {"attacher": "csi.example.com", "nodeName": "node-a", "source": {"persistentVolumeName": "pv-a"}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {**body, **spec},
+        "status": {"attached": True},
+    }
+
+
+def _same_causes(pair: Pair, method: str, path: str, body: Any, **kw: Any) -> list[tuple[str, str]]:
+    """Both refuse alike, cause by cause (reason and field): where upstream prints a Go struct
+    as the value (with pointer addresses), the messages cannot be the same bytes."""
+    up, kcm = pair.both(method, path, body, **kw)
+    assert (up.status_code, kcm.status_code) == (422, 422), f"{up.text} / {kcm.text}"
+
+    def causes(r: requests.Response) -> list[tuple[str, str]]:
+        return [(c["reason"], c["field"]) for c in r.json()["details"]["causes"]]
+
+    assert causes(up) == causes(kcm)
+    return causes(up)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"attacher": "", "nodeName": "", "source": {}},
+        {"attacher": "Not_A_Driver", "source": {"persistentVolumeName": "Bad_PV"}},
+        {"attacher": "a" * 64},
+        {
+            "source": {
+                "persistentVolumeName": "pv",
+                "inlineVolumeSpec": {"csi": {"driver": "d", "volumeHandle": "h"}},
+            }
+        },
+        {"source": {"persistentVolumeName": ""}},
+    ],
+)
+def test_volume_attachment_create_is_validated_alike(pair: Pair, spec: dict[str, Any]) -> None:
+    (up, _) = same_answer(pair, "POST", ATTACHMENTS, _attachment(f"va-bad-{next(_namespaces)}", **spec))
+    assert up["code"] == 422
+
+
+def test_volume_attachment_spec_is_fixed_and_status_goes_through_its_subresource(pair: Pair) -> None:
+    name = f"va-{next(_namespaces)}"
+    path = f"{ATTACHMENTS}/{name}"
+    try:
+        # A create's status is dropped; the main resource does not change it either.
+        (created, _) = same_answer(pair, "POST", ATTACHMENTS, _attachment(name))
+        assert created["status"] == {"attached": False}
+        same_answer(pair, "PATCH", path, {"status": {"attached": True}}, **MERGE)
+        assert _same_causes(pair, "PATCH", path, {"spec": {"nodeName": "node-b"}}, **MERGE) == [
+            ("FieldValueInvalid", "spec")
+        ]
+        (attached, _) = same_answer(pair, "PATCH", f"{path}/status", {"status": {"attached": True}}, **MERGE)
+        assert attached["status"]["attached"] is True
+        # /status keeps the spec.
+        same_answer(pair, "PATCH", f"{path}/status", {"spec": {"nodeName": "node-b"}}, **MERGE)
+        too_long = {"status": {"attachError": {"message": "x" * 1025, "time": "2026-01-01T00:00:00Z"}}}
+        same_answer(pair, "PATCH", f"{path}/status", too_long, **MERGE)
+        same_answer(pair, "GET", path, None)
+    finally:
+        pair.both("DELETE", path)
+
+
+def _csinode(name: str, *drivers: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": list(drivers)},
+    }
+
+
+def test_csinode_create_is_validated_alike(pair: Pair) -> None:
+    bad = _csinode(
+        f"csinode-bad-{next(_namespaces)}",
+        {"name": "csi.example.com", "nodeID": "", "topologyKeys": ["zone", "zone", "", "bad key"]},
+        {"name": "csi.example.com", "nodeID": "n" * 257, "allocatable": {"count": -1}},
+        {"name": "Bad_Driver", "nodeID": "n"},
+    )
+    (up, _) = same_answer(pair, "POST", CSINODES, bad)
+    assert up["code"] == 422
+
+
+def test_csinode_driver_entries_are_fixed_once_listed(pair: Pair) -> None:
+    name = f"csinode-{next(_namespaces)}"
+    path = f"{CSINODES}/{name}"
+    driver = {"name": "csi.example.com", "nodeID": "n1", "topologyKeys": ["topology.example.com/zone"]}
+    try:
+        same_answer(pair, "POST", CSINODES, _csinode(name, driver))
+        strategic = {"headers": {"Content-Type": "application/strategic-merge-patch+json"}}
+        changed = {"spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n2"}]}}
+        assert _same_causes(pair, "PATCH", path, changed, **strategic) == [
+            ("FieldValueInvalid", "CSINodeDriver")
+        ]
+        # Another driver may join, and one may leave.
+        joined = {"spec": {"drivers": [{"name": "other.example.com", "nodeID": "n1"}]}}
+        same_answer(pair, "PATCH", path, joined, **strategic)
+        left = {"spec": {"drivers": [{"$patch": "delete", "name": "other.example.com"}]}}
+        same_answer(pair, "PATCH", path, left, **strategic)
+        same_answer(pair, "GET", path, None)
+    finally:
+        pair.both("DELETE", path)

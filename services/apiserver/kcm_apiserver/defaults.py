@@ -455,6 +455,12 @@ def _storage_class(sc: Obj) -> None:
     _default(sc, "volumeBindingMode", "Immediate")
 
 
+def _csi_node(node: Obj) -> None:
+    # CSINodeDriver.topologyKeys has no omitempty: kube-apiserver prints an absent one as null.
+    for driver in _dicts(_child(node, "spec").get("drivers")):
+        driver.setdefault("topologyKeys", None)
+
+
 def _horizontal_pod_autoscaler(hpa: Obj) -> None:
     spec = _child(hpa, "spec")
     _default(spec, "minReplicas", 1)
@@ -525,6 +531,7 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("discovery.k8s.io", "EndpointSlice"): _endpoint_slice,
     ("autoscaling", "HorizontalPodAutoscaler"): _horizontal_pod_autoscaler,
     ("storage.k8s.io", "StorageClass"): _storage_class,
+    ("storage.k8s.io", "CSINode"): _csi_node,
     (RBAC_GROUP, "RoleBinding"): _role_binding,
     (RBAC_GROUP, "ClusterRoleBinding"): _role_binding,
 }

@@ -90,8 +90,13 @@ def conflict(group: str, resource: str, name: str, why: str) -> ApiError:
 
 
 def invalid(group: str, kind: str, name: str, causes: Sequence[Mapping[str, Any]]) -> ApiError:
-    summary = ", ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
-    if len(causes) > 1:  # an aggregate of several errors prints as Go's `[a, b]`
+    # Go's aggregate prints each distinct error once, and `[a, b]` for more than one; the
+    # causes keep every error.
+    lines = list(
+        dict.fromkeys(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
+    )
+    summary = ", ".join(lines)
+    if len(lines) > 1:
         summary = f"[{summary}]"
     qualified_kind = f"{kind}.{group}" if group else kind
     return ApiError(

@@ -53,6 +53,7 @@ REGISTRY = (
     "kcm_controllers.pvprotection.controller:SPEC",
     "kcm_controllers.ephemeral.controller:SPEC",
     "kcm_controllers.pvbinder.controller:SPEC",
+    "kcm_controllers.attachdetach.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

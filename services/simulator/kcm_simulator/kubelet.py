@@ -29,6 +29,7 @@ from kcm_shared.client.kubeclient import KubeClient, resource_path
 
 from kcm_simulator import nodes, podstatus
 from kcm_simulator.calls import Writer
+from kcm_simulator.nodevolumes import NodeVolumes
 
 Obj = dict[str, Any]
 log = logging.getLogger("kcm.sim.kubelet")
@@ -96,6 +97,7 @@ class Kubelet:
         node_ipam: bool = False,
         stop_seconds: float | None = podstatus.STOP_SECONDS,
         manage_not_ready_taint: bool = False,
+        volumes: NodeVolumes | None = None,
     ) -> None:
         self._client = client
         self._writer = writer
@@ -106,6 +108,7 @@ class Kubelet:
         self._node_ipam = node_ipam
         self._stop_seconds = stop_seconds  # after SIGTERM; None: containers ignore it
         self._manage_taint = manage_not_ready_taint
+        self._volumes = volumes
         self.nodes = {nodes.node_name(prefix, i): self._new_state(i) for i in range(count)}
         self._next_index = count
         self._loops: dict[str, asyncio.Task[None]] = {}
@@ -179,11 +182,16 @@ class Kubelet:
         await self._writer.call(f"register {name}", lambda: self._client.create(path, obj))
         # Upstream may drop status on create, and a node left from an earlier run keeps its old one.
         status_path = resource_path("", "v1", "nodes", name=name, subresource="status")
-        patch = {"metadata": {"labels": obj["metadata"]["labels"]}, "status": obj["status"]}
+        patch = {
+            "metadata": {"labels": obj["metadata"]["labels"], "annotations": obj["metadata"]["annotations"]},
+            "status": obj["status"],
+        }
         node = await self._writer.call(f"node status {name}", lambda: self._client.patch(status_path, patch))
         if node is not None:
             self._saw(state, node)
             await self._sync_not_ready_taint(node, state.ready)
+        if self._volumes is not None:
+            await self._volumes.register(name, state.uid)
         log.info("registered node", extra={"node": name})
 
     async def heartbeat(self, name: str) -> None:
@@ -391,6 +399,15 @@ class Kubelet:
         )
 
     async def _run_pod(self, pod: Obj) -> None:
+        try:
+            if self._volumes is not None:
+                await self._volumes.mount(pod)
+            await self._run_containers(pod)
+        finally:
+            if self._volumes is not None:
+                self._volumes.release(pod["spec"]["nodeName"], pod["metadata"].get("uid", ""))
+
+    async def _run_containers(self, pod: Obj) -> None:
         meta = pod["metadata"]
         run = self._runs[meta.get("uid", "")]
         # A pod this simulator ran before it restarted goes on running, as a kubelet's containers

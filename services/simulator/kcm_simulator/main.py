@@ -13,8 +13,10 @@ from pathlib import Path
 from kcm_shared.client.kubeclient import KubeClient, load_connection, resource_path
 
 from kcm_simulator import control, informer, podstatus
+from kcm_simulator.attacher import ExternalAttacher
 from kcm_simulator.calls import Writer
 from kcm_simulator.kubelet import Kubelet
+from kcm_simulator.nodevolumes import NodeVolumes
 from kcm_simulator.scheduler import Scheduler
 
 log = logging.getLogger("kcm.sim")
@@ -50,6 +52,8 @@ async def run(opts: Options) -> None:
         load_connection(str(opts.kubeconfig)), qps=opts.qps, burst=opts.burst, user_agent="kcm-sim"
     )
     writer = Writer()
+    volumes = NodeVolumes(client, writer)
+    attacher = ExternalAttacher(client, writer)
     kubelet = Kubelet(
         client,
         writer,
@@ -61,6 +65,7 @@ async def run(opts: Options) -> None:
         node_ipam=opts.node_ipam,
         stop_seconds=opts.stop_seconds,
         manage_not_ready_taint=opts.manage_not_ready_taint,
+        volumes=volumes,
     )
     scheduler = Scheduler(client, writer)
 
@@ -71,10 +76,13 @@ async def run(opts: Options) -> None:
     def reset_nodes(items: list[dict[str, object]]) -> None:
         scheduler.reset_nodes(items)
         kubelet.reset_nodes(items)
+        for node in items:
+            volumes.on_node("ADDED", node)
 
     def on_node(kind: str, node: dict[str, object]) -> None:
         scheduler.on_node(kind, node)
         kubelet.on_node(kind, node)
+        volumes.on_node(kind, node)
 
     def on_pod(kind: str, pod: dict[str, object]) -> None:
         scheduler.on_pod(kind, pod)
@@ -90,6 +98,9 @@ async def run(opts: Options) -> None:
             group.create_task(scheduler.run())
             group.create_task(informer.run(client, resource_path("", "v1", "nodes"), reset_nodes, on_node))
             group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
+            group.create_task(volumes.run())
+            attachments = resource_path("storage.k8s.io", "v1", "volumeattachments")
+            group.create_task(informer.run(client, attachments, attacher.reset, attacher.on_event))
     finally:
         try:
             await kubelet.stop()

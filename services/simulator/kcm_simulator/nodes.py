@@ -11,6 +11,9 @@ from typing import Any
 Obj = dict[str, Any]
 
 KUBELET_VERSION = "v1.32.0"
+# The kubelet leaves attaching and detaching to the attach/detach controller (its default,
+# --enable-controller-attach-detach).
+CONTROLLER_MANAGED_ATTACH = {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}
 INSTANCE_TYPE = "sim.large"
 LEASE_SECONDS = 40
 
@@ -71,6 +74,7 @@ def node(prefix: str, index: int, zones: int, now: str, *, with_pod_cidr: bool =
         "kind": "Node",
         "metadata": {
             "name": name,
+            "annotations": dict(CONTROLLER_MANAGED_ATTACH),
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",

@@ -80,8 +80,10 @@ def regex_error(msg: str, fmt: str, *examples: str) -> str:
     """Upstream's wording for a failed pattern check, examples first."""
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}'" for e in examples)
-    return f"{msg} (e.g. {shown}, regex used for validation is '{fmt}')"
+    # Go's RegexError ends each example with "', " and joins them with " or ": hence the two
+    # spaces kube-apiserver prints before each "or".
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
 def is_dns1123_label(value: str) -> list[str]:

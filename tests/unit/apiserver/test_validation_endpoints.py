@@ -136,7 +136,7 @@ def test_no_subsets_is_valid() -> None:
                     "subsets[0].addresses[0].hostname",
                     'Invalid value: "Bad_Host": a lowercase RFC 1123 label must consist of lower case '
                     "alphanumeric characters or '-', and must start and end with an alphanumeric character "
-                    "(e.g. 'my-name' or '123-abc', regex used for validation is "
+                    "(e.g. 'my-name',  or '123-abc', regex used for validation is "
                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
                 )
             ],

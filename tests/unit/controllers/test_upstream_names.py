@@ -59,6 +59,8 @@ QUEUES = {
     "ephemeral-volume": "ephemeral_volume",
     # Upstream has a claim and a volume queue: kcm's one holds both kinds of key.
     "persistentvolume-binder": "claims",
+    # Upstream's reconciler is a loop without a queue; its one named queue is the claims'.
+    "attachdetach": "pvcs",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.
@@ -82,6 +84,7 @@ EVENT_SOURCES = {
     "nodelifecycle": "node-controller",
     "ephemeral-volume": "ephemeral_volume",
     "persistentvolume-binder": "persistentvolume-controller",
+    "attachdetach": "attachdetach-controller",
 }
 
 SPECS = {spec.alias: spec for spec in BUILTIN}

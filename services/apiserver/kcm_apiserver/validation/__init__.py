@@ -40,7 +40,12 @@ from .discovery import validate_endpoint_slice
 from .fielderrors import Cause, Causes, Obj, as_dict
 from .metav1 import validate_metadata, validate_metadata_update
 from .policy import validate_pod_disruption_budget
-from .storage import validate_csi_driver, validate_storage_class
+from .storage import (
+    validate_csi_driver,
+    validate_csi_node,
+    validate_storage_class,
+    validate_volume_attachment,
+)
 from .volumes import validate_persistent_volume, validate_persistent_volume_claim
 
 # A kind's rules add to the causes what is wrong with `obj`; `old` is the stored object on an
@@ -60,6 +65,8 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "PersistentVolume"): validate_persistent_volume,
     ("storage.k8s.io", "StorageClass"): validate_storage_class,
     ("storage.k8s.io", "CSIDriver"): validate_csi_driver,
+    ("storage.k8s.io", "VolumeAttachment"): validate_volume_attachment,
+    ("storage.k8s.io", "CSINode"): validate_csi_node,
     ("apps", "Deployment"): validate_deployment,
     ("apps", "ReplicaSet"): validate_replica_set,
     ("apps", "StatefulSet"): validate_stateful_set,

@@ -9,34 +9,11 @@ enqueuePVCs applies before it looks at a pod's claims (volumeutil.IsPodTerminate
 
 from __future__ import annotations
 
-import msgspec
 from kcm_shared.apimachinery import codec
-from kcm_shared.controllerutil import volumeprotection
+from kcm_shared.controllerutil import podvolumes, volumeprotection
 
-
-class PodSpecView(codec.View):
-    node_name: str = ""
-    volumes: list[volumeprotection.PodVolume] = msgspec.field(default_factory=list)
-
-
-class ContainerState(codec.View):
-    running: dict[str, object] | None = None
-    waiting: dict[str, object] | None = None
-    terminated: dict[str, object] | None = None
-
-
-class ContainerStatus(codec.View):
-    state: ContainerState = msgspec.field(default_factory=ContainerState)
-
-
-class PodStatusView(codec.View):
-    phase: str = ""
-    container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
-
-
-class PodView(codec.Meta):
-    spec: PodSpecView = msgspec.field(default_factory=PodSpecView)
-    status: PodStatusView = msgspec.field(default_factory=PodStatusView)
+# The pod as read here is the volume controllers' shared view (`controllerutil.podvolumes`).
+PodView = podvolumes.PodView
 
 
 class ClaimView(codec.Meta):
@@ -44,8 +21,7 @@ class ClaimView(codec.Meta):
 
 
 def claim_keys(pod: PodView) -> list[str]:
-    names = volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
-    return [f"{pod.metadata.namespace}/{name}" for name in names]
+    return [f"{pod.metadata.namespace}/{name}" for name in podvolumes.claim_names(pod)]
 
 
 def _is_shut_down(pod: PodView) -> bool:
@@ -81,20 +57,7 @@ def pod_uses_claim(pod: PodView, claim: ClaimView) -> bool:
     return False
 
 
-def _not_running(pod: PodView) -> bool:
-    return all(
-        s.state.terminated is not None or s.state.waiting is not None for s in pod.status.container_statuses
-    )
-
-
-def is_terminated(pod: PodView) -> bool:
-    """volumeutil.IsPodTerminated: finished, or deleted with no container running."""
-    if pod.status.phase in ("Failed", "Succeeded"):
-        return True
-    return pod.metadata.deletion_timestamp is not None and _not_running(pod)
-
-
 def can_release(pod: PodView, *, deleted: bool) -> bool:
     """Whether this pod event may free one of its claims: the pod is gone, finished, or not
     scheduled (a running, scheduled pod frees nothing)."""
-    return deleted or is_terminated(pod) or not pod.spec.node_name
+    return deleted or podvolumes.is_terminated(pod) or not pod.spec.node_name

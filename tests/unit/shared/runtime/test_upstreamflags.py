@@ -120,9 +120,11 @@ def test_a_known_controller_kcm_does_not_build_is_reported_with_why() -> None:
 
 def test_flags_with_no_effect_say_why() -> None:
     built = [spec.name for spec in BUILT]
-    assert upstreamflags.no_effect(upstreamflags.FLAGS["attach-detach-reconcile-sync-period"], built) == (
-        "read by the persistentvolume-attach-detach-controller, which kcm does not build"
+    # A cloud provider's controller: not one kcm builds.
+    assert upstreamflags.no_effect(upstreamflags.FLAGS["concurrent-service-syncs"], built) == (
+        "read by the service-lb-controller, which kcm does not build"
     )
+    assert upstreamflags.no_effect(upstreamflags.FLAGS["attach-detach-reconcile-sync-period"], built) is None
     assert upstreamflags.no_effect(upstreamflags.FLAGS["node-monitor-grace-period"], built) is None
     assert upstreamflags.no_effect(upstreamflags.FLAGS["concurrent-job-syncs"], built) is None
 

@@ -1,0 +1,1 @@
+"""The attach/detach controller (persistentvolume-attach-detach-controller)."""
