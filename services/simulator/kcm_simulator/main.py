@@ -43,6 +43,8 @@ class Options:
     # Seconds a container takes to exit after SIGTERM; None: it ignores SIGTERM and is killed
     # when the grace period ends (the simulator's behaviour before containers stopped promptly).
     stop_seconds: float | None = podstatus.STOP_SECONDS
+    # Multiplies the image pull back-off (10 s doubling to 300 s), e.g. 0.01 for tests.
+    backoff_scale: float = 1.0
 
 
 async def run(opts: Options) -> None:
@@ -61,6 +63,7 @@ async def run(opts: Options) -> None:
         node_ipam=opts.node_ipam,
         stop_seconds=opts.stop_seconds,
         manage_not_ready_taint=opts.manage_not_ready_taint,
+        backoff_scale=opts.backoff_scale,
     )
     scheduler = Scheduler(client, writer)
 
@@ -88,6 +91,8 @@ async def run(opts: Options) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(kubelet.run_nodes())
             group.create_task(scheduler.run())
+            group.create_task(kubelet.events.run())
+            group.create_task(scheduler.events.run())
             group.create_task(informer.run(client, resource_path("", "v1", "nodes"), reset_nodes, on_node))
             group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
     finally:
