@@ -235,3 +235,73 @@ def test_the_deployment_pages_rollback_example(stack: devstack.DevStack, ns: str
         return len(pods) == 3 and all(p["spec"]["containers"][0]["image"] == "nginx:1.14.2" for p in pods)
 
     wait_for(only_the_old_image, TIMEOUT, what="three nginx:1.14.2 pods and no other")
+
+
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_VOLUME = {
+    "defaultMode": 420,
+    "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {
+            "downwardAPI": {
+                "items": [
+                    {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}, "path": "namespace"}
+                ]
+            }
+        },
+    ],
+}
+
+
+def admitted(stack: devstack.DevStack, ns: str, **spec: Any) -> Any:
+    """The pod spec the API server's admission makes of `spec` (a server-side dry run)."""
+    containers = [{"name": "app", "image": "nginx:1.27"}, {"name": "own", "image": "nginx:1.27"}]
+    containers[1]["volumeMounts"] = [{"name": "mine", "mountPath": TOKEN_PATH}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sa"}}
+    pod["spec"] = {
+        "initContainers": [{"name": "setup", "image": "busybox"}],
+        "containers": containers,
+        "volumes": [{"name": "mine", "emptyDir": {}}],
+        **spec,
+    }
+    out = stack.kubectl(
+        "-n", ns, "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod)
+    )
+    return json.loads(out.stdout)["spec"]
+
+
+def token_mounts(spec: Any) -> dict[str, list[Any]]:
+    return {
+        c["name"]: [m for m in c.get("volumeMounts") or [] if m["mountPath"] == TOKEN_PATH]
+        for c in spec.get("initContainers", []) + spec["containers"]
+    }
+
+
+def test_service_account_admission_as_kube_apiserver_does_it(stack: devstack.DevStack, ns: str) -> None:
+    """The same on both servers (the module runs on kube-apiserver too)."""
+    spec = admitted(stack, ns)
+    assert (spec["serviceAccountName"], spec["serviceAccount"]) == ("default", "default")
+    token = [v for v in spec["volumes"] if v["name"] != "mine"]
+    assert len(token) == 1 and re.fullmatch(
+        r"kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}", token[0]["name"]
+    )
+    assert token[0]["projected"] == TOKEN_VOLUME
+    mount = {"name": token[0]["name"], "readOnly": True, "mountPath": TOKEN_PATH}
+    # Every container gets it, save one that mounts something of its own there.
+    assert token_mounts(spec) == {
+        "setup": [mount],
+        "app": [mount],
+        "own": [{"name": "mine", "mountPath": TOKEN_PATH}],
+    }
+
+    # The pod's `automountServiceAccountToken: false` wins; so does its ServiceAccount's.
+    assert [v["name"] for v in admitted(stack, ns, automountServiceAccountToken=False)["volumes"]] == ["mine"]
+    stack.kubectl("-n", ns, "create", "serviceaccount", "robot")
+    patch = {"automountServiceAccountToken": False, "imagePullSecrets": [{"name": "regcred"}]}
+    stack.kubectl("-n", ns, "patch", "serviceaccount", "robot", "-p", json.dumps(patch))
+    robot = admitted(stack, ns, serviceAccountName="robot")
+    assert [v["name"] for v in robot["volumes"]] == ["mine"]
+    assert robot["imagePullSecrets"] == [{"name": "regcred"}]  # the ServiceAccount's, as the pod has none
+    robot = admitted(stack, ns, serviceAccountName="robot", automountServiceAccountToken=True)
+    assert len(robot["volumes"]) == 2
