@@ -467,8 +467,12 @@ def waiting(
     inits = [c.get("name", "") for c in spec.get("initContainers") or []]
     names = [c.get("name", "") for c in spec.get("containers") or []]
     failing_init = container in inits
-    # Init containers before the failing one ran; without a failing one, none ran yet.
-    done_inits = set(inits[: inits.index(container)]) if failing_init else set()
+    # Init containers before the failing one ran (all of them when a regular container fails);
+    # while the pod is still being created, none ran yet.
+    if failing_init:
+        done_inits = set(inits[: inits.index(container)])
+    else:
+        done_inits = set(inits) if container else set()
 
     def entry(c: Obj, state: Obj) -> Obj:
         return {

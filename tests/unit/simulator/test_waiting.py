@@ -89,3 +89,25 @@ def test_event_references_name_the_pod_and_container() -> None:
         "fieldPath": "spec.containers{web}",
     }
     assert "fieldPath" not in podstatus.reference(pod())
+
+
+def test_a_failing_container_comes_after_every_init_container_ran() -> None:
+    status = podstatus.waiting(
+        pod(inits=("setup",)),
+        now=NOW,
+        host_ip="10.0.0.1",
+        pod_ips=["10.244.0.5"],
+        start_time=NOW,
+        reason="ErrImagePull",
+        message="not found",
+        container="web",
+    )
+    assert states(status["initContainerStatuses"])["setup"]["terminated"]["reason"] == "Completed"
+    assert states(status["containerStatuses"])["log"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Initialized"] == "True"
+
+
+def test_container_creating_with_init_containers_shows_them_pending() -> None:
+    status = podstatus.waiting(pod(inits=("setup",)), now=NOW, host_ip="10.0.0.1", pod_ips=[], start_time=NOW)
+    assert states(status["initContainerStatuses"]) == {"setup": {"waiting": {"reason": "PodInitializing"}}}
+    assert {s["state"]["waiting"]["reason"] for s in status["containerStatuses"]} == {"PodInitializing"}
