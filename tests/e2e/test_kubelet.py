@@ -187,7 +187,7 @@ def test_an_invalid_image_name_waits_for_a_fix(stack: devstack.DevStack, ns: str
     )
     message = (
         'Failed to apply default image tag "Nginx:1.27": couldn\'t parse image name "Nginx:1.27": '
-        "repository name must be lowercase"
+        "invalid reference format: repository name (library/Nginx) must be lowercase"
     )
     waiting = get(stack, ns, "pod", "caps")["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["message"] == message

@@ -74,25 +74,31 @@ def parse(image: str) -> Reference:
     is neither tag nor digest), as kubelet's image manager reads it."""
     if _IDENTIFIER.fullmatch(image):
         raise InvalidImage(f"invalid repository name ({image}), cannot specify 64-byte hexadecimal strings")
+    domain, remainder = _split_domain(image)
+    # The library checks the repository's case before the grammar, on the text before any ':'.
+    remote = remainder.split(":", 1)[0]
+    if remote.lower() != remote:
+        raise InvalidImage(f"invalid reference format: repository name ({remote}) must be lowercase")
     match = _REFERENCE.fullmatch(image)
     if match is None:
         if not image:
             raise InvalidImage("repository name must have at least one component")
-        if _REFERENCE.fullmatch(image.lower()) is not None:
-            raise InvalidImage("repository name must be lowercase")
         raise InvalidImage("invalid reference format")
     name = match["name"]
     if len(name) > _NAME_MAX:
         raise InvalidImage(f"repository name must not be more than {_NAME_MAX} characters")
-    first, slash, rest = name.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost" or first.lower() != first):
-        domain, path = first, rest
-    else:
-        domain, path = DEFAULT_DOMAIN, name
-    if domain == DEFAULT_DOMAIN and "/" not in path:
-        path = f"library/{path}"
+    domain, path = _split_domain(name)
     tag = match["tag"] or ("" if match["digest"] else "latest")
     return Reference(domain, path, tag, match["digest"] or "")
+
+
+def _split_domain(name: str) -> tuple[str, str]:
+    """The registry and the rest, Docker Hub's (with `library/` for a one-part name) when the
+    first part does not look like a host."""
+    first, slash, rest = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost" or first.lower() != first):
+        return first, rest
+    return DEFAULT_DOMAIN, name if "/" in name else f"library/{name}"
 
 
 def inspect_failure(image: str, error: InvalidImage) -> str:
