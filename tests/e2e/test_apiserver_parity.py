@@ -138,7 +138,6 @@ def masked(obj: Any, uid: str = "") -> Any:
 # Differences kept on purpose (docs/apiserver.md "Known differences"): a path pattern of the
 # compared object, and why.
 KEPT: dict[str, str] = {
-    r"\.spec\.serviceAccount(Name)?": "no ServiceAccount admission",
     r"((\.spec(\.jobTemplate\.spec)?)?\.template)?\.spec\.containers\[0\]\.resources"
     r"|(\.spec|\.spec\.jobTemplate\.spec)?\.template\.metadata(\.creationTimestamp)?"
     r"|\.spec\.jobTemplate\.metadata|\.status\.loadBalancer|\.endpoints\[0\]\.conditions"

@@ -36,6 +36,7 @@ from kcm_apiserver import (
     nodeports,
     patch,
     quota,
+    saadmission,
     storageadmission,
     strategies,
     validation,
@@ -420,6 +421,7 @@ class Api:
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
         storageadmission.admit_create(self.store, srt, obj)
+        saadmission.admit_create(self.store, srt, obj)
         strategies.prepare_for_create(srt, obj, self.ips, self.toleration_seconds)
         if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
             certificates.prepare_create(obj, ctx.requester)

@@ -64,6 +64,7 @@ class DevOptions:
     port: int = 0
     nodes: int = 3
     pod_start_delay: float = 0.5  # the simulator's
+    sim_backoff_scale: float = 1.0  # the simulator's --backoff-scale
     heartbeat_interval: float = 10.0  # the simulator's: its nodes' Lease renewals and status posts
     zones: int = 3  # the simulator's
     controllers: str = "*"
@@ -389,6 +390,7 @@ def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool, m
     state = opts.state_dir
     sim = ["sim", "--kubeconfig", str(opts.kubeconfig_out), "--nodes", str(opts.nodes)]
     sim += ["--pod-start-delay", str(opts.pod_start_delay), "--log-level", opts.log_level]
+    sim += ["--backoff-scale", str(opts.sim_backoff_scale)]
     sim += ["--heartbeat-interval", str(opts.heartbeat_interval), "--zones", str(opts.zones)]
     # Loopback only: `kcm sim --state-dir DIR --add-nodes N` finds it through the file.
     sim += ["--control-port", "0", "--control-file", str(state / SIM_CONTROL_FILE)]

@@ -187,6 +187,12 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--pod-start-delay", type=float, default=0.5, help="seconds before a bound pod runs (the simulator's)"
     )
     p.add_argument(
+        "--sim-backoff-scale",
+        type=float,
+        default=1.0,
+        help="the simulator's --backoff-scale: multiplies its image pull back-off (10 s doubling to 300 s)",
+    )
+    p.add_argument(
         "--heartbeat-interval",
         type=float,
         default=10.0,
@@ -255,6 +261,12 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--ignore-sigterm",
         action="store_true",
         help="containers ignore SIGTERM: each deleted pod runs out its grace period and is killed (137)",
+    )
+    p.add_argument(
+        "--backoff-scale",
+        type=float,
+        default=1.0,
+        help="multiply the image pull back-off (10 s doubling to 300 s, as a kubelet's) by this, e.g. 0.01 in tests",
     )
     p.add_argument("--control-port", type=int, default=0, help="fault-injection port on loopback (0: any)")
     p.add_argument("--control-file", type=Path, help="write the chosen control port here")
@@ -455,6 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=args.port,
             nodes=args.nodes,
             pod_start_delay=args.pod_start_delay,
+            sim_backoff_scale=args.sim_backoff_scale,
             heartbeat_interval=args.heartbeat_interval,
             zones=args.zones,
             controllers=args.controllers,
@@ -477,6 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser().error("kcm sim: --kubeconfig is required to run the simulator")
         if not args.stop_seconds >= 0:
             parser().error(f"kcm sim: --stop-seconds must be 0 or more, not {args.stop_seconds}")
+        if not args.backoff_scale > 0:
+            parser().error(f"kcm sim: --backoff-scale must be more than 0, not {args.backoff_scale}")
         logs.setup("sim", args.log_level)
         sim_opts = simulator_main.Options(
             kubeconfig=args.kubeconfig,
@@ -490,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             node_ipam=args.node_ipam,
             stop_seconds=None if args.ignore_sigterm else args.stop_seconds,
             manage_not_ready_taint=args.manage_not_ready_taint,
+            backoff_scale=args.backoff_scale,
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

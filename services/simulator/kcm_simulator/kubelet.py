@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcm_shared.client.kubeclient import KubeClient, resource_path
+from kcm_shared.runtime import events
 
-from kcm_simulator import nodes, podstatus
+from kcm_simulator import images, nodes, podstatus
 from kcm_simulator.calls import Writer
 from kcm_simulator.nodevolumes import NodeVolumes
 
@@ -37,6 +38,12 @@ _TERMINAL = ("Succeeded", "Failed")
 # Failed attempts remembered for `sim.kcm.dev/fail-attempts` (per Job and index); the oldest
 # are forgotten past this many, as are all on a restart.
 _MAX_REMEMBERED_ATTEMPTS = 10_000
+# Images a node remembers having pulled (for IfNotPresent); the oldest are forgotten past this.
+_MAX_NODE_IMAGES = 1000
+# How long after ErrImagePull the kubelet's next sync reports ImagePullBackOff, as a share of the
+# back-off's first delay (upstream's pod worker retries a failed sync within seconds).
+_RESYNC_SHARE = 0.2
+COMPONENT = "kubelet"
 
 
 def _now() -> str:
@@ -59,6 +66,8 @@ class NodeState:
     pod_cidrs: list[str] = field(default_factory=list)
     # Set once the node has its pod CIDRs: at once, or when node IPAM wrote them (`on_node`).
     cidrs_known: asyncio.Event = field(default_factory=asyncio.Event)
+    # Normalized references of the images pulled on this node, oldest first.
+    images: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
 
 @dataclass
@@ -68,8 +77,11 @@ class PodRun:
     task: asyncio.Task[None]
     # What the pod's ready annotation asks for now; `ready_changed` wakes the run to report it.
     ready: bool
+    # The latest pod seen; `images_changed` wakes a run stuck on an image when one is fixed.
+    pod: Obj
     crash: asyncio.Event = field(default_factory=asyncio.Event)
     ready_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    images_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -98,6 +110,7 @@ class Kubelet:
         stop_seconds: float | None = podstatus.STOP_SECONDS,
         manage_not_ready_taint: bool = False,
         volumes: NodeVolumes | None = None,
+        backoff_scale: float = 1.0,
     ) -> None:
         self._client = client
         self._writer = writer
@@ -116,6 +129,9 @@ class Kubelet:
         self._runs: dict[str, PodRun] = {}
         self._terminations: dict[str, Termination] = {}
         self._failed_attempts: OrderedDict[tuple[str, int | None], int] = OrderedDict()
+        self._pull_backoff = images.Backoff(backoff_scale)
+        # One recorder for all the simulated kubelets: each Event names its node as the host.
+        self.events = events.EventRecorder(client, COMPONENT)
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -311,6 +327,9 @@ class Kubelet:
             return
         run = self._runs.get(uid)
         if run is not None:
+            if _images(pod) != _images(run.pod):
+                run.images_changed.set()
+            run.pod = pod
             ready = podstatus.behaviour(pod).ready
             if ready != run.ready:
                 run.ready = ready
@@ -321,7 +340,7 @@ class Kubelet:
             task = asyncio.ensure_future(self._run_pod(pod))
             key = (meta.get("namespace", ""), meta.get("name", ""))
             node = pod["spec"]["nodeName"]
-            self._runs[uid] = PodRun(key, node, task, ready=podstatus.behaviour(pod).ready)
+            self._runs[uid] = PodRun(key, node, task, ready=podstatus.behaviour(pod).ready, pod=pod)
 
     def _skip_addresses(self, pod: Obj) -> None:
         """Hand out no address a pod already has: after a restart the serials start over."""
@@ -383,6 +402,9 @@ class Kubelet:
         pod = term.pod
         meta = pod["metadata"]
         if running:
+            for container in pod["spec"].get("containers") or []:
+                name = container.get("name", "")
+                self._event(pod, "containers", name, events.NORMAL, "Killing", f"Stopping container {name}")
             # As upstream since 1.27: a deleted pod ends Succeeded or Failed before it goes,
             # which is what e.g. the Job controller waits for to drop its finalizer.
             code = 0 if on_their_own else podstatus.KILLED_EXIT_CODE
@@ -413,11 +435,14 @@ class Kubelet:
         # A pod this simulator ran before it restarted goes on running, as a kubelet's containers
         # outlive the kubelet: its status is not written again.
         resumed = podstatus.resumed(pod, run.ready)
-        if resumed is None:
-            await asyncio.sleep(self._delay)
         node = pod["spec"]["nodeName"]
         state = self.nodes[node]
         host_ip = f"10.0.{state.index}.1"
+        start_time = pod.get("status", {}).get("startTime") or _now()
+        if resumed is None and self._delay > 0:
+            # What `kubectl get pods` shows as ContainerCreating while the sandbox is made.
+            creating = podstatus.waiting(pod, now=_now(), host_ip=host_ip, pod_ips=[], start_time=start_time)
+            await self._patch_status(pod, creating)
         pod_ips = [ip["ip"] for ip in pod.get("status", {}).get("podIPs") or [] if ip.get("ip")]
         if pod["spec"].get("hostNetwork"):
             pod_ips = [host_ip]
@@ -427,7 +452,8 @@ class Kubelet:
             pod_ips = [nodes.pod_ip(cidr, state.serial) for cidr in state.pod_cidrs]
             state.serial += 1
         pod_ip = pod_ips[0]
-        start_time = pod.get("status", {}).get("startTime") or _now()
+        if resumed is None:
+            pod = await self._start_containers(run, node, host_ip, pod_ips, start_time)
         want = podstatus.behaviour(pod)
         key = podstatus.attempt_key(pod)
         before = podstatus.attempts_before(pod)
@@ -477,6 +503,117 @@ class Kubelet:
             restarts += 1
             last = (code, started, _now())
 
+    def _event(self, pod: Obj, kind: str, container: str, type_: str, reason: str, message: str) -> None:
+        """Record an Event about one of the pod's containers (`kind` "containers" or
+        "initContainers"), from the kubelet of the pod's node, as upstream's container refs."""
+        ref = podstatus.reference(pod, f"spec.{kind}{{{container}}}")
+        self.events.event(ref, type_, reason, message, host=pod["spec"]["nodeName"])
+
+    async def _start_containers(
+        self, run: PodRun, node: str, host_ip: str, pod_ips: list[str], start_time: str
+    ) -> Obj:
+        """Pull, create and start the pod's containers in order, init containers first (each of
+        which runs to completion at once), recording the kubelet's Events; the start delay is
+        spent pulling (or, with every image present, before the first container is created).
+        While an image cannot be used the pod reports why (ErrImagePull, then ImagePullBackOff
+        until the back-off is over; InvalidImageName or ErrImageNeverPull until the image is
+        changed) and tries again; a change of the pod's images retries at once. Returns the pod
+        as last seen, whose containers are now started."""
+        loop = asyncio.get_running_loop()
+        ready_at = loop.time() + self._delay
+        started: set[tuple[str, str]] = set()
+        while True:
+            pod = run.pod
+            run.images_changed.clear()
+            failure: tuple[str, str, str, str] | None = None
+            for kind, container in _containers(pod):
+                name = container.get("name", "")
+                if (kind, name) in started:
+                    continue
+                failure = await self._ensure_image(pod, kind, container, ready_at)
+                if failure is not None:
+                    break
+                await asyncio.sleep(max(0.0, ready_at - loop.time()))
+                self._event(pod, kind, name, events.NORMAL, "Created", f"Created container: {name}")
+                self._event(pod, kind, name, events.NORMAL, "Started", f"Started container {name}")
+                started.add((kind, name))
+            if failure is None:
+                return pod
+            name, reason, message, backoff_key = failure
+            status = podstatus.waiting(
+                pod,
+                now=_now(),
+                host_ip=host_ip,
+                pod_ips=pod_ips,
+                start_time=start_time,
+                reason=reason,
+                message=message,
+                container=name,
+            )
+            await self._patch_status(pod, status)
+            wait: float | None = None  # a bad name or policy waits for the pod to change
+            if backoff_key:
+                wait = self._pull_backoff.remaining(backoff_key, time.time())
+                if reason == "ErrImagePull":
+                    wait = min(wait, self._pull_backoff.initial * _RESYNC_SHARE)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.images_changed.wait(), wait)
+
+    async def _ensure_image(
+        self, pod: Obj, kind: str, container: Obj, ready_at: float
+    ) -> tuple[str, str, str, str] | None:
+        """Make the container's image present on the node as upstream's image manager does, with
+        its Events; None when it is, else (container, waiting reason, message, back-off key)."""
+        name, image = container.get("name", ""), str(container.get("image", ""))
+        warn = events.WARNING
+        try:
+            ref = images.parse(image)
+        except images.InvalidImage as exc:
+            message = images.inspect_failure(image, exc)
+            self._event(pod, kind, name, warn, "InspectFailed", message)
+            self._event(pod, kind, name, warn, "Failed", "Error: InvalidImageName")
+            return name, "InvalidImageName", message, ""
+        state = self.nodes[pod["spec"]["nodeName"]]
+        present = ref.full in state.images
+        policy = container.get("imagePullPolicy")
+        if policy == "Never" or (present and not images.pulls_always(container, ref)):
+            if present:
+                message = f'Container image "{image}" already present on machine'
+                self._event(pod, kind, name, events.NORMAL, "Pulled", message)
+                return None
+            message = f'Container image "{image}" is not present with pull policy of Never'
+            self._event(pod, kind, name, warn, "ErrImageNeverPull", message)
+            self._event(pod, kind, name, warn, "Failed", "Error: ErrImageNeverPull")
+            return name, "ErrImageNeverPull", message, ""
+        key = f"{pod['metadata'].get('uid', '')}_{image}"
+        if self._pull_backoff.remaining(key, time.time()) > 0:
+            message = f'Back-off pulling image "{image}"'
+            self._event(pod, kind, name, events.NORMAL, "BackOff", message)
+            self._event(pod, kind, name, warn, "Failed", "Error: ImagePullBackOff")
+            return name, "ImagePullBackOff", message, key
+        self._event(pod, kind, name, events.NORMAL, "Pulling", f'Pulling image "{image}"')
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await asyncio.sleep(max(0.0, ready_at - began))
+        error = images.pull_error(ref)
+        if error is not None:
+            self._event(pod, kind, name, warn, "Failed", f'Failed to pull image "{image}": {error}')
+            self._pull_backoff.next(key, time.time())
+            self._event(pod, kind, name, warn, "Failed", "Error: ErrImagePull")
+            return name, "ErrImagePull", error, key
+        self._pull_backoff.forget(key)
+        state.images[ref.full] = None
+        state.images.move_to_end(ref.full)
+        while len(state.images) > _MAX_NODE_IMAGES:
+            state.images.popitem(last=False)
+        took = images.go_duration(loop.time() - began)
+        message = (
+            f'Successfully pulled image "{image}" in {took} ({took} including waiting). '
+            f"Image size: {images.size_bytes(ref)} bytes."
+        )
+        self._event(pod, kind, name, events.NORMAL, "Pulled", message)
+        return None
+
     def _remember_failure(self, key: tuple[str, int | None]) -> None:
         """Count a failed attempt before its status is written, so the replacement pod the
         controller then creates already sees it."""
@@ -509,3 +646,15 @@ class Kubelet:
             run.ready_changed.clear()
             status = podstatus.with_readiness(status, run.ready, _now())
             await self._patch_status(pod, status)
+
+
+def _containers(pod: Obj) -> list[tuple[str, Obj]]:
+    """The pod's init containers then its containers, each with the spec field it is under."""
+    spec = pod.get("spec") or {}
+    return [("initContainers", c) for c in spec.get("initContainers") or []] + [
+        ("containers", c) for c in spec.get("containers") or []
+    ]
+
+
+def _images(pod: Obj) -> list[str]:
+    return [str(c.get("image", "")) for _, c in _containers(pod)]

@@ -45,6 +45,8 @@ class Options:
     # Seconds a container takes to exit after SIGTERM; None: it ignores SIGTERM and is killed
     # when the grace period ends (the simulator's behaviour before containers stopped promptly).
     stop_seconds: float | None = podstatus.STOP_SECONDS
+    # Multiplies the image pull back-off (10 s doubling to 300 s), e.g. 0.01 for tests.
+    backoff_scale: float = 1.0
 
 
 async def run(opts: Options) -> None:
@@ -66,6 +68,7 @@ async def run(opts: Options) -> None:
         stop_seconds=opts.stop_seconds,
         manage_not_ready_taint=opts.manage_not_ready_taint,
         volumes=volumes,
+        backoff_scale=opts.backoff_scale,
     )
     scheduler = Scheduler(client, writer)
 
@@ -96,6 +99,8 @@ async def run(opts: Options) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(kubelet.run_nodes())
             group.create_task(scheduler.run())
+            group.create_task(kubelet.events.run())
+            group.create_task(scheduler.events.run())
             group.create_task(informer.run(client, resource_path("", "v1", "nodes"), reset_nodes, on_node))
             group.create_task(informer.run(client, resource_path("", "v1", "pods"), reset_pods, on_pod))
             group.create_task(volumes.run())

@@ -194,6 +194,22 @@ def restarts_after(restart_policy: str, exit_code: int) -> bool:
     return True
 
 
+def reference(pod: Obj, field_path: str = "") -> Obj:
+    """The involvedObject of an Event about the pod (or, with `field_path`, one of its
+    containers); built here because pods from a list carry no kind or apiVersion."""
+    meta = pod.get("metadata", {})
+    ref = {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "resourceVersion": meta.get("resourceVersion", ""),
+        "fieldPath": field_path,
+    }
+    return {k: v for k, v in ref.items() if v}
+
+
 def _condition(kind: str, ok: bool, now: str, reason: str = "") -> Obj:
     cond: Obj = {"type": kind, "status": "True" if ok else "False", "lastProbeTime": None}
     cond["lastTransitionTime"] = now
@@ -428,3 +444,98 @@ def unschedulable(message: str, now: str) -> Obj:
             }
         ],
     }
+
+
+def waiting(
+    pod: Obj,
+    *,
+    now: str,
+    host_ip: str,
+    pod_ips: list[str],
+    start_time: str,
+    reason: str = "ContainerCreating",
+    message: str = "",
+    container: str = "",
+) -> Obj:
+    """A Pending status while the containers are not started yet, as a kubelet reports it:
+    every container waiting with `reason` (ContainerCreating while the sandbox and images are
+    prepared), or, with `container` named, that one with `reason` and `message` (ErrImagePull,
+    ImagePullBackOff, InvalidImageName) and the others ContainerCreating. An init container
+    that is still to run makes the regular containers wait with PodInitializing. Before the
+    sandbox has an address (`pod_ips` empty) PodReadyToStartContainers is False."""
+    spec = pod.get("spec", {})
+    inits = [c.get("name", "") for c in spec.get("initContainers") or []]
+    names = [c.get("name", "") for c in spec.get("containers") or []]
+    failing_init = container in inits
+    # Init containers before the failing one ran (all of them when a regular container fails);
+    # while the pod is still being created, none ran yet.
+    if failing_init:
+        done_inits = set(inits[: inits.index(container)])
+    else:
+        done_inits = set(inits) if container else set()
+
+    def entry(c: Obj, state: Obj) -> Obj:
+        return {
+            "name": c.get("name", ""),
+            "ready": False,
+            "started": False,
+            "restartCount": 0,
+            "image": c.get("image", ""),
+            "imageID": "",
+            "state": state,
+            "lastState": {},
+        }
+
+    def state_of(name: str, default: str) -> Obj:
+        if name == container:
+            return {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+        return {"waiting": {"reason": default}}
+
+    init_statuses = []
+    for c in spec.get("initContainers") or []:
+        name = c.get("name", "")
+        if name in done_inits:
+            done = _terminated(pod, 0, start_time, start_time, name)
+            init_statuses.append(
+                {
+                    **entry(c, {"terminated": done}),
+                    "ready": True,
+                    "imageID": _image_id(c.get("image", "")),
+                    "containerID": _container_id(pod, name),
+                }
+            )
+        else:
+            init_statuses.append(entry(c, state_of(name, "PodInitializing")))
+    initializing = bool(inits) and (failing_init or not container)
+    statuses = [
+        entry(c, state_of(c.get("name", ""), "PodInitializing" if initializing else "ContainerCreating"))
+        for c in spec.get("containers") or []
+    ]
+    unready = f"containers with unready status: [{' '.join(names)}]"
+    conditions = [
+        _condition("PodReadyToStartContainers", bool(pod_ips), now),
+        _condition("Initialized", not initializing, now, "ContainersNotInitialized" if initializing else ""),
+        _condition("Ready", False, now, "ContainersNotReady"),
+        _condition("ContainersReady", False, now, "ContainersNotReady"),
+        _condition("PodScheduled", True, now),
+    ]
+    for cond in conditions[2:4]:
+        cond["message"] = unready
+    if initializing:
+        pending = [n for n in inits if n not in done_inits]
+        conditions[1]["message"] = f"containers with incomplete status: [{' '.join(pending)}]"
+    out: Obj = {
+        "phase": "Pending",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": start_time,
+        "qosClass": pod.get("status", {}).get("qosClass", "BestEffort"),
+        "conditions": conditions,
+        "containerStatuses": statuses,
+    }
+    if init_statuses:
+        out["initContainerStatuses"] = init_statuses
+    if pod_ips:
+        out["podIP"] = pod_ips[0]
+        out["podIPs"] = [{"ip": ip} for ip in pod_ips]
+    return out

@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from kcm_shared.client.kubeclient import KubeClient, resource_path
+from kcm_shared.runtime import events
 
 from kcm_simulator import podstatus, scheduling
 from kcm_simulator.calls import Writer
@@ -28,6 +29,7 @@ Obj = dict[str, Any]
 log = logging.getLogger("kcm.sim.scheduler")
 _TERMINAL = ("Succeeded", "Failed")
 BINDS_IN_FLIGHT = 32
+COMPONENT = "default-scheduler"
 
 
 def _key(obj: Obj) -> str:
@@ -68,6 +70,7 @@ class Scheduler:
     def __init__(self, client: KubeClient, writer: Writer) -> None:
         self._client = client
         self._writer = writer
+        self.events = events.EventRecorder(client, COMPONENT)
         self._pods: dict[str, Obj] = {}
         self._nodes: dict[str, Obj] = {}
         # `_nodes` by name, rebuilt after a node changes.
@@ -239,6 +242,8 @@ class Scheduler:
         done = await self._writer.call(f"bind {_key(pod)}", lambda: self._client.create(path, body))
         if done is not None:
             log.info("bound pod", extra={"pod": _key(pod), "node": node})
+            message = f"Successfully assigned {_key(pod)} to {node}"
+            self.events.event(podstatus.reference(pod), events.NORMAL, "Scheduled", message)
         return done is not None
 
     async def _report_unschedulable(self, pod: Obj, message: str) -> None:

@@ -140,8 +140,18 @@ class EventRecorder:
         self._similar: _LRU = _LRU(CACHE_SIZE)
         self._observed: _LRU = _LRU(CACHE_SIZE)
 
-    def event(self, obj: codec.Meta | Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        """Queue an Event about `obj`; never blocks, drops (and counts) when the queue is full."""
+    def event(
+        self,
+        obj: codec.Meta | Mapping[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        host: str | None = None,
+    ) -> None:
+        """Queue an Event about `obj`; never blocks, drops (and counts) when the queue is full.
+
+        `host` stands in for the recorder's own (the simulator records for many nodes' kubelets)."""
         if type_ not in (NORMAL, WARNING):
             log.error("unsupported event type", extra={"type": type_, "reason": reason})
             DROPPED.labels(self.component, "invalid").inc()
@@ -149,7 +159,8 @@ class EventRecorder:
         involved = reference(obj)
         now = self._clock()
         stamp = _timestamp(now)
-        source = {"component": self.component, **({"host": self.host} if self.host else {})}
+        host = self.host if host is None else host
+        source = {"component": self.component, **({"host": host} if host else {})}
         event = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -166,7 +177,7 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "count": 1,
             "reportingComponent": self.component,
-            "reportingInstance": self.host,
+            "reportingInstance": host,
         }
         try:
             self._queue.put_nowait((event, fencing.current()))

@@ -32,7 +32,15 @@ class RecordingEventRecorder(events.EventRecorder):
         super().__init__(fakeclient.FakeClient(), component)
         self.events: list[RecordedEvent] = []
 
-    def event(self, obj: codec.Meta | Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    def event(
+        self,
+        obj: codec.Meta | Mapping[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        host: str | None = None,
+    ) -> None:
         self.events.append(RecordedEvent(type_, reason, message, events.reference(obj)))
 
     def seen(self) -> list[tuple[str, str, str]]:

@@ -151,3 +151,22 @@ def test_full_queue_drops_instead_of_blocking_and_bad_types_are_refused() -> Non
         assert stored(client)[written(client)[0][1]]["metadata"]["namespace"] == "default"
 
     run(steps)
+
+
+def test_an_event_may_name_another_host() -> None:
+    """The simulator's one recorder speaks for many nodes' kubelets: each Event names its node."""
+
+    async def steps() -> None:
+        client = fakeclient.FakeClient()
+        clock = Clock()
+        rec = events.EventRecorder(client, "kubelet", clock=clock)
+        rec.event(RS, events.NORMAL, "Pulled", "m", host="node-1")
+        clock.now += 1
+        rec.event(RS, events.NORMAL, "Pulled", "m", host="node-2")
+        await drain(rec)
+        found = sorted((e["source"]["host"], e["reportingInstance"]) for e in stored(client).values())
+        # Separate Events: the dedup key includes the source's host.
+        assert found == [("node-1", "node-1"), ("node-2", "node-2")]
+        assert all(e["reportingComponent"] == "kubelet" for e in stored(client).values())
+
+    run(steps)
