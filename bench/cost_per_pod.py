@@ -16,7 +16,8 @@ on it, beside a tight client in the same stack and upstream kube-controller-mana
   is scaled to N: pods/s to the last pod created and to the Deployment's status reporting all
   N available. CPU seconds of each process (/proc/<pid>/stat) count from the scale request
   until the stack is idle again (at most `SETTLE_LIMIT_S` after the status), divided by N;
-  resident memory (/proc/<pid>/status VmRSS) is read before the scale and after it.
+  resident memory (/proc/<pid>/status VmRSS) is read once the stack is up (before the tight
+  client's pods) and after the scale; the difference per pod is what a process holds per pod.
 - `--scales`: the first setup again at each size, for CPU and memory per pod as the cluster
   grows (issue 33 item 3).
 - `--repeat`: every setup that many times; medians are printed with the spread.
@@ -105,7 +106,7 @@ class Result:
     created_rate: float = math.nan  # the replicaset controller's, to the last pod seen
     available_rate: float = math.nan  # to the Deployment's status saying all N available
     usage: benchlib.Usage = field(default_factory=benchlib.Usage)
-    rss_before: dict[str, float] = field(default_factory=dict)  # KiB, just before the scale
+    rss_idle: dict[str, float] = field(default_factory=dict)  # KiB, the stack ready, no pod yet
     load: float = math.nan
     problems: list[str] = field(default_factory=list)
 
@@ -114,9 +115,9 @@ class Result:
         return 1000 * sum(spent) / self.pods if spent else math.nan
 
     def kib_per_pod(self, name: str) -> float:
-        if name not in self.rss_before or name not in self.usage.rss:
+        if name not in self.rss_idle or name not in self.usage.rss:
             return math.nan
-        return (self.usage.rss[name][0] - self.rss_before[name]) / self.pods
+        return (self.usage.rss[name][0] - self.rss_idle[name]) / self.pods
 
 
 # -- one run ---------------------------------------------------------------------------------------
@@ -227,7 +228,6 @@ async def scale(s: side_by_side.Stack, n: int, limit_s: float, out: Result) -> N
         if done and st.observedGeneration >= obj.metadata.generation and not available:
             available.append(now)
 
-    out.rss_before = {name: benchlib.memory_kib(pid)[0] for name, pid in s.processes.items()}
     async with (
         benchlib.watching(
             s.session,
@@ -269,6 +269,8 @@ async def one_run(
             for ns in (NAMESPACE, RAW_NAMESPACE):
                 await namespace(s, ns)
             await s.settle()
+            # Before any pod: memory a process took for pods is seldom handed back once freed.
+            out.rss_idle = {name: benchlib.memory_kib(pid)[0] for name, pid in s.processes.items()}
             out.client_rate = await tight_client(s, n, args.timeout, failures)
             await s.settle()
             await scale(s, n, args.timeout, out)
@@ -356,7 +358,7 @@ def rows(columns: list[list[Result]], references: list[list[Result]]) -> None:
     for name in names:
         if name != benchlib.THIS_PROCESS:
             row(f"  {name}", _rss_mib(name))
-    print("RSS KiB per pod the scale added")
+    print("RSS KiB per pod (after the scale - before any pod) / N")
     for name in (CONTROLLERS, UPSTREAM_KCM, "kcm watcher", "nats-server"):
         row(f"  {name}", _kib_per_pod(name))
     row("CPU the hypervisor took, % of the machine", lambda r: r.usage.stolen_percent)
