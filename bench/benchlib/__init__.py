@@ -421,9 +421,20 @@ async def watching(
 
 
 async def delete_collection(session: aiohttp.ClientSession, url: str, limit_s: float) -> None:
-    """Delete everything in a collection at once (grace period 0) and wait until it is empty."""
-    await call(session, "DELETE", url, params={"gracePeriodSeconds": "0"})
+    """Delete everything in a collection at once (grace period 0) and wait until it is empty. A
+    DELETE the server gave up on (504: kube-apiserver's 60 s, thousands of pods on a loaded
+    machine, or the connection dropped meanwhile) is sent again for what is left."""
     deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            async with session.delete(url, params={"gracePeriodSeconds": "0"}) as resp:
+                status, payload = resp.status, await resp.read()
+        except aiohttp.ServerDisconnectedError as exc:  # how kube-apiserver ended one such DELETE here
+            status, payload = 504, repr(exc).encode()
+        if status < 300:
+            break
+        if status != 504 or time.monotonic() > deadline:
+            raise RuntimeError(f"DELETE {url}: HTTP {status}: {payload[:300].decode(errors='replace')}")
     while (await list_head(session, url)).items:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{url} was not emptied in time")

@@ -347,6 +347,57 @@ def test_nats_restart_cache_recovers_and_converges(fresh_nats: NatsProc) -> None
     uvloop.run(body())
 
 
+async def consumers_of(js: JetStreamContext, res: gvr.Resource) -> int:
+    infos = await js.consumers_info(wire.OBJECTS_STREAM)
+    return sum(1 for info in infos if subjects.object_filter(res) in (info.config.filter_subjects or []))
+
+
+def test_caches_of_one_resource_share_one_consumer_through_a_restart(fresh_nats: NatsProc) -> None:
+    async def body() -> None:
+        nc, js = await connect(fresh_nats.url)
+        res = new_resource()
+        for name in ("a", "b"):
+            await publish(js, res, pod("ns", name, "1", node="n1"))
+        await marker(js, res, "1")
+        leader = cache.Cache(js, nc, res, PodView, heartbeat=0.5)
+        follower: cache.Cache[codec.Meta] = cache.Cache(js, nc, res, codec.Meta, heartbeat=0.5)
+        leader.share_consumer(follower)
+        seen: list[tuple[str, str]] = []
+        follower.add_handler(
+            lambda o: seen.append(("add", codec.key_of(o))),
+            lambda _, o: seen.append(("update", codec.key_of(o))),
+            lambda o: seen.append(("delete", codec.key_of(o))),
+        )
+        tasks = [asyncio.create_task(store.run()) for store in (leader, follower)]
+        try:
+            await asyncio.wait_for(asyncio.gather(leader.wait_synced(), follower.wait_synced()), 15)
+            assert sorted(follower.keys()) == sorted(leader.keys()) == ["ns/a", "ns/b"]
+            assert follower.last_resource_version == "1"
+            assert await consumers_of(js, res) == 1
+            await publish(js, res, pod("ns", "c", "2"))
+            await publish(js, res, pod("ns", "a", "3"), wire.DELETED)
+            await until(lambda: sorted(follower.keys()) == ["ns/b", "ns/c"], what="live changes")
+            assert ("add", "ns/c") in seen and ("delete", "ns/a") in seen
+            # A restart re-reads the stream for both: what changed meanwhile reaches the follower.
+            fresh_nats.kill()
+            await asyncio.to_thread(fresh_nats.start)
+            await until(lambda: nc.is_connected, what="reconnect")
+            await publish(js, res, pod("ns", "b", "4", node="n2"), "MODIFIED")
+            await marker(js, res, "4")
+            await until(lambda: follower.last_resource_version == "4", what="the follower's marker")
+            b = leader.get("ns", "b")
+            assert b is not None and b.spec.node_name == "n2"
+            assert sorted(follower.keys()) == sorted(leader.keys()) == ["ns/b", "ns/c"]
+            assert await consumers_of(js, res) == 1
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await nc.close()
+
+    uvloop.run(body())
+
+
 def test_a_purged_stream_is_not_a_mass_delete(fresh_nats: NatsProc) -> None:
     async def body() -> None:
         nc, js = await connect(fresh_nats.url)

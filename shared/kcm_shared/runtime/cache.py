@@ -32,6 +32,11 @@ Guarantees and how they are met:
 - Never back in time (a deposed watcher, a fetch that raced the stream): a message whose
   numeric resourceVersion is older than the state held is ignored (`resourceversion.older`); a DELETED
   at the held resourceVersion (a relist's tombstone) still applies.
+- One consumer per resource in a process: caches of the same resource through other views
+  `share_consumer` with the first; it applies each message it consumes to them as to itself,
+  and starts their snapshots with its own. Every controller's view of pods used to cost a
+  consumer of its own, so each pod change crossed NATS, had its headers parsed and its
+  progress checked once per view (about 14 times with every default controller).
 - Too large for a message: an object message with `wire.TOO_LARGE` has no body; the object
   is fetched from the API server (GET by name, retried with backoff until the answer is at
   least that resourceVersion, or 404), and a progress marker that follows counts only once
@@ -58,7 +63,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import aiohttp
 import msgspec
@@ -201,6 +206,9 @@ class Cache(Generic[T]):
         # The stream lost what the watcher published (module docstring): keys delivered since.
         self._reset = False
         self._since_reset: set[str] = set()
+        # Caches of this resource fed from this cache's consumer, or the cache that feeds this one.
+        self._followers: builtins.list[Cache[Any]] = []
+        self._leader: Cache[Any] | None = None
         self.add_index(NAMESPACE_INDEX, _namespace_index)
         self.add_index(OWNER_UID_INDEX, _owner_uid_index)
 
@@ -282,6 +290,27 @@ class Cache(Generic[T]):
         raises is logged; the others still run and the cache carries on.
         """
         self._handlers.append(_Handler(on_add, on_update, on_delete))
+
+    def share_consumer(self, follower: Cache[Any]) -> None:
+        """Feed `follower`, a cache of the same resource through another view, from this cache's
+        consumer instead of one of its own: its `run()` then only waits to be cancelled. Call
+        before either runs; this cache must be running for `follower` to get anything."""
+        if follower.resource != self.resource or follower is self:
+            raise ValueError(f"only another cache of {self._label} can share its consumer")
+        if self._leader is not None or follower._leader is not None or follower._followers:
+            raise ValueError(f"the cache of {self._label} already shares a consumer")
+        follower._leader = self
+        self._followers.append(follower)
+
+    @property
+    def shares_consumer(self) -> bool:
+        """True when another cache's consumer feeds this one (`share_consumer`)."""
+        return self._leader is not None
+
+    @property
+    def feeds_others(self) -> bool:
+        """True when other caches read this cache's consumer (stopping it would starve them)."""
+        return bool(self._followers)
 
     # --- filled by hand: tests and offline tools, never a running cache ---------------------
 
@@ -376,9 +405,12 @@ class Cache(Generic[T]):
     # --- consuming -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Consume until cancelled, starting over from last-per-subject after any NATS failure."""
+        """Consume until cancelled, starting over from last-per-subject after any NATS failure;
+        a cache fed by another's consumer only waits (its fetches are its own to cancel)."""
         attempt = 0
         try:
+            if self._leader is not None:
+                await asyncio.get_running_loop().create_future()
             while True:
                 cancellation.checkpoint()
                 try:
@@ -403,7 +435,9 @@ class Cache(Generic[T]):
         # Each subscription reports to its own future, so a late message of a dropped
         # subscription can never touch the state of the next one.
         failure: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._snapshot, self._snapshot_rv, self._next_cseq = set(), "", 1
+        self._next_cseq = 1
+        for store in (self, *self._followers):
+            store._snapshot, store._snapshot_rv = set(), ""
         self._last_seen = time.monotonic()
         reconnects = self._nc.stats["reconnects"]
         sub = await self._nc.subscribe(
@@ -435,7 +469,7 @@ class Cache(Generic[T]):
             )
             consumer = info.name
             if info.num_pending == 0 and self._snapshot is not None:
-                self._finish_snapshot()  # nothing to read: the (empty) snapshot is complete
+                self._finish_snapshots()  # nothing to read: the (empty) snapshot is complete
             while not failure.done():
                 cancellation.checkpoint()
                 await asyncio.wait({failure}, timeout=self._heartbeat)
@@ -473,8 +507,10 @@ class Cache(Generic[T]):
             self._next_cseq = cseq + 1
             with tracing.continued_from(headers):  # what handlers enqueue continues the change's trace
                 self._apply(msg.subject, headers, msg.data)
+                for follower in self._followers:
+                    follower._apply(msg.subject, headers, msg.data)
             if self._snapshot is not None and pending == 0:
-                self._finish_snapshot()
+                self._finish_snapshots()
         except _Restart as exc:
             failure.set_result(str(exc))
             return
@@ -604,6 +640,10 @@ class Cache(Generic[T]):
             ):
                 self._store(key, *found)
         self._release_deferred()
+
+    def _finish_snapshots(self) -> None:
+        for store in (self, *self._followers):
+            store._finish_snapshot()
 
     def _finish_snapshot(self) -> None:
         seen, self._snapshot = self._snapshot or set(), None

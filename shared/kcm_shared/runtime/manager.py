@@ -100,11 +100,20 @@ class Manager:
         key = (res, view)
         if key not in self.caches:
             replicas = self._nats.stream_replicas
-            self.caches[key] = cache.Cache(
+            store: cache.Cache[Any] = cache.Cache(
                 self._js, self._nc, res, view, stream_replicas=replicas, client=client, sync=self._sync
             )
-            if self._group is not None:  # opened at run time: start it now
+            if self._group is not None:  # opened at run time (and perhaps closed again): on its own
+                self.caches[key] = store
                 self._start_cache(key)
+            else:
+                # Views of one resource opened at start-up read one consumer: the first's.
+                first = next(
+                    (c for (r, _), c in self.caches.items() if r == res and not c.shares_consumer), None
+                )
+                if first is not None:
+                    first.share_consumer(store)
+                self.caches[key] = store
         self._users.setdefault(key, set()).add(user)
         return self.caches[key]
 
@@ -126,8 +135,8 @@ class Manager:
             return
         users = self._users.get(key, set())
         users.discard(name)
-        if users:
-            return  # another controller still reads it
+        if users or store.feeds_others:
+            return  # another controller still reads it, or reads its consumer
         self.caches.pop(key, None)
         self._users.pop(key, None)
         task = self._cache_tasks.pop(key, None)

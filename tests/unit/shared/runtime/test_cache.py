@@ -178,3 +178,32 @@ def test_delivery_reads_what_nats_py_parses(reply: str) -> None:
     msg = Msg(cast(Any, None), subject="kcm.obj.x", reply=reply)
     assert cache._delivery(msg) == (7, 3)
     assert (msg.metadata.sequence.consumer, msg.metadata.num_pending) == (7, 3)
+
+
+def test_only_another_cache_of_the_same_resource_can_share_a_consumer() -> None:
+    leader, follower = _cache(), _cache()
+    other = cache.Cache(cast(Any, None), None, gvr.Resource("", "v1", "secrets"), codec.Meta)
+    with pytest.raises(ValueError):
+        leader.share_consumer(other)
+    with pytest.raises(ValueError):
+        leader.share_consumer(leader)
+    leader.share_consumer(follower)
+    assert follower.shares_consumer and leader.feeds_others and not leader.shares_consumer
+    with pytest.raises(ValueError):  # one level only: a follower feeds nobody
+        follower.share_consumer(_cache())
+    with pytest.raises(ValueError):
+        _cache().share_consumer(follower)
+
+
+def test_a_cache_fed_by_another_consumer_runs_until_cancelled_without_a_consumer() -> None:
+    async def body() -> None:
+        leader, follower = _cache(), _cache()
+        leader.share_consumer(follower)
+        task = asyncio.create_task(follower.run())  # no NATS: it must not try to subscribe
+        await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert task.cancelled()
+
+    uvloop.run(body())
