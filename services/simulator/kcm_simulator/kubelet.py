@@ -11,7 +11,9 @@ pod's readiness follows its `sim.kcm.dev/ready` annotation as it changes, and gr
 deletions are completed once their grace period is over. Only with `manage_not_ready_taint`
 (for a stack without a node lifecycle controller) does it play that controller's part for its
 own nodes: the `node.kubernetes.io/not-ready:NoSchedule` taint removed once the node reports
-Ready and put back while it reports NotReady. Fed pod and node events by `main.py`.
+Ready and put back while it reports NotReady. With a `csi.VolumeStore`, a pod with claims
+starts only once each is Bound (and its volumes attached: `VolumeStore.attached`, the
+attach/detach hook). Fed pod and node events by `main.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from kcm_shared.client.kubeclient import KubeClient, resource_path
 
-from kcm_simulator import nodes, podstatus
+from kcm_simulator import csi, nodes, podstatus, volumes
 from kcm_simulator.calls import Writer
 
 Obj = dict[str, Any]
@@ -96,8 +98,10 @@ class Kubelet:
         node_ipam: bool = False,
         stop_seconds: float | None = podstatus.STOP_SECONDS,
         manage_not_ready_taint: bool = False,
+        store: csi.VolumeStore | None = None,
     ) -> None:
         self._client = client
+        self._volumes = store
         self._writer = writer
         self._zones = zones
         self._prefix = prefix
@@ -396,9 +400,14 @@ class Kubelet:
         # A pod this simulator ran before it restarted goes on running, as a kubelet's containers
         # outlive the kubelet: its status is not written again.
         resumed = podstatus.resumed(pod, run.ready)
-        if resumed is None:
-            await asyncio.sleep(self._delay)
         node = pod["spec"]["nodeName"]
+        if resumed is None:
+            claims = volumes.claim_keys(pod)
+            if claims and self._volumes is not None:
+                # As a kubelet's volume manager: no container before every volume is mounted.
+                await self._volumes.wait_bound(claims)
+                await self._volumes.attached(pod, node)
+            await asyncio.sleep(self._delay)
         state = self.nodes[node]
         host_ip = f"10.0.{state.index}.1"
         pod_ips = [ip["ip"] for ip in pod.get("status", {}).get("podIPs") or [] if ip.get("ip")]

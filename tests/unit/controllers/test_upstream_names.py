@@ -57,6 +57,7 @@ QUEUES = {
     "pvc-protection": "pvcprotection",
     "pv-protection": "pvprotection",
     "ephemeral-volume": "ephemeral_volume",
+    "persistentvolume-expander": "volume_expand",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.
@@ -79,6 +80,7 @@ EVENT_SOURCES = {
     "taint-eviction-controller": "taint-eviction-controller",
     "nodelifecycle": "node-controller",
     "ephemeral-volume": "ephemeral_volume",
+    "persistentvolume-expander": "volume_expand",
 }
 
 SPECS = {spec.alias: spec for spec in BUILTIN}
