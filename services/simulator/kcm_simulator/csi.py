@@ -74,19 +74,17 @@ class VolumeStore:
         self._changed()
 
     def set_pv(self, kind: str, pv: Obj) -> None:
-        name = str(pv.get("metadata", {}).get("name", ""))
-        if kind == "DELETED":
-            self.pvs.pop(name, None)
-        else:
-            self.pvs[name] = pv
-        self._changed()
+        self._put(self.pvs, kind, pv)
 
     def set_class(self, kind: str, storage_class: Obj) -> None:
-        name = str(storage_class.get("metadata", {}).get("name", ""))
+        self._put(self.classes, kind, storage_class)
+
+    def _put(self, held: dict[str, Obj], kind: str, obj: Obj) -> None:
+        name = str(obj.get("metadata", {}).get("name", ""))
         if kind == "DELETED":
-            self.classes.pop(name, None)
+            held.pop(name, None)
         else:
-            self.classes[name] = storage_class
+            held[name] = obj
         self._changed()
 
     def _changed(self) -> None:
