@@ -1,11 +1,11 @@
 """The simulated CSI driver `csi.sim.kcm.dev` end to end through kubectl, on the embedded API
 server and (with `--apiserver=upstream`) on kube-apiserver.
 
-kcm has no PV binder yet (issue 31 item 1), and without one no claim is ever Bound: the stack
-is `kcm dev --reference`, whose upstream kube-controller-manager binds claims, hands them to the
-driver (`volume.kubernetes.io/storage-provisioner`) and releases volumes, while the simulator
-plays the driver's sidecars, the scheduler's volume binding and the kubelets. kcm's own
-expander runs in tests/e2e/test_volume_protection.py.
+kcm's controllers: the StatefulSet controller makes the claims, the PV binder hands them to the
+driver (`volume.kubernetes.io/storage-provisioner`), binds them and releases volumes, the
+expander leaves growth to the driver, the protection controllers and the garbage collector let
+claims and volumes go; the simulator plays the driver's sidecars, the scheduler's volume
+binding and the kubelets.
 
 One stack for the module, a namespace per test: a StatefulSet with volumeClaimTemplates on
 the default class `standard` (WaitForFirstConsumer, which `kcm dev` creates) gets its claims
@@ -25,7 +25,12 @@ import pytest
 from tests.conftest import wait_for
 from tests.e2e import devstack
 
-stack = devstack.stack_fixture("--reference", "--nodes", "2")
+stack = devstack.stack_fixture(
+    "--controllers",
+    "statefulset,persistentvolume-binder,persistentvolume-expander,pvc-protection,pv-protection,garbagecollector",
+    "--nodes",
+    "2",
+)
 _counter = iter(range(1000))
 DRIVER = "csi.sim.kcm.dev"
 

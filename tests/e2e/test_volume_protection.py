@@ -3,9 +3,10 @@ plugins, end to end through kubectl: `kcm dev` with the pvc-protection, pv-prote
 ephemeral-volume, persistentvolume-expander and garbage-collector controllers and one simulated
 node, on the embedded API server and (with `--apiserver=upstream`) on kube-apiserver.
 
-No PV binder runs yet (issue 31 item 1): a claim and a volume are bound by hand here as the
-binder would bind them (the PV's claimRef and the claim's volumeName, phases Bound written
-through the status subresource), and the PV is moved to Released by hand once its claim is gone.
+The PV binder does not run in this stack (tests/e2e/test_pv_binder.py has it): a claim and a
+volume are bound by hand here as the binder would bind them (the PV's claimRef and the claim's
+volumeName, phases Bound written through the status subresource), and the PV is moved to
+Released by hand once its claim is gone.
 
 "Stays Terminating" needs proof that the controller looked and kept the object, not a sleep:
 each such test deletes a second, unused object of the same kind after the kept one, and waits

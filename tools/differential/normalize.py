@@ -3,12 +3,12 @@
 - `compare(reference, kcm)` takes two `Run`s of one scenario (each the final state of its namespace
   and its named captures, as `kubectl get -o json` printed them) and returns the `Difference`s:
   objects, conditions and Events, in order where order matters.
-- Before comparing, each run is normalized (`Masks.of(run)`): uids, timestamps, resourceVersions,
-  managedFields, the namespace's name, generated name suffixes, CronJob schedule suffixes, pod and
-  cluster IPs, the simulator's node choices and scheduling messages are masked, Secret data is
-  decoded (a token masked), and the hash values in names and labels (`pod-template-hash`,
-  `controller-revision-hash`) too, since kcm's hashes are a different function
-  (docs/controllers.md). Those hashes are compared on their own instead, one difference per
+- Before comparing, each run is normalized (`Masks.of(run)`): uids, timestamps, resourceVersions
+  (a PersistentVolume's claimRef's too), managedFields, the namespace's name, generated name
+  suffixes, CronJob schedule suffixes, pod and cluster IPs, the simulator's node choices and
+  scheduling messages are masked, Secret data is decoded (a token masked), and the hash values in
+  names and labels (`pod-template-hash`, `controller-revision-hash`) too, since kcm's hashes are a
+  different function (docs/controllers.md). Those hashes are compared on their own instead, one difference per
   ReplicaSet or ControllerRevision, matched by owner and revision number.
 - Events are grouped by the object they are about: one object's Events are compared as a sequence
   of distinct Events in the order each first appeared (repeats interleave as concurrent requests
@@ -154,6 +154,8 @@ def _scrub(obj: dict[str, Any]) -> dict[str, Any]:
         for condition in status.get("conditions", []):
             if condition.get("type") == "PodScheduled":
                 condition.pop("message", None)  # the scheduler's count of the cluster's nodes
+    if kind == "PersistentVolume" and "resourceVersion" in (ref := obj.get("spec", {}).get("claimRef") or {}):
+        ref["resourceVersion"] = "<resource-version>"  # the claim's at binding: the store's counter
     if kind in ("Endpoints", "EndpointSlice"):
         # The pods' nodes and zones are the scheduler's choice, not the controller's.
         for address in _addresses(obj):

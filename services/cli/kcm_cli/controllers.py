@@ -52,6 +52,7 @@ REGISTRY = (
     "kcm_controllers.pvcprotection.controller:SPEC",
     "kcm_controllers.pvprotection.controller:SPEC",
     "kcm_controllers.ephemeral.controller:SPEC",
+    "kcm_controllers.pvbinder.controller:SPEC",
     "kcm_controllers.expand.controller:SPEC",
 )
 

@@ -58,6 +58,17 @@ class ObjectMeta(View):
     deletion_grace_period_seconds: int | None = None
 
 
+class ObjectReference(View):
+    """core/v1 ObjectReference (a CronJob's active Jobs, a PersistentVolume's claimRef)."""
+
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    api_version: str = ""
+    resource_version: str = ""
+
+
 class Meta(View):
     """The part of every object a cache needs; controllers' views extend it."""
 

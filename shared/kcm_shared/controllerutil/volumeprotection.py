@@ -11,6 +11,8 @@ keep them.
 - `ephemeral_claim_name`: the claim name of a pod's generic ephemeral volume
   (component-helpers/storage/ephemeral.VolumeClaimName), shared with the ephemeral-volume
   controller.
+- `PodVolume` and `claim_names`: the claims a pod's volumes name (upstream's PodPVCIndex of
+  pkg/controller/volume/common), shared with the persistentvolume binder.
 
 Called by kcm_controllers.pvcprotection and kcm_controllers.pvprotection.
 """
@@ -18,7 +20,7 @@ Called by kcm_controllers.pvcprotection and kcm_controllers.pvprotection.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from kcm_shared.apimachinery import codec
 from kcm_shared.client import kubeclient
@@ -83,3 +85,29 @@ async def sync(
 
 def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:
     return f"{pod_name}-{volume_name}"
+
+
+class ClaimSource(codec.View):
+    claim_name: str = ""
+
+
+class EphemeralSource(codec.View):
+    """Only its presence matters here: the claim's name comes from the pod and the volume."""
+
+
+class PodVolume(codec.View):
+    name: str = ""
+    persistent_volume_claim: ClaimSource | None = None
+    ephemeral: EphemeralSource | None = None
+
+
+def claim_names(pod_name: str, volumes: Iterable[PodVolume]) -> list[str]:
+    """The claims a pod names: its persistentVolumeClaim volumes' and the `<pod>-<volume>`
+    claims of its generic ephemeral volumes."""
+    names = []
+    for v in volumes:
+        if v.persistent_volume_claim is not None:
+            names.append(v.persistent_volume_claim.claim_name)
+        elif v.ephemeral is not None:
+            names.append(ephemeral_claim_name(pod_name, v.name))
+    return names

@@ -207,6 +207,10 @@ _LEADER = (
     "work; `kcm watcher` and `kcm coordinator` hold their own Leases with these flags (above, "
     '"Leader election")'
 )
+_IN_TREE_VOLUMES = (
+    "read by the persistentvolume-binder-controller's in-tree volume plugins (hostPath, NFS, flex): kcm builds "
+    "none, only CSI and migrated volumes (docs/controllers.md)"
+)
 _LOGS = "kcm logs one JSON object per line (--log-level), with no klog options"
 _METRICS = "kcm's /metrics serves every metric; there is no filter or hidden set"
 NO_EFFECT: dict[str, str] = {
@@ -222,7 +226,16 @@ NO_EFFECT: dict[str, str] = {
     "external-cloud-volume-plugin": _CLOUD,
     "configure-cloud-routes": _CLOUD,
     "route-reconciliation-period": _CLOUD,
-    "cluster-name": "read only by controllers kcm does not build (the persistentvolume binder, the cloud ones)",
+    "cluster-name": "read only by controllers kcm does not build (the cloud ones); the persistentvolume "
+    "binder passes it only to in-tree provisioners, which kcm does not build",
+    "enable-hostpath-provisioner": _IN_TREE_VOLUMES,
+    "flex-volume-plugin-dir": _IN_TREE_VOLUMES,
+    "pv-recycler-increment-timeout-nfs": _IN_TREE_VOLUMES,
+    "pv-recycler-minimum-timeout-hostpath": _IN_TREE_VOLUMES,
+    "pv-recycler-minimum-timeout-nfs": _IN_TREE_VOLUMES,
+    "pv-recycler-pod-template-filepath-hostpath": _IN_TREE_VOLUMES,
+    "pv-recycler-pod-template-filepath-nfs": _IN_TREE_VOLUMES,
+    "pv-recycler-timeout-increment-hostpath": _IN_TREE_VOLUMES,
     "leader-elect": _LEADER,
     "leader-elect-lease-duration": _LEADER,
     "leader-elect-renew-deadline": _LEADER,

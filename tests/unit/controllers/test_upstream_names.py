@@ -58,6 +58,8 @@ QUEUES = {
     "pv-protection": "pvprotection",
     "ephemeral-volume": "ephemeral_volume",
     "persistentvolume-expander": "volume_expand",
+    # Upstream has a claim and a volume queue: kcm's one holds both kinds of key.
+    "persistentvolume-binder": "claims",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.
@@ -81,6 +83,7 @@ EVENT_SOURCES = {
     "nodelifecycle": "node-controller",
     "ephemeral-volume": "ephemeral_volume",
     "persistentvolume-expander": "volume_expand",
+    "persistentvolume-binder": "persistentvolume-controller",
 }
 
 SPECS = {spec.alias: spec for spec in BUILTIN}

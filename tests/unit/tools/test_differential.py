@@ -104,6 +104,17 @@ def test_fields_conditions_counts_and_events_in_order_differ() -> None:
     assert any(line.startswith("Events of ReplicaSet/web-<hash@rev1>") for line in lines)
 
 
+def test_a_volumes_claim_ref_resource_version_is_masked_and_its_name_is_not() -> None:
+    def run(ns: str, rv: str, claim: str) -> normalize.Run:
+        ref = {"kind": "PersistentVolumeClaim", "namespace": ns, "name": claim, "resourceVersion": rv}
+        volume = {"kind": "PersistentVolume", "metadata": {"name": f"{ns}-pv"}, "spec": {"claimRef": ref}}
+        return normalize.Run(namespace=ns, objects=[], captures={"bound": [volume]})
+
+    assert normalize.compare(run("pv-a", "291", "data"), run("pv-b", "827", "data")) == []
+    (diff,) = normalize.compare(run("pv-a", "291", "data"), run("pv-b", "827", "other"))
+    assert diff.where.endswith("spec.claimRef.name")
+
+
 def test_keyed_lists_keep_their_order_as_a_leaf() -> None:
     flat = normalize.flatten({"ports": [{"name": "http", "port": 80}, {"name": "metrics", "port": 9090}]})
     assert flat["ports#order"] == ["http", "metrics"]

@@ -1,6 +1,6 @@
 # Expansion of a CSI claim: a volume of the simulated driver (csi.sim.kcm.dev) pre-bound to a
-# claim of the default class `standard` (allowVolumeExpansion), bound by hand as the PV binder
-# would (kcm has no binder yet; upstream's completes the same binding). Growing the claim gets
+# claim of the default class `standard` (allowVolumeExpansion), its binding completed by hand as
+# the PV binder would (the binder's own write races it, to the same end). Growing the claim gets
 # the ExternalExpanding Event from `volume_expand`; the simulated external-resizer grows the PV
 # and leaves FileSystemResizePending for a node, none of which mounts it here.
 k apply -f - <<YAML

@@ -1,7 +1,6 @@
 # PVC protection. The used claim is of the default class `standard` (the simulated CSI driver's,
-# WaitForFirstConsumer): a pod starts only once its claims are Bound, which upstream's binder and
-# the driver do on the reference side (kcm has no binder yet: its simulator runs the pod without
-# waiting). The unused one names no class (storageClassName "") and no volume, so upstream's PV
+# WaitForFirstConsumer): a pod starts only once its claims are Bound, which the PV binder and the
+# driver do. The unused one names no class (storageClassName "") and no volume, so upstream's PV
 # binder only records that nothing can bind it. A claim used by a running pod stays Terminating
 # (captured) while an unused one goes; once the pod is deleted the claim goes too.
 k apply -f - <<YAML

@@ -26,15 +26,6 @@ NEXT_SCHEDULE_DELTA = 0.1  # seconds added to each requeue against clock skew (u
 TOO_MANY_MISSED = 100  # more missed start times than this: a warning, only the latest is started
 
 
-class ObjectReference(codec.View):
-    kind: str = ""
-    namespace: str = ""
-    name: str = ""
-    uid: str = ""
-    api_version: str = ""
-    resource_version: str = ""
-
-
 class CronJobSpec(codec.View):
     schedule: str = ""
     time_zone: str | None = None
@@ -47,7 +38,7 @@ class CronJobSpec(codec.View):
 
 
 class CronJobStatus(codec.View):
-    active: list[ObjectReference] = msgspec.field(default_factory=list)
+    active: list[codec.ObjectReference] = msgspec.field(default_factory=list)
     last_schedule_time: dt.datetime | None = None
     last_successful_time: dt.datetime | None = None
 
@@ -76,7 +67,7 @@ class JobView(codec.Meta):
 class Status:
     """The status a sync builds on a copy (upstream's cronJobCopy), written once at the end."""
 
-    active: list[ObjectReference] = field(default_factory=list)
+    active: list[codec.ObjectReference] = field(default_factory=list)
     last_schedule_time: dt.datetime | None = None
     last_successful_time: dt.datetime | None = None
 
@@ -259,10 +250,10 @@ def by_start_time(job: JobView) -> tuple[bool, dt.datetime, str]:
     return (start is None, start or never, job.metadata.name)
 
 
-def reference(job: dict[str, Any]) -> ObjectReference:
+def reference(job: dict[str, Any]) -> codec.ObjectReference:
     """The ObjectReference status.active holds for a Job the API server returned (getRef)."""
     meta = job.get("metadata") or {}
-    return ObjectReference(
+    return codec.ObjectReference(
         kind="Job",
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),

@@ -14,23 +14,9 @@ from kcm_shared.apimachinery import codec
 from kcm_shared.controllerutil import volumeprotection
 
 
-class ClaimSource(codec.View):
-    claim_name: str = ""
-
-
-class EphemeralSource(codec.View):
-    """Only its presence matters here: the claim's name comes from the pod and the volume."""
-
-
-class Volume(codec.View):
-    name: str = ""
-    persistent_volume_claim: ClaimSource | None = None
-    ephemeral: EphemeralSource | None = None
-
-
 class PodSpecView(codec.View):
     node_name: str = ""
-    volumes: list[Volume] = msgspec.field(default_factory=list)
+    volumes: list[volumeprotection.PodVolume] = msgspec.field(default_factory=list)
 
 
 class ContainerState(codec.View):
@@ -57,20 +43,9 @@ class ClaimView(codec.Meta):
     """A claim as this controller reads it: metadata (finalizers, deletion, owners) only."""
 
 
-def claim_names(pod: PodView) -> list[str]:
-    """The claims `pod` names: its persistentVolumeClaim volumes' and the `<pod>-<volume>`
-    claims of its generic ephemeral volumes."""
-    names = []
-    for v in pod.spec.volumes:
-        if v.persistent_volume_claim is not None:
-            names.append(v.persistent_volume_claim.claim_name)
-        elif v.ephemeral is not None:
-            names.append(volumeprotection.ephemeral_claim_name(pod.metadata.name, v.name))
-    return names
-
-
 def claim_keys(pod: PodView) -> list[str]:
-    return [f"{pod.metadata.namespace}/{name}" for name in claim_names(pod)]
+    names = volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
+    return [f"{pod.metadata.namespace}/{name}" for name in names]
 
 
 def _is_shut_down(pod: PodView) -> bool:

@@ -1,0 +1,1 @@
+"""The persistentvolume-binder-controller: binds claims to volumes and hands provisioning on."""
