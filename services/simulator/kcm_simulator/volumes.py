@@ -224,9 +224,12 @@ def is_ours(pv: Obj) -> bool:
 
 
 def wants_deletion(pv: Obj) -> bool:
-    """A PV of ours to delete: Released with reclaim Delete, or deleted by someone while it
-    still holds our finalizer (HonorPVReclaimPolicy)."""
-    if not is_ours(pv) or pv.get("spec", {}).get("persistentVolumeReclaimPolicy") != "Delete":
+    """A PV this provisioner made (`pv.kubernetes.io/provisioned-by`, as the external-provisioner
+    checks: a static PV of the driver is not its to delete) to delete: Released with reclaim
+    Delete, or deleted by someone while it still holds our finalizer (HonorPVReclaimPolicy)."""
+    if not is_ours(pv) or _annotations(pv).get(PROVISIONED_BY) != DRIVER:
+        return False
+    if pv.get("spec", {}).get("persistentVolumeReclaimPolicy") != "Delete":
         return False
     if pv.get("status", {}).get("phase") == "Released":
         return True

@@ -157,6 +157,7 @@ def _pv(**fields: Any) -> Obj:
         (_pv(phase="Bound"), False),
         (_pv(phase="Released", persistentVolumeReclaimPolicy="Retain"), False),
         (_pv(phase="Released", csi={"driver": "other.csi", "volumeHandle": "h"}), False),
+        (_pv(phase="Released", meta={"annotations": {}}), False),  # a static PV: not the provisioner's
         (
             _pv(phase="Bound", meta={"deletionTimestamp": "2026-11-29T00:00:00Z"}),
             True,
