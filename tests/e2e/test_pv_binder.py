@@ -4,8 +4,9 @@ and the PV/PVC protection controllers, on the embedded API server and (with
 
 Static binding (the smallest matching volume, annotations, phases, the claim's capacity), pre-
 binding both ways, VolumeMismatch, release with Retain and with Delete (a volume no provisioner
-made fails, one an external provisioner made waits for it), FailedBinding, the hand-off to an
-external provisioner and the WaitForFirstConsumer / WaitForPodScheduled Events; a claim made
+made fails, one an external provisioner made is left to it: the simulated CSI driver's, which
+deletes it), FailedBinding, the hand-off to that driver's external-provisioner (which makes the
+volume the claim is bound to) and the WaitForFirstConsumer / WaitForPodScheduled Events; a claim made
 while the binder's process is killed (-9) is bound once it is back.
 
 PersistentVolumes are cluster-scoped: each test names its volumes and its storage class after
@@ -193,8 +194,14 @@ def test_released_volumes_are_retained_or_wait_for_their_deleter(stack: devstack
     assert v["status"]["message"] == message
     event = wait_event(stack, "default", f"{ns}-static", "VolumeFailedDelete")
     assert (event["type"], event["message"]) == ("Warning", message)
-    # One an external provisioner made is left Released for it to delete.
-    wait_phase(stack, "pv", f"{ns}-provisioned", "Released")
+    # One an external provisioner made is left Released for it to delete: the simulated driver's
+    # (csi.sim.kcm.dev) deletes it.
+    wait_for(
+        lambda: stack.kubectl("get", "pv", f"{ns}-provisioned", check=False).returncode != 0,
+        30,
+        interval=0.2,
+        what="the provisioned volume deleted by its provisioner",
+    )
 
 
 def test_failed_binding_and_the_hand_off_to_the_external_provisioner(stack: devstack.DevStack) -> None:
@@ -228,17 +235,10 @@ def test_failed_binding_and_the_hand_off_to_the_external_provisioner(stack: devs
         "Warning",
         f'storageclass.storage.k8s.io "{ns}-gone" not found',
     )
-    # The external provisioner's volume, pre-bound to the claim as it makes it, is bound.
+    # The simulated driver's external-provisioner makes the volume, pre-bound to the claim, and
+    # the binder binds it.
     uid = get(stack, "pvc", "dynamic", "-n", ns)["metadata"]["uid"]
-    ref = {
-        "namespace": ns,
-        "name": "dynamic",
-        "uid": uid,
-        "kind": "PersistentVolumeClaim",
-        "apiVersion": "v1",
-    }
-    apply(stack, volume(f"{ns}-pv", "1Gi", f"{ns}-now", policy="Delete", spec={"claimRef": ref}))
-    assert wait_phase(stack, "pvc", "dynamic", "Bound", ns)["spec"]["volumeName"] == f"{ns}-pv"
+    assert wait_phase(stack, "pvc", "dynamic", "Bound", ns)["spec"]["volumeName"] == f"pvc-{uid}"
 
 
 def test_wait_for_first_consumer(stack: devstack.DevStack) -> None:

@@ -1,7 +1,7 @@
-"""PVC and PV protection, generic ephemeral volumes and the storage admission plugins, end to
-end through kubectl: `kcm dev` with the pvc-protection, pv-protection, ephemeral-volume and
-garbage-collector controllers and one simulated node, on the embedded API server and (with
-`--apiserver=upstream`) on kube-apiserver.
+"""PVC and PV protection, generic ephemeral volumes, expansion and the storage admission
+plugins, end to end through kubectl: `kcm dev` with the pvc-protection, pv-protection,
+ephemeral-volume, persistentvolume-expander and garbage-collector controllers and one simulated
+node, on the embedded API server and (with `--apiserver=upstream`) on kube-apiserver.
 
 The PV binder does not run in this stack (tests/e2e/test_pv_binder.py has it): a claim and a
 volume are bound by hand here as the binder would bind them (the PV's claimRef and the claim's
@@ -27,7 +27,7 @@ from tests.e2e import devstack
 
 stack = devstack.stack_fixture(
     "--controllers",
-    "pvc-protection,pv-protection,ephemeral-volume,garbagecollector",
+    "pvc-protection,pv-protection,ephemeral-volume,persistentvolume-expander,garbagecollector",
     "--nodes",
     "1",
 )
@@ -278,8 +278,9 @@ def storage_class(name: str, *, default: bool = False, expand: bool | None = Non
 
 def test_default_storage_class_admission(stack: devstack.DevStack) -> None:
     ns = namespace(stack, "default-class")
+    # The default class `kcm dev` ships, as kind does.
     apply(stack, claim("before", ns))
-    assert "storageClassName" not in must(stack, "-n", ns, "pvc", "before")["spec"]
+    assert must(stack, "-n", ns, "pvc", "before")["spec"]["storageClassName"] == "standard"
     try:
         apply(stack, storage_class("aa-older", default=True))
         older = get(stack, "storageclass", "aa-older")
@@ -330,3 +331,66 @@ def test_resize_admission_refuses_growing_a_claim_its_class_cannot_expand(stack:
         assert grown is not None and grown["spec"]["resources"]["requests"]["storage"] == "2Gi"
     finally:
         stack.kubectl("delete", "storageclass", "fixed-size", "growable", "--ignore-not-found")
+
+
+def test_a_grown_csi_claim_is_left_to_the_drivers_resizer(stack: devstack.DevStack) -> None:
+    """kcm's expander records ExternalExpanding (source volume_expand) and leaves the claim to the
+    simulated driver's external-resizer, which grows the volume; the node that mounts it (a
+    running pod's) then grows the claim."""
+    ns = namespace(stack, "expand")
+    apply(
+        stack,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-expand-vol"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "standard",
+                "persistentVolumeReclaimPolicy": "Retain",
+                "csi": {"driver": "csi.sim.kcm.dev", "volumeHandle": "pv-expand-vol"},
+                "claimRef": {"namespace": ns, "name": "data"},
+            },
+        },
+    )
+    apply(stack, claim("data", ns, storageClassName="standard", volumeName="pv-expand-vol"))
+    claim_uid = must(stack, "-n", ns, "pvc", "data")["metadata"]["uid"]
+    # Bound by hand as the binder would: the PV's claimRef names the claim's uid.
+    ref = json.dumps({"spec": {"claimRef": {"uid": claim_uid}}})
+    stack.kubectl("patch", "pv", "pv-expand-vol", "--type=merge", "-p", ref)
+    bound = json.dumps({"status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}})
+    stack.kubectl("patch", "pv", "pv-expand-vol", "--subresource=status", "--type=merge", "-p", bound)
+    stack.kubectl("patch", "-n", ns, "pvc", "data", "--subresource=status", "--type=merge", "-p", bound)
+    apply(stack, pod("user", ns, {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}))
+    wait_for(
+        lambda: (get(stack, "-n", ns, "pod", "user") or {}).get("status", {}).get("phase") == "Running",
+        30,
+        interval=0.2,
+        what="pod Running",
+    )
+    bigger = json.dumps({"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+    stack.kubectl("patch", "-n", ns, "pvc", "data", "--type=merge", "-p", bigger)
+
+    def expanding() -> dict[str, Any] | None:
+        found = must(stack, "-n", ns, "events", "--field-selector", "involvedObject.name=data")["items"]
+        return next((e for e in found if e["reason"] == "ExternalExpanding"), None)
+
+    event = wait_for(expanding, 30, interval=0.2, what="ExternalExpanding event")
+    assert (event["type"], event["message"]) == (
+        "Normal",
+        "waiting for an external controller to expand this PVC",
+    )
+    assert event["source"]["component"] == "volume_expand"
+    wait_for(
+        lambda: must(stack, "-n", ns, "pvc", "data")["status"].get("capacity", {}).get("storage") == "2Gi",
+        30,
+        interval=0.2,
+        what="the claim's capacity 2Gi",
+    )
+    assert must(stack, "pv", "pv-expand-vol")["spec"]["capacity"]["storage"] == "2Gi"
+    # The resizer's business alone: upstream sets the resizer annotation only for migrated
+    # in-tree volumes.
+    assert "volume.kubernetes.io/storage-resizer" not in (
+        must(stack, "-n", ns, "pvc", "data")["metadata"].get("annotations") or {}
+    )

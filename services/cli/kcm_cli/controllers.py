@@ -54,6 +54,7 @@ REGISTRY = (
     "kcm_controllers.ephemeral.controller:SPEC",
     "kcm_controllers.pvbinder.controller:SPEC",
     "kcm_controllers.attachdetach.controller:SPEC",
+    "kcm_controllers.expand.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

@@ -43,7 +43,9 @@ from kcm_apiserver import nodeports, strategies
 from kcm_coordinator import status
 from kcm_shared import runtime
 from kcm_shared.base import errors
+from kcm_shared.client import kubeclient
 from kcm_shared.runtime import controllerflags, upstreamflags
+from kcm_simulator import defaults as simulator_defaults
 
 from kcm_cli import natsauth, natsd, pki, supervisor, upstream
 from kcm_cli.controllers import BUILTIN
@@ -54,6 +56,7 @@ EMBEDDED, UPSTREAM = "embedded", "upstream"  # --apiserver
 # With this controller running, the simulator's nodes wait for the pod CIDRs it gives them.
 NODE_IPAM = "node-ipam-controller"
 NODE_LIFECYCLE = "node-lifecycle-controller"  # without it the simulator lifts the not-ready taint
+PV_BINDER = "persistentvolume-binder-controller"  # without it the simulator ignores claims
 SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
 
 
@@ -236,6 +239,7 @@ async def run(opts: DevOptions) -> None:
             api_url = await _start_upstream(opts, plane, supervise)
         else:
             api_url = await _start_embedded(opts, identity, tasks)
+        await _storage_defaults(opts)
         if opts.reference:
             assert bin_dir is not None
             ready, check = await _start_reference(opts, identity, bin_dir, plane, supervise)
@@ -262,6 +266,22 @@ async def run(opts: DevOptions) -> None:
                 await task
         if plane is not None:
             await plane.close()
+
+
+async def _storage_defaults(opts: DevOptions) -> None:
+    """The simulated CSI driver's CSIDriver and the default StorageClass `standard`, as kind
+    ships a default class (kcm_simulator.defaults); only where the simulator runs."""
+    if opts.nodes <= 0:
+        return
+    client = kubeclient.KubeClient(
+        kubeclient.load_connection(str(opts.kubeconfig_out)), qps=0, user_agent="kcm-dev"
+    )
+    try:
+        await simulator_defaults.ensure(client)
+    finally:
+        await client.close()
+    driver = simulator_defaults.CSI_DRIVER["metadata"]["name"]
+    say(f"CSIDriver {driver} and default StorageClass {simulator_defaults.DEFAULT_CLASS}")
 
 
 class Supervise(Protocol):
@@ -364,7 +384,9 @@ async def _start_reference(
         ),
     )
     # The node IPAM controller runs there: nodes wait for the pod CIDRs it gives them.
-    _supervise_sim(opts, supervise, node_ipam=True, manage_taint=False)
+    # Upstream's binder runs unless a selection leaves it out.
+    binder = opts.controllers == "*" or "persistentvolume-binder" in opts.controllers
+    _supervise_sim(opts, supervise, node_ipam=True, manage_taint=False, ignore_claims=not binder)
     healthz = f"https://127.0.0.1:{port}/healthz"
     unverified = ssl.create_default_context()
     unverified.check_hostname = False
@@ -381,10 +403,13 @@ async def _start_reference(
     )
 
 
-def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool, manage_taint: bool) -> None:
+def _supervise_sim(
+    opts: DevOptions, supervise: Supervise, *, node_ipam: bool, manage_taint: bool, ignore_claims: bool
+) -> None:
     """The simulator, with the admin's kubeconfig: it plays the kubelets of all its nodes and the
     scheduler, so no one node's identity (the Node authorizer's system:node:<name>) fits it.
-    With `manage_taint` (no node lifecycle controller runs) it lifts the not-ready taint itself."""
+    With `manage_taint` (no node lifecycle controller runs) it lifts the not-ready taint itself;
+    with `ignore_claims` (no PV binder runs) it runs pods without waiting for their claims."""
     if opts.nodes <= 0:
         return
     state = opts.state_dir
@@ -398,6 +423,8 @@ def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool, m
         sim.append("--node-ipam")
     if manage_taint:
         sim.append("--manage-not-ready-taint")
+    if ignore_claims:
+        sim.append("--ignore-claims")
     supervise("sim", [*kcm_argv(), *sim])
     say(f"simulator with {opts.nodes} nodes")
 
@@ -495,7 +522,11 @@ async def _start_bus(
         supervise(name, [*kcm_argv(), *argv])
     running = {spec.name for spec in chosen}
     _supervise_sim(
-        opts, supervise, node_ipam=NODE_IPAM in running, manage_taint=NODE_LIFECYCLE not in running
+        opts,
+        supervise,
+        node_ipam=NODE_IPAM in running,
+        manage_taint=NODE_LIFECYCLE not in running,
+        ignore_claims=PV_BINDER not in running,
     )
     async with asyncio.timeout(READY_TIMEOUT):
         for name, url in (

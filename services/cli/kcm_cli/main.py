@@ -281,6 +281,12 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="remove the not-ready NoSchedule taint of a Ready node and put it back on a NotReady one, "
         "for a cluster without a node lifecycle controller",
     )
+    p.add_argument(
+        "--ignore-claims",
+        action="store_true",
+        help="schedule and start pods whatever the state of their PersistentVolumeClaims, "
+        "for a cluster without a PV binder (none of its claims would ever be Bound)",
+    )
     # Against a simulator that runs already (its --control-file, or the one `kcm dev` started).
     p.add_argument(
         "--add-nodes", type=int, metavar="N", help="add N nodes to the running simulator, then exit"
@@ -506,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop_seconds=None if args.ignore_sigterm else args.stop_seconds,
             manage_not_ready_taint=args.manage_not_ready_taint,
             backoff_scale=args.backoff_scale,
+            ignore_claims=args.ignore_claims,
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

@@ -11,7 +11,9 @@ pod's readiness follows its `sim.kcm.dev/ready` annotation as it changes, and gr
 deletions are completed once their grace period is over. Only with `manage_not_ready_taint`
 (for a stack without a node lifecycle controller) does it play that controller's part for its
 own nodes: the `node.kubernetes.io/not-ready:NoSchedule` taint removed once the node reports
-Ready and put back while it reports NotReady. Fed pod and node events by `main.py`.
+Ready and put back while it reports NotReady. With a `csi.VolumeStore`, a pod with claims
+starts only once each is Bound (and its volumes attached: `VolumeStore.attached`, the
+attach/detach hook). Fed pod and node events by `main.py`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from kcm_shared.client.kubeclient import KubeClient, resource_path
 from kcm_shared.runtime import events
 
-from kcm_simulator import images, nodes, podstatus
+from kcm_simulator import csi, images, nodes, podstatus, volumes
 from kcm_simulator.calls import Writer
 from kcm_simulator.nodevolumes import NodeVolumes
 
@@ -111,8 +113,10 @@ class Kubelet:
         manage_not_ready_taint: bool = False,
         volumes: NodeVolumes | None = None,
         backoff_scale: float = 1.0,
+        store: csi.VolumeStore | None = None,
     ) -> None:
         self._client = client
+        self._claims = store
         self._writer = writer
         self._zones = zones
         self._prefix = prefix
@@ -422,6 +426,11 @@ class Kubelet:
 
     async def _run_pod(self, pod: Obj) -> None:
         try:
+            claims = volumes.claim_keys(pod)
+            if claims and self._claims is not None:
+                # As a kubelet's volume manager: no container before every claim is Bound, and
+                # then (`mount`) its attachable volumes attached to the node.
+                await self._claims.wait_bound(claims)
             if self._volumes is not None:
                 await self._volumes.mount(pod)
             await self._run_containers(pod)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from kcm_shared.client.kubeclient import KubeClient, load_connection, resource_path
 
-from kcm_simulator import control, informer, podstatus
+from kcm_simulator import control, csi, informer, podstatus
 from kcm_simulator.attacher import ExternalAttacher
 from kcm_simulator.calls import Writer
 from kcm_simulator.kubelet import Kubelet
@@ -47,6 +48,9 @@ class Options:
     stop_seconds: float | None = podstatus.STOP_SECONDS
     # Multiplies the image pull back-off (10 s doubling to 300 s), e.g. 0.01 for tests.
     backoff_scale: float = 1.0
+    # Schedule and start pods without waiting for their claims, for a stack without a PV binder
+    # (`kcm dev` sets it then): nothing would ever bind them. The CSI driver's sidecars run anyway.
+    ignore_claims: bool = False
 
 
 async def run(opts: Options) -> None:
@@ -56,6 +60,8 @@ async def run(opts: Options) -> None:
     writer = Writer()
     volumes = NodeVolumes(client, writer)
     attacher = ExternalAttacher(client, writer)
+    store = csi.VolumeStore()
+    binding = None if opts.ignore_claims else store
     kubelet = Kubelet(
         client,
         writer,
@@ -69,20 +75,25 @@ async def run(opts: Options) -> None:
         manage_not_ready_taint=opts.manage_not_ready_taint,
         volumes=volumes,
         backoff_scale=opts.backoff_scale,
+        store=binding,
     )
-    scheduler = Scheduler(client, writer)
+    scheduler = Scheduler(client, writer, binding)
+    driver = csi.Driver(client, writer, store, lambda node: node in kubelet.nodes)
 
     def reset_pods(pods: list[dict[str, object]]) -> None:
         scheduler.reset_pods(pods)
         kubelet.reset_pods(pods)
+        driver.reset(driver.pods_held(), driver.on_pod, pods)
 
     def reset_nodes(items: list[dict[str, object]]) -> None:
+        driver.reset(store.nodes, driver.on_node, items)
         scheduler.reset_nodes(items)
         kubelet.reset_nodes(items)
         for node in items:
             volumes.on_node("ADDED", node)
 
     def on_node(kind: str, node: dict[str, object]) -> None:
+        driver.on_node(kind, node)
         scheduler.on_node(kind, node)
         kubelet.on_node(kind, node)
         volumes.on_node(kind, node)
@@ -90,6 +101,7 @@ async def run(opts: Options) -> None:
     def on_pod(kind: str, pod: dict[str, object]) -> None:
         scheduler.on_pod(kind, pod)
         kubelet.on_pod(kind, pod)
+        driver.on_pod(kind, pod)
 
     runner = None
     if opts.control_port is not None:
@@ -106,6 +118,13 @@ async def run(opts: Options) -> None:
             group.create_task(volumes.run())
             attachments = resource_path("storage.k8s.io", "v1", "volumeattachments")
             group.create_task(informer.run(client, attachments, attacher.reset, attacher.on_event))
+            group.create_task(driver.run())
+            for path, held, handler in (
+                (resource_path("storage.k8s.io", "v1", "storageclasses"), store.classes, driver.on_class),
+                (resource_path("", "v1", "persistentvolumes"), store.pvs, driver.on_pv),
+                (resource_path("", "v1", "persistentvolumeclaims"), store.claims, driver.on_claim),
+            ):
+                group.create_task(informer.run(client, path, partial(driver.reset, held, handler), handler))
     finally:
         try:
             await kubelet.stop()

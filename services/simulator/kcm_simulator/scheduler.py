@@ -9,6 +9,14 @@ As upstream's scheduler, pods are placed one at a time but bound concurrently: a
 assumed on its node at once (the next placement counts it) and its binding is sent in the
 background, at most `BINDS_IN_FLIGHT` at a time; a refused binding forgets the assumption. One
 binding at a time held a burst of pods to one API round trip each.
+
+Pods with claims go through upstream's volume binding (with a `csi.VolumeStore`): a missing
+claim, or an unbound claim of a class that binds at once, makes the pod unschedulable until a
+claim changes; nodes where a bound claim's PV node affinity or an unbound claim's class
+allowedTopologies do not hold are filtered out; once placed, the unbound claims get
+`volume.kubernetes.io/selected-node` and the binding waits (without its slot, up to
+`VOLUME_BIND_TIMEOUT`, upstream's bind timeout) until they are Bound. Pods without claims
+cost one scan of their volumes.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 from kcm_shared.client.kubeclient import KubeClient, resource_path
 from kcm_shared.runtime import events
 
-from kcm_simulator import podstatus, scheduling
+from kcm_simulator import csi, podstatus, scheduling, volumes
 from kcm_simulator.calls import Writer
 
 Obj = dict[str, Any]
@@ -30,6 +38,7 @@ log = logging.getLogger("kcm.sim.scheduler")
 _TERMINAL = ("Succeeded", "Failed")
 BINDS_IN_FLIGHT = 32
 COMPONENT = "default-scheduler"
+VOLUME_BIND_TIMEOUT = 600.0
 
 
 def _key(obj: Obj) -> str:
@@ -67,10 +76,13 @@ def _placement(node: Obj) -> tuple[Any, ...]:
 
 
 class Scheduler:
-    def __init__(self, client: KubeClient, writer: Writer) -> None:
+    def __init__(self, client: KubeClient, writer: Writer, store: csi.VolumeStore | None = None) -> None:
         self._client = client
         self._writer = writer
         self.events = events.EventRecorder(client, COMPONENT)
+        self._volumes = store
+        if store is not None:
+            store.listeners.append(self._volumes_changed)
         self._pods: dict[str, Obj] = {}
         self._nodes: dict[str, Obj] = {}
         # `_nodes` by name, rebuilt after a node changes.
@@ -127,6 +139,12 @@ class Scheduler:
         if kind == "DELETED" or old is None or _placement(old) != _placement(node):
             self._retry_unschedulable()
         self._dirty.set()
+
+    def _volumes_changed(self) -> None:
+        """A claim, PV or class changed: pods that waited on one may fit now."""
+        if self._unschedulable:
+            self._retry_unschedulable()
+            self._dirty.set()
 
     def _sorted_nodes(self) -> list[Obj]:
         if self._node_list is None:
@@ -199,7 +217,22 @@ class Scheduler:
         if pod is None or not is_pending(pod) or key in self._binding:
             return False
         nodes = self._sorted_nodes()
-        target, failures = scheduling.pick_node(pod, nodes, self._usage, self._start)
+        claims: list[Obj] = []
+        extra = None
+        if self._volumes is not None and volumes.claim_names(pod):
+            found = self._volumes.pod_claims(pod)
+            why = self._volume_prefilter(pod, found)
+            if why is not None or found is None:
+                self._unschedulable.add(key)
+                await self._report_unschedulable(pod, f"0/{len(nodes)} nodes are available: {why}.")
+                return False
+            claims = found
+            store = self._volumes
+
+            def extra(node: Obj) -> str | None:
+                return volumes.volume_misfit(claims, store.pvs, store.classes, node)
+
+        target, failures = scheduling.pick_node(pod, nodes, self._usage, self._start, extra)
         # The next search starts past the nodes this one looked at, as upstream's does.
         self._start = (self._start + scheduling.nodes_to_find(len(nodes))) % max(len(nodes), 1)
         if target is None:
@@ -209,14 +242,41 @@ class Scheduler:
         assumed = {**pod, "spec": {**pod.get("spec", {}), "nodeName": target}}
         self._store(key, assumed)
         self._binding.add(key)
-        task = asyncio.create_task(self._bind_assumed(key, pod, assumed, target))
+        task = asyncio.create_task(self._bind_assumed(key, pod, assumed, target, claims))
         self._bind_tasks.add(task)
         task.add_done_callback(self._bind_tasks.discard)
         return True
 
-    async def _bind_assumed(self, key: str, pod: Obj, assumed: Obj, target: str) -> None:
+    def _volume_prefilter(self, pod: Obj, claims: list[Obj] | None) -> str | None:
+        """Upstream's VolumeBinding PreFilter: why no node can take the pod now, or None."""
+        assert self._volumes is not None
+        if claims is None:
+            missing = next(
+                n
+                for n, k in zip(volumes.claim_names(pod), volumes.claim_keys(pod), strict=True)
+                if k not in self._volumes.claims
+            )
+            return f'persistentvolumeclaim "{missing}" not found'
+        for claim in claims:
+            if claim.get("metadata", {}).get("deletionTimestamp"):
+                return f'persistentvolumeclaim "{claim["metadata"]["name"]}" is being deleted'
+        if volumes.unbound_immediate(claims, self._volumes.classes):
+            return volumes.UNBOUND_IMMEDIATE
+        return None
+
+    async def _bind_assumed(self, key: str, pod: Obj, assumed: Obj, target: str, claims: list[Obj]) -> None:
+        bound = False
         try:
-            bound = await self._bind(pod, target)
+            if any(not volumes.is_bound(c) for c in claims):
+                # Waiting for the volumes must not hold back pods that have none.
+                self._bind_slots.release()
+                try:
+                    ready = await self._bind_volumes(pod, claims, target)
+                finally:
+                    await self._bind_slots.acquire()
+                bound = ready and await self._bind(pod, target)
+            else:
+                bound = await self._bind(pod, target)
         finally:
             self._binding.discard(key)
             self._bind_slots.release()
@@ -229,6 +289,27 @@ class Scheduler:
             self._queue.pop(key, None)
         self._unschedulable.add(key)
         self._dirty.set()
+
+    async def _bind_volumes(self, pod: Obj, claims: list[Obj], node: str) -> bool:
+        """Upstream's PreBind: the selected node on each unbound claim, then until all are
+        Bound; False when a write is refused or the wait times out."""
+        assert self._volumes is not None
+        for claim in volumes.claims_to_select(claims, node):
+            meta = claim["metadata"]
+            path = resource_path("", "v1", "persistentvolumeclaims", meta.get("namespace"), meta["name"])
+            if await self._select_node(f"select node {_key(claim)}", path, node) is None:
+                return False
+        try:
+            async with asyncio.timeout(VOLUME_BIND_TIMEOUT):
+                await self._volumes.wait_bound([volumes.key(c) for c in claims])
+        except TimeoutError:
+            log.info("volumes not bound in time", extra={"pod": _key(pod), "node": node})
+            return False
+        return True
+
+    async def _select_node(self, what: str, path: str, node: str) -> Obj | None:
+        patch = {"metadata": {"annotations": {volumes.SELECTED_NODE: node}}}
+        return await self._writer.call(what, lambda: self._client.patch(path, patch))
 
     async def _bind(self, pod: Obj, node: str) -> bool:
         meta = pod["metadata"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import types
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -173,11 +173,16 @@ def nodes_to_find(total: int) -> int:
 
 
 def pick_node(
-    pod: Obj, nodes: Sequence[Obj], in_use: Mapping[str, Mapping[str, Fraction]], start: int = 0
+    pod: Obj,
+    nodes: Sequence[Obj],
+    in_use: Mapping[str, Mapping[str, Fraction]],
+    start: int = 0,
+    extra: Callable[[Obj], str | None] | None = None,
 ) -> tuple[str | None, dict[str, list[str]]]:
     """The least-loaded node the pod fits on (ties by name), or None with each node's reasons.
 
     Nodes are searched from index `start` round, until `nodes_to_find` feasible ones are seen.
+    `extra` is one more filter (the volume binding's), asked only of nodes the others pass.
     """
     requests = pod_requests(pod)
     wanted = nodes_to_find(len(nodes))
@@ -190,6 +195,9 @@ def pick_node(
         usage = in_use.get(name, {})
         alloc = allocatable(node)
         reasons = _placement_misfits(pod, node) or _misfits(requests, alloc, usage)
+        if not reasons and extra is not None:
+            misfit = extra(node)
+            reasons = [misfit] if misfit else []
         if reasons:
             failures[name] = reasons
             continue

@@ -57,6 +57,7 @@ QUEUES = {
     "pvc-protection": "pvcprotection",
     "pv-protection": "pvprotection",
     "ephemeral-volume": "ephemeral_volume",
+    "persistentvolume-expander": "volume_expand",
     # Upstream has a claim and a volume queue: kcm's one holds both kinds of key.
     "persistentvolume-binder": "claims",
     # Upstream's reconciler is a loop without a queue; its one named queue is the claims'.
@@ -83,6 +84,7 @@ EVENT_SOURCES = {
     "taint-eviction-controller": "taint-eviction-controller",
     "nodelifecycle": "node-controller",
     "ephemeral-volume": "ephemeral_volume",
+    "persistentvolume-expander": "volume_expand",
     "persistentvolume-binder": "persistentvolume-controller",
     "attachdetach": "attachdetach-controller",
 }

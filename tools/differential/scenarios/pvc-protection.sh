@@ -1,12 +1,13 @@
-# PVC protection. Claims name no class (storageClassName "") and no volume, so upstream's PV
-# binder (which kcm does not have) only records that nothing can bind them. A claim used by a
-# running pod stays Terminating (captured) while an unused one goes; once the pod is deleted the
-# claim goes too.
+# PVC protection. The used claim is of the default class `standard` (the simulated CSI driver's,
+# WaitForFirstConsumer): a pod starts only once its claims are Bound, which the PV binder and the
+# driver do. The unused one names no class (storageClassName "") and no volume, so upstream's PV
+# binder only records that nothing can bind it. A claim used by a running pod stays Terminating
+# (captured) while an unused one goes; once the pod is deleted the claim goes too.
 k apply -f - <<YAML
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data}
-spec: {accessModes: [ReadWriteOnce], storageClassName: "", resources: {requests: {storage: 1Gi}}}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim

@@ -1,0 +1,1 @@
+"""The persistentvolume-expander controller."""
