@@ -57,6 +57,7 @@ EMBEDDED, UPSTREAM = "embedded", "upstream"  # --apiserver
 NODE_IPAM = "node-ipam-controller"
 NODE_LIFECYCLE = "node-lifecycle-controller"  # without it the simulator lifts the not-ready taint
 PV_BINDER = "persistentvolume-binder-controller"  # without it the simulator ignores claims
+ATTACH_DETACH = "persistentvolume-attach-detach-controller"  # without it, attachments
 SIM_CONTROL_FILE = "sim-control.port"  # the simulator's control port, for `kcm sim --add-nodes`
 
 
@@ -386,7 +387,15 @@ async def _start_reference(
     # The node IPAM controller runs there: nodes wait for the pod CIDRs it gives them.
     # Upstream's binder runs unless a selection leaves it out.
     binder = opts.controllers == "*" or "persistentvolume-binder" in opts.controllers
-    _supervise_sim(opts, supervise, node_ipam=True, manage_taint=False, ignore_claims=not binder)
+    attach = opts.controllers == "*" or any(n in opts.controllers for n in ("attachdetach", "attach-detach"))
+    _supervise_sim(
+        opts,
+        supervise,
+        node_ipam=True,
+        manage_taint=False,
+        ignore_claims=not binder,
+        ignore_attachments=not attach,
+    )
     healthz = f"https://127.0.0.1:{port}/healthz"
     unverified = ssl.create_default_context()
     unverified.check_hostname = False
@@ -404,12 +413,19 @@ async def _start_reference(
 
 
 def _supervise_sim(
-    opts: DevOptions, supervise: Supervise, *, node_ipam: bool, manage_taint: bool, ignore_claims: bool
+    opts: DevOptions,
+    supervise: Supervise,
+    *,
+    node_ipam: bool,
+    manage_taint: bool,
+    ignore_claims: bool,
+    ignore_attachments: bool,
 ) -> None:
     """The simulator, with the admin's kubeconfig: it plays the kubelets of all its nodes and the
     scheduler, so no one node's identity (the Node authorizer's system:node:<name>) fits it.
     With `manage_taint` (no node lifecycle controller runs) it lifts the not-ready taint itself;
-    with `ignore_claims` (no PV binder runs) it runs pods without waiting for their claims."""
+    with `ignore_claims` (no PV binder runs) it runs pods without waiting for their claims, and
+    with `ignore_attachments` (no attach/detach controller) without waiting for attachments."""
     if opts.nodes <= 0:
         return
     state = opts.state_dir
@@ -425,6 +441,8 @@ def _supervise_sim(
         sim.append("--manage-not-ready-taint")
     if ignore_claims:
         sim.append("--ignore-claims")
+    if ignore_attachments:
+        sim.append("--ignore-attachments")
     supervise("sim", [*kcm_argv(), *sim])
     say(f"simulator with {opts.nodes} nodes")
 
@@ -527,6 +545,7 @@ async def _start_bus(
         node_ipam=NODE_IPAM in running,
         manage_taint=NODE_LIFECYCLE not in running,
         ignore_claims=PV_BINDER not in running,
+        ignore_attachments=ATTACH_DETACH not in running,
     )
     async with asyncio.timeout(READY_TIMEOUT):
         for name, url in (

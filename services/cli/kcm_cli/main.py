@@ -287,6 +287,12 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="schedule and start pods whatever the state of their PersistentVolumeClaims, "
         "for a cluster without a PV binder (none of its claims would ever be Bound)",
     )
+    p.add_argument(
+        "--ignore-attachments",
+        action="store_true",
+        help="start pods without waiting for their attachable volumes in the node's volumesAttached, "
+        "for a cluster without an attach/detach controller",
+    )
     # Against a simulator that runs already (its --control-file, or the one `kcm dev` started).
     p.add_argument(
         "--add-nodes", type=int, metavar="N", help="add N nodes to the running simulator, then exit"
@@ -513,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             manage_not_ready_taint=args.manage_not_ready_taint,
             backoff_scale=args.backoff_scale,
             ignore_claims=args.ignore_claims,
+            ignore_attachments=args.ignore_attachments,
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

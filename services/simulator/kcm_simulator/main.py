@@ -51,6 +51,9 @@ class Options:
     # Schedule and start pods without waiting for their claims, for a stack without a PV binder
     # (`kcm dev` sets it then): nothing would ever bind them. The CSI driver's sidecars run anyway.
     ignore_claims: bool = False
+    # Start pods without waiting for their attachable volumes in the node's volumesAttached, for
+    # a stack without an attach/detach controller (`kcm dev` sets it then).
+    ignore_attachments: bool = False
 
 
 async def run(opts: Options) -> None:
@@ -58,7 +61,7 @@ async def run(opts: Options) -> None:
         load_connection(str(opts.kubeconfig)), qps=opts.qps, burst=opts.burst, user_agent="kcm-sim"
     )
     writer = Writer()
-    volumes = NodeVolumes(client, writer)
+    volumes = NodeVolumes(client, writer, wait_attached=not opts.ignore_attachments)
     attacher = ExternalAttacher(client, writer)
     store = csi.VolumeStore()
     binding = None if opts.ignore_claims else store

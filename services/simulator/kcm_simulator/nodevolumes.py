@@ -5,7 +5,8 @@
   attaches (a Bound claim's PV with `spec.csi` whose CSIDriver does not say
   `attachRequired: false`, upstream csi_plugin.go's rule) are reported in use on its node,
   then it waits until the node's `status.volumesAttached` lists each of them, as a kubelet
-  waits for the controller before it mounts. A claim not Bound yet is not waited for here.
+  waits for the controller before it mounts. A claim not Bound yet is not waited for here;
+  without `wait_attached` (no attach/detach controller runs) nothing is waited for.
 - `release(uid)` (after its containers stopped, or when it is gone): its volumes leave
   `volumesInUse` unless another running pod on the node uses them.
 - `register(node, uid)` creates the node's CSINode listing driver `csi.sim.kcm.dev`.
@@ -36,9 +37,10 @@ def unique_volume_name(driver: str, handle: str) -> str:
 
 
 class NodeVolumes:
-    def __init__(self, client: KubeClient, writer: Writer) -> None:
+    def __init__(self, client: KubeClient, writer: Writer, *, wait_attached: bool = True) -> None:
         self._client = client
         self._writer = writer
+        self._wait_attached = wait_attached
         self._in_use: dict[str, dict[str, set[str]]] = defaultdict(dict)  # node -> pod uid -> volumes
         self._attached: dict[str, set[str]] = {}
         # Set and replaced whenever some node's volumesAttached changes: wakes every waiter.
@@ -62,6 +64,8 @@ class NodeVolumes:
             return
         self._in_use[node][uid] = wanted
         self._mark(node)
+        if not self._wait_attached:
+            return
         while not wanted <= self._attached.get(node, set()):
             await self._attached_changed.wait()
         log.info("volumes attached", extra={"pod": pod["metadata"].get("name"), "volumes": sorted(wanted)})
