@@ -12,9 +12,10 @@ from pathlib import Path
 
 from kcm_shared.client.kubeclient import KubeClient, load_connection, resource_path
 
-from kcm_simulator import control, informer, podstatus
+from kcm_simulator import control, informer, kubeletserver, podstatus
 from kcm_simulator.calls import Writer
 from kcm_simulator.kubelet import Kubelet
+from kcm_simulator.podbook import PodBook
 from kcm_simulator.scheduler import Scheduler
 
 log = logging.getLogger("kcm.sim")
@@ -43,6 +44,13 @@ class Options:
     # Seconds a container takes to exit after SIGTERM; None: it ignores SIGTERM and is killed
     # when the grace period ends (the simulator's behaviour before containers stopped promptly).
     stop_seconds: float | None = podstatus.STOP_SECONDS
+    # The kubelet server (logs, exec, attach, port-forward): its address, registered on every
+    # Node, and port (0: any free one); None: no server, and Nodes name port 10250 as before.
+    kubelet_address: str = "127.0.0.1"
+    kubelet_port: int | None = 0
+    # PEM CAs whose client certificates the kubelet server requires (kube-apiserver's
+    # --kubelet-client-certificate is signed by one); empty: any client is served.
+    kubelet_client_ca: bytes = b""
 
 
 async def run(opts: Options) -> None:
@@ -50,6 +58,16 @@ async def run(opts: Options) -> None:
         load_connection(str(opts.kubeconfig)), qps=opts.qps, burst=opts.burst, user_agent="kcm-sim"
     )
     writer = Writer()
+    book = PodBook()
+    streams = None
+    endpoint = None
+    if opts.kubelet_port is not None:
+        server = kubeletserver.KubeletServer(book, lambda node: node in kubelet.nodes)
+        streams, port = await kubeletserver.start(
+            server, opts.kubelet_address, opts.kubelet_port, opts.kubelet_client_ca
+        )
+        endpoint = (opts.kubelet_address, port)
+        log.info("kubelet server listening", extra={"address": opts.kubelet_address, "port": port})
     kubelet = Kubelet(
         client,
         writer,
@@ -61,12 +79,14 @@ async def run(opts: Options) -> None:
         node_ipam=opts.node_ipam,
         stop_seconds=opts.stop_seconds,
         manage_not_ready_taint=opts.manage_not_ready_taint,
+        endpoint=endpoint,
     )
     scheduler = Scheduler(client, writer)
 
     def reset_pods(pods: list[dict[str, object]]) -> None:
         scheduler.reset_pods(pods)
         kubelet.reset_pods(pods)
+        book.reset(pods)
 
     def reset_nodes(items: list[dict[str, object]]) -> None:
         scheduler.reset_nodes(items)
@@ -79,6 +99,10 @@ async def run(opts: Options) -> None:
     def on_pod(kind: str, pod: dict[str, object]) -> None:
         scheduler.on_pod(kind, pod)
         kubelet.on_pod(kind, pod)
+        if kind == "DELETED":
+            book.remove(pod)
+        else:
+            book.put(pod)
 
     runner = None
     if opts.control_port is not None:
@@ -95,6 +119,8 @@ async def run(opts: Options) -> None:
             await kubelet.stop()
             if runner is not None:
                 await runner.cleanup()
+            if streams is not None:
+                await streams.cleanup()
         finally:
             # Even when stopping is itself interrupted (a second Ctrl-C), leave no open connections.
             await client.close()
