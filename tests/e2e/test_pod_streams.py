@@ -115,12 +115,9 @@ def test_attach_streams_the_output_until_the_container_exits(stack: devstack.Dev
     assert lines[-1] == "sim: container job exited with code 0 (Completed)"
 
 
-def test_python_client_exec_and_port_forward(
-    stack: devstack.DevStack, core: kubernetes.client.CoreV1Api
-) -> None:
-    ns = namespace(stack, "client")
+def serving_pod(core: kubernetes.client.CoreV1Api, ns: str) -> None:
     pod = {
-        "metadata": {"name": "srv", "labels": {"app": "srv"}},
+        "metadata": {"name": "srv"},
         "spec": {
             "containers": [
                 {
@@ -133,12 +130,23 @@ def test_python_client_exec_and_port_forward(
         },
     }
     core.create_namespaced_pod(ns, pod)
+
+
+def test_python_client_exec(stack: devstack.DevStack, core: kubernetes.client.CoreV1Api) -> None:
+    ns = namespace(stack, "client-exec")
+    serving_pod(core, ns)
     running(stack, ns, "srv")
     out = stream(
         core.connect_get_namespaced_pod_exec, "srv", ns,
         command=["sh", "-c", "echo $MY_POD; hostname"], stdout=True, stderr=True, stdin=False, tty=False,
     )  # fmt: skip
     assert out == "srv\nsrv\n"
+
+
+def test_python_client_port_forward(stack: devstack.DevStack, core: kubernetes.client.CoreV1Api) -> None:
+    ns = namespace(stack, "client-pf")
+    serving_pod(core, ns)
+    running(stack, ns, "srv")
     forwarded = portforward(core.connect_get_namespaced_pod_portforward, "srv", ns, ports="8080")
     try:
         sock = forwarded.socket(8080)
@@ -150,7 +158,7 @@ def test_python_client_exec_and_port_forward(
             answer += chunk
         sock.close()
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
-        assert answer.endswith(b"\r\n\r\npod client/srv port 8080\n")
+        assert answer.endswith(b"\r\n\r\npod client-pf/srv port 8080\n")
         assert forwarded.error(8080) is None
     finally:
         forwarded.close()

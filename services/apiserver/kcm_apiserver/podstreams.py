@@ -36,6 +36,8 @@ Obj = dict[str, Any]
 PREFERRED_ADDRESS_TYPES = ("InternalDNS", "Hostname", "InternalIP", "ExternalDNS", "ExternalIP")
 _KUBELET_PATHS = {"log": "containerLogs", "exec": "exec", "attach": "attach", "portforward": "portForward"}
 _LOG_PARAMS = ("follow", "previous", "timestamps", "sinceSeconds", "sinceTime", "tailLines", "limitBytes")
+# What Go's strconv.ParseBool reads as true: the Python client sends `stdout=True`.
+_GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")
 _CONNECT_TIMEOUT = 10.0
 # A log's bytes are passed on in pieces of at most this size.
 _CHUNK = 32 << 10
@@ -116,7 +118,7 @@ def location(pod: Obj, node: Obj | None, sub: str, query: Any) -> Location:
         params = [(k, str(query[k])) for k in _LOG_PARAMS if k in query]
     elif sub in ("exec", "attach"):
         wanted = {"stdin": "input", "stdout": "output", "stderr": "error", "tty": "tty"}
-        params = [(to, "1") for frm, to in wanted.items() if query.get(frm) in ("true", "1")]
+        params = [(to, "1") for frm, to in wanted.items() if query.get(frm) in _GO_TRUE]
         if sub == "exec":
             command = query.getall("command", [])
             if not command:

@@ -392,6 +392,9 @@ def _supervise_sim(opts: DevOptions, supervise: Supervise, *, node_ipam: bool, m
         sim.append("--node-ipam")
     if manage_taint:
         sim.append("--manage-not-ready-taint")
+    if opts.apiserver == UPSTREAM:
+        # Its kubelet server then serves kube-apiserver's kubelet client certificate only.
+        sim += ["--kubelet-client-ca-file", str(pki.files(state / "pki").ca_cert)]
     supervise("sim", [*kcm_argv(), *sim])
     say(f"simulator with {opts.nodes} nodes")
 
