@@ -11,6 +11,7 @@ v4.channel.k8s.io). One stack, a namespace per test.
 from __future__ import annotations
 
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 
 import kubernetes
@@ -162,3 +163,27 @@ def test_python_client_port_forward(stack: devstack.DevStack, core: kubernetes.c
         assert forwarded.error(8080) is None
     finally:
         forwarded.close()
+
+
+def test_kubectl_port_forward(stack: devstack.DevStack, core: kubernetes.client.CoreV1Api) -> None:
+    """kubectl 1.32 tunnels SPDY/3.1 inside a WebSocket (`SPDY/3.1+portforward.k8s.io`)."""
+    ns = namespace(stack, "kubectl-pf")
+    serving_pod(core, ns)
+    running(stack, ns, "srv")
+    argv = [KUBECTL, "--kubeconfig", str(stack.kubeconfig), "port-forward", "-n", ns, "pod/srv", ":8080"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        # `Forwarding from 127.0.0.1:NNNNN -> 8080`: the local port kubectl chose.
+        first = proc.stdout.readline()
+        assert first.startswith("Forwarding from 127.0.0.1:"), first + (
+            proc.stderr.read() if proc.stderr else ""
+        )
+        local = int(first.split("127.0.0.1:", 1)[1].split(" ", 1)[0])
+        for _ in range(2):  # each connection is a stream pair of its own
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=30) as resp:
+                assert resp.status == 200
+                assert resp.read() == b"pod kubectl-pf/srv port 8080\n"
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -30,7 +30,7 @@ import aiohttp
 from aiohttp import web
 from kcm_shared.bus.secure import certs
 
-from kcm_simulator import containerlog, shell, wschannel
+from kcm_simulator import containerlog, shell, spdy, wschannel
 from kcm_simulator.podbook import PodBook
 
 Obj = dict[str, Any]
@@ -296,6 +296,18 @@ class KubeletServer:
 
     async def port_forward(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
+        meta = pod.get("metadata") or {}
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        if wschannel.SPDY_TUNNEL in offered:
+            # kubectl's: the ports come in each stream's headers.
+            ws = await self._upgrade(request, (wschannel.SPDY_TUNNEL,))
+            try:
+                await _spdy_port_forward(ws, meta.get("namespace", ""), meta.get("name", ""))
+            except (ConnectionError, aiohttp.ClientError, spdy.SpdyError) as exc:
+                log.debug("port-forward stream ended: %s", exc)
+            finally:
+                await ws.close()
+            return ws
         ports: list[int] = []
         for text in request.query.getall("port", []) + request.query.getall("ports", []):
             for part in text.split(","):
@@ -309,7 +321,6 @@ class KubeletServer:
         if not ports or len(ports) > MAX_PORTS:
             return _plain(400, f"from 1 to {MAX_PORTS} ports must be given")
         ws = await self._upgrade(request, wschannel.PORT_FORWARD_PROTOCOLS)
-        meta = pod.get("metadata") or {}
         heads = [b""] * len(ports)
         answered: set[int] = set()
         try:
@@ -341,6 +352,52 @@ class KubeletServer:
         finally:
             await ws.close()
         return ws
+
+
+async def _spdy_port_forward(ws: web.WebSocketResponse, namespace: str, name: str) -> None:
+    """Port-forward over SPDY as the kubelet serves it: each forwarded connection is a pair of
+    streams (headers `streamtype` error or data, `port`, `requestid`); the data stream's request
+    is answered by the responder, then both streams are closed, which closes the connection."""
+    session = spdy.Session()
+    kinds: dict[int, tuple[str, str, str]] = {}  # stream id -> (type, request id, port)
+    errors_of: dict[str, int] = {}  # request id -> its error stream
+    heads: dict[int, bytes] = {}
+    async for msg in ws:
+        if msg.type != aiohttp.WSMsgType.BINARY:
+            continue
+        for frame in session.feed(msg.data):
+            if isinstance(frame, spdy.SynStream):
+                first = {k: v[0] if v else "" for k, v in frame.headers.items()}
+                kind, request_id = first.get("streamtype", ""), first.get("requestid", "")
+                if len(kinds) >= MAX_PORTS * 64:
+                    await ws.send_bytes(session.reset(frame.stream_id))
+                    continue
+                kinds[frame.stream_id] = (kind, request_id, first.get("port", ""))
+                await ws.send_bytes(session.syn_reply(frame.stream_id))
+                if kind == "error":
+                    errors_of[request_id] = frame.stream_id
+            elif isinstance(frame, spdy.Data) and frame.stream_id in kinds:
+                kind, request_id, port = kinds[frame.stream_id]
+                if kind != "data":
+                    continue  # an error stream's data, or a connection answered already
+                head = (heads.get(frame.stream_id, b"") + frame.data)[:MAX_REQUEST_HEAD]
+                heads[frame.stream_id] = head
+                if b"\r\n\r\n" not in head and b"\n\n" not in head and len(head) < MAX_REQUEST_HEAD:
+                    continue
+                del heads[frame.stream_id]
+                answer = http_answer(namespace, name, int(port) if port.isdigit() else 0, head)
+                await ws.send_bytes(session.data(frame.stream_id, answer))
+                await ws.send_bytes(session.data(frame.stream_id, b"", fin=True))
+                if request_id in errors_of:
+                    await ws.send_bytes(session.data(errors_of.pop(request_id), b"", fin=True))
+                kinds[frame.stream_id] = ("done", request_id, port)
+            elif isinstance(frame, spdy.Ping):
+                await ws.send_bytes(session.ping(frame.ping_id))
+            elif isinstance(frame, spdy.Reset):
+                kinds.pop(frame.stream_id, None)
+                heads.pop(frame.stream_id, None)
+            elif isinstance(frame, spdy.GoAway):
+                return
 
 
 def http_answer(namespace: str, name: str, port: int, head: bytes) -> bytes:

@@ -24,6 +24,8 @@ V4 = "v4.channel.k8s.io"
 # What the kubelet accepts, newest first; the client's order picks among them.
 EXEC_PROTOCOLS = (V5, V4, "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 PORT_FORWARD_PROTOCOLS = (V4, "portforward.k8s.io")
+# kubectl's port-forward since 1.31: SPDY/3.1 frames carried in binary messages (`spdy.py`).
+SPDY_TUNNEL = "SPDY/3.1+portforward.k8s.io"
 
 
 def frame(channel: int, data: bytes) -> bytes:
