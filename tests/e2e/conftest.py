@@ -50,17 +50,6 @@ NOT_ON_UPSTREAM: dict[str, str] = {
     "test_nats_auth.py": BUS,
     "test_replicaset_failover.py": BUS,
     "test_retry_forever.py": BUS,
-    **{
-        f"test_pod_streams.py::{test}": "kube-apiserver opens SPDY/3.1 upgrades to the kubelet for exec, "
-        "attach (its stream translator, whatever the client speaks) and kubectl's port-forward, which the "
-        "simulated kubelet does not serve (docs/simulator.md); logs and the Python client's port-forward run there"
-        for test in (
-            "test_exec_echo_stdin_exit_code_and_unknown_command",
-            "test_attach_streams_the_output_until_the_container_exits",
-            "test_python_client_exec",
-            "test_kubectl_port_forward",
-        )
-    },
 }
 
 

@@ -23,14 +23,14 @@ import datetime as dt
 import logging
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from kcm_shared.bus.secure import certs
 
-from kcm_simulator import containerlog, shell, spdy, wschannel
+from kcm_simulator import containerlog, shell, spdy, spdyserve, wschannel
 from kcm_simulator.podbook import PodBook
 
 Obj = dict[str, Any]
@@ -165,42 +165,52 @@ class KubeletServer:
         name = request.match_info["container"]
         if not containerlog.is_running(pod, name):
             return _plain(400, f"container {name} is not running in pod {request.match_info['pod']}")
+        box = shell.Container.of(pod, spec)
+        if _is_spdy(request):
+            reads = stdin and shell.reads_stdin(argv)
+
+            async def run(data: bytes, write: spdyserve.Writer) -> tuple[bytes, bytes]:
+                out, err, status, _ = _exec_result(box, argv, data, tty)
+                await write(out)
+                return err, status
+
+            return await self._spdy_command(request, q, run, reads)
         ws = await self._upgrade(request, wschannel.EXEC_PROTOCOLS)
         protocol = ws.ws_protocol or "channel.k8s.io"
-        box = shell.Container.of(pod, spec)
         try:
             if stdin and tty and shell.reads_stdin(argv) and argv[0].rsplit("/", 1)[-1] != "cat":
                 await self._interactive(ws, box, protocol)
                 return ws
             data = await self._read_stdin(ws) if stdin and shell.reads_stdin(argv) else b""
-            try:
-                result = box.run(argv, data)
-            except shell.NotFound as exc:
-                message = (
-                    "error executing command in container: failed to exec in container: failed to start "
-                    f'exec "sim": OCI runtime exec failed: exec failed: unable to start container '
-                    f"process: {exc}: unknown"
-                )
-                await self._finish(ws, protocol, wschannel.internal_error(message), message)
-                return ws
-            out, err = result.stdout, result.stderr
-            if tty:  # a terminal has one output stream and ends lines with CR LF
-                out = (out + err).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
-                err = b""
+            out, err, status, text = _exec_result(box, argv, data, tty)
             if out:
                 await ws.send_bytes(wschannel.frame(wschannel.STDOUT, out))
             if err:
                 await ws.send_bytes(wschannel.frame(wschannel.STDERR, err))
-            if result.code == 0:
-                await self._finish(ws, protocol, wschannel.success(), "")
-            else:
-                text = f"command terminated with non-zero exit code: exit code {result.code}"
-                await self._finish(ws, protocol, wschannel.exit_status(argv, result.code), text)
+            await self._finish(ws, protocol, status, text)
         except (ConnectionError, aiohttp.ClientError):
             log.debug("exec client went away")
         finally:
             await ws.close()
         return ws
+
+    async def _spdy_command(
+        self,
+        request: web.Request,
+        query: Any,
+        run: Callable[[bytes, spdyserve.Writer], Awaitable[tuple[bytes, bytes]]],
+        read_stdin: bool,
+    ) -> web.StreamResponse:
+        """Exec or attach over a plain SPDY upgrade (kube-apiserver's, v4 and older)."""
+        protocol = spdyserve.chosen_protocol(request, wschannel.EXEC_PROTOCOLS[1:])
+        if protocol is None:
+            return _plain(400, "no supported X-Stream-Protocol-Version")
+        wanted = {"stdin"} if _flag(query, "input", "stdin") else set()
+        wanted |= {"stdout"} if _flag(query, "output", "stdout") else set()
+        wanted |= {"stderr"} if _flag(query, "error", "stderr") and not _flag(query, "tty") else set()
+        resp, pipe = await spdyserve.upgrade(request, protocol)
+        await spdyserve.remote_command(pipe, wanted=wanted, read_stdin=read_stdin, run=run)
+        return resp
 
     async def _finish(self, ws: web.WebSocketResponse, protocol: str, status: bytes, text: str) -> None:
         if wschannel.structured_status(protocol):
@@ -267,6 +277,15 @@ class KubeletServer:
             containerlog.check(pod, name, previous=False)
         except containerlog.LogError as exc:
             return _plain(400, str(exc))
+        if _is_spdy(request):
+
+            async def follow(_: bytes, write: spdyserve.Writer) -> tuple[bytes, bytes]:
+                run = containerlog.lines(pod, name)
+                async for new in self._follow(request, name, run, 0):
+                    await write(b"".join(containerlog.Options().format(ln) for ln in new))
+                return b"", wschannel.success()
+
+            return await self._spdy_command(request, request.query, follow, False)
         ws = await self._upgrade(request, wschannel.EXEC_PROTOCOLS)
         protocol = ws.ws_protocol or "channel.k8s.io"
         # The client's input is read (and dropped) so that its hang-up is seen at once.
@@ -294,15 +313,27 @@ class KubeletServer:
 
     # -- port-forward -----------------------------------------------------------------------
 
+    @staticmethod
+    def _answer(meta: Obj) -> Callable[[int, bytes], bytes]:
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        return lambda port, head: http_answer(namespace, name, port, head)
+
     async def port_forward(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
         meta = pod.get("metadata") or {}
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        if _is_spdy(request):
+            protocol = spdyserve.chosen_protocol(request, ("portforward.k8s.io",))
+            if protocol is None:
+                return _plain(400, "no supported X-Stream-Protocol-Version (portforward.k8s.io)")
+            resp, pipe = await spdyserve.upgrade(request, protocol)
+            await spdyserve.port_forward(pipe, self._answer(meta))
+            return resp
         if wschannel.SPDY_TUNNEL in offered:
             # kubectl's: the ports come in each stream's headers.
             ws = await self._upgrade(request, (wschannel.SPDY_TUNNEL,))
             try:
-                await _spdy_port_forward(ws, meta.get("namespace", ""), meta.get("name", ""))
+                await spdyserve.port_forward(spdyserve.WebSocketWire(ws), self._answer(meta))
             except (ConnectionError, aiohttp.ClientError, spdy.SpdyError) as exc:
                 log.debug("port-forward stream ended: %s", exc)
             finally:
@@ -354,50 +385,31 @@ class KubeletServer:
         return ws
 
 
-async def _spdy_port_forward(ws: web.WebSocketResponse, namespace: str, name: str) -> None:
-    """Port-forward over SPDY as the kubelet serves it: each forwarded connection is a pair of
-    streams (headers `streamtype` error or data, `port`, `requestid`); the data stream's request
-    is answered by the responder, then both streams are closed, which closes the connection."""
-    session = spdy.Session()
-    kinds: dict[int, tuple[str, str, str]] = {}  # stream id -> (type, request id, port)
-    errors_of: dict[str, int] = {}  # request id -> its error stream
-    heads: dict[int, bytes] = {}
-    async for msg in ws:
-        if msg.type != aiohttp.WSMsgType.BINARY:
-            continue
-        for frame in session.feed(msg.data):
-            if isinstance(frame, spdy.SynStream):
-                first = {k: v[0] if v else "" for k, v in frame.headers.items()}
-                kind, request_id = first.get("streamtype", ""), first.get("requestid", "")
-                if len(kinds) >= MAX_PORTS * 64:
-                    await ws.send_bytes(session.reset(frame.stream_id))
-                    continue
-                kinds[frame.stream_id] = (kind, request_id, first.get("port", ""))
-                await ws.send_bytes(session.syn_reply(frame.stream_id))
-                if kind == "error":
-                    errors_of[request_id] = frame.stream_id
-            elif isinstance(frame, spdy.Data) and frame.stream_id in kinds:
-                kind, request_id, port = kinds[frame.stream_id]
-                if kind != "data":
-                    continue  # an error stream's data, or a connection answered already
-                head = (heads.get(frame.stream_id, b"") + frame.data)[:MAX_REQUEST_HEAD]
-                heads[frame.stream_id] = head
-                if b"\r\n\r\n" not in head and b"\n\n" not in head and len(head) < MAX_REQUEST_HEAD:
-                    continue
-                del heads[frame.stream_id]
-                answer = http_answer(namespace, name, int(port) if port.isdigit() else 0, head)
-                await ws.send_bytes(session.data(frame.stream_id, answer))
-                await ws.send_bytes(session.data(frame.stream_id, b"", fin=True))
-                if request_id in errors_of:
-                    await ws.send_bytes(session.data(errors_of.pop(request_id), b"", fin=True))
-                kinds[frame.stream_id] = ("done", request_id, port)
-            elif isinstance(frame, spdy.Ping):
-                await ws.send_bytes(session.ping(frame.ping_id))
-            elif isinstance(frame, spdy.Reset):
-                kinds.pop(frame.stream_id, None)
-                heads.pop(frame.stream_id, None)
-            elif isinstance(frame, spdy.GoAway):
-                return
+def _exec_result(
+    box: shell.Container, argv: list[str], stdin: bytes, tty: bool
+) -> tuple[bytes, bytes, bytes, str]:
+    """An exec's stdout, stderr, its Status (v4 on) and the plain text older protocols show."""
+    try:
+        result = box.run(argv, stdin)
+    except shell.NotFound as exc:
+        message = (
+            "error executing command in container: failed to exec in container: failed to start "
+            f'exec "sim": OCI runtime exec failed: exec failed: unable to start container '
+            f"process: {exc}: unknown"
+        )
+        return b"", b"", wschannel.internal_error(message), message
+    out, err = result.stdout, result.stderr
+    if tty:  # a terminal has one output stream and ends lines with CR LF
+        out = (out + err).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        err = b""
+    if result.code == 0:
+        return out, err, wschannel.success(), ""
+    text = f"command terminated with non-zero exit code: exit code {result.code}"
+    return out, err, wschannel.exit_status(argv, result.code), text
+
+
+def _is_spdy(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower().startswith("spdy/")
 
 
 def http_answer(namespace: str, name: str, port: int, head: bytes) -> bytes:
