@@ -39,6 +39,7 @@ log = logging.getLogger("kcm.sim.kubeletserver")
 MAX_STDIN = 1 << 20
 MAX_REQUEST_HEAD = 64 << 10
 MAX_PORTS = 64
+HANGUP_CHECK = 5.0
 
 
 def _plain(status: int, text: str) -> web.Response:
@@ -125,7 +126,7 @@ class KubeletServer:
         """The lines of the run `run` past the first `sent`, as the pod's status adds them, until
         its container stops, a new run begins, the pod goes, or `hangup` (the client) is done."""
         names = request.match_info["ns"], request.match_info["pod"]
-        while hangup is None or not hangup.done():
+        while (hangup is None or not hangup.done()) and not _gone(request):
             changed = self._book.changed()
             pod = self._book.get(*names)
             if pod is None:
@@ -143,15 +144,16 @@ class KubeletServer:
                 return
             waiter: asyncio.Future[Any] = asyncio.ensure_future(changed.wait())
             waiting: set[asyncio.Future[Any]] = {waiter} if hangup is None else {waiter, hangup}
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            # Woken now and then to notice a client that hung up while nothing changed.
+            await asyncio.wait(waiting, timeout=HANGUP_CHECK, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
 
     # -- exec -------------------------------------------------------------------------------
 
     async def _upgrade(self, request: web.Request, protocols: tuple[str, ...]) -> web.WebSocketResponse:
         if request.headers.get("Upgrade", "").lower() != "websocket":
-            # SPDY/3.1 upgrades are not spoken here (docs/simulator.md): a client falls back or fails.
-            raise web.HTTPBadRequest(text="this simulated kubelet streams over WebSockets only\n")
+            # SPDY upgrades were dispatched to `spdyserve` before: this is no upgrade at all.
+            raise web.HTTPBadRequest(text="Upgrade request required (WebSocket or SPDY/3.1)\n")
         ws = web.WebSocketResponse(protocols=protocols, max_msg_size=MAX_STDIN)
         await ws.prepare(request)
         return ws
@@ -406,6 +408,10 @@ def _exec_result(
         return out, err, wschannel.success(), ""
     text = f"command terminated with non-zero exit code: exit code {result.code}"
     return out, err, wschannel.exit_status(argv, result.code), text
+
+
+def _gone(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
 
 
 def _is_spdy(request: web.Request) -> bool:
