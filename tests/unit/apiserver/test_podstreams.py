@@ -45,7 +45,7 @@ def test_kubelet_urls_use_the_preferred_address_and_the_kubelets_query_names() -
         "https://127.0.0.1:4321/containerLogs/ns/p/c?follow=true&tailLines=2"
     )
     assert url(
-        pod("a", "b"), "exec", container="b", command=["sh", "-c", "x y"], stdin="true", stdout="1"
+        pod("a", "b"), "exec", container="b", command=["sh", "-c", "x y"], stdin="True", stdout="1"
     ) == ("https://127.0.0.1:4321/exec/ns/p/b?input=1&output=1&command=sh&command=-c&command=x+y")
     assert (
         url(pod("c"), "attach", stdout="true", tty="true")
