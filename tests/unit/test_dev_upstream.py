@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
 from kcm_cli import main, manifests, pki, upstream
 from kcm_cli.controllers import BUILTIN
 from kcm_shared.base import errors
@@ -53,6 +54,11 @@ def test_kube_apiserver_runs_with_kubeadms_authorization_and_admission(tmp_path:
     assert got["bind-address"] == "127.0.0.1" and got["secure-port"] == str(plane.port)
     assert Path(got["audit-policy-file"]).read_text() == upstream.AUDIT_POLICY
     assert flags(plane.etcd_argv())["data-dir"] == str(tmp_path / "etcd")
+    # The simulator's kubelet server: reached at its InternalDNS address, with a client certificate.
+    assert got["kubelet-preferred-address-types"].startswith("InternalDNS,")
+    kubelet_cert = x509.load_pem_x509_certificate(Path(got["kubelet-client-certificate"]).read_bytes())
+    assert kubelet_cert.subject.rfc4514_string() == "CN=kube-apiserver-kubelet-client"
+    assert Path(got["kubelet-client-key"]).exists()
 
 
 def test_kubeconfig_tls_names_the_server_and_its_ca_and_no_credentials(tmp_path: Path) -> None:

@@ -25,11 +25,17 @@ _SUBRESOURCE_VERBS: dict[str, tuple[str, ...]] = {
     "approval": ("get", "patch", "update"),
     "token": ("create",),
     "log": ("get",),
+    "exec": ("create", "get"),
+    "attach": ("create", "get"),
+    "portforward": ("create", "get"),
     "ephemeralcontainers": ("get", "patch", "update"),
     "resize": ("get", "patch", "update"),
     "proxy": ("create", "delete", "get", "patch", "update"),
 }
 _SUBRESOURCE_KIND = {
+    "exec": ("", "v1", "PodExecOptions"),
+    "attach": ("", "v1", "PodAttachOptions"),
+    "portforward": ("", "v1", "PodPortForwardOptions"),
     "scale": ("autoscaling", "v1", "Scale"),
     "binding": ("", "v1", "Binding"),
     "eviction": ("policy", "v1", "Eviction"),

@@ -44,6 +44,7 @@ from kcm_apiserver import (
     gojson,
     metrics_api,
     openapi_v2,
+    podstreams,
     protobuf,
     rbac,
     reviews,
@@ -590,9 +591,16 @@ class Server:
             return _json(result, 201 if method == "POST" else 200)
         if sub == "approval" and method == "GET":
             return _json(api.get(ctx, t.name))
-        if sub == "log" and method == "GET":
-            api.get(ctx, t.name)
-            return web.Response(text="", content_type="text/plain")
+        if sub in ("log", "exec", "attach", "portforward") and (
+            method == "GET" or (sub != "log" and method == "POST")
+        ):
+            pod = api.get_stored(ctx, t.name)
+            node_name = (pod.get("spec") or {}).get("nodeName") or ""
+            node = api.store.get("/nodes", "", node_name) if node_name else None
+            where = podstreams.location(pod, node, sub, request.query)
+            if sub == "log":
+                return await podstreams.proxy_log(request, where)
+            return await podstreams.proxy_upgrade(request, where)
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
 
     def _derived(self, request: web.Request, t: Target) -> web.Response:

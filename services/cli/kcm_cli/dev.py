@@ -443,6 +443,9 @@ def _supervise_sim(
         sim.append("--ignore-claims")
     if ignore_attachments:
         sim.append("--ignore-attachments")
+    if opts.apiserver == UPSTREAM:
+        # Its kubelet server then serves kube-apiserver's kubelet client certificate only.
+        sim += ["--kubelet-client-ca-file", str(pki.files(state / "pki").ca_cert)]
     supervise("sim", [*kcm_argv(), *sim])
     say(f"simulator with {opts.nodes} nodes")
 

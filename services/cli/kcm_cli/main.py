@@ -271,6 +271,17 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--control-port", type=int, default=0, help="fault-injection port on loopback (0: any)")
     p.add_argument("--control-file", type=Path, help="write the chosen control port here")
     p.add_argument(
+        "--kubelet-address",
+        default="127.0.0.1",
+        help="address of the kubelet server (logs, exec, attach, port-forward), registered on every Node",
+    )
+    p.add_argument("--kubelet-port", type=int, default=0, help="its port (0: any free one; -1: no server)")
+    p.add_argument(
+        "--kubelet-client-ca-file",
+        type=Path,
+        help="serve only clients with a certificate these CAs signed (kube-apiserver's kubelet client)",
+    )
+    p.add_argument(
         "--node-ipam",
         action="store_true",
         help="register nodes without a podCIDR and run pods once the node IPAM controller gave one",
@@ -520,6 +531,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             backoff_scale=args.backoff_scale,
             ignore_claims=args.ignore_claims,
             ignore_attachments=args.ignore_attachments,
+            kubelet_address=args.kubelet_address,
+            kubelet_port=None if args.kubelet_port < 0 else args.kubelet_port,
+            kubelet_client_ca=args.kubelet_client_ca_file.read_bytes()
+            if args.kubelet_client_ca_file
+            else b"",
         )
         return _run(simulator_main.run(sim_opts))
     if args.command == "nats-auth":

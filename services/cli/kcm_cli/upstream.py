@@ -39,7 +39,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcm_apiserver import kubeconfig, nodeports, strategies
+from kcm_apiserver import kubeconfig, nodeports, podstreams, strategies
 from kcm_shared.base import errors
 from kcm_shared.client import clientbuilder, kubeclient
 
@@ -142,6 +142,10 @@ class ControlPlane:
         own = self.state / "kube-apiserver"
         own.mkdir(parents=True, exist_ok=True)
         ids, proxy = self.identity, self.front_proxy
+        # kubeadm's name for kube-apiserver's client certificate towards kubelets.
+        kubelet_client = pki.client(
+            ids.ca_cert.parent, "apiserver-kubelet-client", "kube-apiserver-kubelet-client"
+        )
         argv = [
             str(self.bin_dir / "kube-apiserver"),
             "--bind-address=127.0.0.1",
@@ -166,6 +170,11 @@ class ControlPlane:
             "--requestheader-allowed-names=front-proxy-client",
             f"--proxy-client-cert-file={proxy.client.cert}",
             f"--proxy-client-key-file={proxy.client.key}",
+            # pods/log, exec, attach, portforward reach the simulator's kubelet server at the
+            # address it registers as InternalDNS; it serves only this client certificate's CA.
+            f"--kubelet-client-certificate={kubelet_client.cert}",
+            f"--kubelet-client-key={kubelet_client.key}",
+            f"--kubelet-preferred-address-types={','.join(podstreams.PREFERRED_ADDRESS_TYPES)}",
         ]
         if self.service_node_port_range is not None:
             argv.append(f"--service-node-port-range={self.service_node_port_range}")

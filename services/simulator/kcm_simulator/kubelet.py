@@ -114,6 +114,7 @@ class Kubelet:
         volumes: NodeVolumes | None = None,
         backoff_scale: float = 1.0,
         store: csi.VolumeStore | None = None,
+        endpoint: tuple[str, int] | None = None,
     ) -> None:
         self._client = client
         self._claims = store
@@ -126,6 +127,7 @@ class Kubelet:
         self._stop_seconds = stop_seconds  # after SIGTERM; None: containers ignore it
         self._manage_taint = manage_not_ready_taint
         self._volumes = volumes
+        self._endpoint = endpoint  # the kubelet server's host and port, registered on each Node
         self.nodes = {nodes.node_name(prefix, i): self._new_state(i) for i in range(count)}
         self._next_index = count
         self._loops: dict[str, asyncio.Task[None]] = {}
@@ -197,7 +199,14 @@ class Kubelet:
             await asyncio.sleep(self._interval)
 
     async def _register(self, name: str, state: NodeState) -> None:
-        obj = nodes.node(self._prefix, state.index, self._zones, _now(), with_pod_cidr=not self._node_ipam)
+        obj = nodes.node(
+            self._prefix,
+            state.index,
+            self._zones,
+            _now(),
+            with_pod_cidr=not self._node_ipam,
+            endpoint=self._endpoint,
+        )
         path = resource_path("", "v1", "nodes")
         await self._writer.call(f"register {name}", lambda: self._client.create(path, obj))
         # Upstream may drop status on create, and a node left from an earlier run keeps its old one.

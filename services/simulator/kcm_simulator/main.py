@@ -13,11 +13,12 @@ from pathlib import Path
 
 from kcm_shared.client.kubeclient import KubeClient, load_connection, resource_path
 
-from kcm_simulator import control, csi, informer, podstatus
+from kcm_simulator import control, csi, informer, kubeletserver, podstatus
 from kcm_simulator.attacher import ExternalAttacher
 from kcm_simulator.calls import Writer
 from kcm_simulator.kubelet import Kubelet
 from kcm_simulator.nodevolumes import NodeVolumes
+from kcm_simulator.podbook import PodBook
 from kcm_simulator.scheduler import Scheduler
 
 log = logging.getLogger("kcm.sim")
@@ -54,6 +55,13 @@ class Options:
     # Start pods without waiting for their attachable volumes in the node's volumesAttached, for
     # a stack without an attach/detach controller (`kcm dev` sets it then).
     ignore_attachments: bool = False
+    # The kubelet server (logs, exec, attach, port-forward): its address, registered on every
+    # Node, and port (0: any free one); None: no server, and Nodes name port 10250 as before.
+    kubelet_address: str = "127.0.0.1"
+    kubelet_port: int | None = 0
+    # PEM CAs whose client certificates the kubelet server requires (kube-apiserver's
+    # --kubelet-client-certificate is signed by one); empty: any client is served.
+    kubelet_client_ca: bytes = b""
 
 
 async def run(opts: Options) -> None:
@@ -65,6 +73,16 @@ async def run(opts: Options) -> None:
     attacher = ExternalAttacher(client, writer)
     store = csi.VolumeStore()
     binding = None if opts.ignore_claims else store
+    book = PodBook()
+    streams = None
+    endpoint = None
+    if opts.kubelet_port is not None:
+        server = kubeletserver.KubeletServer(book, lambda node: node in kubelet.nodes)
+        streams, port = await kubeletserver.start(
+            server, opts.kubelet_address, opts.kubelet_port, opts.kubelet_client_ca
+        )
+        endpoint = (opts.kubelet_address, port)
+        log.info("kubelet server listening", extra={"address": opts.kubelet_address, "port": port})
     kubelet = Kubelet(
         client,
         writer,
@@ -79,6 +97,7 @@ async def run(opts: Options) -> None:
         volumes=volumes,
         backoff_scale=opts.backoff_scale,
         store=binding,
+        endpoint=endpoint,
     )
     scheduler = Scheduler(client, writer, binding)
     driver = csi.Driver(client, writer, store, lambda node: node in kubelet.nodes)
@@ -87,6 +106,7 @@ async def run(opts: Options) -> None:
         scheduler.reset_pods(pods)
         kubelet.reset_pods(pods)
         driver.reset(driver.pods_held(), driver.on_pod, pods)
+        book.reset(pods)
 
     def reset_nodes(items: list[dict[str, object]]) -> None:
         driver.reset(store.nodes, driver.on_node, items)
@@ -105,6 +125,10 @@ async def run(opts: Options) -> None:
         scheduler.on_pod(kind, pod)
         kubelet.on_pod(kind, pod)
         driver.on_pod(kind, pod)
+        if kind == "DELETED":
+            book.remove(pod)
+        else:
+            book.put(pod)
 
     runner = None
     if opts.control_port is not None:
@@ -133,6 +157,8 @@ async def run(opts: Options) -> None:
             await kubelet.stop()
             if runner is not None:
                 await runner.cleanup()
+            if streams is not None:
+                await streams.cleanup()
         finally:
             # Even when stopping is itself interrupted (a second Ctrl-C), leave no open connections.
             await client.close()

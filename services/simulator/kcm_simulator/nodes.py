@@ -65,9 +65,21 @@ def conditions_by_type(node: Obj) -> dict[str, Obj]:
     }
 
 
-def node(prefix: str, index: int, zones: int, now: str, *, with_pod_cidr: bool = True) -> Obj:
-    """The Node a kubelet registers; without a podCIDR when the node IPAM controller assigns it."""
+def node(
+    prefix: str,
+    index: int,
+    zones: int,
+    now: str,
+    *,
+    with_pod_cidr: bool = True,
+    endpoint: tuple[str, int] | None = None,
+) -> Obj:
+    """The Node a kubelet registers; without a podCIDR when the node IPAM controller assigns it.
+    `endpoint` (host, port) is where the simulator's kubelet server listens: the host as the
+    node's InternalDNS address (which API servers are told to prefer), the port as its
+    kubeletEndpoint, so that `kubectl logs/exec` reach it."""
     name = node_name(prefix, index)
+    host, port = endpoint or ("", 10250)
     capacity = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
     return {
         "apiVersion": "v1",
@@ -94,9 +106,10 @@ def node(prefix: str, index: int, zones: int, now: str, *, with_pod_cidr: bool =
             "conditions": conditions(now, ready=True),
             "addresses": [
                 {"type": "InternalIP", "address": f"10.0.{index}.1"},
+                *([{"type": "InternalDNS", "address": host}] if host else []),
                 {"type": "Hostname", "address": name},
             ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "nodeInfo": {
                 "machineID": f"sim-{index}",
                 "systemUUID": f"sim-{index}",

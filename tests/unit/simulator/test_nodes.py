@@ -46,3 +46,18 @@ def test_the_lease_is_owned_by_its_node_once_the_node_uid_is_known() -> None:
     assert "ownerReferences" not in nodes.lease("n", "T")["metadata"]
     owned = nodes.lease("n", "T", "uid-1")["metadata"]["ownerReferences"]
     assert owned == [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "uid-1"}]
+
+
+def test_a_node_names_the_kubelet_servers_address_and_port() -> None:
+    node = nodes.node("sim-node-", 2, 3, "2026-01-01T00:00:00Z", endpoint=("127.0.0.1", 4321))
+    status = node["status"]
+    assert status["addresses"] == [
+        {"type": "InternalIP", "address": "10.0.2.1"},
+        {"type": "InternalDNS", "address": "127.0.0.1"},
+        {"type": "Hostname", "address": "sim-node-2"},
+    ]
+    assert status["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 4321}}
+    # Without a kubelet server: no InternalDNS, and the kubelet's usual port.
+    bare = nodes.node("sim-node-", 2, 3, "2026-01-01T00:00:00Z")["status"]
+    assert [a["type"] for a in bare["addresses"]] == ["InternalIP", "Hostname"]
+    assert bare["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
