@@ -1,6 +1,7 @@
 """A `kcm controllers` process serving upstream's secure port against a dev stack, for the
 e2e tests of what that port serves (test_secure_port, test_gc_graph).
 
+- `dev_stack(tmp, controllers)`: a dev stack of `controllers` whose API server can say no.
 - `serve(stack, tmp)`: runs the stack's controllers again with `--secure-port` on a free port,
   delegated authentication and authorization through the stack's kubeconfig, a self-signed
   pair in `tmp/certs`; yields once /livez answers, stops the process after.
@@ -28,6 +29,15 @@ from kcm_cli import natsd, pki
 
 from tests.conftest import KCM, stop_process, wait_for
 from tests.e2e import devstack
+
+
+@contextlib.contextmanager
+def dev_stack(tmp: Path, controllers: str) -> Iterator[devstack.DevStack]:
+    # The embedded server enforces RBAC only when asked: under its AlwaysAllow default every
+    # SubjectAccessReview is allowed, as kube-apiserver's would be in that mode.
+    rbac = ("--authorization-mode=RBAC",) if devstack.APISERVER == "embedded" else ()
+    with devstack.dev_stack(tmp, "--nodes", "0", "--controllers", controllers, *rbac) as served:
+        yield served
 
 
 @dataclass

@@ -28,9 +28,7 @@ PATH = "/debug/controllers/garbage-collector-controller/graph"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devstack.DevStack]:
-    rbac = ("--authorization-mode=RBAC",) if devstack.APISERVER == "embedded" else ()
-    args = ("--nodes", "0", "--controllers", "garbagecollector", *rbac)
-    with devstack.dev_stack(tmp_path_factory.mktemp("devstack"), *args) as served:
+    with secureport.dev_stack(tmp_path_factory.mktemp("devstack"), "garbagecollector") as served:
         yield served
 
 

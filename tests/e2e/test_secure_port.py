@@ -32,11 +32,7 @@ from tests.e2e.secureport import Secure, serves_reviews
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devstack.DevStack]:
-    # The embedded server enforces RBAC only when asked: under its AlwaysAllow default every
-    # SubjectAccessReview is allowed, as kube-apiserver's would be in that mode.
-    rbac = ("--authorization-mode=RBAC",) if devstack.APISERVER == "embedded" else ()
-    args = ("--nodes", "0", "--controllers", "ttl-after-finished", *rbac)
-    with devstack.dev_stack(tmp_path_factory.mktemp("devstack"), *args) as served:
+    with secureport.dev_stack(tmp_path_factory.mktemp("devstack"), "ttl-after-finished") as served:
         yield served
 
 

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from kcm_controllers.garbagecollector import dump, graph
 from kcm_shared.base.goquote import go_quote
 
-from tests.unit.controllers.garbagecollector.test_graph import ident, meta, ref
+from tests.unit.controllers.garbagecollector.objects import ident, meta, ref
 
 DEPLOY = ident("web", "u-1", kind="Deployment", api_version="apps/v1")
 RS = ident("web-5d", "u-2", kind="ReplicaSet", api_version="apps/v1")
