@@ -18,113 +18,28 @@ authentication and authorization through the API server, as kube-controller-mana
 from __future__ import annotations
 
 import json
-import ssl
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kcm_cli import natsd, pki
+from kcm_cli import pki
 
-from tests.conftest import KCM, stop_process, wait_for
-from tests.e2e import devstack
+from tests.e2e import devstack, secureport
+from tests.e2e.secureport import Secure, serves_reviews
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devstack.DevStack]:
-    # The embedded server enforces RBAC only when asked: under its AlwaysAllow default every
-    # SubjectAccessReview is allowed, as kube-apiserver's would be in that mode.
-    rbac = ("--authorization-mode=RBAC",) if devstack.APISERVER == "embedded" else ()
-    args = ("--nodes", "0", "--controllers", "ttl-after-finished", *rbac)
-    with devstack.dev_stack(tmp_path_factory.mktemp("devstack"), *args) as served:
+    with secureport.dev_stack(tmp_path_factory.mktemp("devstack"), "ttl-after-finished") as served:
         yield served
-
-
-@dataclass
-class Secure:
-    proc: subprocess.Popen[bytes]
-    url: str
-    cert_dir: Path
-    log: Path
-
-    def context(self, cert: pki.Pair | None = None) -> ssl.SSLContext:
-        """Trusting the self-signed chain in --cert-dir; presenting `cert` when given."""
-        ctx = ssl.create_default_context(cafile=str(self.cert_dir / "kube-controller-manager.crt"))
-        if cert is not None:
-            ctx.load_cert_chain(cert.cert, cert.key)
-        return ctx
-
-    def get(
-        self,
-        path: str,
-        *,
-        token: str = "",
-        cert: pki.Pair | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, str]:
-        request = urllib.request.Request(self.url + path, headers=dict(headers or {}))
-        if token:
-            request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=10, context=self.context(cert)) as resp:
-                return int(resp.status), resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
 
 
 @pytest.fixture(scope="module")
 def secure(stack: devstack.DevStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
-    tmp = tmp_path_factory.mktemp("secure")
-    port = natsd.free_port()
-    kubeconfig, pki_dir = stack.state / "kubeconfig", stack.state / "pki"
-    argv = [
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        f"--client-ca-file={pki_dir / 'ca.crt'}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
-        f"--cert-dir={tmp / 'certs'}",
-        # What the stack's controllers process runs: its NATS identity is scoped to them.
-        f"--controllers={','.join(stack.expected)}",
-        "--nats-url",
-        (stack.state / "nats.url").read_text().strip(),
-        "--nats-nkey-seed",
-        str(stack.state / "nats-auth" / "controllers.nk"),
-        "--instance=secure",
-    ]
-    log = tmp / "secure.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([KCM, "controllers", *argv], stdout=out, stderr=out)
-    served = Secure(proc, f"https://127.0.0.1:{port}", tmp / "certs", log)
-    try:
-
-        def up() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"kcm controllers ended: {log.read_text()[-4000:]}")
-            try:
-                return served.get("/livez")[0] == 200
-            except OSError:
-                return False
-
-        wait_for(up, 90, interval=0.2, what="the secure port serving")
+    with secureport.serve(stack, tmp_path_factory.mktemp("secure")) as served:
         yield served
-    finally:
-        stop_process(proc)
-
-
-def serves_reviews(stack: devstack.DevStack) -> None:
-    """Skip unless the API server serves TokenReview and SubjectAccessReview."""
-    groups = json.loads(stack.kubectl("get", "--raw", "/apis").stdout)
-    names = {g["name"] for g in groups.get("groups", [])}
-    missing = {"authentication.k8s.io", "authorization.k8s.io"} - names
-    if missing:
-        pytest.skip(
-            f"the API server does not serve {', '.join(sorted(missing))} (TokenReview, SubjectAccessReview)"
-        )
 
 
 def test_self_signed_pair_in_cert_dir_and_health_over_tls_for_anyone(secure: Secure) -> None:
@@ -153,20 +68,7 @@ def test_anonymous_metrics_are_forbidden_with_upstreams_status(
 
 def test_service_account_tokens_are_reviewed_and_authorized(stack: devstack.DevStack, secure: Secure) -> None:
     serves_reviews(stack)
-    k = stack.kubectl
-    k("create", "namespace", "scrape")
-    for sa in ("prometheus", "nobody"):
-        k("create", "serviceaccount", sa, "-n", "scrape")
-    k("create", "clusterrole", "kcm-secure-metrics", "--verb=get", "--non-resource-url=/metrics")
-    k(
-        "create",
-        "clusterrolebinding",
-        "kcm-secure-metrics",
-        "--clusterrole=kcm-secure-metrics",
-        "--serviceaccount=scrape:prometheus",
-    )
-    allowed = k("create", "token", "prometheus", "-n", "scrape").stdout.strip()
-    denied = k("create", "token", "nobody", "-n", "scrape").stdout.strip()
+    allowed, denied = secureport.tokens(stack, "scrape", "kcm-secure-metrics", "/metrics")
     code, body = secure.get("/metrics", token=allowed)
     assert code == 200, body
     assert "workqueue_adds_total" in body

@@ -377,7 +377,7 @@ class Manager:
         return runner, ops, url, reviews
 
     def _routes(self) -> web.Application:
-        """The ops routes plus upstream's /configz."""
+        """The ops routes plus upstream's /configz and the controllers' debug handlers."""
         application = opsserver.app(self.checks)
         body = json.dumps(configz.componentconfig(self.args), default=str)
 
@@ -385,7 +385,20 @@ class Manager:
             return web.Response(text=body, content_type="application/json")
 
         application.router.add_get("/configz", config)
+        for spec in self.specs:
+            for path in spec.debug_handlers:
+                route = f"/debug/controllers/{spec.name}/{path}"
+                application.router.add_get(route, functools.partial(self._debug, spec.name, path))
         return application
+
+    async def _debug(self, name: str, path: str, request: web.Request) -> web.StreamResponse:
+        """A controller's debug handler; 404 until its `build` has set it, as upstream mounts
+        a controller's handler only once the controller started."""
+        run = self.running.get(name)
+        handler = run.ctx.debug.get(path) if run is not None else None
+        if handler is None:
+            raise web.HTTPNotFound()
+        return await handler(request)
 
     def _build(self, clients: dict[str, kubeclient.KubeClient]) -> None:
         for spec in self.specs:

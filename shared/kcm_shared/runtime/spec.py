@@ -27,20 +27,28 @@ every resource discovery lists) use the dynamic part of `Context`:
 - `add_task(coro, ready=event)`: a controller's own loop (e.g. periodic re-discovery), run in
   the Manager's task group; with `ready`, start-up waits for the event before its first
   catch-up, so caches opened by the loop's first round count.
+- `serve_debug(path, handler)`: the handler of one of `Spec.debug_handlers`, set in `build`
+  (it reads the running controller's state); the Manager serves it on the secure port at
+  `/debug/controllers/<name>/<path>`, behind the same authentication and authorization as
+  every other path there (upstream's `controller.Debuggable`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from aiohttp import web
 
 from kcm_shared import reconcile
 from kcm_shared.apimachinery import gvr
 from kcm_shared.client import kubeclient
 from kcm_shared.runtime import cache, delaying, events
+
+DebugHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Host(Protocol):
@@ -82,6 +90,8 @@ class Context:
     clock: delaying.Clock = field(default_factory=delaying.LoopClock, repr=False)
     _delayed: delaying.DelayedEnqueue = field(init=False, repr=False)
     _forgetters: list[Callable[[Callable[[str], bool]], None]] = field(default_factory=list, repr=False)
+    # The handlers of the Spec's debug paths, by path (`serve_debug`).
+    debug: dict[str, DebugHandler] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._delayed = delaying.DelayedEnqueue(self.enqueue, self.clock)
@@ -97,6 +107,11 @@ class Context:
         what it remembers (own writes, expectations, backoff, history) of every key for which
         `owned(key)` is False: that key's new owner keeps its own, and ours would only grow."""
         self._forgetters.append(forget)
+
+    def serve_debug(self, path: str, handler: DebugHandler) -> None:
+        """Serve `handler` at `/debug/controllers/<name>/<path>`; only the Spec's
+        `debug_handlers` are routed (the secure port's routes are fixed before `build`)."""
+        self.debug[path] = handler
 
     def partitions_lost(self, owned: Callable[[str], bool]) -> None:
         """Called by the Manager after it stopped partitions: each `on_partitions_lost` callback."""
@@ -179,6 +194,9 @@ class Spec:
     # The package of the controller's folder, whose deploy.yaml `kcm manifests` reads: every
     # built-in Spec sets `package=__package__`; a plugin may leave it empty.
     package: str = ""
+    # Paths under `/debug/controllers/<name>/` whose handlers `build` sets with
+    # `ctx.serve_debug` (upstream's Debuggable controllers: the garbage collector's "graph").
+    debug_handlers: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:

@@ -17,6 +17,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
+from kcm_shared.base.goquote import go_quote as go_quote  # re-exported: its callers import it here
+
 Obj = dict[str, Any]
 
 
@@ -45,29 +47,6 @@ IMMUTABLE = "field is immutable"
 
 class GoText(str):
     """A value already rendered in Go syntax (%#v of a struct); printed as is."""
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(value: str) -> str:
-    """Go's %q (strconv.Quote): printable characters as they are, others escaped."""
-    out = ['"']
-    for c in value:
-        if c in ('"', "\\"):
-            out.append("\\" + c)
-        elif c in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[c])
-        elif c.isprintable():  # unicode.IsPrint's classes: no other spaces, no format or control
-            out.append(c)
-        elif ord(c) < 0x80:
-            out.append(f"\\x{ord(c):02x}")
-        elif ord(c) <= 0xFFFF:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(f"\\U{ord(c):08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def go_string_map(value: Mapping[str, Any] | None) -> GoText:

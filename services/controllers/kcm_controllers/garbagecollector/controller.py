@@ -52,7 +52,7 @@ from kcm_shared.base import cancellation
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.runtime import pflag
 
-from kcm_controllers.garbagecollector import graph
+from kcm_controllers.garbagecollector import dump, graph
 
 log = logging.getLogger("kcm.garbagecollector")
 
@@ -486,6 +486,7 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
     gc = GarbageCollector(ctx)
     ctx.keys = gc.keys
     ctx.add_task(gc.run(), ready=gc.ready)
+    ctx.serve_debug("graph", dump.handler(gc.graph))
     return gc.reconcile
 
 
@@ -515,4 +516,5 @@ SPEC = runtime.Spec(
     flags=flags,
     disabled_by=disabled_by,
     package=__package__,
+    debug_handlers=("graph",),
 )
