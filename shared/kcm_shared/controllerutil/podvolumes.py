@@ -3,7 +3,8 @@ kubelet is done with it.
 
 - `PodView`: node, volumes (claim and generic ephemeral sources), phase and container states.
 - `claim_names`: its persistentVolumeClaim volumes' claims and the `<pod>-<volume>` claims of
-  its generic ephemeral volumes (`volumeprotection.ephemeral_claim_name`).
+  its generic ephemeral volumes (`volumeprotection.ephemeral_claim_name`); `claim_keys` the
+  same as namespace/name, indexed under `CLAIM_INDEX`.
 - `is_terminated`: upstream's volumeutil.IsPodTerminated: finished, or deleted with none of
   its containers (init, regular, ephemeral) running.
 
@@ -47,6 +48,17 @@ class PodView(codec.Meta):
 
 def claim_names(pod: PodView) -> list[str]:
     return volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
+
+
+# Upstream's common.PodPVCIndex: the volume controllers of one process share the pods' cache of
+# this view, so they register this one function under this one name (`Cache.add_index` takes the
+# same function twice, never another under a taken name).
+CLAIM_INDEX = "pvc"
+
+
+def claim_keys(pod: PodView) -> list[str]:
+    """namespace/claim of every claim the pod names (the index's values)."""
+    return [f"{pod.metadata.namespace}/{name}" for name in claim_names(pod)]
 
 
 def _not_running(statuses: list[ContainerStatus]) -> bool:

@@ -207,3 +207,17 @@ def test_a_cache_fed_by_another_consumer_runs_until_cancelled_without_a_consumer
         assert task.cancelled()
 
     uvloop.run(body())
+
+
+def test_the_same_index_function_registers_twice_and_another_is_refused() -> None:
+    """Controllers sharing one pods' cache in a process (pvc-protection and attach/detach) both
+    register the shared claim index; a different function under that name is a bug."""
+    store = _cache()
+
+    def names(obj: codec.Meta) -> list[str]:
+        return [obj.metadata.name]
+
+    store.add_index("name", names)
+    store.add_index("name", names)
+    with pytest.raises(ValueError, match="already exists"):
+        store.add_index("name", lambda obj: [obj.metadata.name])
