@@ -54,7 +54,9 @@ CLASSES = gvr.Resource("storage.k8s.io", "v1", "storageclasses")
 PODS = gvr.Resource("", "v1", "pods")
 CLAIM_PREFIX = "claim/"
 VOLUME_PREFIX = "volume/"
-POD_CLAIM_INDEX = "pvc"  # upstream common.PodPVCIndex
+# upstream common.PodPVCIndex; named for the binder: the pods cache is shared with the
+# attach/detach controller, whose index of the same upstream name is built differently.
+POD_CLAIM_INDEX = "pvbinder-pvc"
 SYNC_PERIOD = 15.0
 
 # In-tree provisioners whose volumes CSI migration (on for all of them in 1.32) hands to a
