@@ -60,7 +60,8 @@ DRIVERS = gvr.Resource("storage.k8s.io", "v1", "csidrivers")
 ATTACHMENTS = gvr.Resource("storage.k8s.io", "v1", "volumeattachments")
 
 _BY_NODE = "node"
-_BY_CLAIM = "pvc"  # upstream's pvcKeyIndex
+# upstream's pvcKeyIndex, under its own name: pvcprotection indexes the shared pods cache as "pvc"
+_BY_CLAIM = "attachdetach-pvc"
 _BY_VOLUME = "pv"
 # upstream DefaultTimerConfig.ReconcilerMaxWaitForUnmountDuration
 MAX_WAIT_FOR_UNMOUNT = 360.0
