@@ -50,13 +50,21 @@ def get(s: devstack.DevStack, *args: str) -> dict[str, Any]:
     return doc
 
 
-def volume(name: str, size: str, cls: str, *, policy: str = "Retain", **extra: Any) -> dict[str, Any]:
+def volume(
+    name: str,
+    size: str,
+    cls: str,
+    *,
+    policy: str = "Retain",
+    source: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     spec = {
         "capacity": {"storage": size},
         "accessModes": ["ReadWriteOnce"],
         "persistentVolumeReclaimPolicy": policy,
         "storageClassName": cls,
-        "csi": {"driver": PROVISIONER, "volumeHandle": name},
+        **(source or {"csi": {"driver": PROVISIONER, "volumeHandle": name}}),
         **extra.pop("spec", {}),
     }
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, **extra}, "spec": spec}
@@ -174,28 +182,31 @@ def test_released_volumes_are_retained_or_wait_for_their_deleter(stack: devstack
         volume(f"{ns}-retain", "1Gi", f"{ns}-retain"),
         volume(f"{ns}-static", "1Gi", f"{ns}-static", policy="Delete"),
         volume(f"{ns}-provisioned", "1Gi", f"{ns}-provisioned", policy="Delete", **provisioned),
+        volume(
+            f"{ns}-nfs",
+            "1Gi",
+            f"{ns}-nfs",
+            policy="Delete",
+            source={"nfs": {"server": "nfs.example", "path": "/v"}},
+        ),
     )
-    apply(
-        stack,
-        claim("retain", ns, f"{ns}-retain"),
-        claim("static", ns, f"{ns}-static"),
-        claim("provisioned", ns, f"{ns}-provisioned"),
-    )
-    for name in ("retain", "static", "provisioned"):
+    names = ("retain", "static", "provisioned", "nfs")
+    apply(stack, *(claim(name, ns, f"{ns}-{name}") for name in names))
+    for name in names:
         wait_phase(stack, "pvc", name, "Bound", ns)
         stack.kubectl("delete", "pvc", name, "-n", ns, "--wait=false")
     v = wait_phase(stack, "pv", f"{ns}-retain", "Released")
     assert v["spec"]["claimRef"]["name"] == "retain"  # kept, as Retain means
-    # A Delete volume no provisioner made has no deleter in upstream's controller either.
-    v = wait_phase(stack, "pv", f"{ns}-static", "Failed")
-    message = (
-        f'error getting deleter volume plugin for volume "{ns}-static": no deletable volume plugin matched'
-    )
+    # An in-tree volume with Delete has no deleter (upstream's NFS plugin deletes nothing).
+    v = wait_phase(stack, "pv", f"{ns}-nfs", "Failed")
+    message = f'error getting deleter volume plugin for volume "{ns}-nfs": no deletable volume plugin matched'
     assert v["status"]["message"] == message
-    event = wait_event(stack, "default", f"{ns}-static", "VolumeFailedDelete")
+    event = wait_event(stack, "default", f"{ns}-nfs", "VolumeFailedDelete")
     assert (event["type"], event["message"]) == ("Warning", message)
-    # One an external provisioner made is left Released for it to delete: the simulated driver's
-    # (csi.sim.kcm.dev) deletes it.
+    # CSI volumes are left Released for their external deleter (upstream findDeletablePlugin): a
+    # static one stays so; the simulated driver (csi.sim.kcm.dev) deletes the one it provisioned.
+    v = wait_phase(stack, "pv", f"{ns}-static", "Released")
+    assert "message" not in v["status"]
     wait_for(
         lambda: stack.kubectl("get", "pv", f"{ns}-provisioned", check=False).returncode != 0,
         30,

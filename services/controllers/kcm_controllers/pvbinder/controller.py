@@ -16,9 +16,9 @@ which volume fits which claim is `matching.py`. Work keys (`primary=None`):
   taken becomes Lost (ClaimLost, ClaimMisbound).
 - `volume/<name>` (upstream's volume queue, syncVolume): Available without a claim, Bound
   with its claim, Released once the claim is gone, then reclaimed: Retain keeps it; Delete
-  waits for the external provisioner that made it (`pv.kubernetes.io/provisioned-by`), and
-  marks a volume no provisioner made Failed (VolumeFailedDelete), as upstream's controller,
-  which has no deleter for CSI volumes; a volume a controller bound to a claim bound
+  waits for the external provisioner that made it (`pv.kubernetes.io/provisioned-by`) or,
+  for any CSI volume, for an external deleter, and marks any other volume Failed
+  (VolumeFailedDelete): kcm builds no in-tree deleter; a volume a controller bound to a claim bound
   elsewhere is unbound.
 - Binding writes the volume (claimRef, `bound-by-controller`), its phase, the claim
   (volumeName, `bind-completed`, `bound-by-controller`) and its status, in upstream's order,
@@ -54,7 +54,9 @@ CLASSES = gvr.Resource("storage.k8s.io", "v1", "storageclasses")
 PODS = gvr.Resource("", "v1", "pods")
 CLAIM_PREFIX = "claim/"
 VOLUME_PREFIX = "volume/"
-POD_CLAIM_INDEX = "pvc"  # upstream common.PodPVCIndex
+# upstream common.PodPVCIndex; named for the binder: the pods cache is shared with the
+# attach/detach controller, whose index of the same upstream name is built differently.
+POD_CLAIM_INDEX = "pvbinder-pvc"
 SYNC_PERIOD = 15.0
 
 # In-tree provisioners whose volumes CSI migration (on for all of them in 1.32) hands to a
@@ -242,6 +244,12 @@ class PVController:
             return await self._bind(volume, claim)
         if matching.is_volume_bound_to_claim(volume, claim):
             return await self._bind(volume, claim)
+        self.recorder.event(
+            claim,
+            events.WARNING,
+            "FailedBinding",
+            f'volume "{volume.metadata.name}" already bound to a different claim.',
+        )
         if views.ANN_BOUND_BY_CONTROLLER not in claim.metadata.annotations:
             # The user asked for a volume someone else holds: wait for it.
             return await self._update_claim_status(claim, views.PENDING, None)
@@ -465,12 +473,12 @@ class PVController:
 
     async def _delete_volume(self, volume: VolumeView) -> None:
         """upstream deleteVolumeOperation for a volume no in-tree plugin deletes: one an external
-        provisioner made waits for it (it holds the PV's deletion finalizer); any other has no
-        deleter and is marked Failed."""
+        provisioner made, or any CSI volume (made statically too), waits for its external
+        deleter (upstream findDeletablePlugin); any other has no deleter and is marked Failed."""
         provisioned_by = volume.metadata.annotations.get(views.ANN_DYNAMICALLY_PROVISIONED, "")
         if provisioned_by and not provisioned_by.startswith(IN_TREE_PREFIX):
             return
-        if provisioned_by in MIGRATED:
+        if provisioned_by in MIGRATED or volume.spec.csi is not None:
             return
         await self._update_volume_phase(
             volume,
@@ -597,7 +605,10 @@ class PVController:
         self, claim: ClaimView, phase: str, volume: VolumeView | None, *, event: tuple[str, str] | None = None
     ) -> ClaimView:
         """upstream updateClaimStatus(WithEvent): phase, and access modes and capacity from
-        the bound volume (cleared without one)."""
+        the bound volume (cleared without one). With an Event, a claim already in `phase` is
+        left as it is, as upstream does."""
+        if event is not None and claim.status.phase == phase:
+            return claim
         status: dict[str, Any] = {}
         if claim.status.phase != phase:
             status["phase"] = phase
@@ -619,7 +630,7 @@ class PVController:
         if not status:
             return claim
         written = await self._patch_claim(claim, {"status": status}, status=True)
-        if event is not None and claim.status.phase != phase:
+        if event is not None:
             self.recorder.event(written, events.WARNING, *event)
         return written
 

@@ -37,6 +37,9 @@ class VolumeSpec(codec.View):
     persistent_volume_reclaim_policy: str = ""
     storage_class_name: str = ""
     volume_mode: str | None = None
+    # Only whether it is set: a CSI volume's deleter is always external (upstream
+    # findDeletablePlugin).
+    csi: dict[str, Any] | None = None
 
 
 class VolumeStatus(codec.View):

@@ -43,13 +43,14 @@ def pv(
     phase: str = "Available",
     annotations: dict[str, str] | None = None,
     cls: str = "",
+    source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "capacity": {"storage": size},
         "accessModes": ["ReadWriteOnce"],
         "persistentVolumeReclaimPolicy": policy,
         "storageClassName": cls,
-        "csi": {"driver": "csi.sim.kcm.dev", "volumeHandle": name},
+        **(source or {"csi": {"driver": "csi.sim.kcm.dev", "volumeHandle": name}}),
     }
     if ref is not None:
         spec["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": NS, **ref}
@@ -291,19 +292,33 @@ def test_a_volume_whose_claim_is_gone_is_released_and_retained() -> None:
     assert h.recorder.events == []
 
 
-def test_delete_waits_for_the_provisioner_and_fails_without_one() -> None:
-    vol, _ = _bound(policy="Delete", annotations={views.ANN_DYNAMICALLY_PROVISIONED: "csi.sim.kcm.dev"})
-    h = Harness(volumes=[vol])
-    h.sync("volume/v")
-    assert h.volume("v")["status"]["phase"] == "Released"
-    assert h.client.calls("delete") == []
+def test_delete_waits_for_an_external_deleter_and_fails_without_one() -> None:
+    provisioned, _ = _bound(
+        policy="Delete", annotations={views.ANN_DYNAMICALLY_PROVISIONED: "csi.sim.kcm.dev"}
+    )
+    static_csi, _ = _bound(policy="Delete")  # upstream findDeletablePlugin: CSI is external
+    for vol in (provisioned, static_csi):
+        h = Harness(volumes=[vol])
+        h.sync("volume/v")
+        assert h.volume("v")["status"]["phase"] == "Released"
+        assert h.client.calls("delete") == []
+        assert h.recorder.events == []
 
-    vol, _ = _bound(policy="Delete")
+    vol, _ = _bound(policy="Delete", source={"nfs": {"server": "nfs.example", "path": "/v"}})
     h = Harness(volumes=[vol])
     h.sync("volume/v")
     message = 'error getting deleter volume plugin for volume "v": no deletable volume plugin matched'
     assert h.volume("v")["status"] == {"phase": "Failed", "message": message}
     assert h.recorder.events == [("v", "Warning", "VolumeFailedDelete", message)]
+
+
+def test_a_named_volume_held_by_another_claim_is_failed_binding() -> None:
+    held = pv("v", ref={"name": "other", "uid": "other-uid"}, phase="Bound")
+    h = Harness(volumes=[held], claims=[claim(volume="v")])
+    assert h.sync("claim/ns/data") is not None  # Pending, retried after the sync period
+    assert h.claim()["status"]["phase"] == "Pending"
+    message = 'volume "v" already bound to a different claim.'
+    assert h.recorder.events == [("data", "Warning", "FailedBinding", message)]
 
 
 def test_a_bound_claim_whose_volume_is_gone_is_lost() -> None:
@@ -319,6 +334,15 @@ def test_a_bound_claim_whose_volume_is_gone_is_lost() -> None:
             "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
         )
     ]
+
+
+def test_a_claim_already_lost_keeps_its_status_and_gets_no_second_event() -> None:
+    _, c = _bound()
+    c["status"] = {"phase": "Lost", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}
+    h = Harness(claims=[c])
+    h.sync("claim/ns/data")
+    assert h.client.calls("patch") == []  # upstream updateClaimStatusWithEvent: same phase, no write
+    assert h.recorder.events == []
 
 
 def test_a_volume_and_claim_bound_to_each_other_are_left_alone() -> None:
