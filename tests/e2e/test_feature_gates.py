@@ -5,7 +5,8 @@ One stack for the module, started with the four Job gates off (`JOB_GATES_OFF`):
 controller then ignores spec.managedBy, spec.successPolicy, spec.backoffLimitPerIndex and
 spec.podReplacementPolicy and leaves status.terminating unset, as upstream v1.32's does with
 those gates off (with them on, the default, tests/e2e/test_job.py and test_job_policies.py
-show the other side).
+show the other side). OrderedNamespaceDeletion is on (off by default): the namespace
+controller deletes nothing else while a terminating namespace still has pods.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from tests.e2e.jobs import apply, get, job_yaml, pods_of, wait_condition
 JOB_GATES_OFF = (
     "JobManagedBy=false,JobSuccessPolicy=false,JobBackoffLimitPerIndex=false,JobPodReplacementPolicy=false"
 )
-stack = devstack.stack_fixture("--controllers", "job", "--nodes", "1", f"--feature-gates={JOB_GATES_OFF}")
+GATES = f"{JOB_GATES_OFF},OrderedNamespaceDeletion=true"
+stack = devstack.stack_fixture("--controllers", "job,namespace", "--nodes", "1", f"--feature-gates={GATES}")
 
 
 @pytest.fixture
@@ -74,6 +76,43 @@ def test_with_job_backoff_limit_per_index_off_the_global_limit_fails_the_job(
     (failed,) = (c for c in job["status"]["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "BackoffLimitExceeded"
     assert "failedIndexes" not in job["status"]
+
+
+POD_HELD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: held, namespace: NS, finalizers: [example.com/hold]}
+spec:
+  nodeSelector: {example.com/no-such-node: "true"}
+  containers: [{name: c, image: busybox}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kept, namespace: NS}
+"""
+
+
+def test_with_ordered_namespace_deletion_on_pods_go_first(stack: devstack.DevStack, ns: str) -> None:
+    # The pod never schedules, so only its finalizer holds it once deleted.
+    apply(stack, POD_HELD.replace("NS", ns))
+    stack.kubectl("delete", "namespace", ns, "--wait=false")
+
+    def round_done() -> bool:
+        pod = get(stack, ns, "pod", "held")
+        conditions = get(stack, "default", "namespace", ns).get("status", {}).get("conditions")
+        return bool(pod["metadata"].get("deletionTimestamp") and conditions)
+
+    # The conditions are written once a round is over: with the gate off, that round would
+    # have deleted the ConfigMap along with the pods.
+    wait_for(round_done, 60, what="a deletion round that deleted the pod")
+    assert get(stack, ns, "configmap", "kept")["metadata"]["name"] == "kept"
+    stack.kubectl("patch", "-n", ns, "pod", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+
+    def gone() -> bool:
+        res = stack.kubectl("get", "namespace", ns, check=False)
+        return res.returncode != 0 and "NotFound" in res.stderr
+
+    wait_for(gone, 90, what="the namespace removed once its pod is gone")
 
 
 @pytest.mark.parametrize(
