@@ -7,10 +7,13 @@ spec.podReplacementPolicy and leaves status.terminating unset, as upstream v1.32
 those gates off (with them on, the default, tests/e2e/test_job.py and test_job_policies.py
 show the other side). OrderedNamespaceDeletion is on (off by default): the namespace
 controller deletes nothing else while a terminating namespace still has pods.
+MaxUnavailableStatefulSet is on (alpha, off by default): a StatefulSet's rolling update
+replaces up to `rollingUpdate.maxUnavailable` pods at once.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,11 +24,14 @@ from tests.conftest import KCM, wait_for
 from tests.e2e import devstack
 from tests.e2e.jobs import apply, get, job_yaml, pods_of, wait_condition
 
+REVISION = "controller-revision-hash"
 JOB_GATES_OFF = (
     "JobManagedBy=false,JobSuccessPolicy=false,JobBackoffLimitPerIndex=false,JobPodReplacementPolicy=false"
 )
-GATES = f"{JOB_GATES_OFF},OrderedNamespaceDeletion=true"
-stack = devstack.stack_fixture("--controllers", "job,namespace", "--nodes", "1", f"--feature-gates={GATES}")
+GATES = f"{JOB_GATES_OFF},OrderedNamespaceDeletion=true,MaxUnavailableStatefulSet=true"
+stack = devstack.stack_fixture(
+    "--controllers", "job,namespace,statefulset", "--nodes", "1", f"--feature-gates={GATES}"
+)
 
 
 @pytest.fixture
@@ -113,6 +119,54 @@ def test_with_ordered_namespace_deletion_on_pods_go_first(stack: devstack.DevSta
         return res.returncode != 0 and "NotFound" in res.stderr
 
     wait_for(gone, 90, what="the namespace removed once its pod is gone")
+
+
+def _set(ready: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "web"},
+            "spec": {
+                "serviceName": "web",
+                "replicas": 3,
+                "podManagementPolicy": "Parallel",
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}},
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {
+                        "labels": {"app": "web"},
+                        "annotations": {"sim.kcm.dev/ready": ready, "sim.kcm.dev/terminate-seconds": "0"},
+                    },
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1"}]},
+                },
+            },
+        }
+    )
+
+
+def test_with_max_unavailable_stateful_set_on_two_pods_roll_at_once(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    stack.kubectl("apply", "-n", ns, "-f", "-", input=_set("true"))
+    rolling = get(stack, ns, "statefulset", "web")["spec"]["updateStrategy"]["rollingUpdate"]
+    if "maxUnavailable" not in rolling:
+        pytest.skip("this API server drops maxUnavailable: its own MaxUnavailableStatefulSet gate is off")
+    stack.kubectl("rollout", "status", "-n", ns, "sts/web", "--timeout=60s")
+    # The new revision's pods never turn ready: with one pod at a time (the gate off), web-2's
+    # replacement would hold the rollout and web-1 would never be replaced.
+    stack.kubectl("apply", "-n", ns, "-f", "-", input=_set("false"))
+
+    def replaced() -> set[str]:
+        status = get(stack, ns, "statefulset", "web").get("status", {})
+        update = status.get("updateRevision")
+        items = get(stack, ns, "pods", "-l", "app=web")["items"]
+        if not update or status.get("currentRevision") == update:
+            return set()
+        return {p["metadata"]["name"] for p in items if p["metadata"]["labels"].get(REVISION) == update}
+
+    wait_for(lambda: replaced() == {"web-1", "web-2"}, 60, what="web-2 and web-1 at the new revision")
+    assert "web-0" not in replaced()  # two unavailable already: web-0 waits
 
 
 @pytest.mark.parametrize(
