@@ -458,12 +458,7 @@ class StatefulSetControl:
         for target in range(len(slots) - 1, partition - 1, -1):
             pod = slots[target].pod
             if utils.revision_of(pod) != update_name and not utils.is_terminating(pod):
-                log.info(
-                    "deleting pod for update",
-                    extra={"statefulset": codec.key_of(sts), "pod": pod.metadata.name},
-                )
-                await self.delete_pod(sts, pod)
-                step.status.current_replicas -= 1
+                await self._delete_for_update(sts, step, pod)
                 return
             if utils.is_unavailable(pod, min_ready, now):
                 return  # wait for the replacement before the next one
@@ -482,13 +477,17 @@ class StatefulSetControl:
                 return
             pod = slots[target].pod
             if utils.revision_of(pod) != update_name and not utils.is_terminating(pod):
-                log.info(
-                    "deleting pod for update",
-                    extra={"statefulset": codec.key_of(sts), "pod": pod.metadata.name},
-                )
-                await self.delete_pod(sts, pod)
-                step.status.current_replicas -= 1
+                await self._delete_for_update(sts, step, pod)
                 budget -= 1
+
+    async def _delete_for_update(
+        self, sts: utils.StatefulSetView, step: Step, pod: podranking.PodView
+    ) -> None:
+        log.info(
+            "deleting pod for update", extra={"statefulset": codec.key_of(sts), "pod": pod.metadata.name}
+        )
+        await self.delete_pod(sts, pod)
+        step.status.current_replicas -= 1
 
     async def _run_for_all(
         self, items: Sequence[T], fn: Callable[[T], Awaitable[bool]], monotonic: bool
