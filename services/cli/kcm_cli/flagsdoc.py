@@ -104,19 +104,35 @@ its default (`upstreamflags.gate`). Gates that change what kcm's controllers do:
 - `ServiceTrafficDistribution` (beta, on): off, `spec.trafficDistribution` is not read: the
   slices the EndpointSlice controller writes lose their hints, and the others are left as
   they are (tests/unit/controllers/endpointslice/test_reconciler.py).
+- `SidecarContainers` (beta, on): off, the Job controller's backoff takes a pod's finish time
+  from its regular containers only, not also from its sidecars (restartable init containers).
+- `PodDeletionCost` (beta, on): off, the ReplicaSet and ReplicationController controllers rank
+  the pods a scale-down deletes without reading `controller.kubernetes.io/pod-deletion-cost`.
+- `RecoverVolumeExpansionFailure` (beta, on): off, the resourcequota controller charges a
+  claim's `requests.storage` from its request only, not from `status.allocatedResources` where
+  that is more. Quota admission is the API server's and follows its own gate.
+- `OrderedNamespaceDeletion` (beta, off): on, the namespace controller deletes a terminating
+  namespace's pods first and, while any remain, nothing else (its conditions then carry no
+  content totals, as upstream's).
+- `MaxUnavailableStatefulSet` (alpha, off): on, the StatefulSet controller's rolling update
+  replaces up to `spec.updateStrategy.rollingUpdate.maxUnavailable` pods at once (a number or
+  a percentage of `spec.replicas` rounded down, at least 1), counting every unhealthy pod of
+  the set against it, highest ordinal first down to the partition. kube-apiserver drops the
+  field from new StatefulSets while its own gate is off; the embedded API server keeps it.
+- `HPAScaleToZero` (alpha, off) is read by upstream's API server only (it lets an HPA store
+  `minReplicas: 0`); the HPA controller, upstream's and kcm's, honours a `minReplicas` of 0
+  whatever the gate says, and goes on computing metrics for a target scaled to zero.
 - The Job gates are tested in tests/unit/controllers/job/test_gates.py and, all four off, in
-  tests/e2e/test_feature_gates.py. One difference is left: with both `JobManagedBy` and
-  `JobPodReplacementPolicy` off, upstream sets Complete or Failed at once, without the interim
-  SuccessCriteriaMet or FailureTarget condition and without waiting for terminating pods
-  (`delayTerminalCondition`); kcm's Job controller always goes through the interim condition,
-  as v1.32 does with its defaults.
+  tests/e2e/test_feature_gates.py, as are OrderedNamespaceDeletion and (on the embedded API
+  server) MaxUnavailableStatefulSet, on; the others in the unit tests of their controllers.
+  One difference is left: with both `JobManagedBy` and `JobPodReplacementPolicy` off, upstream
+  sets Complete or Failed at once, without the interim SuccessCriteriaMet or FailureTarget
+  condition and without waiting for terminating pods (`delayTerminalCondition`); kcm's Job
+  controller always goes through the interim condition, as v1.32 does with its defaults.
 - Gates of controllers kcm does not build decide only whether `--controllers` reports them as
   not started for a gate that is off.
 - The other gates of the controllers kcm runs are not read: kcm behaves as v1.32 does with
-  their defaults, whatever they are set to. `PodDeletionCost`, `SidecarContainers` and
-  `RecoverVolumeExpansionFailure` (beta, on) are always on here; `OrderedNamespaceDeletion`
-  (beta, off), `MaxUnavailableStatefulSet` and `HPAScaleToZero` (alpha, off) always off (the
-  StatefulSet controller has no `maxUnavailable` rolling update).
+  their defaults, whatever they are set to.
 
 **API content type.** `--kube-api-content-type` is accepted and changes nothing: kcm's client
 sends and accepts `application/json` only, whatever it is set to. Its typed views decode JSON

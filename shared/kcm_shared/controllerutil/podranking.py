@@ -8,7 +8,8 @@ loses least by deleting come first:
 1. unassigned < assigned;
 2. Pending < Unknown < Running;
 3. not ready < ready;
-4. with ranks: lower `controller.kubernetes.io/pod-deletion-cost` < higher (PodDeletionCost);
+4. with ranks and the PodDeletionCost gate on: lower `controller.kubernetes.io/pod-deletion-cost`
+   < higher;
 5. with ranks: more pods of the same workload on the pod's node < fewer;
 6. ready for a shorter time < longer;
 7. more container restarts < fewer (then more sidecar restarts < fewer);
@@ -214,9 +215,12 @@ def sort_active(pods: Sequence[PodView]) -> list[PodView]:
     return _sorted(pods, [0] * len(pods), None, by_deletion_cost=False)
 
 
-def sort_with_ranks(pods: Sequence[PodView], ranks: Sequence[int], now: dt.datetime | None) -> list[PodView]:
-    """Pods in upstream ActivePodsWithRanks order: the first are the best to delete."""
-    return _sorted(pods, ranks, now, by_deletion_cost=True)
+def sort_with_ranks(
+    pods: Sequence[PodView], ranks: Sequence[int], now: dt.datetime | None, *, by_deletion_cost: bool = True
+) -> list[PodView]:
+    """Pods in upstream ActivePodsWithRanks order: the first are the best to delete. Step 4 (the
+    deletion cost) only with `by_deletion_cost`, the PodDeletionCost gate."""
+    return _sorted(pods, ranks, now, by_deletion_cost=by_deletion_cost)
 
 
 def _sorted(

@@ -7,7 +7,8 @@ doubled per failure after the first, capped at `MAX_BACKOFF`, counted from the l
 failure. `remaining_for_index` does the same for one index of a Job with
 backoffLimitPerIndex, from the failure count annotation of the index's last failed pod.
 A pod's finish time is, in order: its containers' latest `finishedAt` (all must have
-finished), its Ready=False transition, its deletion time less the grace period, its
+finished; its sidecars, restartable init containers, count too with the SidecarContainers
+gate on, the `sidecars` argument), its Ready=False transition, its deletion time less the grace period, its
 creation time. Used by `job_controller.py`; the record is lost with the process, as
 upstream's is.
 """
@@ -73,12 +74,12 @@ def _latest(
     return latest, True
 
 
-def finished_time(pod: podview.JobPodView) -> dt.datetime:
+def finished_time(pod: podview.JobPodView, *, sidecars: bool = True) -> dt.datetime:
     """When the pod finished, as upstream's getFinishedTime estimates it."""
     at, complete = _latest(None, pod.status.container_statuses, None)
-    if complete:
-        sidecars = {c.name for c in pod.spec.init_containers if c.restart_policy == "Always"}
-        at, complete = _latest(at, pod.status.init_container_statuses, sidecars)
+    if complete and sidecars:
+        names = {c.name for c in pod.spec.init_containers if c.restart_policy == "Always"}
+        at, complete = _latest(at, pod.status.init_container_statuses, names)
     if complete and at is not None:
         return at
     for cond in pod.status.conditions:
@@ -91,15 +92,19 @@ def finished_time(pod: podview.JobPodView) -> dt.datetime:
 
 
 def new_record(
-    old: Record, succeeded: Sequence[podview.JobPodView], failed: Sequence[podview.JobPodView]
+    old: Record,
+    succeeded: Sequence[podview.JobPodView],
+    failed: Sequence[podview.JobPodView],
+    *,
+    sidecars: bool = True,
 ) -> Record:
     """`old` after the pods newly counted as succeeded and failed in this sync (newBackoffRecord)."""
     if not failed:
         return Record() if succeeded else old
-    failed_times = sorted(finished_time(p) for p in failed)
+    failed_times = sorted(finished_time(p, sidecars=sidecars) for p in failed)
     if not succeeded:
         return Record(old.failures_after_last_success + len(failed), failed_times[-1])
-    last_success = max(finished_time(p) for p in succeeded)
+    last_success = max(finished_time(p, sidecars=sidecars) for p in succeeded)
     after = [t for t in failed_times if t > last_success]
     return Record(len(after), after[-1] if after else None)
 

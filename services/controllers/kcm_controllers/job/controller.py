@@ -552,7 +552,9 @@ class JobController:
         new_failed = self._valid_pods(c, c.uncounted_failed, lambda p: jobview.is_pod_failed(p, job))
         c.succeeded = job.status.succeeded + len(new_succeeded) + len(c.uncounted_succeeded)
         c.failed = job.status.failed + self._counted_failures(job, new_failed) + len(c.uncounted_failed)
-        c.new_backoff = backoff.new_record(self.backoff.get(key), new_succeeded, new_failed)
+        c.new_backoff = backoff.new_record(
+            self.backoff.get(key), new_succeeded, new_failed, sidecars=self.gates.sidecar_containers
+        )
         if jobview.is_indexed(job):
             completions = job.spec.completions or 0
             c.written_indexes = (
@@ -560,6 +562,9 @@ class JobController:
                 intervals.Intervals.parse(job.status.failed_indexes, completions).total(),
             )
         return c
+
+    def _finished_time(self, pod: Pod) -> dt.datetime:
+        return backoff.finished_time(pod, sidecars=self.gates.sidecar_containers)
 
     def _valid_pods(self, c: _Sync, uncounted: set[str], keep: Callable[[Pod], bool]) -> list[Pod]:
         """Pods with the finalizer not yet counted (and, Indexed, with a valid index) that `keep` takes."""
@@ -687,7 +692,7 @@ class JobController:
             last = result.get(ix)
             if last is None or (
                 indexing.absolute_failure_count(last) <= indexing.absolute_failure_count(pod)
-                and not backoff.finished_time(pod) < backoff.finished_time(last)
+                and not self._finished_time(pod) < self._finished_time(last)
             ):
                 result[ix] = pod
         return result

@@ -1,7 +1,8 @@
 """The feature gates upstream v1.32's Job controller reads, and the Job as they let it be seen.
 
-- `Gates.from_args(args)`: JobManagedBy, JobPodReplacementPolicy, JobSuccessPolicy and
-  JobBackoffLimitPerIndex, each through `upstreamflags.gate` (all beta, on by default).
+- `Gates.from_args(args)`: JobManagedBy, JobPodReplacementPolicy, JobSuccessPolicy,
+  JobBackoffLimitPerIndex and SidecarContainers, each through `upstreamflags.gate` (all beta,
+  on by default).
 - `Gates.view(job)`: the Job with the fields a gate that is off hides, as upstream's controller
   reads them with that gate off (`onlyReplaceFailedPods`, `matchSuccessPolicy`,
   `hasBackoffLimitPerIndex`, `getFailJobMessage`'s FailIndex case): spec.podReplacementPolicy,
@@ -10,7 +11,9 @@
   to the next rule; here its action becomes one `pod_failure_policy.match` skips).
 - What else a gate changes is asked of `Gates` by the controller: status.terminating is written
   only with JobPodReplacementPolicy on; the success condition carries CompletionsReached only
-  with JobSuccessPolicy on; spec.managedBy counts only with JobManagedBy on.
+  with JobSuccessPolicy on; spec.managedBy counts only with JobManagedBy on; a pod's sidecars
+  (restartable init containers) count in its finish time for the backoff only with
+  SidecarContainers on (`backoff.finished_time`).
 - Called by `controller.JobController` (docs/flags.md "Feature gates").
 """
 
@@ -34,6 +37,7 @@ class Gates:
     pod_replacement_policy: bool = True
     success_policy: bool = True
     backoff_limit_per_index: bool = True
+    sidecar_containers: bool = True
 
     @classmethod
     def from_args(cls, args: argparse.Namespace | None) -> Gates:
@@ -42,6 +46,7 @@ class Gates:
             pod_replacement_policy=upstreamflags.gate(args, "JobPodReplacementPolicy"),
             success_policy=upstreamflags.gate(args, "JobSuccessPolicy"),
             backoff_limit_per_index=upstreamflags.gate(args, "JobBackoffLimitPerIndex"),
+            sidecar_containers=upstreamflags.gate(args, "SidecarContainers"),
         )
 
     def view(self, job: jobview.JobView) -> jobview.JobView:

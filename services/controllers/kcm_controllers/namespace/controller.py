@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, goduration
-from kcm_shared.runtime import cache
+from kcm_shared.runtime import cache, upstreamflags
 
 from kcm_controllers.namespace import conditions, deleter
 
@@ -60,7 +60,9 @@ class NamespaceController:
         self.namespaces = namespaces
         self.sync_period = sync_period
         self.now = now
-        self.deleter = deleter.Deleter(ctx.client, now=now)
+        self.deleter = deleter.Deleter(
+            ctx.client, now=now, ordered=upstreamflags.gate(ctx.args, "OrderedNamespaceDeletion")
+        )
 
     def register(self) -> None:
         # A namespace that is gone needs nothing (upstream has no delete handler either).

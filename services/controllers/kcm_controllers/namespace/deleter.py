@@ -13,7 +13,9 @@ Upstream pkg/controller/namespace/deletion/namespaced_resources_deleter.go, on o
    what remains; pods contribute the longest grace period of those not finished as an
    estimate while the namespace has been terminating for less than that; remaining items
    with finalizers count per finalizer and make an estimate of 15 s; remaining items
-   without either are an error;
+   without either are an error. With the OrderedNamespaceDeletion gate on (`ordered`), pods
+   go first, alone: while any remain, nothing else is deleted this round and the conditions
+   carry no content totals, as upstream's early return;
 5. write the five deletion conditions (`conditions`) to the status when they changed (a
    failed write is logged, as upstream);
 6. raise the errors of step 4 together (the runtime retries with backoff), or
@@ -122,11 +124,14 @@ class Deleter:
         discover: Discover = discovery.discover,
         now: Callable[[], dt.datetime] = _utcnow,
         finalizer: str = FINALIZER,
+        ordered: bool = False,
     ) -> None:
+        """`ordered`: the OrderedNamespaceDeletion gate (off by default in v1.32)."""
         self.client = client
         self.discover = discover
         self.now = now
         self.finalizer = finalizer
+        self.ordered = ordered
 
     def _ns_path(self, name: str, subresource: str | None = None) -> str:
         return kubeclient.resource_path("", "v1", "namespaces", None, name, subresource)
@@ -219,6 +224,30 @@ class Deleter:
             found.append(conditions.group_version_failure(str(exc)))
             apis = []
 
+        estimate = 0
+        remaining: dict[gvr.Resource, int] = {}
+        finalizers: collections.Counter[str] = collections.Counter()
+        content_errors: list[str] = []
+
+        def take(api: discovery.ApiResource, outcome: _Outcome) -> None:
+            nonlocal estimate
+            if outcome.error:
+                content_errors.append(outcome.error)
+            estimate = max(estimate, outcome.estimate)
+            if outcome.remaining:
+                remaining[api.resource] = outcome.remaining
+                finalizers.update(outcome.finalizers)
+
+        pods = [api for api in apis if api.resource == PODS] if self.ordered else []
+        if pods:
+            apis = [api for api in apis if api.resource != PODS]
+            outcome = await self._delete_resource(pods[0], name, deleted_at)
+            take(pods[0], outcome)
+            if outcome.error:
+                errors.append(f"failed to delete pods for namespace: {name}, err: {outcome.error}")
+            if outcome.remaining:
+                # As upstream's early return: no content totals among the conditions.
+                return await self._conclude(namespace, found, errors, content_errors, estimate)
         room = asyncio.Semaphore(CONCURRENCY)
 
         async def empty(api: discovery.ApiResource) -> _Outcome:
@@ -226,22 +255,25 @@ class Deleter:
                 return await self._delete_resource(api, name, deleted_at)
 
         outcomes = await asyncio.gather(*(empty(api) for api in apis))
-        estimate = 0
-        remaining: dict[gvr.Resource, int] = {}
-        finalizers: collections.Counter[str] = collections.Counter()
-        content_errors = []
         for api, outcome in zip(apis, outcomes, strict=True):
+            take(api, outcome)
             if outcome.error:
-                content_errors.append(outcome.error)
-            estimate = max(estimate, outcome.estimate)
-            if outcome.remaining:
-                remaining[api.resource] = outcome.remaining
-                finalizers.update(outcome.finalizers)
+                errors.append(outcome.error)
         found += conditions.content_totals(remaining, finalizers)
+        return await self._conclude(namespace, found, errors, content_errors, estimate)
+
+    async def _conclude(
+        self,
+        namespace: Obj,
+        found: list[conditions.Condition],
+        errors: list[str],
+        content_errors: list[str],
+        estimate: int,
+    ) -> int:
+        """Write the conditions; raise the errors together, else return the estimate."""
         failure = conditions.content_failure(content_errors)
         if failure is not None:
             found.append(failure)
-        errors += content_errors
         await self._write_conditions(namespace, found)
         if errors:
             raise DeletionError(conditions.aggregate(errors))

@@ -615,7 +615,8 @@ class HorizontalController:
         )
         current = int((scale.get("spec") or {}).get("replicas") or 0)
         history = self.histories.setdefault(key, rate.History(recommendations=[(now, current)]))
-        min_replicas = int(spec.get("minReplicas") or 1)
+        # 0 is a valid minimum (an API server with HPAScaleToZero stores it): only absent means 1.
+        min_replicas = int(spec["minReplicas"]) if spec.get("minReplicas") is not None else 1
         max_replicas = int(spec.get("maxReplicas") or 0)
         rules = (
             rate.rules_of(spec["behavior"], self.downscale_stabilization) if spec.get("behavior") else None

@@ -2,7 +2,8 @@
 
 Upstream pkg/controller/resourcequota (resource_quota_controller.go, resource_quota_monitor.go)
 on our runtime (docs/runtime.md), counting with the evaluators the API server's quota
-admission uses (`kcm_shared.apis.quota`), so the two never disagree.
+admission uses (`kcm_shared.apis.quota`), so the two never disagree (claims: when both run with
+the RecoverVolumeExpansionFailure gate set alike; `--feature-gates` decides this side's).
 
 Keys are quota keys (`namespace/name`) plus one well-known key, RESYNC_KEY, whose reconcile
 hands every quota key to its owner and requeues itself after `--resource-quota-sync-period`:
@@ -45,7 +46,7 @@ from kcm_shared.apis.quota import evaluators, resources, views
 from kcm_shared.apis.quota.evaluators import Evaluator
 from kcm_shared.client import discovery, kubeclient
 from kcm_shared.controllerutil import ownwrites
-from kcm_shared.runtime import cache
+from kcm_shared.runtime import cache, upstreamflags
 
 log = logging.getLogger("kcm.resourcequota")
 
@@ -82,6 +83,11 @@ class ResourceQuotaController:
         self.enqueue = ctx.enqueue
         self.resync_period = resync_period
         self.now = now
+        # This process's gate, as upstream's controller reads its own; quota admission reads
+        # the API server's, so claims are charged alike only with the gate set alike on both.
+        self.registry = evaluators.Registry(
+            allocated_claims=upstreamflags.gate(ctx.args, "RecoverVolumeExpansionFailure")
+        )
         self._mapper: discovery.Mapper | None = None
         self._mapper_at = 0.0
         self._published: set[gvr.Resource] = set()
@@ -99,7 +105,7 @@ class ResourceQuotaController:
             on_add=self._quota_added, on_update=self._quota_updated, on_delete=self._quota_added
         )
         for res in (*COUNTED, QUOTAS):
-            evaluator = evaluators.REGISTRY.get(res.group, res.resource)
+            evaluator = self.registry.get(res.group, res.resource)
             self._sources[(res.group, res.resource)] = res
             self.caches[res].add_handler(
                 on_update=self._usage_updated(evaluator), on_delete=self._replenish(evaluator)
@@ -171,7 +177,7 @@ class ResourceQuotaController:
         # The limit bounds the waits for caches only: listing a large uncached resource, or
         # discovery, may take what it takes (upstream's sync has no limit at all).
         deadline = asyncio.get_running_loop().time() + CATCH_UP_LIMIT
-        for evaluator in evaluators.REGISTRY.for_names(hard):
+        for evaluator in self.registry.for_names(hard):
             source = (evaluator.group, evaluator.resource)
             res = await self._source(evaluator, rv, counted, deadline)
             if res is not None:
@@ -183,7 +189,7 @@ class ResourceQuotaController:
         def objects(evaluator: Evaluator) -> list[Any] | None:
             return items.get((evaluator.group, evaluator.resource))
 
-        used.update(evaluators.calculate_usage(hard, scopes, objects, self.now()))
+        used.update(evaluators.calculate_usage(hard, scopes, objects, self.now(), self.registry))
         used = resources.mask(used, hard)
         written = await self._write_status(quota, hard, used)
         self._counted[quota_key] = (rv, written or rv)

@@ -15,7 +15,9 @@ stateful_set_control.go, stateful_pod_control.go and stateful_set_status_updater
    only while all the others are healthy), after their claims got the owner the retention
    policy wants; then RollingUpdate deletes the highest-ordinal pod not at the update
    revision, down to the partition, one at a time, waiting for each replacement to be
-   available; OnDelete leaves that to the user;
+   available (with the MaxUnavailableStatefulSet gate on: as many at a time as
+   `rollingUpdate.maxUnavailable` allows, counting every unhealthy pod of the set, without
+   waiting in order); OnDelete leaves that to the user;
 3. status: the counts, revisions and collisionCount, written to the status subresource when
    they changed (a rollout whose pods are all updated and ready makes the update revision
    current);
@@ -104,12 +106,16 @@ class StatefulSetControl:
         revisions: cache.Cache[history.ControllerRevisionView],
         recorder: events.EventRecorder,
         now: Callable[[], dt.datetime],
+        *,
+        max_unavailable: bool = False,
     ) -> None:
+        """`max_unavailable`: the MaxUnavailableStatefulSet gate (off by default in v1.32)."""
         self.client = client
         self.claims = claims
         self.revisions = revisions
         self.recorder = recorder
         self.now = now
+        self.max_unavailable = max_unavailable
         self.own_writes: ownwrites.OwnWrites[utils.StatefulSetView] = ownwrites.OwnWrites()
 
     # --- events ----------------------------------------------------------------------------
@@ -446,18 +452,42 @@ class StatefulSetControl:
             return
         partition = strategy.rolling_update.partition if strategy.rolling_update is not None else 0
         update_name = step.update.metadata.name
+        if self.max_unavailable:
+            await self._update_unavailable(sts, step, slots, partition)
+            return
         for target in range(len(slots) - 1, partition - 1, -1):
             pod = slots[target].pod
             if utils.revision_of(pod) != update_name and not utils.is_terminating(pod):
-                log.info(
-                    "deleting pod for update",
-                    extra={"statefulset": codec.key_of(sts), "pod": pod.metadata.name},
-                )
-                await self.delete_pod(sts, pod)
-                step.status.current_replicas -= 1
+                await self._delete_for_update(sts, step, pod)
                 return
             if utils.is_unavailable(pod, min_ready, now):
                 return  # wait for the replacement before the next one
+
+    async def _update_unavailable(
+        self, sts: utils.StatefulSetView, step: Step, slots: list[Slot], partition: int
+    ) -> None:
+        """The rolling update with MaxUnavailableStatefulSet on (upstream's
+        updateStatefulSetAfterInvariantEstablished): while fewer than maxUnavailable of the
+        set's pods are unhealthy, delete that many more pods not at the update revision,
+        highest ordinal first, down to the partition."""
+        budget = utils.max_unavailable(sts) - sum(1 for s in slots if not utils.is_healthy(s.pod))
+        update_name = step.update.metadata.name
+        for target in range(len(slots) - 1, partition - 1, -1):
+            if budget <= 0:
+                return
+            pod = slots[target].pod
+            if utils.revision_of(pod) != update_name and not utils.is_terminating(pod):
+                await self._delete_for_update(sts, step, pod)
+                budget -= 1
+
+    async def _delete_for_update(
+        self, sts: utils.StatefulSetView, step: Step, pod: podranking.PodView
+    ) -> None:
+        log.info(
+            "deleting pod for update", extra={"statefulset": codec.key_of(sts), "pod": pod.metadata.name}
+        )
+        await self.delete_pod(sts, pod)
+        step.status.current_replicas -= 1
 
     async def _run_for_all(
         self, items: Sequence[T], fn: Callable[[T], Awaitable[bool]], monotonic: bool

@@ -27,7 +27,7 @@ from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, history, podranking
-from kcm_shared.runtime import cache
+from kcm_shared.runtime import cache, upstreamflags
 
 from . import control, utils
 
@@ -57,7 +57,12 @@ class StatefulSetController:
         self.enqueue = ctx.enqueue
         self.enqueue_after = ctx.enqueue_after
         self.control = control.StatefulSetControl(
-            ctx.client, ctx.caches[CLAIMS], self.revisions, ctx.recorder, now
+            ctx.client,
+            ctx.caches[CLAIMS],
+            self.revisions,
+            ctx.recorder,
+            now,
+            max_unavailable=upstreamflags.gate(ctx.args, "MaxUnavailableStatefulSet"),
         )
         self._selectors: dict[str, tuple[str, selectors.LabelSelector]] = {}
 

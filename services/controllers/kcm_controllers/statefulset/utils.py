@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from kcm_shared.apimachinery import codec
+from kcm_shared.apimachinery import codec, intstr
 from kcm_shared.controllerutil import controllerref, podcontrol, podranking
 
 API_VERSION = "apps/v1"
@@ -50,7 +50,8 @@ def _raw_null() -> msgspec.Raw:
 
 
 class RollingUpdate(codec.View):
-    partition: int = 0  # maxUnavailable: the MaxUnavailableStatefulSet gate is off in 1.32
+    partition: int = 0
+    max_unavailable: int | str | None = None  # read only with MaxUnavailableStatefulSet on
 
 
 class UpdateStrategy(codec.View):
@@ -397,6 +398,20 @@ def is_running_and_available(pod: podranking.PodView, min_ready_seconds: int, no
 
 def is_unavailable(pod: podranking.PodView, min_ready_seconds: int, now: dt.datetime) -> bool:
     return not podranking.is_pod_available(pod, min_ready_seconds, now) or is_terminating(pod)
+
+
+def is_healthy(pod: podranking.PodView) -> bool:
+    """Running, ready and not terminating (upstream's isHealthy)."""
+    return is_running_and_ready(pod) and not is_terminating(pod)
+
+
+def max_unavailable(sts: StatefulSetView) -> int:
+    """How many of the set's pods a rolling update may have unavailable at once, at least 1
+    (getStatefulSetMaxUnavailable: a percentage of spec.replicas rounded down); ValueError
+    with upstream's wording for a malformed value."""
+    rolling = sts.spec.update_strategy.rolling_update
+    value = rolling.max_unavailable if rolling is not None and rolling.max_unavailable is not None else 1
+    return max(1, intstr.scaled_value(value, sts.spec.replicas, round_up=False))
 
 
 def revision_of(pod: podranking.PodView) -> str:

@@ -15,7 +15,9 @@ evaluator per resource:
 - services: `services`, `count/services`, `services.loadbalancers`, `services.nodeports`.
 - persistentvolumeclaims: `persistentvolumeclaims`, `count/persistentvolumeclaims`,
   `requests.storage`, and per storage class `<class>.storageclass.storage.k8s.io/requests.storage`
-  and `.../persistentvolumeclaims`.
+  and `.../persistentvolumeclaims`; with RecoverVolumeExpansionFailure (the Registry's
+  `allocated_claims`, on by default as in v1.32) a claim's `status.allocatedResources` storage
+  counts while it is more than the request.
 - every other resource: `count/<resource>.<group>` (and the legacy names `configmaps`,
   `secrets`, `resourcequotas`, `replicationcontrollers`), counted on create only.
 
@@ -417,7 +419,7 @@ def claim_class(claim: views.ClaimView) -> str:
     return claim.spec.storage_class_name or ""
 
 
-def claim_usage(claim: views.ClaimView, _now: dt.datetime) -> ResourceList:
+def claim_usage(claim: views.ClaimView, _now: dt.datetime, *, allocated: bool = True) -> ResourceList:
     out: ResourceList = {CLAIMS: _ONE, count_name("", "persistentvolumeclaims"): _ONE}
     cls = claim_class(claim)
     if cls:
@@ -426,11 +428,11 @@ def claim_usage(claim: views.ClaimView, _now: dt.datetime) -> ResourceList:
     if raw is not None:
         # Whole bytes, so that the quota's own validation accepts the sum (upstream issue 94313).
         storage = quantity.parse(raw).round_up_to_units()
-        # RecoverVolumeExpansionFailure (on by default since 1.32): a claim whose request was
-        # lowered after a failed expansion is charged what was allocated while that is more.
-        allocated = claim.status.allocated_resources.get("storage")
-        if allocated is not None:
-            storage = max(storage, quantity.parse(allocated).round_up_to_units())
+        # RecoverVolumeExpansionFailure (`allocated`): a claim whose request was lowered after
+        # a failed expansion is charged what was allocated while that is more.
+        held = claim.status.allocated_resources.get("storage") if allocated else None
+        if held is not None:
+            storage = max(storage, quantity.parse(held).round_up_to_units())
         out[REQUESTS_STORAGE] = storage
         if cls:
             out[cls + STORAGE_CLASS_SUFFIX + REQUESTS_STORAGE] = storage
@@ -441,15 +443,24 @@ def _claim_extra(name: str) -> bool:
     return name.endswith((STORAGE_CLASS_SUFFIX + CLAIMS, STORAGE_CLASS_SUFFIX + REQUESTS_STORAGE))
 
 
-CLAIMS_EVALUATOR = Evaluator(
-    group="",
-    resource="persistentvolumeclaims",
-    names=(count_name("", "persistentvolumeclaims"), CLAIMS, REQUESTS_STORAGE),
-    usage=claim_usage,
-    handles_update=True,
-    view=views.ClaimView,
-    extra_names=_claim_extra,
-)
+def claims_evaluator(allocated: bool) -> Evaluator:
+    """Claims' evaluator; `allocated`: the RecoverVolumeExpansionFailure gate."""
+
+    def usage(claim: views.ClaimView, now: dt.datetime) -> ResourceList:
+        return claim_usage(claim, now, allocated=allocated)
+
+    return Evaluator(
+        group="",
+        resource="persistentvolumeclaims",
+        names=(count_name("", "persistentvolumeclaims"), CLAIMS, REQUESTS_STORAGE),
+        usage=usage,
+        handles_update=True,
+        view=views.ClaimView,
+        extra_names=_claim_extra,
+    )
+
+
+CLAIMS_EVALUATOR = claims_evaluator(allocated=True)
 
 
 # --- object counts --------------------------------------------------------------------------
@@ -470,16 +481,20 @@ def object_count(group: str, resource: str) -> Evaluator:
 
 @dataclass
 class Registry:
-    """Evaluators by (group, resource): the special ones, and object counts made on demand."""
+    """Evaluators by (group, resource): the special ones, and object counts made on demand.
+    `allocated_claims`: the RecoverVolumeExpansionFailure gate of the process counting."""
 
-    special: dict[tuple[str, str], Evaluator] = field(
-        default_factory=lambda: {
+    allocated_claims: bool = True
+    special: dict[tuple[str, str], Evaluator] = field(init=False)
+    _generic: dict[tuple[str, str], Evaluator] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        claims = CLAIMS_EVALUATOR if self.allocated_claims else claims_evaluator(allocated=False)
+        self.special = {
             ("", "pods"): PODS_EVALUATOR,
             ("", "services"): SERVICES_EVALUATOR,
-            ("", "persistentvolumeclaims"): CLAIMS_EVALUATOR,
+            ("", "persistentvolumeclaims"): claims,
         }
-    )
-    _generic: dict[tuple[str, str], Evaluator] = field(default_factory=dict)
 
     def get(self, group: str, resource: str) -> Evaluator:
         key = (group, resource)

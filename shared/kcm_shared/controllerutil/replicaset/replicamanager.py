@@ -42,7 +42,7 @@ from kcm_shared.apimachinery import codec, gvr, selectors
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, expectations, ownwrites, podcontrol, podranking, settle
 from kcm_shared.controllerutil.replicaset import replicastatus as status
-from kcm_shared.runtime import cache
+from kcm_shared.runtime import cache, upstreamflags
 
 PODS = gvr.Resource("", "v1", "pods")
 STATUS_UPDATE_RETRIES = 1
@@ -92,7 +92,10 @@ class ReplicaManager:
         *,
         now: Callable[[], dt.datetime] = _utcnow,
         burst_replicas: int = podcontrol.BURST_REPLICAS,
+        deletion_cost: bool = True,
     ) -> None:
+        """`deletion_cost`: the PodDeletionCost gate (on by default in v1.32): whether a
+        scale-down ranks pods by their pod-deletion-cost annotation."""
         self.client = client
         self.replicasets = replicasets
         self.pods = pods
@@ -101,6 +104,7 @@ class ReplicaManager:
         self.pod_control = pod_control
         self.now = now
         self.burst_replicas = burst_replicas
+        self.deletion_cost = deletion_cost
         self.expectations = expectations.UIDTrackingControllerExpectations()
         self.own_writes: ownwrites.OwnWrites[status.ReplicaSetView] = ownwrites.OwnWrites()
         self._selectors: dict[str, tuple[str, dict[str, Any] | None, selectors.LabelSelector]] = {}
@@ -116,6 +120,7 @@ class ReplicaManager:
             ctx.enqueue,
             ctx.enqueue_after,
             podcontrol.RealPodControl(ctx.client, ctx.recorder),
+            deletion_cost=upstreamflags.gate(ctx.args, "PodDeletionCost"),
         )
         manager.register()
         ctx.on_partitions_lost(manager.expectations.retain)
@@ -325,7 +330,9 @@ class ReplicaManager:
                 extra={self.adapter.noun: key, "need": rs.spec.replicas, "deleting": count},
             )
             now = self.now()
-            doomed = status.pods_to_delete(pods, self.related_pods(rs), count, now)
+            doomed = status.pods_to_delete(
+                pods, self.related_pods(rs), count, now, by_deletion_cost=self.deletion_cost
+            )
             if count < len(pods):
                 for ratio in status.deletion_age_ratios(pods, doomed, now):
                     SORTING_DELETION_AGE_RATIO.observe(ratio)

@@ -150,16 +150,19 @@ def pods_to_delete(
     related: Sequence[podranking.PodView],
     diff: int,
     now: dt.datetime,
+    *,
+    by_deletion_cost: bool = True,
 ) -> list[podranking.PodView]:
     """The `diff` pods a scale-down deletes first (upstream getPodsToDelete).
 
     Only when some survive does the order matter: then pods rank by ActivePodsWithRanks,
     with the rank counting the related pods (of every ReplicaSet under the same controller)
-    on the pod's node, so doubled-up nodes lose pods first.
+    on the pod's node, so doubled-up nodes lose pods first; the pod-deletion-cost annotation
+    counts only with `by_deletion_cost` (the PodDeletionCost gate).
     """
     if diff < len(pods):
         ranks = podranking.ranks_by_colocation(pods, related)
-        pods = podranking.sort_with_ranks(pods, ranks, now)
+        pods = podranking.sort_with_ranks(pods, ranks, now, by_deletion_cost=by_deletion_cost)
     return list(pods[:diff])
 
 

@@ -226,6 +226,24 @@ def test_finished_time(case: tuple[podview.JobPodView, dt.datetime]) -> None:
     assert backoff.finished_time(p) == want
 
 
+def _with_sidecar(p: podview.JobPodView, sidecar_at: dt.datetime) -> podview.JobPodView:
+    raw = msgspec.to_builtins(p)
+    raw["spec"] = {"initContainers": [{"name": "side", "restartPolicy": "Always"}, {"name": "setup"}]}
+    raw["status"]["initContainerStatuses"] = [
+        {"name": "side", "state": {"terminated": {"finishedAt": sidecar_at.isoformat()}}},
+        {"name": "setup", "state": {"terminated": {"finishedAt": NOW.isoformat()}}},
+    ]
+    return msgspec.convert(raw, podview.JobPodView)
+
+
+@pytest.mark.parametrize(("gate", "want"), [(True, T3), (False, T1)])
+def test_a_sidecar_finishes_the_pod_only_with_sidecar_containers_on(gate: bool, want: dt.datetime) -> None:
+    # A sidecar outlives the regular containers; a plain init container ended first and never counts.
+    p = _with_sidecar(pod(finished=[T1]), T3)
+    assert backoff.finished_time(p, sidecars=gate) == want
+    assert backoff.new_record(backoff.Record(), [], [p], sidecars=gate) == backoff.Record(1, want)
+
+
 # --- tracking and status ------------------------------------------------------------------------
 
 

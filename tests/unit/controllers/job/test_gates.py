@@ -26,7 +26,11 @@ def test_the_gates_are_read_from_feature_gates() -> None:
         feature_gates={"JobSuccessPolicy": False, "AllBeta": False, "JobManagedBy": True}
     )
     assert job_gates.Gates.from_args(args) == job_gates.Gates(
-        managed_by=True, pod_replacement_policy=False, success_policy=False, backoff_limit_per_index=False
+        managed_by=True,
+        pod_replacement_policy=False,
+        success_policy=False,
+        backoff_limit_per_index=False,
+        sidecar_containers=False,
     )
 
 

@@ -82,12 +82,15 @@ def item(name: str, *finalizers: str, **more: Any) -> dict[str, Any]:
 
 
 def run(
-    fake: fakeclient.FakeClient, apis: list[discovery.ApiResource], failures: dict[str, str] | None = None
+    fake: fakeclient.FakeClient,
+    apis: list[discovery.ApiResource],
+    failures: dict[str, str] | None = None,
+    ordered: bool = False,
 ) -> None:
     async def discover(_client: Any) -> discovery.Mapper:
         return discovery.Mapper(tuple(apis), frozenset(), failures or {})
 
-    d = deleter.Deleter(fake, discover=discover, now=lambda: NOW)
+    d = deleter.Deleter(fake, discover=discover, now=lambda: NOW, ordered=ordered)
     asyncio.run(d.delete("ns"))
 
 
@@ -147,6 +150,31 @@ def test_pods_in_their_grace_period_give_the_estimate() -> None:
         run(fake, [api("", "pods")])
     assert caught.value.estimate == 30  # terminating for 10 s of 30
     assert conditions.requeue_seconds(caught.value.estimate) == 16
+
+
+def test_ordered_namespace_deletion_deletes_nothing_else_while_pods_remain() -> None:
+    running = item("p", spec={"terminationGracePeriodSeconds": 30}, status={"phase": "Running"})
+    apis = [api("", "configmaps"), api("", "pods")]
+    # OrderedNamespaceDeletion off (v1.32's default): every resource is emptied in one round.
+    fake = fake_api({PODS: [running], CMS: [item("c", "example.com/hold")]}, client=KeepingPods())
+    with pytest.raises(deleter.ResourcesRemaining):
+        run(fake, apis)
+    assert ("delete-collection", CMS) in calls(fake)
+    assert condition(fake, conditions.CONTENT_REMAINING)["status"] == "True"
+    # On: the pods go first; the rest waits for them, and no content totals are written.
+    fake = fake_api({PODS: [running], CMS: [item("c", "example.com/hold")]}, client=KeepingPods())
+    with pytest.raises(deleter.ResourcesRemaining) as caught:
+        run(fake, apis, ordered=True)
+    assert caught.value.estimate == 30
+    assert ("delete-collection", PODS) in calls(fake)
+    assert not any(path.startswith(CMS) for _, path in calls(fake))
+    assert condition(fake, conditions.CONTENT_REMAINING)["status"] == "False"
+
+
+def test_ordered_namespace_deletion_goes_on_once_the_pods_are_gone() -> None:
+    fake = fake_api({CMS: [item("a")]})
+    run(fake, [api("", "pods"), api("", "configmaps")], ordered=True)
+    assert ("delete-collection", CMS) in calls(fake) and calls(fake)[-1] == ("update", FINALIZE)
 
 
 def test_items_left_without_finalizer_or_estimate_are_an_error() -> None:

@@ -173,6 +173,17 @@ def test_a_target_at_zero_drops_the_metrics_of_an_earlier_sync_and_no_observed_g
     assert status["currentReplicas"] == 0
 
 
+def test_a_minimum_of_zero_keeps_scaling_a_target_at_zero() -> None:
+    # HPAScaleToZero is read by the API server's validation only: upstream's controller honours
+    # minReplicas 0 whatever its own gates say, and computes the metrics of a target at zero.
+    body = hpa([CPU_METRIC])
+    body["spec"]["minReplicas"] = 0
+    hc, client, events = setup(body, replicas=0)
+    asyncio.run(hc.sync(f"{NS}/h"))
+    assert condition(client, "ScalingActive")["reason"] != "ScalingDisabled"
+    assert "FailedComputeMetricsReplicas" in [reason for _, reason, _ in events.seen()]
+
+
 def test_a_new_hpa_and_a_spec_change_are_synced_one_period_later() -> None:
     # Upstream's queue adds every HPA key a sync period late, the first one too.
     clock = kitclock.FakeClock()

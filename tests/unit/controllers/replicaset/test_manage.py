@@ -34,10 +34,18 @@ def replica_set(replicas: int) -> status.ReplicaSetView:
     return msgspec.json.decode(msgspec.json.encode(doc), type=status.ReplicaSetView)
 
 
-def pod(name: str, phase: str = "Running", ready: bool = True, node: str = "n1") -> podranking.PodView:
+def pod(
+    name: str, phase: str = "Running", ready: bool = True, node: str = "n1", cost: str | None = None
+) -> podranking.PodView:
+    annotations = {} if cost is None else {podranking.POD_DELETION_COST: cost}
     return msgspec.convert(
         {
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": "a"}},
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "labels": {"app": "a"},
+                "annotations": annotations,
+            },
             "spec": {"nodeName": node},
             "status": {
                 "phase": phase,
@@ -49,7 +57,7 @@ def pod(name: str, phase: str = "Running", ready: bool = True, node: str = "n1")
 
 
 def controller(
-    fake: recorders.RecordingPodControl, burst: int = podcontrol.BURST_REPLICAS
+    fake: recorders.RecordingPodControl, burst: int = podcontrol.BURST_REPLICAS, deletion_cost: bool = True
 ) -> replicaset.ReplicaSetController:
     # Caches that are never fed: the manage step reads them only for related pods (none here).
     unfed = cast(Any, None)
@@ -61,6 +69,7 @@ def controller(
         lambda key, delay: None,
         fake,
         burst_replicas=burst,
+        deletion_cost=deletion_cost,
     )
 
 
@@ -121,6 +130,15 @@ def test_deletes_the_lowest_ranked_pods_and_expects_exactly_them() -> None:
     assert not rsc.expectations.satisfied_expectations(KEY)
     rsc.expectations.deletion_observed_of(KEY, "default/not-ready")
     assert rsc.expectations.satisfied_expectations(KEY)
+
+
+@pytest.mark.parametrize(("gate", "deleted"), [(True, ["cheap"]), (False, ["plain"])])
+def test_the_deletion_cost_ranks_only_with_pod_deletion_cost_on(gate: bool, deleted: list[str]) -> None:
+    # Equal in every other respect, so with the gate off the cache order decides.
+    fake = recorders.RecordingPodControl()
+    rsc = controller(fake, deletion_cost=gate)
+    asyncio.run(rsc.manage_replicas(KEY, replica_set(1), [pod("plain"), pod("cheap", cost="-10")]))
+    assert fake.deleted == deleted
 
 
 @pytest.mark.parametrize(("code", "raises"), [(404, False), (500, True)])

@@ -3,9 +3,11 @@ testing kit's fake API server (no NATS, no API server)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from typing import Any, cast
 
+import pytest
 from kcm_controllers.resourcequota import controller as rq
 from kcm_shared import runtime
 from kcm_shared.runtime import cache
@@ -44,7 +46,10 @@ def pod(name: str, rv: str, cpu: str = "", phase: str = "Pending", ns: str = NS)
 
 
 def setup(
-    quotas: list[dict[str, Any]], pods: list[dict[str, Any]]
+    quotas: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    claims: list[dict[str, Any]] | None = None,
+    args: argparse.Namespace | None = None,
 ) -> tuple[rq.ResourceQuotaController, list[str], list[str], fakeclient.FakeClient]:
     stores: dict[Any, cache.Cache[Any]] = {res: caches.new(res, view) for res, view in rq.SPEC.views.items()}
     enqueued: list[str] = []
@@ -56,11 +61,15 @@ def setup(
 
     ctx = runtime.Context("resourcequota-controller", client, stores, enqueued.append, cast(Any, None))
     ctx.hand_off = hand_off  # type: ignore[method-assign]
+    if args is not None:
+        ctx.args = args
     rqc = rq.ResourceQuotaController(ctx, 300.0)
     feed(stores[rq.QUOTAS], quotas)
     feed(stores[rq.PODS], pods)
+    feed(stores[rq.CLAIMS], claims or [])
     for res in rq.COUNTED[1:]:
-        feed(stores[res], [])
+        if res != rq.CLAIMS:
+            feed(stores[res], [])
     enqueued.clear()
     return rqc, enqueued, handed, client
 
@@ -109,6 +118,23 @@ def test_sync_writes_hard_and_used_with_a_resource_version_precondition() -> Non
     # Nothing changed since: the next sync starts from that write and writes nothing.
     assert asyncio.run(rqc.reconcile("ns/q")) is None
     assert len(client.calls("patch")) == 1
+
+
+@pytest.mark.parametrize(("gate", "used"), [(True, "3Gi"), (False, "1Gi")])
+def test_allocated_storage_counts_only_with_recover_volume_expansion_failure_on(
+    gate: bool, used: str
+) -> None:
+    # A claim whose request was lowered back to 1Gi after an expansion to 3Gi failed.
+    claim = {
+        "metadata": {"name": "c", "namespace": NS, "resourceVersion": "20"},
+        "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"allocatedResources": {"storage": "3Gi"}},
+    }
+    args = argparse.Namespace(feature_gates={"RecoverVolumeExpansionFailure": gate})
+    rqc, _, _, client = setup([quota({"requests.storage": "10Gi"})], [], [claim], args)
+    assert asyncio.run(rqc.reconcile("ns/q")) is None
+    ((_, _, body),) = client.calls("patch")
+    assert body["status"]["used"] == {"requests.storage": used}
 
 
 def test_a_resource_nobody_serves_stays_out_of_used_and_is_looked_for_again() -> None:

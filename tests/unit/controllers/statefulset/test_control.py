@@ -24,13 +24,13 @@ class Harness:
     """The API server (the StatefulSet, and every pod, claim and revision the control made),
     caches of claims and revisions, and the control with a recording Event recorder."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_unavailable: bool = False) -> None:
         self.api = fakeclient.FakeClient(now=lambda: NOW)
         self.recorder = recorders.RecordingEventRecorder()
         self.claims = caches.new(control.CLAIMS, codec.Meta)
         self.revisions = caches.new(history.CONTROLLER_REVISIONS, history.ControllerRevisionView)
         self.control = control.StatefulSetControl(
-            self.api, self.claims, self.revisions, self.recorder, lambda: NOW
+            self.api, self.claims, self.revisions, self.recorder, lambda: NOW, max_unavailable=max_unavailable
         )
 
     def add_revision(self, obj: dict[str, Any]) -> history.ControllerRevisionView:
@@ -80,6 +80,7 @@ def sset(
     image: str = "nginx:1",
     parallel: bool = False,
     partition: int | None = 0,
+    max_unavailable: int | str | None = None,
     strategy: str = "RollingUpdate",
     claims: bool = False,
     when_scaled: str = "Retain",
@@ -100,6 +101,8 @@ def sset(
             "spec": {"containers": [{"name": "c", "image": image}]},
         },
     }
+    if max_unavailable is not None:
+        spec["updateStrategy"].setdefault("rollingUpdate", {})["maxUnavailable"] = max_unavailable
     if claims:
         spec["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {}}]
     doc = {
@@ -222,6 +225,59 @@ def test_rolling_update_goes_down_to_the_partition() -> None:
     )
     pods[1] = pod_of(h.api, "foo-1")
     h.update(sset(3, image="nginx:2", partition=1, status={"currentRevision": old}), pods)
+    assert h.deleted_pods() == []
+
+
+@pytest.mark.parametrize(
+    ("gate", "max_unavailable", "deleted"),
+    [
+        (False, 2, ["foo-3"]),  # the gate off (v1.32's default): one at a time, whatever the spec says
+        (True, 2, ["foo-3", "foo-2"]),
+        (True, "50%", ["foo-3", "foo-2"]),
+        (True, "10%", ["foo-3"]),  # rounded down to 0, then at least 1
+        (True, None, ["foo-3"]),
+        (True, 5, ["foo-3", "foo-2"]),  # not below the partition
+    ],
+)
+def test_max_unavailable_deletes_that_many_pods_at_once_with_its_gate_on(
+    gate: bool, max_unavailable: int | str | None, deleted: list[str]
+) -> None:
+    h = Harness(max_unavailable=gate)
+    pods = run_up(h, sset(4, partition=2), 4)
+    old = pods[0].metadata.labels[utils.REVISION_LABEL]
+    sts = sset(
+        4, image="nginx:2", partition=2, max_unavailable=max_unavailable, status={"currentRevision": old}
+    )
+    status = h.update(sts, pods)
+    assert h.deleted_pods() == deleted
+    assert status.current_replicas == 4 - len(deleted)
+
+
+def test_max_unavailable_counts_every_unhealthy_pod_of_the_set() -> None:
+    h = Harness(max_unavailable=True)
+    h.update(sset(4, parallel=True), [])
+    pods = [pod_of(h.api, f"foo-{i}") for i in range(4)]
+    old = pods[0].metadata.labels[utils.REVISION_LABEL]
+    # Parallel: the sync goes on to the update though foo-0 is not ready.
+    pods[0] = pod_of(h.api, "foo-0", ready=False)
+    sts = sset(4, image="nginx:2", parallel=True, max_unavailable=2, status={"currentRevision": old})
+    h.update(sts, pods)
+    assert h.deleted_pods() == ["foo-3"]
+    # Two unhealthy already (foo-3 terminating): nothing more goes.
+    pods[3] = msgspec.structs.replace(
+        pods[3], metadata=msgspec.structs.replace(pods[3].metadata, deletion_timestamp=NOW)
+    )
+    h.update(sts, pods)
+    assert h.deleted_pods() == []
+
+
+def test_a_malformed_max_unavailable_fails_the_sync_with_upstreams_error() -> None:
+    h = Harness(max_unavailable=True)
+    pods = run_up(h, sset(2), 2)
+    old = pods[0].metadata.labels[utils.REVISION_LABEL]
+    sts = sset(2, image="nginx:2", max_unavailable="two", status={"currentRevision": old})
+    with pytest.raises(ValueError, match="string is not a percentage"):
+        h.update(sts, pods)
     assert h.deleted_pods() == []
 
 

@@ -299,6 +299,9 @@ def test_claim_usage_charges_allocated_storage_when_it_is_more(
         doc["status"] = {"allocatedResources": {"storage": allocated}}
     claim = msgspec.convert(doc, views.ClaimView)
     assert usage(claim, evaluators.CLAIMS_EVALUATOR)["requests.storage"] == charged
+    # RecoverVolumeExpansionFailure off: only the request counts.
+    ungated = evaluators.Registry(allocated_claims=False).get("", "persistentvolumeclaims")
+    assert usage(claim, ungated)["requests.storage"] == request_
 
 
 def test_object_counts_and_legacy_names() -> None:

@@ -143,6 +143,9 @@ def test_only_the_ranked_order_reads_the_deletion_cost() -> None:
     ]
     ranked = podranking.sort_with_ranks([HIGH_COST, LOW_COST], [0, 0], NOW)
     assert [p.metadata.name for p in ranked] == ["low-deletion-cost", "high-deletion-cost"]
+    # PodDeletionCost off: the annotation is not read.
+    ungated = podranking.sort_with_ranks([HIGH_COST, LOW_COST], [0, 0], NOW, by_deletion_cost=False)
+    assert [p.metadata.name for p in ungated] == ["high-deletion-cost", "low-deletion-cost"]
 
 
 def test_ranks_count_active_related_pods_on_the_same_node() -> None:
