@@ -122,7 +122,11 @@ def validate_persistent_volume_claim(c: Causes, obj: Obj, old: Obj | None) -> No
         _quantity_or_none(_storage_request(old_spec)),
     )
     if new_size is not None and old_size is not None and new_size < old_size:
-        c.forbidden("spec.resources.requests.storage", "field can not be less than previous value")
+        # RecoverVolumeExpansionFailure (beta, on in 1.32): a request may come back down, to
+        # recover from a failed expansion, but never to the capacity the claim already has.
+        capacity = _quantity_or_none(as_dict(as_dict(old.get("status")).get("capacity")).get("storage"))
+        if capacity is None or new_size <= capacity:
+            c.forbidden("spec.resources.requests.storage", "field can not be less than status.capacity")
     c.immutable("volumeMode", spec.get("volumeMode"), old_spec.get("volumeMode"))
 
 
