@@ -4,6 +4,9 @@ kubelet is done with it.
 - `PodView`: node, volumes (claim and generic ephemeral sources), phase and container states.
 - `claim_names`: its persistentVolumeClaim volumes' claims and the `<pod>-<volume>` claims of
   its generic ephemeral volumes (`volumeprotection.ephemeral_claim_name`).
+- `CLAIM_INDEX` / `claim_keys`: the pod cache's index by `namespace/claim` (upstream's
+  PodPVCIndex). Both controllers read pods through this one view, hence one cache: they add
+  the index under one name with one function (`Cache.add_index` takes the same pair twice).
 - `is_terminated`: upstream's volumeutil.IsPodTerminated: finished, or deleted with none of
   its containers (init, regular, ephemeral) running.
 
@@ -47,6 +50,13 @@ class PodView(codec.Meta):
 
 def claim_names(pod: PodView) -> list[str]:
     return volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
+
+
+CLAIM_INDEX = "pvc"  # upstream common.PodPVCIndex (the attach/detach controller's pvcKeyIndex)
+
+
+def claim_keys(pod: PodView) -> list[str]:
+    return [f"{pod.metadata.namespace}/{name}" for name in claim_names(pod)]
 
 
 def _not_running(statuses: list[ContainerStatus]) -> bool:

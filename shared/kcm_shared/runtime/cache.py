@@ -268,7 +268,11 @@ class Cache(Generic[T]):
     # --- wiring ----------------------------------------------------------------------------
 
     def add_index(self, name: str, fn: Callable[[T], builtins.list[str]]) -> None:
-        """Index objects by the values `fn` returns; objects already cached are indexed now."""
+        """Index objects by the values `fn` returns; objects already cached are indexed now.
+        Controllers sharing this cache (one view) may each add the same index: the same name
+        with the same function is one index; the same name with another function is an error."""
+        if self._indexers.get(name) is fn:
+            return
         if name in self._indexers:
             raise ValueError(f"index {name!r} already exists on the cache of {self._label}")
         self._indexers[name] = fn

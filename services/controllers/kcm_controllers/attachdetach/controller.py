@@ -60,7 +60,7 @@ DRIVERS = gvr.Resource("storage.k8s.io", "v1", "csidrivers")
 ATTACHMENTS = gvr.Resource("storage.k8s.io", "v1", "volumeattachments")
 
 _BY_NODE = "node"
-_BY_CLAIM = "pvc"  # upstream's pvcKeyIndex
+_BY_CLAIM = podvolumes.CLAIM_INDEX
 _BY_VOLUME = "pv"
 # upstream DefaultTimerConfig.ReconcilerMaxWaitForUnmountDuration
 MAX_WAIT_FOR_UNMOUNT = 360.0
@@ -74,10 +74,6 @@ FORCED_DETACHES = prometheus_client.Counter(
 
 def _pod_node(pod: PodView) -> list[str]:
     return [pod.spec.node_name] if pod.spec.node_name else []
-
-
-def _pod_claims(pod: PodView) -> list[str]:
-    return [f"{pod.metadata.namespace}/{name}" for name in podvolumes.claim_names(pod)]
 
 
 def _attachment_node(va: AttachmentView) -> list[str]:
@@ -142,7 +138,7 @@ class AttachDetachController:
 
     def register(self) -> None:
         self.pods.add_index(_BY_NODE, _pod_node)
-        self.pods.add_index(_BY_CLAIM, _pod_claims)
+        self.pods.add_index(_BY_CLAIM, podvolumes.claim_keys)
         self.attachments.add_index(_BY_NODE, _attachment_node)
         self.attachments.add_index(_BY_VOLUME, _attachment_volume)
         self.nodes.add_handler(

@@ -27,7 +27,7 @@ import msgspec
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import volumeprotection
+from kcm_shared.controllerutil import podvolumes, volumeprotection
 from kcm_shared.runtime import cache
 
 from kcm_controllers.pvcprotection import usage
@@ -37,7 +37,7 @@ log = logging.getLogger("kcm.pvc-protection")
 
 PODS = gvr.Resource("", "v1", "pods")
 CLAIMS = gvr.Resource("", "v1", "persistentvolumeclaims")
-CLAIM_INDEX = "pvc"  # upstream common.PodPVCIndex: namespace/claim of each claim a pod names
+CLAIM_INDEX = podvolumes.CLAIM_INDEX
 FINALIZER = volumeprotection.PVC_FINALIZER
 # Upstream's log lines for what a sync did.
 _LOGGED = {

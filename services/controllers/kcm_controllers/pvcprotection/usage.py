@@ -20,8 +20,7 @@ class ClaimView(codec.Meta):
     """A claim as this controller reads it: metadata (finalizers, deletion, owners) only."""
 
 
-def claim_keys(pod: PodView) -> list[str]:
-    return [f"{pod.metadata.namespace}/{name}" for name in podvolumes.claim_names(pod)]
+claim_keys = podvolumes.claim_keys
 
 
 def _is_shut_down(pod: PodView) -> bool:

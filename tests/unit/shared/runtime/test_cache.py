@@ -207,3 +207,21 @@ def test_a_cache_fed_by_another_consumer_runs_until_cancelled_without_a_consumer
         assert task.cancelled()
 
     uvloop.run(body())
+
+
+def _by_name(obj: codec.Meta) -> list[str]:
+    return [obj.metadata.name]
+
+
+def test_controllers_sharing_a_view_may_each_add_the_same_index() -> None:
+    # The pvc-protection and attach/detach controllers read pods through one view, hence one
+    # cache, and both index it by claim: with every controller running, the second
+    # registration used to stop the whole controllers process.
+    store = _cache()
+    _msg(store, "ADDED", "a", "1")
+    store.add_index("name", _by_name)
+    store.add_index("name", _by_name)
+    assert [o.metadata.name for o in store.by_index("name", "a")] == ["a"]
+    with pytest.raises(ValueError, match="already exists"):
+        store.add_index("name", lambda obj: [obj.metadata.uid])
+
