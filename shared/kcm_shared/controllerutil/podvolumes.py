@@ -3,8 +3,10 @@ kubelet is done with it.
 
 - `PodView`: node, volumes (claim and generic ephemeral sources), phase and container states.
 - `claim_names`: its persistentVolumeClaim volumes' claims and the `<pod>-<volume>` claims of
-  its generic ephemeral volumes (`volumeprotection.ephemeral_claim_name`); `claim_keys` the
-  same as namespace/name, indexed under `CLAIM_INDEX`.
+  its generic ephemeral volumes (`volumeprotection.ephemeral_claim_name`).
+- `CLAIM_INDEX` / `claim_keys`: the pod cache's index by `namespace/claim` (upstream's
+  PodPVCIndex). Both controllers read pods through this one view, hence one cache: they add
+  the index under one name with one function (`Cache.add_index` takes the same pair twice).
 - `is_terminated`: upstream's volumeutil.IsPodTerminated: finished, or deleted with none of
   its containers (init, regular, ephemeral) running.
 
@@ -50,10 +52,7 @@ def claim_names(pod: PodView) -> list[str]:
     return volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
 
 
-# Upstream's common.PodPVCIndex: the volume controllers of one process share the pods' cache of
-# this view, so they register this one function under this one name (`Cache.add_index` takes the
-# same function twice, never another under a taken name).
-CLAIM_INDEX = "pvc"
+CLAIM_INDEX = "pvc"  # upstream common.PodPVCIndex (the attach/detach controller's pvcKeyIndex)
 
 
 def claim_keys(pod: PodView) -> list[str]:

@@ -209,15 +209,45 @@ def test_a_cache_fed_by_another_consumer_runs_until_cancelled_without_a_consumer
     uvloop.run(body())
 
 
-def test_the_same_index_function_registers_twice_and_another_is_refused() -> None:
-    """Controllers sharing one pods' cache in a process (pvc-protection and attach/detach) both
-    register the shared claim index; a different function under that name is a bug."""
+def _by_name(obj: codec.Meta) -> list[str]:
+    return [obj.metadata.name]
+
+
+def test_controllers_sharing_a_view_may_each_add_the_same_index() -> None:
+    # The pvc-protection and attach/detach controllers read pods through one view, hence one
+    # cache, and both index it by claim: with every controller running, the second
+    # registration used to stop the whole controllers process.
     store = _cache()
-
-    def names(obj: codec.Meta) -> list[str]:
-        return [obj.metadata.name]
-
-    store.add_index("name", names)
-    store.add_index("name", names)
+    _msg(store, "ADDED", "a", "1")
+    store.add_index("name", _by_name)
+    store.add_index("name", _by_name)
+    assert [o.metadata.name for o in store.by_index("name", "a")] == ["a"]
     with pytest.raises(ValueError, match="already exists"):
-        store.add_index("name", lambda obj: [obj.metadata.name])
+        store.add_index("name", lambda obj: [obj.metadata.uid])
+
+
+class _WithData(codec.Meta):
+    data: dict[str, str] = {}
+
+
+def _delivered(cseq: int, name: str, rv: str) -> Msg:
+    headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: rv}
+    reply = f"$JS.ACK.KCM_OBJECTS.c1.1.{cseq}.{cseq}.1764032400000000000.5"
+    subject = subjects.object_subject(RES, "ns", name)
+    return Msg(cast(Any, None), subject=subject, reply=reply, data=_body(name, rv), headers=headers)
+
+
+def test_views_fed_by_one_consumer_hold_one_copy_of_each_objects_metadata() -> None:
+    async def body() -> None:
+        leader: cache.Cache[codec.Meta] = _cache()
+        follower: cache.Cache[_WithData] = cache.Cache(cast(Any, None), None, RES, _WithData)
+        leader.share_consumer(follower)
+        failure: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        for cseq, rv in enumerate(("1", "2"), start=1):
+            await leader._on_msg(failure, _delivered(cseq, "a", rv))
+        assert not failure.done()
+        mine, theirs = leader.get("ns", "a"), follower.get("ns", "a")
+        assert mine is not None and theirs is not None and mine is not theirs
+        assert theirs.metadata is mine.metadata and mine.metadata.resource_version == "2"
+
+    uvloop.run(body())
