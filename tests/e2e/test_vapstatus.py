@@ -1,8 +1,9 @@
 """The validatingadmissionpolicy-status-controller end to end: `kcm dev --controllers
 validatingadmissionpolicy-status-controller`, policies created and edited with kubectl.
 
-A policy gets `status.observedGeneration` and `status.typeChecking` from the controller; a
-spec change bumps the generation and the status follows it. Policies are cluster-scoped: each
+A policy gets `status.observedGeneration` and `status.typeChecking` from the controller: none
+for an expression that checks, upstream's text for a misspelt field of a Deployment; a spec
+change bumps the generation and the status follows it. Policies are cluster-scoped: each
 test names its own.
 """
 
@@ -65,3 +66,17 @@ def test_a_spec_change_bumps_observed_generation(stack: devstack.DevStack) -> No
     assert read(stack, "edited")["metadata"]["generation"] == 2
     status = wait_for(lambda: observed(stack, "edited", 2), 60, 0.2, "observedGeneration 2")
     assert status["typeChecking"].get("expressionWarnings", []) == []
+
+
+def test_a_misspelt_field_gets_upstreams_warning(stack: devstack.DevStack) -> None:
+    # The text upstream kube-controller-manager writes for this policy on kube-apiserver v1.32.
+    stack.kubectl("create", "-f", "-", input=json.dumps(policy("typo", "object.spec.replicaz > 1")))
+    status = wait_for(lambda: observed(stack, "typo", 1), 60, 0.2, "observedGeneration 1")
+    assert status["typeChecking"]["expressionWarnings"] == [
+        {
+            "fieldRef": "spec.validations[0].expression",
+            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n"
+            " | object.spec.replicaz > 1\n"
+            " | ...........^\n",
+        }
+    ]

@@ -82,7 +82,9 @@ class StatusController:
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:
-    sc = StatusController(ctx.client, ctx.caches[policy.POLICIES], ctx.enqueue, typecheck.TypeChecker())
+    sc = StatusController(
+        ctx.client, ctx.caches[policy.POLICIES], ctx.enqueue, typecheck.TypeChecker(ctx.client)
+    )
     sc.register()
     return sc.sync
 

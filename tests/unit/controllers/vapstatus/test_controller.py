@@ -36,7 +36,9 @@ def run(d: dict[str, Any]) -> fakeclient.FakeClient:
     client = ApplyClient()
     client.add("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/p", d)
     store = caches.new(policy.POLICIES, policy.PolicyView, [d])
-    sc = controller.StatusController(client, store, lambda _key: None, controller.typecheck.TypeChecker())
+    sc = controller.StatusController(
+        client, store, lambda _key: None, controller.typecheck.TypeChecker(client)
+    )
     asyncio.run(sc.sync("p"))
     return client
 
@@ -65,6 +67,8 @@ def test_a_first_generation_without_status_is_applied() -> None:
 def test_a_policy_gone_from_the_cache_is_nothing_to_do() -> None:
     client = fakeclient.FakeClient()
     store = caches.new(policy.POLICIES, policy.PolicyView, [])
-    sc = controller.StatusController(client, store, lambda _key: None, controller.typecheck.TypeChecker())
+    sc = controller.StatusController(
+        client, store, lambda _key: None, controller.typecheck.TypeChecker(client)
+    )
     assert asyncio.run(sc.sync("p")) is None
     assert client.calls() == []
