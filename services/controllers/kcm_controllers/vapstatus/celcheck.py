@@ -71,6 +71,23 @@ _ARITH = {
     "_%_": (INT, UINT),
 }
 _STRING_PREDICATES = ("startsWith", "endsWith", "contains", "matches")
+_KNOWN = frozenset(
+    {
+        "_==_",
+        "_!=_",
+        "_<_",
+        "_<=_",
+        "_>_",
+        "_>=_",
+        "@in",
+        "!_",
+        "-_",
+        "_?_:_",
+        "size",
+        *_ARITH,
+        *_STRING_PREDICATES,
+    }
+)
 
 
 def _loose(t: Type) -> bool:
@@ -180,9 +197,13 @@ class _Checker:
     def list_literal(self, node: Node) -> Type:
         elems = [self.check(a) for a in node.args]
         if not elems:
-            return ListT(DYN)
+            raise Undecided("an empty list's element type is a type parameter")
         first = elems[0]
-        return ListT(first if all(e == first for e in elems) else DYN)
+        if all(e == first for e in elems):
+            return ListT(first)
+        if any(_loose(e) for e in elems):
+            return ListT(DYN)
+        raise Undecided("a list literal of mixed types")
 
     def comprehension(self, node: Node) -> Type:
         target = self.check(node.args[0])
@@ -212,6 +233,8 @@ class _Checker:
                     self.error(arg_node, f"expected type 'bool' but found '{fmt(arg)}'")
             return BOOL
         if any(a == ERROR for a in args):
+            if name not in _KNOWN:
+                raise Undecided(f"function {name}")
             return self.lenient(name, args)
         if name in ("_==_", "_!=_"):
             return BOOL if _assignable(args[0], args[1]) else self.no_overload(node, args)

@@ -262,6 +262,9 @@ def test_upstreams_warning_for_a_deployment_policy(expression: str, issues: str)
         "object.spec.replicas >",  # a syntax error: the API server refuses it anyway
         "object.spec.replicas == Foo{}",
         "object.spec.?replicas == 1",
+        "object.metadata.name == []",  # cel-go prints an empty list's type parameter
+        "object.spec.replicas in [1, 'a']",
+        "object.spec.replicaz.isSorted()",  # a function not typed here, on a failed selection
     ],
 )
 def test_what_it_cannot_decide_gets_no_warning(expression: str) -> None:
