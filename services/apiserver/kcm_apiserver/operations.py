@@ -577,7 +577,7 @@ class Api:
         rt = ctx.rt
         stored = self.store.get(storage_key_of(rt), ctx.namespace if rt.namespaced else "", name)
         if patch_type == "apply":
-            return self._server_side_apply(ctx, name, stored, body, force)
+            return self._server_side_apply(ctx, name, stored, body, force, subresource)
         if stored is None:
             raise errors.not_found(rt.group, rt.resource, name)
         current = self.to_served(rt, stored)
@@ -615,9 +615,12 @@ class Api:
         return self._write_update(ctx, stored, self.to_stored(rt, new), subresource), False
 
     def _server_side_apply(
-        self, ctx: Ctx, name: str, stored: Obj | None, body: Any, force: bool
+        self, ctx: Ctx, name: str, stored: Obj | None, body: Any, force: bool, subresource: str
     ) -> tuple[Obj, bool]:
         rt = ctx.rt
+        if stored is None and subresource:
+            # An apply to a subresource updates; it never creates the object (kube-apiserver's 404).
+            raise errors.not_found(rt.group, rt.resource, name)
         applied = self._decode_body(ctx, body, patch=True)
         applied["metadata"].setdefault("name", name)
         if applied["metadata"]["name"] != name:
@@ -626,7 +629,14 @@ class Api:
         live = self.to_served(rt, stored) if stored is not None else None
         try:
             merged = apply.server_side_apply(
-                live, applied, ctx.field_manager, force, info, rt.group_version, self.clock()
+                live,
+                applied,
+                ctx.field_manager,
+                force,
+                info,
+                rt.group_version,
+                self.clock(),
+                subresource=subresource,
             )
         except apply.ApplyConflict as exc:
             raise exc.api_error() from exc
@@ -635,7 +645,7 @@ class Api:
         managed = merged["metadata"].get("managedFields") or []
         if stored is None:
             return self.create(ctx, merged, managed), True
-        return self._write_update(ctx, stored, self.to_stored(rt, merged), "", managed), False
+        return self._write_update(ctx, stored, self.to_stored(rt, merged), subresource, managed), False
 
     # -- delete ---------------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ REGISTRY = (
     "kcm_controllers.pvbinder.controller:SPEC",
     "kcm_controllers.attachdetach.controller:SPEC",
     "kcm_controllers.expand.controller:SPEC",
+    "kcm_controllers.vapstatus.controller:SPEC",
 )
 
 BUILTIN: list[runtime.Spec] = [controllerflags.load_plugin(entry) for entry in REGISTRY]

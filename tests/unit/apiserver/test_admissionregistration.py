@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from kcm_apiserver import errors
 from kcm_apiserver.operations import Api, Ctx
 from kcm_apiserver.registry import Registry
 from kcm_apiserver.store import Store
@@ -55,6 +57,39 @@ def test_policy_generation_and_status_subresource() -> None:
     )
     assert changed["metadata"]["generation"] == 2
     assert changed["status"]["observedGeneration"] == 1  # the main resource writes no status
+
+
+def test_an_apply_to_the_status_subresource_writes_status_only() -> None:
+    # The status controller's write: a forced server-side apply of status (upstream's ApplyStatus).
+    api = Api(Store(), Registry())
+    c = ctx(api, "validatingadmissionpolicies")
+    api.create(c, policy())
+    applied = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "demo"},
+        "spec": {"failurePolicy": "Ignore"},
+        "status": {"observedGeneration": 1, "typeChecking": {}},
+    }
+    c.field_manager = "validatingadmissionpolicy-status"
+    written, created = api.patch(c, "demo", "apply", applied, subresource="status", force=True)
+    assert not created
+    assert written["status"] == {"observedGeneration": 1, "typeChecking": {}}
+    assert written["spec"]["failurePolicy"] == "Fail"  # the status subresource writes no spec
+    assert written["metadata"]["generation"] == 1
+    (entry,) = [m for m in written["metadata"]["managedFields"] if m["operation"] == "Apply"]
+    assert entry["subresource"] == "status"
+
+
+def test_an_apply_to_the_status_of_a_missing_policy_is_not_found() -> None:
+    api = Api(Store(), Registry())
+    c = ctx(api, "validatingadmissionpolicies")
+    body = {"apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "x"}}
+    with pytest.raises(errors.ApiError) as err:
+        api.patch(c, "x", "apply", body, subresource="status", force=True)
+    assert err.value.code == 404
+    with pytest.raises(errors.ApiError):
+        api.get(c, "x")
 
 
 def test_binding_is_served_with_a_generation() -> None:

@@ -62,6 +62,7 @@ QUEUES = {
     "persistentvolume-binder": "claims",
     # Upstream's reconciler is a loop without a queue; its one named queue is the claims'.
     "attachdetach": "pvcs",
+    "validatingadmissionpolicy-status-controller": "validatingadmissionpolicy-status",
 }
 
 # alias -> upstream's Event source component, for the controllers that record Events.

@@ -1,0 +1,1 @@
+"""The validatingadmissionpolicy-status-controller."""
