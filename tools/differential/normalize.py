@@ -269,11 +269,19 @@ class _Event:
         return f"{self.type} {self.reason} ({self.component}): {self.message}"
 
 
+# The simulator's kubelets and scheduler record these on both sides alike; which node, and when
+# relative to the controllers' Events, is the simulator's timing, not the controller manager's.
+SIMULATED_COMPONENTS = frozenset({"kubelet", "default-scheduler"})
+
+
 def _events(objs: list[dict[str, Any]], masks: Masks) -> dict[str, tuple[bool, list[_Event]]]:
-    """Masked object key -> (several objects share the key, their Events in time order)."""
+    """Masked object key -> (several objects share the key, their Events in time order); the
+    simulator's own Events (`SIMULATED_COMPONENTS`) left out."""
     about: dict[str, list[tuple[str, str, _Event]]] = defaultdict(list)
     names: dict[str, set[str]] = defaultdict(set)
     for e in objs:
+        if ((e.get("source") or {}).get("component") or e.get("reportingComponent")) in SIMULATED_COMPONENTS:
+            continue
         involved = e.get("involvedObject") or e.get("regarding") or {}
         key = masks.text(f"{involved.get('kind')}/{involved.get('name')}")
         names[key].add(involved.get("name", ""))

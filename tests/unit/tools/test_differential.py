@@ -143,3 +143,18 @@ def test_every_built_in_controller_has_a_scenario_and_known_differences_name_sce
     names = {path.stem for path in differential.scenarios([])}
     assert {spec.alias for spec in BUILTIN} <= names
     assert set(differential.known()) <= names | {differential.ANY}
+
+
+def test_the_simulators_own_events_are_not_compared() -> None:
+    """Scheduled and Pulled come from the simulator on both sides: which node and when is its
+    timing; the controllers' Events are still compared."""
+    a = _run("web-a", "5c97c79d9c", [("bxq7z", "10.244.1.5")], [("A", "first")])
+    b = _run("web-b", "5c97c79d9c", [("p8t4n", "10.244.0.9")], [("A", "first")])
+    for i, (component, node) in enumerate((("default-scheduler", "sim-node-0"), ("kubelet", "sim-node-0"))):
+        event = {**a.objects[-1], "metadata": {"name": f"sim{i}", "namespace": "web-a"}}
+        event["reason"], event["message"] = "Scheduled", f"to {node}"
+        event["source"] = {"component": component}
+        a.objects.append(event)
+    assert normalize.compare(a, b) == []
+    b.objects[-1] = {**b.objects[-1], "reason": "B"}
+    assert normalize.compare(a, b) != []
