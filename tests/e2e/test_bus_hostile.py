@@ -58,7 +58,7 @@ def as_identity(stack: DevStack, identity: str, body: Callable[[Client], Awaitab
 
 def kcm_status(stack: DevStack) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [KCM, "status", "--state-dir", str(stack.state)], capture_output=True, text=True, timeout=30
+        [KCM, "status", "--state-dir", str(stack.state)], capture_output=True, text=True, timeout=60
     )
 
 
@@ -340,7 +340,7 @@ def test_kcm_status_shows_terminal_escapes_from_the_bus_as_escapes(stack: DevSta
         return out if "forged" in members else None
 
     try:
-        out = wait_for(listed, 30, 0.5, "the forged member in `kcm status`")
+        out = wait_for(listed, 60, 0.5, "the forged member in `kcm status`")
     finally:
         as_identity(stack, "controllers", leave)
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, repr(out)

@@ -430,7 +430,7 @@ async def _holds(url: str, owned: dict[str, set[int]]) -> bool:
 
 
 def kcm_status(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KCM, "status", *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run([KCM, "status", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_health_reports_reach_healthz_and_kcm_status(

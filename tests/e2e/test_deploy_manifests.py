@@ -40,6 +40,7 @@ import yaml
 from aiohttp import web
 from kcm_cli import manifests, natsauth, natsd, pki
 from kcm_cli.controllers import BUILTIN
+from kcm_simulator import defaults as simulator_defaults
 
 from tests import csrs
 from tests.conftest import KCM, ApiServer, NatsProc, start_nats, stop_process, wait_for
@@ -263,6 +264,10 @@ def recorded(
         "-p",
         json.dumps({"data": {"since": "2020-01-01"}}),
     )
+    # What `kcm dev` gives a cluster: the simulated CSI driver and the default class, so the
+    # StatefulSet's claims are provisioned, bound and attached by the storage controllers.
+    for doc in (simulator_defaults.CSI_DRIVER, simulator_defaults.STORAGE_CLASS):
+        apiserver.kubectl("apply", "-f", "-", input=json.dumps(doc))
     proxy = RecordingProxy(apiserver.url)
     services = Services(apiserver, *secured_nats, proxy, tmp_path_factory.mktemp("services"))
     try:
@@ -299,6 +304,7 @@ def recorded(
             drive_node_taints(apiserver)
             drive_certificates(apiserver)
             drive_node_ipam(apiserver)
+            drive_admission_policy_status(apiserver)
             # Last: it deletes the rbac-e2e namespace the others work in.
             drive_namespace_services(apiserver)
         except AssertionError as exc:
@@ -776,6 +782,40 @@ def drive_autoscaler(api: ApiServer) -> None:
     api.kubectl("-n", ns, "delete", "hpa", "scaled")
 
 
+def drive_admission_policy_status(api: ApiServer) -> None:
+    """The validatingadmissionpolicy-status controller's one write: a policy's status."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "rbac-e2e-replicas"},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["deployments"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "object.spec.replicas <= 5"}],
+        },
+    }
+    api.kubectl("apply", "-f", "-", input=json.dumps(policy))
+    wait_for(
+        lambda: (
+            (
+                api.kubectl_json("get", "validatingadmissionpolicy", "rbac-e2e-replicas").get("status") or {}
+            ).get("observedGeneration")
+            == 1
+        ),
+        SETTLE,
+        interval=0.3,
+        what="policy status written",
+    )
+
+
 def drive_statefulset(api: ApiServer) -> None:
     """Exercise the StatefulSet controller's API calls: pods and claims created, status written,
     a lost identity label patched back, an orphaned revision adopted, a rollout (a new revision,
@@ -814,6 +854,20 @@ def drive_statefulset(api: ApiServer) -> None:
         return out
 
     wait_for(lambda: st().get("readyReplicas") == 2, SETTLE, interval=0.2, what="statefulset ready")
+    # The expander's one write for a CSI claim: its ExternalExpanding Event.
+    grow = {"spec": {"resources": {"requests": {"storage": "2Gi"}}}}
+    api.kubectl("-n", ns, "patch", "pvc", "data-sts-e2e-0", "-p", json.dumps(grow))
+    wait_for(
+        lambda: any(
+            e.get("reason") == "ExternalExpanding"
+            for e in api.kubectl_json(
+                "-n", ns, "get", "events", "--field-selector", "involvedObject.name=data-sts-e2e-0"
+            )["items"]
+        ),
+        SETTLE,
+        interval=0.3,
+        what="ExternalExpanding recorded",
+    )
     label = "statefulset.kubernetes.io/pod-name"
     api.kubectl("-n", ns, "label", "pod", "sts-e2e-0", f"{label}-")
     wait_for(

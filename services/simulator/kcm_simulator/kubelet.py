@@ -48,6 +48,9 @@ _RESYNC_SHARE = 0.2
 COMPONENT = "kubelet"
 
 
+CREATING_SHOWN_FROM = 1.0  # seconds of --pod-start-delay
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -457,8 +460,11 @@ class Kubelet:
         state = self.nodes[node]
         host_ip = f"10.0.{state.index}.1"
         start_time = pod.get("status", {}).get("startTime") or _now()
-        if resumed is None and self._delay > 0:
-            # What `kubectl get pods` shows as ContainerCreating while the sandbox is made.
+        if resumed is None and self._delay >= CREATING_SHOWN_FROM:
+            # What `kubectl get pods` shows as ContainerCreating while the sandbox is made. Only
+            # for a delay of a second or more: status times are whole seconds, and a Ready
+            # condition going False and then True within one second reads, to the endpoint
+            # controllers' trigger-time tracking (upstream's too), as no change at all.
             creating = podstatus.waiting(pod, now=_now(), host_ip=host_ip, pod_ips=[], start_time=start_time)
             await self._patch_status(pod, creating)
         pod_ips = [ip["ip"] for ip in pod.get("status", {}).get("podIPs") or [] if ip.get("ip")]
