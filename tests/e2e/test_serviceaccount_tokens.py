@@ -77,8 +77,9 @@ def _apply(s: devstack.DevStack, obj: dict[str, Any]) -> None:
 def _refused(stack: devstack.DevStack, token: str, what: str) -> None:
     """The token gets 401 once the change that voids it has reached the authenticator: at once on
     the embedded server, a moment later on kube-apiserver, whose token authenticator reads the
-    ServiceAccount, Secret or Pod from its informer cache."""
-    wait_for(lambda: _unauthorized(_whoami(stack, token)), 10, 0.2, what)
+    ServiceAccount, Secret or Pod from its informer cache, and keeps a token it authenticated in
+    its own cache for 10 s (the test authenticated it just before)."""
+    wait_for(lambda: _unauthorized(_whoami(stack, token)), 30, 0.2, what)
 
 
 def _token_secret(name: str, ns: str, sa: str) -> dict[str, Any]:
