@@ -50,7 +50,8 @@ def token_secret(token_id: str, secret: str, **data: str) -> str:
         "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
         "stringData": {"token-id": token_id, "token-secret": secret, **data},
     }
-    return yaml.safe_dump(doc)
+    # JSON, not YAML: a random hex id such as 1e4567 is a string to PyYAML but a number to kubectl.
+    return json.dumps(doc)
 
 
 def cluster_info(s: devstack.DevStack) -> dict[str, str]:

@@ -188,7 +188,7 @@ def test_a_kubelet_client_csr_filed_with_a_bootstrap_token_is_approved_and_signe
             "usage-bootstrap-authentication": "true",
         },
     }
-    stack.kubectl("apply", "-f", "-", input=yaml.safe_dump(secret))
+    stack.kubectl("apply", "-f", "-", input=json.dumps(secret))  # a hex id may read as a number in YAML
     for role in (
         "system:node-bootstrapper",
         "system:certificates.k8s.io:certificatesigningrequests:nodeclient",

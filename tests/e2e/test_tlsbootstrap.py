@@ -43,7 +43,8 @@ def secure_server(s: devstack.DevStack) -> str:
 
 
 def apply(s: devstack.DevStack, *docs: dict[str, Any]) -> None:
-    s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    # JSON, not YAML: a random hex id such as 1e4567 is a string to PyYAML but a number to kubectl.
+    s.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}))
 
 
 def kubeadm_init(s: devstack.DevStack, token_id: str, token_secret: str) -> None:
