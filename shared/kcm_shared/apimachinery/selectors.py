@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kcm_shared.base.goquote import go_quote
+
 __all__ = [
     "EVERYTHING",
     "NOTHING",
@@ -212,12 +214,7 @@ class Requirement:
 
 
 def _go_string_list(values: Iterable[str]) -> str:
-    return "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
-
-
-def _go_quote(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+    return "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
 
 
 def new_requirement(key: str, operator: str, values: Iterable[str] = ()) -> Requirement:
@@ -225,7 +222,7 @@ def new_requirement(key: str, operator: str, values: Iterable[str] = ()) -> Requ
     vals = tuple(values)
     errs: list[str] = []
     if key_errs := is_qualified_name(key):
-        errs.append(f"key: Invalid value: {_go_quote(key)}: {'; '.join(key_errs)}")
+        errs.append(f"key: Invalid value: {go_quote(key)}: {'; '.join(key_errs)}")
     if operator in (IN, NOT_IN):
         if not vals:
             errs.append(
@@ -253,15 +250,15 @@ def new_requirement(key: str, operator: str, values: Iterable[str] = ()) -> Requ
         for i, value in enumerate(vals):
             if _parse_int64(value) is None:
                 errs.append(
-                    f"values[{i}]: Invalid value: {_go_quote(value)}: "
+                    f"values[{i}]: Invalid value: {go_quote(value)}: "
                     "for 'Gt', 'Lt' operators, the value must be an integer"
                 )
     else:
-        supported = ", ".join(_go_quote(o) for o in _OPERATORS)
-        errs.append(f"operator: Unsupported value: {_go_quote(operator)}: supported values: {supported}")
+        supported = ", ".join(go_quote(o) for o in _OPERATORS)
+        errs.append(f"operator: Unsupported value: {go_quote(operator)}: supported values: {supported}")
     for i, value in enumerate(vals):
         if value_errs := is_label_value(value):
-            errs.append(f"values[{i}][{key}]: Invalid value: {_go_quote(value)}: {'; '.join(value_errs)}")
+            errs.append(f"values[{i}][{key}]: Invalid value: {go_quote(value)}: {'; '.join(value_errs)}")
     if errs:
         raise SelectorError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
     return Requirement(key, operator, vals)
@@ -342,7 +339,7 @@ def label_selector_from_dict(
         operator = expr.get("operator")
         op = _EXPRESSION_OPERATORS.get(operator) if isinstance(operator, str) else None
         if op is None:
-            raise SelectorError(f"{_go_quote(str(operator))} is not a valid label selector operator")
+            raise SelectorError(f"{go_quote(str(operator))} is not a valid label selector operator")
         values = expr.get("values") or []
         if not isinstance(values, list):
             raise SelectorError("matchExpressions values must be a list")
@@ -475,7 +472,7 @@ class _Parser:
         if tok != Token.IDENTIFIER:
             raise SelectorError(f"found '{key}', expected: identifier")
         if key_errs := is_qualified_name(key):
-            raise SelectorError(f"Invalid value: {_go_quote(key)}: {'; '.join(key_errs)}")
+            raise SelectorError(f"Invalid value: {go_quote(key)}: {'; '.join(key_errs)}")
         if negated:
             # `!key` takes no operator: anything after it is left for the caller to reject.
             return new_requirement(key, DOES_NOT_EXIST)

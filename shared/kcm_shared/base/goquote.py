@@ -5,7 +5,8 @@
   `isprintable` and Go's `unicode.IsPrint` agree on the classes: no spaces but the ASCII one,
   no control, format or unassigned characters.
 - Called where upstream's text is reproduced byte for byte: the API server's field errors and
-  reviews (`kcm_apiserver.validation.fielderrors`), the garbage collector's DOT dump.
+  reviews (`kcm_apiserver.validation.fielderrors`), the garbage collector's DOT dump, label
+  selector errors (`kcm_shared.apimachinery.selectors`), the CronJob controller's Events.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ import prometheus_client
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.apis import cron
+from kcm_shared.base.goquote import go_quote
 from kcm_shared.client import kubeclient
 from kcm_shared.controllerutil import controllerref, ownwrites, podcontrol
 from kcm_shared.runtime import cache, events
@@ -60,11 +61,6 @@ def _utcnow() -> dt.datetime:
 
 def _path(res: gvr.Resource, namespace: str, name: str, subresource: str = "") -> str:
     return kubeclient.resource_path(res.group, res.version, res.resource, namespace, name, subresource)
-
-
-def _go_quote(text: str) -> str:
-    """Go's %q for the strings these Events quote."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class CronJobController:
@@ -245,7 +241,7 @@ class CronJobController:
                     cj,
                     events.WARNING,
                     "UnknownTimeZone",
-                    f"invalid timeZone: {_go_quote(cj.spec.time_zone)}: {exc}",
+                    f"invalid timeZone: {go_quote(cj.spec.time_zone)}: {exc}",
                 )
                 return cj, None, changed
         if cj.spec.suspend:
@@ -255,7 +251,7 @@ class CronJobController:
                 cj,
                 events.WARNING,
                 "UnsupportedSchedule",
-                f"CRON_TZ or TZ used in schedule {_go_quote(cj.spec.schedule)} is not officially supported, "
+                f"CRON_TZ or TZ used in schedule {go_quote(cj.spec.schedule)} is not officially supported, "
                 "see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details",
             )
         try:
@@ -265,7 +261,7 @@ class CronJobController:
                 cj,
                 events.WARNING,
                 "UnparseableSchedule",
-                f"unparseable schedule: {_go_quote(cj.spec.schedule)} : {exc}",
+                f"unparseable schedule: {go_quote(cj.spec.schedule)} : {exc}",
             )
             return cj, None, changed
         try:
