@@ -13,6 +13,7 @@ from kcm_controllers.pvbinder import controller as pvc
 from kcm_controllers.pvbinder import views
 from kcm_shared import runtime
 from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podvolumes
 from kcm_shared.testing import caches, fakeclient
 
 NS = "ns"
@@ -122,7 +123,7 @@ class Harness:
                 pvc.VOLUMES: caches.new(pvc.VOLUMES, views.VolumeView, volumes),
                 pvc.CLAIMS: caches.new(pvc.CLAIMS, views.ClaimView, claims),
                 pvc.CLASSES: caches.new(pvc.CLASSES, views.ClassView, classes),
-                pvc.PODS: caches.new(pvc.PODS, views.PodView, pods),
+                pvc.PODS: caches.new(pvc.PODS, podvolumes.PodView, pods),
             },
             self.enqueued.append,
             self.recorder,  # type: ignore[arg-type]  # duck-typed stand-in for events.EventRecorder
