@@ -346,6 +346,26 @@ def test_a_claim_already_lost_keeps_its_status_and_gets_no_second_event() -> Non
     assert h.recorder.events == []
 
 
+def test_a_bound_claim_whose_volume_names_another_claim_is_misbound() -> None:
+    # The differential's attachdetach scenario on its second side: the first side's volume of
+    # the same name still holds that side's claim (same name, another namespace and uid) when
+    # the hand-bound claim arrives; upstream syncBoundClaim calls it misbound, not lost.
+    held = pv("v", ref={"namespace": "earlier", "name": "data", "uid": "earlier-uid"}, phase="Bound")
+    _, c = _bound()
+    h = Harness(volumes=[held], claims=[c])
+    h.sync("claim/ns/data")
+    assert h.claim()["status"] == {"phase": "Lost"}
+    assert h.recorder.events == [
+        (
+            "data",
+            "Warning",
+            "ClaimMisbound",
+            "Two claims are bound to the same volume, this one is bound incorrectly",
+        )
+    ]
+    assert [path for _, path, _ in h.client.calls("patch")] == [pvc_path("data") + "/status"]
+
+
 def test_a_volume_and_claim_bound_to_each_other_are_left_alone() -> None:
     vol, c = _bound()
     c["status"] = {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}
