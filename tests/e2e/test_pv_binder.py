@@ -5,9 +5,10 @@ and the PV/PVC protection controllers, on the embedded API server and (with
 Static binding (the smallest matching volume, annotations, phases, the claim's capacity), pre-
 binding both ways, VolumeMismatch, release with Retain and with Delete (a volume no provisioner
 made fails, one an external provisioner made is left to it: the simulated CSI driver's, which
-deletes it), FailedBinding, the hand-off to that driver's external-provisioner (which makes the
-volume the claim is bound to) and the WaitForFirstConsumer / WaitForPodScheduled Events; a claim made
-while the binder's process is killed (-9) is bound once it is back.
+deletes it), a hand-bound claim whose volume is missing (ClaimLost) or holds another claim
+(ClaimMisbound), FailedBinding, the hand-off to that driver's external-provisioner (which makes
+the volume the claim is bound to) and the WaitForFirstConsumer / WaitForPodScheduled Events; a
+claim made while the binder's process is killed (-9) is bound once it is back.
 
 PersistentVolumes are cluster-scoped: each test names its volumes and its storage class after
 its namespace, so one test's volume can never match another's claim.
@@ -70,7 +71,15 @@ def volume(
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, **extra}, "spec": spec}
 
 
-def claim(name: str, ns: str, cls: str | None, size: str = "1Gi", **spec: Any) -> dict[str, Any]:
+def claim(
+    name: str,
+    ns: str,
+    cls: str | None,
+    size: str = "1Gi",
+    *,
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": size}},
@@ -81,7 +90,7 @@ def claim(name: str, ns: str, cls: str | None, size: str = "1Gi", **spec: Any) -
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
         "spec": body,
     }
 
@@ -172,6 +181,30 @@ def test_pre_bound_both_ways_and_a_volume_that_does_not_fit(stack: devstack.DevS
     assert event["message"] == f'Cannot bind to requested volume "{ns}-tiny": requested PV is too small'
     assert get(stack, "pvc", "mismatch", "-n", ns)["status"]["phase"] == "Pending"
     assert "claimRef" not in get(stack, "pv", f"{ns}-small")["spec"]
+
+
+def test_hand_bound_claims_are_lost_or_misbound(stack: devstack.DevStack) -> None:
+    ns = namespace(stack, "pvb-lost")
+    done = {BIND_COMPLETED: "yes"}
+    # A claim bound by hand to a volume that does not exist is lost.
+    apply(stack, claim("orphan", ns, ns, annotations=done, volumeName=f"{ns}-missing"))
+    event = wait_event(stack, ns, "orphan", "ClaimLost")
+    assert event["type"] == "Warning"
+    assert event["message"] == "Bound claim has lost its PersistentVolume. Data on the volume is lost!"
+    wait_phase(stack, "pvc", "orphan", "Lost", ns)
+    # A claim bound by hand to a volume that holds another claim (its claimRef carries that
+    # claim's uid) is misbound, as upstream's binder calls it (the differential's attachdetach
+    # scenario found it on its second side); the volume stays with its claim.
+    apply(stack, claim("owner", ns, ns, volumeName=f"{ns}-held"))
+    apply(stack, volume(f"{ns}-held", "1Gi", ns, spec={"claimRef": {"namespace": ns, "name": "owner"}}))
+    owner = wait_phase(stack, "pvc", "owner", "Bound", ns)
+    apply(stack, claim("intruder", ns, ns, annotations=done, volumeName=f"{ns}-held"))
+    event = wait_event(stack, ns, "intruder", "ClaimMisbound")
+    assert event["type"] == "Warning"
+    assert event["message"] == "Two claims are bound to the same volume, this one is bound incorrectly"
+    wait_phase(stack, "pvc", "intruder", "Lost", ns)
+    assert get(stack, "pv", f"{ns}-held")["spec"]["claimRef"]["uid"] == owner["metadata"]["uid"]
+    assert get(stack, "pvc", "owner", "-n", ns)["status"]["phase"] == "Bound"
 
 
 def test_released_volumes_are_retained_or_wait_for_their_deleter(stack: devstack.DevStack) -> None:

@@ -5,12 +5,13 @@ kubelet is done with it.
 - `claim_names`: its persistentVolumeClaim volumes' claims and the `<pod>-<volume>` claims of
   its generic ephemeral volumes (`volumeprotection.ephemeral_claim_name`).
 - `CLAIM_INDEX` / `claim_keys`: the pod cache's index by `namespace/claim` (upstream's
-  PodPVCIndex). Both controllers read pods through this one view, hence one cache: they add
+  PodPVCIndex). The three controllers read pods through this one view, hence one cache: they add
   the index under one name with one function (`Cache.add_index` takes the same pair twice).
 - `is_terminated`: upstream's volumeutil.IsPodTerminated: finished, or deleted with none of
   its containers (init, regular, ephemeral) running.
 
-Called by kcm_controllers.pvcprotection and kcm_controllers.attachdetach.
+Called by kcm_controllers.pvcprotection, kcm_controllers.attachdetach and
+kcm_controllers.pvbinder.
 """
 
 from __future__ import annotations

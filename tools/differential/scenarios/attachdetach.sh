@@ -3,9 +3,12 @@
 # before the pod runs (SuccessfulAttachVolume on the pod); the pod deleted, the volume is
 # detached and the attachment goes. The claim and the PV are bound by hand, completely (the
 # claim's bind-completed annotation, the PV's claimRef with the claim's uid, both phases Bound),
-# so upstream's PV binder (which kcm does not have) finds nothing to do once the PV exists. The
-# pod names its node and the volume handle is fixed (each side is its own cluster), so the
-# attachment's name (a hash of handle, driver and node) is the same on both sides.
+# so the PV binder finds nothing to do once the PV exists. Both sides play on one cluster, one
+# after the other: the PV is named after the namespace, since the first side's PV stays bound to
+# that side's claim and a second side's claim naming it would be misbound (ClaimMisbound, as
+# upstream's binder says). The pod names its node and the volume handle is fixed (the first
+# side's attachment is gone before the second side plays), so the attachment's name (a hash of
+# handle, driver and node) is the same on both sides.
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
 kind: CSIDriver
@@ -18,12 +21,12 @@ kind: PersistentVolumeClaim
 metadata:
   name: data
   annotations: {pv.kubernetes.io/bind-completed: "yes"}
-spec: {accessModes: [ReadWriteOnce], storageClassName: "", volumeName: attachdetach-pv, resources: {requests: {storage: 1Gi}}}
+spec: {accessModes: [ReadWriteOnce], storageClassName: "", volumeName: $NS-pv, resources: {requests: {storage: 1Gi}}}
 YAML
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolume
-metadata: {name: attachdetach-pv}
+metadata: {name: $NS-pv}
 spec:
   capacity: {storage: 1Gi}
   accessModes: [ReadWriteOnce]
@@ -31,7 +34,7 @@ spec:
   csi: {driver: csi.sim.kcm.dev, volumeHandle: attachdetach-handle}
   claimRef: {namespace: $NS, name: data, uid: $(uid pvc/data)}
 YAML
-kubectl patch pv attachdetach-pv --subresource=status --type=merge -p '{"status":{"phase":"Bound"}}' >/dev/null
+kubectl patch pv "$NS-pv" --subresource=status --type=merge -p '{"status":{"phase":"Bound"}}' >/dev/null
 bound='{"status":{"phase":"Bound","accessModes":["ReadWriteOnce"],"capacity":{"storage":"1Gi"}}}'
 k patch pvc data --subresource=status --type=merge -p "$bound" >/dev/null
 k apply -f - >/dev/null <<YAML

@@ -40,11 +40,11 @@ from typing import Any
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, goduration, gvr
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import ownwrites, volumeprotection
+from kcm_shared.controllerutil import ownwrites, podvolumes
 from kcm_shared.runtime import cache, events, pflag
 
 from kcm_controllers.pvbinder import matching, views
-from kcm_controllers.pvbinder.views import ClaimView, ClassView, PodView, VolumeView
+from kcm_controllers.pvbinder.views import ClaimView, ClassView, VolumeView
 
 log = logging.getLogger("kcm.persistentvolume-binder")
 
@@ -54,9 +54,6 @@ CLASSES = gvr.Resource("storage.k8s.io", "v1", "storageclasses")
 PODS = gvr.Resource("", "v1", "pods")
 CLAIM_PREFIX = "claim/"
 VOLUME_PREFIX = "volume/"
-# upstream common.PodPVCIndex; named for the binder: the pods cache is shared with the
-# attach/detach controller, whose index of the same upstream name is built differently.
-POD_CLAIM_INDEX = "pvbinder-pvc"
 SYNC_PERIOD = 15.0
 
 # In-tree provisioners whose volumes CSI migration (on for all of them in 1.32) hands to a
@@ -75,13 +72,6 @@ IN_TREE_PREFIX = "kubernetes.io/"
 
 def _claim_key(claim: ClaimView) -> str:
     return codec.key_of(claim)
-
-
-def pod_claim_keys(pod: PodView) -> list[str]:
-    """namespace/claim of every claim a pod names, its ephemeral volumes' too (upstream
-    common.PodPVCIndexFunc)."""
-    names = volumeprotection.claim_names(pod.metadata.name, pod.spec.volumes)
-    return [f"{pod.metadata.namespace}/{name}" for name in names]
 
 
 def provisioner_name(provisioner: str) -> str:
@@ -106,7 +96,7 @@ class PVController:
         self.volumes: cache.Cache[VolumeView] = caches[VOLUMES]
         self.claims: cache.Cache[ClaimView] = caches[CLAIMS]
         self.classes: cache.Cache[ClassView] = caches[CLASSES]
-        self.pods: cache.Cache[PodView] = caches[PODS]
+        self.pods: cache.Cache[podvolumes.PodView] = caches[PODS]
         self.enqueue = enqueue
         self.recorder = recorder
         self.sync_period = sync_period
@@ -127,7 +117,8 @@ class PVController:
             on_update=lambda _old, new: self._claim_changed(new),
             on_delete=self._claim_deleted,
         )
-        self.pods.add_index(POD_CLAIM_INDEX, pod_claim_keys)
+        # upstream common.PodPVCIndex, on the pod cache the other volume controllers share.
+        self.pods.add_index(podvolumes.CLAIM_INDEX, podvolumes.claim_keys)
 
     def keys(self) -> list[str]:
         return [CLAIM_PREFIX + codec.key_of(c) for c in self.claims.list()] + [
@@ -296,7 +287,7 @@ class PVController:
         """upstream emitEventForUnboundDelayBindingClaim: name the pods still to be scheduled."""
         waiting = sorted(
             p.metadata.name
-            for p in self.pods.by_index(POD_CLAIM_INDEX, _claim_key(claim))
+            for p in self.pods.by_index(podvolumes.CLAIM_INDEX, _claim_key(claim))
             if not p.spec.node_name
         )
         if not waiting:
@@ -670,7 +661,7 @@ SPEC = runtime.Spec(
     name="persistentvolume-binder-controller",
     alias="persistentvolume-binder",
     primary=None,
-    views={VOLUMES: VolumeView, CLAIMS: ClaimView, CLASSES: ClassView, PODS: PodView},
+    views={VOLUMES: VolumeView, CLAIMS: ClaimView, CLASSES: ClassView, PODS: podvolumes.PodView},
     build=build,
     flags=flags,
     workers=1,  # upstream runs one claim and one volume worker, with no flag for them

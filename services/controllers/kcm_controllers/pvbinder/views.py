@@ -1,5 +1,6 @@
-"""What the binder reads of PersistentVolumes, claims, StorageClasses and pods, and the
-annotation names it shares with the scheduler and the external provisioners.
+"""What the binder reads of PersistentVolumes, claims and StorageClasses, and the
+annotation names it shares with the scheduler and the external provisioners. Pods it reads
+through the volume controllers' shared view (`controllerutil.podvolumes`).
 
 Upstream k8s.io/component-helpers/storage/volume (pv_helpers.go, helpers.go) for the names;
 read by `matching` and `controller`.
@@ -11,7 +12,6 @@ from typing import Any
 
 import msgspec
 from kcm_shared.apimachinery import codec
-from kcm_shared.controllerutil import volumeprotection
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -79,15 +79,6 @@ class ClaimView(codec.Meta):
 class ClassView(codec.Meta):
     provisioner: str = ""
     volume_binding_mode: str | None = None
-
-
-class PodSpec(codec.View):
-    node_name: str = ""
-    volumes: list[volumeprotection.PodVolume] = msgspec.field(default_factory=list)
-
-
-class PodView(codec.Meta):
-    spec: PodSpec = msgspec.field(default_factory=PodSpec)
 
 
 def claim_key(ref: codec.ObjectReference) -> str:

@@ -13,6 +13,7 @@ from kcm_controllers.pvbinder import controller as pvc
 from kcm_controllers.pvbinder import views
 from kcm_shared import runtime
 from kcm_shared.client import kubeclient
+from kcm_shared.controllerutil import podvolumes
 from kcm_shared.testing import caches, fakeclient
 
 NS = "ns"
@@ -122,7 +123,7 @@ class Harness:
                 pvc.VOLUMES: caches.new(pvc.VOLUMES, views.VolumeView, volumes),
                 pvc.CLAIMS: caches.new(pvc.CLAIMS, views.ClaimView, claims),
                 pvc.CLASSES: caches.new(pvc.CLASSES, views.ClassView, classes),
-                pvc.PODS: caches.new(pvc.PODS, views.PodView, pods),
+                pvc.PODS: caches.new(pvc.PODS, podvolumes.PodView, pods),
             },
             self.enqueued.append,
             self.recorder,  # type: ignore[arg-type]  # duck-typed stand-in for events.EventRecorder
@@ -343,6 +344,26 @@ def test_a_claim_already_lost_keeps_its_status_and_gets_no_second_event() -> Non
     h.sync("claim/ns/data")
     assert h.client.calls("patch") == []  # upstream updateClaimStatusWithEvent: same phase, no write
     assert h.recorder.events == []
+
+
+def test_a_bound_claim_whose_volume_names_another_claim_is_misbound() -> None:
+    # The differential's attachdetach scenario on its second side: the first side's volume of
+    # the same name still holds that side's claim (same name, another namespace and uid) when
+    # the hand-bound claim arrives; upstream syncBoundClaim calls it misbound, not lost.
+    held = pv("v", ref={"namespace": "earlier", "name": "data", "uid": "earlier-uid"}, phase="Bound")
+    _, c = _bound()
+    h = Harness(volumes=[held], claims=[c])
+    h.sync("claim/ns/data")
+    assert h.claim()["status"] == {"phase": "Lost"}
+    assert h.recorder.events == [
+        (
+            "data",
+            "Warning",
+            "ClaimMisbound",
+            "Two claims are bound to the same volume, this one is bound incorrectly",
+        )
+    ]
+    assert [path for _, path, _ in h.client.calls("patch")] == [pvc_path("data") + "/status"]
 
 
 def test_a_volume_and_claim_bound_to_each_other_are_left_alone() -> None:
