@@ -11,12 +11,16 @@ One stack for the module, a namespace per test: a StatefulSet with volumeClaimTe
 the default class `standard` (WaitForFirstConsumer, which `kcm dev` creates) gets its claims
 provisioned in the zone of the node each pod was scheduled to, Bound, and its pods Running;
 a deleted claim's volume is deleted (reclaim Delete); a grown claim's volume and then the
-claim itself grow (the resizer, then the node of the pod that mounts it).
+claim itself grow (the resizer, then the node of the pod that mounts it); a claim grown while
+the expander's process is killed (-9) gets its ExternalExpanding once the expander is back,
+once, and its new size once a pod mounts it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,3 +181,101 @@ def test_a_grown_claim_grows_its_volume_and_then_itself(stack: devstack.DevStack
     assert any(
         reason == "FileSystemResizeSuccessful" and source == "kubelet" for reason, _, source in pod_events
     )
+
+
+def test_a_claim_grown_while_the_expander_is_killed_is_expanded_after_its_restart(
+    stack: devstack.DevStack, ns: str
+) -> None:
+    """kill -9 of the expander's process, then a Bound claim grown while none runs: the driver's
+    resizer grows the volume meanwhile (the filesystem waits for a pod to mount it, so the
+    claim still asks for more than it has); the restarted expander records ExternalExpanding
+    exactly once, and a pod mounting the claim gives it its new size and clears the condition."""
+    cls = f"{ns}-immediate"
+    stack.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": cls},
+                "provisioner": DRIVER,
+                "volumeBindingMode": "Immediate",
+                "allowVolumeExpansion": True,
+            }
+        ),
+    )
+    try:
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {
+                "storageClassName": cls,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        stack.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(claim))
+        bound = wait_for(
+            lambda: (c := claims(stack, ns)["data"])["status"].get("phase") == "Bound" and c,
+            60,
+            interval=0.5,
+            what="the claim provisioned and Bound",
+        )
+        pv_name = bound["spec"]["volumeName"]
+        for pid in stack.controller_pids("persistentvolume-expander"):
+            os.kill(pid, signal.SIGKILL)
+        bigger = json.dumps({"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+        stack.kubectl("patch", "-n", ns, "pvc", "data", "--type=merge", "-p", bigger)
+
+        def pending() -> bool:
+            conditions = claims(stack, ns)["data"]["status"].get("conditions") or []
+            return any(c["type"] == "FileSystemResizePending" for c in conditions)
+
+        wait_for(pending, 60, interval=0.5, what="the volume grown, the filesystem pending")
+        assert volume(stack, pv_name)["spec"]["capacity"]["storage"] == "2Gi"
+        stack.wait_healthy()
+
+        def expanding() -> list[tuple[str, str, str, int]]:
+            found = get(stack, "-n", ns, "events", "--field-selector", "involvedObject.name=data")["items"]
+            return [
+                (e["type"], e["message"], e["source"].get("component", ""), e.get("count") or 1)
+                for e in found
+                if e["reason"] == "ExternalExpanding"
+            ]
+
+        recorded = wait_for(expanding, 60, interval=0.5, what="ExternalExpanding after the restart")
+        user = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "user"},
+            "spec": {
+                "containers": [{"name": "c", "image": "nginx:1"}],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+            },
+        }
+        stack.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(user))
+
+        def grown() -> Any:
+            claim = claims(stack, ns)["data"]
+            return claim if claim["status"].get("capacity", {}).get("storage") == "2Gi" else None
+
+        claim = wait_for(grown, 90, interval=0.5, what="the claim's capacity 2Gi")
+        assert not claim["status"].get("conditions")
+        assert {"Resizing", "FileSystemResizeRequired"} <= {r for r, _, _ in events(stack, ns, "data")}
+        assert any(
+            reason == "FileSystemResizeSuccessful" and source == "kubelet"
+            for reason, _, source in events(stack, ns, "user")
+        )
+        # Recorded once: neither the growth of the capacity nor the resizer's updates asked
+        # the expander again.
+        assert (
+            expanding()
+            == recorded
+            == [("Normal", "waiting for an external controller to expand this PVC", "volume_expand", 1)]
+        )
+    finally:
+        stack.kubectl("delete", "-n", ns, "pod", "--all", "--wait=false")
+        stack.kubectl("delete", "storageclass", cls)

@@ -1,14 +1,13 @@
 # Attach/detach: a pod on a node using a CSI volume of an attachable driver (csi.sim.kcm.dev,
 # whose attacher the simulator plays) gets a VolumeAttachment under upstream's name, attached
 # before the pod runs (SuccessfulAttachVolume on the pod); the pod deleted, the volume is
-# detached and the attachment goes. The claim and the PV are bound by hand, completely (the
-# claim's bind-completed annotation, the PV's claimRef with the claim's uid, both phases Bound),
-# so the PV binder finds nothing to do once the PV exists. Both sides play on one cluster, one
-# after the other: the PV is named after the namespace, since the first side's PV stays bound to
-# that side's claim and a second side's claim naming it would be misbound (ClaimMisbound, as
-# upstream's binder says). The pod names its node and the volume handle is fixed (the first
-# side's attachment is gone before the second side plays), so the attachment's name (a hash of
-# handle, driver and node) is the same on both sides.
+# detached and the attachment goes. The claim names its PV and the PV's claimRef the claim's
+# uid, so each side's PV binder only completes the binding (phases, bind-completed): the claim
+# is made first without bind-completed (a binder keeps it Pending until its PV exists; with the
+# annotation a binder that looks before the PV exists calls it lost), the PV after. Both sides
+# share the API server, so the PV is named after the namespace (the reference side's PV stays);
+# the pod names its node and the volume handle is fixed, so the attachment's name (a hash of
+# handle, driver and node) is the same on both sides, the reference side's gone by then.
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
 kind: CSIDriver
@@ -18,9 +17,7 @@ YAML
 k apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolumeClaim
-metadata:
-  name: data
-  annotations: {pv.kubernetes.io/bind-completed: "yes"}
+metadata: {name: data}
 spec: {accessModes: [ReadWriteOnce], storageClassName: "", volumeName: $NS-pv, resources: {requests: {storage: 1Gi}}}
 YAML
 kubectl apply -f - >/dev/null <<YAML
@@ -34,9 +31,7 @@ spec:
   csi: {driver: csi.sim.kcm.dev, volumeHandle: attachdetach-handle}
   claimRef: {namespace: $NS, name: data, uid: $(uid pvc/data)}
 YAML
-kubectl patch pv "$NS-pv" --subresource=status --type=merge -p '{"status":{"phase":"Bound"}}' >/dev/null
-bound='{"status":{"phase":"Bound","accessModes":["ReadWriteOnce"],"capacity":{"storage":"1Gi"}}}'
-k patch pvc data --subresource=status --type=merge -p "$bound" >/dev/null
+settle pvc/data '{.status.phase}' Bound
 k apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod

@@ -17,6 +17,10 @@ runtime (docs/runtime.md):
 - Writes in upstream's order: the node status first (a volume about to be detached leaves
   `volumesAttached` before its VolumeAttachment is deleted), then deletes, then creates,
   then the pods' Events (source `attachdetach-controller`).
+- The node status and the attachments it deleted are taken from what its own writes returned
+  until the caches show them (`ownwrites`): a reconcile that runs again before then (its
+  own status write enqueues the node) neither detaches, counts a forced detach, reports nor
+  records SuccessfulAttachVolume a second time, as upstream's pending operations prevent.
 - With the reconcile sync on (`--disable-attach-detach-reconcile-sync` false and
   `--attach-detach-reconcile-sync-period` at least 1 s, as upstream), a node with
   attachments is looked at again every period.
@@ -25,16 +29,18 @@ runtime (docs/runtime.md):
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import prometheus_client
 from kcm_shared import runtime
 from kcm_shared.apimachinery import codec, gvr, pflagvalue
 from kcm_shared.client import kubeclient
-from kcm_shared.controllerutil import podvolumes
+from kcm_shared.controllerutil import ownwrites, podvolumes
 from kcm_shared.runtime import cache, events, pflag
 
 from kcm_controllers.attachdetach import desired, names, plan
@@ -128,6 +134,9 @@ class AttachDetachController:
         self.now = now
         # Per node: when each of its attachments was first found unwanted.
         self.requested: dict[str, dict[str, float]] = {}
+        self.node_writes: ownwrites.OwnWrites[NodeView] = ownwrites.OwnWrites()
+        # Attachments deleted, marked deleting, by name.
+        self.detached: ownwrites.OwnWrites[AttachmentView] = ownwrites.OwnWrites()
         self.lookups = desired.Lookups(
             claim=self.claims.get,
             volume=self.volumes.get_key,
@@ -214,7 +223,10 @@ class AttachDetachController:
         """The node's attachments as upstream's CSI attacher names them, and what its status
         still reports; an attachment under another name is not this controller's."""
         actual: dict[str, plan.Attached] = {}
-        for va in self.attachments.by_index(_BY_NODE, node_name):
+        for cached in self.attachments.by_index(_BY_NODE, node_name):
+            va = self.detached.latest(cached.metadata.name, cached)
+            if va is None:
+                continue
             pv_name = va.spec.source.persistent_volume_name
             pv = self.volumes.get_key(pv_name) if pv_name else None
             if pv is None or pv.spec.csi is None:
@@ -255,7 +267,8 @@ class AttachDetachController:
         }
 
     async def reconcile(self, key: str) -> runtime.Result | None:
-        node = self.nodes.get_key(key)
+        node = self.node_writes.latest(key, self.nodes.get_key(key))
+        self.detached.retain(lambda name: self.attachments.get_key(name) is not None)
         if node is not None and not is_managed(node):
             self.requested.pop(key, None)
             return None
@@ -274,36 +287,57 @@ class AttachDetachController:
         if not requested:
             self.requested.pop(key, None)
         if node is not None and set(decided.report) != state.reported:
-            await self._report(key, decided.report)
+            await self._report(node, decided.report)
         for name in decided.detach:
-            await self._detach(key, name, decided.forced.get(name))
+            await self._detach(key, actual[name], decided.forced.get(name))
         for want in decided.create:
             await self._attach(key, want)
         self._record(key, decided)
         return self._again(decided, bool(wanted or actual))
 
-    async def _report(self, node: str, unique_names: list[str]) -> None:
+    async def _report(self, node: NodeView, unique_names: list[str]) -> None:
         """UpdateNodeStatusForNode: the whole list, as upstream's patch replaces it."""
+        name = node.metadata.name
         attached = [{"name": n, "devicePath": ""} for n in unique_names] or None
-        path = kubeclient.resource_path("", "v1", "nodes", name=node, subresource="status")
-        await self.client.patch(path, {"status": {"volumesAttached": attached}})
-        log.info("Updated attached volumes in node status", extra={"node": node, "volumes": unique_names})
+        path = kubeclient.resource_path("", "v1", "nodes", name=name, subresource="status")
+        written = await self.client.request_bytes(
+            "PATCH",
+            path,
+            body={"status": {"volumesAttached": attached}},
+            content_type=kubeclient.PATCH_TYPES["merge"],
+        )
+        self.node_writes.record(name, node.metadata.resource_version, codec.decode(written, NodeView))
+        log.info("Updated attached volumes in node status", extra={"node": name, "volumes": unique_names})
 
-    async def _detach(self, node: str, name: str, forced: str | None) -> None:
+    async def _detach(self, node: str, have: plan.Attached, forced: str | None) -> None:
+        va = have.va
+        assert va is not None, "only attachments are detached"
+        name = va.metadata.name
         path = kubeclient.resource_path("storage.k8s.io", "v1", "volumeattachments", name=name)
         try:
             await self.client.delete(path)
         except kubeclient.ApiError as exc:
             if not exc.not_found:
                 raise
-        if forced is not None:
-            FORCED_DETACHES.labels(forced).inc()
-            log.warning(
-                "attacherDetacher.DetachVolume started: force detaching",
-                extra={"node": node, "reason": forced, "attachment": name},
+        gone = msgspec.structs.replace(va.metadata, deletion_timestamp=dt.datetime.now(dt.UTC))
+        self.detached.record(name, va.metadata.resource_version, msgspec.structs.replace(va, metadata=gone))
+        fields = {"node": node, "volumeName": have.unique_name, "attachment": name}
+        if forced is None:
+            log.info("attacherDetacher.DetachVolume started", extra=fields)
+            return
+        FORCED_DETACHES.labels(forced).inc()
+        # Upstream's two texts, at its level (Info): an operator greps for them.
+        if forced == plan.FORCE_TIMEOUT:
+            log.info(
+                "attacherDetacher.DetachVolume started: this volume is not safe to detach, but"
+                " maxWaitForUnmountDuration expired, force detaching",
+                extra={"duration": self.settings.max_wait, **fields},
             )
         else:
-            log.info("attacherDetacher.DetachVolume started", extra={"node": node, "attachment": name})
+            log.info(
+                "attacherDetacher.DetachVolume started: node has out-of-service taint, force detaching",
+                extra=fields,
+            )
 
     async def _attach(self, node: str, want: desired.Want) -> None:
         obj = {
@@ -342,6 +376,18 @@ class AttachDetachController:
             for pod in want.pods:
                 text = plan.multi_attach_error(want.pv, pod, others)
                 self.recorder.event(pod, events.WARNING, "FailedAttachVolume", text)
+
+    def forget(self, owned: Callable[[str], bool]) -> None:
+        """Drop the memory of the nodes whose partitions moved away."""
+        for node in [n for n in self.requested if not owned(n)]:
+            del self.requested[node]
+        self.node_writes.retain(owned)
+
+        def on_owned_node(name: str) -> bool:
+            va = self.attachments.get_key(name)
+            return va is not None and owned(va.spec.node_name)
+
+        self.detached.retain(on_owned_node)
 
     def _again(self, decided: plan.Plan, has_volumes: bool) -> runtime.Result | None:
         delays = [d for d in (decided.wake_after, self.sync_period if has_volumes else None) if d is not None]
@@ -384,13 +430,8 @@ def build(ctx: runtime.Context) -> runtime.Reconcile:
         sync_period=sync_period(ctx.args),
     )
     adc.register()
-    ctx.on_partitions_lost(lambda owned: _forget(adc.requested, owned))
+    ctx.on_partitions_lost(adc.forget)
     return adc.reconcile
-
-
-def _forget(requested: dict[str, dict[str, float]], owned: Callable[[str], bool]) -> None:
-    for node in [n for n in requested if not owned(n)]:
-        del requested[node]
 
 
 SPEC = runtime.Spec(
