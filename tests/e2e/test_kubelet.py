@@ -1,13 +1,13 @@
 """The simulated kubelet as `kubectl` shows it (issue 34): ContainerCreating, the Scheduled,
 Pulling, Pulled, Created, Started and Killing Events in `kubectl describe pod`, image errors
-(ErrImagePull, ImagePullBackOff, InvalidImageName) that `kubectl set image` recovers from, and
-the Deployment page's rollback example (a mistyped image stalls the rollout; `kubectl rollout
-undo` recovers).
+(ErrImagePull, ImagePullBackOff, InvalidImageName) that `kubectl set image` recovers from,
+CrashLoopBackOff, a running container restarted for a new image, and the Deployment page's
+rollback example (a mistyped image stalls the rollout; `kubectl rollout undo` recovers).
 
 One `kcm dev` stack for the module (deployment and replicaset controllers; the serviceaccount
 one too, which kube-apiserver's ServiceAccount admission needs), a namespace per test. The
-start delay is long enough to see ContainerCreating, and the pull back-off is scaled down to a
-fifth (2 s doubling) so that a test sees it run.
+start delay is long enough to see ContainerCreating, and the pull and restart back-offs are
+scaled down to a fifth (2 s doubling) so that a test sees them run.
 """
 
 from __future__ import annotations
@@ -235,6 +235,91 @@ def test_the_deployment_pages_rollback_example(stack: devstack.DevStack, ns: str
         return len(pods) == 3 and all(p["spec"]["containers"][0]["image"] == "nginx:1.14.2" for p in pods)
 
     wait_for(only_the_old_image, TIMEOUT, what="three nginx:1.14.2 pods and no other")
+
+
+def container_status(stack: devstack.DevStack, ns: str, pod: str) -> Any:
+    return (get(stack, ns, "pod", pod).get("status", {}).get("containerStatuses") or [{}])[0]
+
+
+def test_a_crashing_container_backs_off_in_crash_loop_back_off(stack: devstack.DevStack, ns: str) -> None:
+    crash = ["--annotations=sim.kcm.dev/exit-code=1", "--annotations=sim.kcm.dev/run-seconds=0.5"]
+    stack.kubectl("-n", ns, "run", "crash", "--image=busybox:1.36", *crash)
+    wait_for(
+        lambda: waiting_reason(stack, ns, "crash") == "CrashLoopBackOff", TIMEOUT, what="CrashLoopBackOff"
+    )
+    pod = get(stack, ns, "pod", "crash")
+    full = f"crash_{ns}({pod['metadata']['uid']})"
+    status = pod["status"]["containerStatuses"][0]
+    # The first restart is at once; the next ones back off 10 s doubling (a fifth of it here).
+    assert re.fullmatch(
+        rf"back-off [0-9]+s restarting failed container=crash pod={re.escape(full)}",
+        status["state"]["waiting"]["message"],
+    ), status
+    assert status["restartCount"] >= 1 and not status["ready"]
+    terminated = status["lastState"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (1, "Error")
+    assert pod["status"]["phase"] == "Running"
+    row = stack.kubectl("-n", ns, "get", "pod", "crash", "--no-headers").stdout.split()
+    assert row[1:3] == ["0/1", "CrashLoopBackOff"], row
+    wait_for(
+        lambda: (
+            ("Warning", "BackOff", f"Back-off restarting failed container crash in pod {full}")
+            in seen(stack, ns, "crash")
+        ),
+        TIMEOUT,
+        what="the BackOff Event",
+    )
+    backoff = next(e for e in events(stack, ns, "crash") if e["reason"] == "BackOff")
+    assert backoff["source"]["component"] == "kubelet" and backoff["involvedObject"]["fieldPath"] == (
+        "spec.containers{crash}"
+    )
+    # The back-off ends and the container runs again: RESTARTS grows.
+    wait_for(
+        lambda: container_status(stack, ns, "crash").get("restartCount", 0) >= 3, TIMEOUT, what="3 restarts"
+    )
+
+
+def test_set_image_on_a_running_pod_restarts_its_container(stack: devstack.DevStack, ns: str) -> None:
+    stack.kubectl("-n", ns, "run", "web", "--image=nginx:1.27")
+    stack.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/web", f"--timeout={TIMEOUT:.0f}s")
+    stack.kubectl("-n", ns, "set", "image", "pod/web", "web=nginx:1.28")
+
+    def restarted_with(image: str, count: int) -> bool:
+        status = container_status(stack, ns, "web")
+        return (
+            status.get("image") == image
+            and "running" in status.get("state", {})
+            and status["restartCount"] == count
+        )
+
+    wait_for(lambda: restarted_with("nginx:1.28", 1), TIMEOUT, what="web restarted with nginx:1.28")
+    # Killed promptly on SIGTERM: the run that ended exited 0.
+    assert container_status(stack, ns, "web")["lastState"]["terminated"]["exitCode"] == 0
+    wait_for(
+        lambda: (
+            {
+                ("Normal", "Killing", "Container web definition changed, will be restarted"),
+                ("Normal", "Pulling", 'Pulling image "nginx:1.28"'),
+            }
+            <= set(seen(stack, ns, "web"))
+        ),
+        TIMEOUT,
+        what="the Killing and Pulling Events",
+    )
+    stack.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/web", f"--timeout={TIMEOUT:.0f}s")
+
+    # A new image that cannot be pulled: the pod stays Running, its container waiting.
+    stack.kubectl("-n", ns, "set", "image", "pod/web", "web=nginx:404")
+    wait_for(
+        lambda: waiting_reason(stack, ns, "web") in ("ErrImagePull", "ImagePullBackOff"),
+        TIMEOUT,
+        what="ErrImagePull",
+    )
+    pod = get(stack, ns, "pod", "web")
+    assert pod["status"]["phase"] == "Running" and pod["status"]["containerStatuses"][0]["restartCount"] == 1
+    # Back to an image the node has: no pull, a second restart.
+    stack.kubectl("-n", ns, "set", "image", "pod/web", "web=nginx:1.27")
+    wait_for(lambda: restarted_with("nginx:1.27", 2), TIMEOUT, what="web restarted with nginx:1.27")
 
 
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
