@@ -390,3 +390,88 @@ def test_service_account_admission_as_kube_apiserver_does_it(stack: devstack.Dev
     assert robot["imagePullSecrets"] == [{"name": "regcred"}]  # the ServiceAccount's, as the pod has none
     robot = admitted(stack, ns, serviceAccountName="robot", automountServiceAccountToken=True)
     assert len(robot["volumes"]) == 2
+
+
+def test_a_pod_of_a_missing_service_account_is_refused(stack: devstack.DevStack, ns: str) -> None:
+    """kube-apiserver's message on both servers, for a pod and for a ReplicaSet's (generateName)."""
+    ghost = {"spec": {"serviceAccountName": "ghost"}}
+    refused = stack.kubectl(
+        "-n", ns, "run", "haunted", "--image=nginx:1.27", "--overrides", json.dumps(ghost), check=False
+    )
+    why = f'error looking up service account {ns}/ghost: serviceaccount "ghost" not found'
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == f'Error from server (Forbidden): pods "haunted" is forbidden: {why}'
+
+    stack.kubectl("-n", ns, "create", "deployment", "ghosts", "--image=nginx:1.27")
+    stack.kubectl("-n", ns, "patch", "deployment", "ghosts", "-p", json.dumps({"spec": {"template": ghost}}))
+    failed = re.compile(rf'Error creating: pods "ghosts-[a-z0-9]+-" is forbidden: {re.escape(why)}')
+
+    def failed_create() -> bool:
+        items = get(stack, ns, "events", "--field-selector", "reason=FailedCreate")["items"]
+        return any(failed.fullmatch(e["message"]) for e in items)
+
+    wait_for(failed_create, TIMEOUT, what="the ReplicaSet's FailedCreate Event")
+    # Once the account exists the ReplicaSet's retries go through.
+    stack.kubectl("-n", ns, "create", "serviceaccount", "ghost")
+    stack.kubectl("-n", ns, "rollout", "status", "deployment/ghosts", f"--timeout={TIMEOUT:.0f}s")
+
+
+def test_a_limit_range_defaults_and_bounds_pods_and_claims(stack: devstack.DevStack, ns: str) -> None:
+    """LimitRanger, the same on both servers: kubectl's view of defaults and refusals."""
+    limits = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "bounds"},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "max": {"cpu": "1"},
+                    "default": {"cpu": "500m"},
+                    "defaultRequest": {"cpu": "250m"},
+                },
+                {"type": "PersistentVolumeClaim", "max": {"storage": "5Gi"}},
+            ]
+        },
+    }
+    stack.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(limits))
+    stack.kubectl("-n", ns, "run", "plain", "--image=nginx:1.27")
+    pod = get(stack, ns, "pod", "plain")
+    assert pod["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "500m"},
+        "requests": {"cpu": "250m"},
+    }
+    assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == (
+        "LimitRanger plugin set: cpu request for container plain; cpu limit for container plain"
+    )
+    big = json.dumps(
+        {
+            "spec": {
+                "containers": [{"name": "big", "image": "nginx:1.27", "resources": {"limits": {"cpu": "2"}}}]
+            }
+        }
+    )
+    refused = stack.kubectl("-n", ns, "run", "big", "--image=nginx:1.27", "--overrides", big, check=False)
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == (
+        'Error from server (Forbidden): pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+    )
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "huge"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+    }
+    refused = stack.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(claim), check=False)
+    assert refused.stderr.strip() == (
+        'Error from server (Forbidden): error when creating "STDIN": persistentvolumeclaims "huge" is forbidden: '
+        "maximum storage usage per PersistentVolumeClaim is 5Gi, but request is 10Gi"
+    )
+    # The LimitRange's own validation: kube-apiserver's message.
+    bad = {
+        **limits,
+        "metadata": {"name": "bad"},
+        "spec": {"limits": [{"type": "Pod", "default": {"cpu": "1"}}]},
+    }
+    refused = stack.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(bad), check=False)
+    assert "spec.limits[0].default: Forbidden: may not be specified when `type` is 'Pod'" in refused.stderr
