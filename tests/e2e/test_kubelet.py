@@ -2,7 +2,9 @@
 Pulling, Pulled, Created, Started and Killing Events in `kubectl describe pod`, image errors
 (ErrImagePull, ImagePullBackOff, InvalidImageName) that `kubectl set image` recovers from,
 CrashLoopBackOff, a running container restarted for a new image, and the Deployment page's
-rollback example (a mistyped image stalls the rollout; `kubectl rollout undo` recovers).
+rollback example (a mistyped image stalls the rollout; `kubectl rollout undo` recovers). Also
+the admission a real cluster has by default, with kube-apiserver's answers on both servers:
+ServiceAccount (the token volume, a missing ServiceAccount refused) and LimitRanger.
 
 One `kcm dev` stack for the module (deployment and replicaset controllers; the serviceaccount
 one too, which kube-apiserver's ServiceAccount admission needs), a namespace per test. The
