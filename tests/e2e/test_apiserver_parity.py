@@ -454,6 +454,117 @@ def test_storage_admission_answers_alike(pair: Pair, ns: str) -> None:
             pair.both("DELETE", f"{classes}/{name}")
 
 
+def _limit_range(name: str, *limits: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": name},
+        "spec": {"limits": list(limits)},
+    }
+
+
+def _pod(name: str, *containers: dict[str, Any], generate: bool = False) -> dict[str, Any]:
+    meta = {"generateName": name} if generate else {"name": name}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": list(containers)}}
+
+
+def _container(name: str, **resources: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "image": "nginx:1.27", "resources": resources}
+
+
+def _claim(name: str, size: str) -> dict[str, Any]:
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+
+
+def _answered_alike(pair: Pair, cases: list[tuple[str, Any]]) -> list[str]:
+    """Each (path, body) created on both servers: the same status, and the same bytes for an
+    error or the same object (masked) for a success; the differences, one line per case."""
+    out = []
+    for path, body in cases:
+        up, kcm = pair.both("POST", path, body)
+        what = f"{body['kind']} {body['metadata']}"
+        # A made-up name differs: compared without its random suffix.
+        texts = [re.sub(r"generated-[a-z0-9]{5}\b", "generated-<suffix>", r.text) for r in (up, kcm)]
+        if up.status_code != kcm.status_code or (up.status_code >= 400 and texts[0] != texts[1]):
+            out.append(
+                f"{what}: kube-apiserver {up.status_code} {up.text.strip()} / embedded {kcm.status_code} {kcm.text.strip()}"
+            )
+        elif up.status_code < 400:
+            out += [f"{what}: {d}" for d in differences(masked(up.json()), masked(kcm.json()))]
+    return out
+
+
+def test_limit_ranger_answers_alike(pair: Pair, ns: str) -> None:
+    """LimitRanger admission (kube-apiserver's default): a LimitRange's own validation, its
+    defaults on a pod's containers, and its min, max and ratio on pods and claims, refused
+    with the same Status bytes. One resource per case: where several fail at once kube-apiserver
+    lists them in Go's random map order."""
+    ranges = f"/api/v1/namespaces/{ns}/limitranges"
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+    container = {
+        "type": "Container",
+        "max": {"cpu": "1", "memory": "1Gi"},
+        "min": {"cpu": "100m", "memory": "64Mi"},
+        "default": {"cpu": "500m", "memory": "256Mi"},
+        "defaultRequest": {"cpu": "200m", "memory": "128Mi"},
+        "maxLimitRequestRatio": {"cpu": "4"},
+    }
+    invalid = [
+        _limit_range("min-over-max", {"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}),
+        _limit_range(
+            "request-over-limit",
+            {"type": "Container", "default": {"cpu": "1"}, "defaultRequest": {"cpu": "2"}},
+        ),
+        _limit_range("pod-default", {"type": "Pod", "default": {"cpu": "1"}, "max": {"cpu": "2"}}),
+        _limit_range("claim-unbounded", {"type": "PersistentVolumeClaim", "default": {"storage": "1Gi"}}),
+        _limit_range("low-ratio", {"type": "Container", "maxLimitRequestRatio": {"cpu": "500m"}}),
+        _limit_range(
+            "ratio-over-spread",
+            {
+                "type": "Container",
+                "min": {"cpu": "1"},
+                "max": {"cpu": "2"},
+                "maxLimitRequestRatio": {"cpu": "3"},
+            },
+        ),
+        _limit_range("twice", {"type": "Pod", "max": {"cpu": "1"}}, {"type": "Pod", "max": {"cpu": "2"}}),
+        _limit_range("no-such-type", {"type": "Nope", "max": {"cpu": "1"}}),
+    ]
+    cases: list[tuple[str, Any]] = [(ranges, body) for body in invalid]
+    cases += [
+        (ranges, _limit_range("container", container)),
+        (ranges, _limit_range("pod", {"type": "Pod", "max": {"memory": "2Gi"}})),
+        (
+            ranges,
+            _limit_range(
+                "claims",
+                {"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "5Gi"}},
+            ),
+        ),
+        # Defaults on every container without its own, and the annotation that says so.
+        (pods, _pod("defaulted", _container("a"), _container("b", limits={"cpu": "800m"}))),
+        (pods, _pod("over-max", _container("c", limits={"cpu": "2"}))),
+        (pods, _pod("under-min", _container("c", requests={"cpu": "50m"}))),
+        (pods, _pod("ratio", _container("c", requests={"cpu": "100m"}, limits={"cpu": "1"}))),
+        (pods, _pod("generated-", _container("c", limits={"cpu": "2"}), generate=True)),
+        (
+            pods,
+            _pod(
+                "pod-max",
+                _container("a", limits={"memory": "1Gi"}),
+                _container("b", limits={"memory": "1536Mi"}),
+            ),
+        ),
+        (claims, _claim("small", "500Mi")),
+        (claims, _claim("large", "10Gi")),
+        (claims, _claim("fits", "2Gi")),
+    ]
+    found = _answered_alike(pair, cases)
+    assert found == [], "\n".join(found)
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 

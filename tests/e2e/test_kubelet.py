@@ -1,13 +1,15 @@
 """The simulated kubelet as `kubectl` shows it (issue 34): ContainerCreating, the Scheduled,
 Pulling, Pulled, Created, Started and Killing Events in `kubectl describe pod`, image errors
-(ErrImagePull, ImagePullBackOff, InvalidImageName) that `kubectl set image` recovers from, and
-the Deployment page's rollback example (a mistyped image stalls the rollout; `kubectl rollout
-undo` recovers).
+(ErrImagePull, ImagePullBackOff, InvalidImageName) that `kubectl set image` recovers from,
+CrashLoopBackOff, a running container restarted for a new image, and the Deployment page's
+rollback example (a mistyped image stalls the rollout; `kubectl rollout undo` recovers). Also
+the admission a real cluster has by default, with kube-apiserver's answers on both servers:
+ServiceAccount (the token volume, a missing ServiceAccount refused) and LimitRanger.
 
 One `kcm dev` stack for the module (deployment and replicaset controllers; the serviceaccount
 one too, which kube-apiserver's ServiceAccount admission needs), a namespace per test. The
-start delay is long enough to see ContainerCreating, and the pull back-off is scaled down to a
-fifth (2 s doubling) so that a test sees it run.
+start delay is long enough to see ContainerCreating, and the pull and restart back-offs are
+scaled down to a fifth (2 s doubling) so that a test sees them run.
 """
 
 from __future__ import annotations
@@ -237,6 +239,91 @@ def test_the_deployment_pages_rollback_example(stack: devstack.DevStack, ns: str
     wait_for(only_the_old_image, TIMEOUT, what="three nginx:1.14.2 pods and no other")
 
 
+def container_status(stack: devstack.DevStack, ns: str, pod: str) -> Any:
+    return (get(stack, ns, "pod", pod).get("status", {}).get("containerStatuses") or [{}])[0]
+
+
+def test_a_crashing_container_backs_off_in_crash_loop_back_off(stack: devstack.DevStack, ns: str) -> None:
+    crash = ["--annotations=sim.kcm.dev/exit-code=1", "--annotations=sim.kcm.dev/run-seconds=0.5"]
+    stack.kubectl("-n", ns, "run", "crash", "--image=busybox:1.36", *crash)
+    wait_for(
+        lambda: waiting_reason(stack, ns, "crash") == "CrashLoopBackOff", TIMEOUT, what="CrashLoopBackOff"
+    )
+    pod = get(stack, ns, "pod", "crash")
+    full = f"crash_{ns}({pod['metadata']['uid']})"
+    status = pod["status"]["containerStatuses"][0]
+    # The first restart is at once; the next ones back off 10 s doubling (a fifth of it here).
+    assert re.fullmatch(
+        rf"back-off [0-9]+s restarting failed container=crash pod={re.escape(full)}",
+        status["state"]["waiting"]["message"],
+    ), status
+    assert status["restartCount"] >= 1 and not status["ready"]
+    terminated = status["lastState"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (1, "Error")
+    assert pod["status"]["phase"] == "Running"
+    row = stack.kubectl("-n", ns, "get", "pod", "crash", "--no-headers").stdout.split()
+    assert row[1:3] == ["0/1", "CrashLoopBackOff"], row
+    wait_for(
+        lambda: (
+            ("Warning", "BackOff", f"Back-off restarting failed container crash in pod {full}")
+            in seen(stack, ns, "crash")
+        ),
+        TIMEOUT,
+        what="the BackOff Event",
+    )
+    backoff = next(e for e in events(stack, ns, "crash") if e["reason"] == "BackOff")
+    assert backoff["source"]["component"] == "kubelet" and backoff["involvedObject"]["fieldPath"] == (
+        "spec.containers{crash}"
+    )
+    # The back-off ends and the container runs again: RESTARTS grows.
+    wait_for(
+        lambda: container_status(stack, ns, "crash").get("restartCount", 0) >= 3, TIMEOUT, what="3 restarts"
+    )
+
+
+def test_set_image_on_a_running_pod_restarts_its_container(stack: devstack.DevStack, ns: str) -> None:
+    stack.kubectl("-n", ns, "run", "web", "--image=nginx:1.27")
+    stack.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/web", f"--timeout={TIMEOUT:.0f}s")
+    stack.kubectl("-n", ns, "set", "image", "pod/web", "web=nginx:1.28")
+
+    def restarted_with(image: str, count: int) -> bool:
+        status = container_status(stack, ns, "web")
+        return (
+            status.get("image") == image
+            and "running" in status.get("state", {})
+            and status["restartCount"] == count
+        )
+
+    wait_for(lambda: restarted_with("nginx:1.28", 1), TIMEOUT, what="web restarted with nginx:1.28")
+    # Killed promptly on SIGTERM: the run that ended exited 0.
+    assert container_status(stack, ns, "web")["lastState"]["terminated"]["exitCode"] == 0
+    wait_for(
+        lambda: (
+            {
+                ("Normal", "Killing", "Container web definition changed, will be restarted"),
+                ("Normal", "Pulling", 'Pulling image "nginx:1.28"'),
+            }
+            <= set(seen(stack, ns, "web"))
+        ),
+        TIMEOUT,
+        what="the Killing and Pulling Events",
+    )
+    stack.kubectl("-n", ns, "wait", "--for=condition=Ready", "pod/web", f"--timeout={TIMEOUT:.0f}s")
+
+    # A new image that cannot be pulled: the pod stays Running, its container waiting.
+    stack.kubectl("-n", ns, "set", "image", "pod/web", "web=nginx:404")
+    wait_for(
+        lambda: waiting_reason(stack, ns, "web") in ("ErrImagePull", "ImagePullBackOff"),
+        TIMEOUT,
+        what="ErrImagePull",
+    )
+    pod = get(stack, ns, "pod", "web")
+    assert pod["status"]["phase"] == "Running" and pod["status"]["containerStatuses"][0]["restartCount"] == 1
+    # Back to an image the node has: no pull, a second restart.
+    stack.kubectl("-n", ns, "set", "image", "pod/web", "web=nginx:1.27")
+    wait_for(lambda: restarted_with("nginx:1.27", 2), TIMEOUT, what="web restarted with nginx:1.27")
+
+
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_VOLUME = {
     "defaultMode": 420,
@@ -305,3 +392,88 @@ def test_service_account_admission_as_kube_apiserver_does_it(stack: devstack.Dev
     assert robot["imagePullSecrets"] == [{"name": "regcred"}]  # the ServiceAccount's, as the pod has none
     robot = admitted(stack, ns, serviceAccountName="robot", automountServiceAccountToken=True)
     assert len(robot["volumes"]) == 2
+
+
+def test_a_pod_of_a_missing_service_account_is_refused(stack: devstack.DevStack, ns: str) -> None:
+    """kube-apiserver's message on both servers, for a pod and for a ReplicaSet's (generateName)."""
+    ghost = {"spec": {"serviceAccountName": "ghost"}}
+    refused = stack.kubectl(
+        "-n", ns, "run", "haunted", "--image=nginx:1.27", "--overrides", json.dumps(ghost), check=False
+    )
+    why = f'error looking up service account {ns}/ghost: serviceaccount "ghost" not found'
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == f'Error from server (Forbidden): pods "haunted" is forbidden: {why}'
+
+    stack.kubectl("-n", ns, "create", "deployment", "ghosts", "--image=nginx:1.27")
+    stack.kubectl("-n", ns, "patch", "deployment", "ghosts", "-p", json.dumps({"spec": {"template": ghost}}))
+    failed = re.compile(rf'Error creating: pods "ghosts-[a-z0-9]+-" is forbidden: {re.escape(why)}')
+
+    def failed_create() -> bool:
+        items = get(stack, ns, "events", "--field-selector", "reason=FailedCreate")["items"]
+        return any(failed.fullmatch(e["message"]) for e in items)
+
+    wait_for(failed_create, TIMEOUT, what="the ReplicaSet's FailedCreate Event")
+    # Once the account exists the ReplicaSet's retries go through.
+    stack.kubectl("-n", ns, "create", "serviceaccount", "ghost")
+    stack.kubectl("-n", ns, "rollout", "status", "deployment/ghosts", f"--timeout={TIMEOUT:.0f}s")
+
+
+def test_a_limit_range_defaults_and_bounds_pods_and_claims(stack: devstack.DevStack, ns: str) -> None:
+    """LimitRanger, the same on both servers: kubectl's view of defaults and refusals."""
+    limits = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "bounds"},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "max": {"cpu": "1"},
+                    "default": {"cpu": "500m"},
+                    "defaultRequest": {"cpu": "250m"},
+                },
+                {"type": "PersistentVolumeClaim", "max": {"storage": "5Gi"}},
+            ]
+        },
+    }
+    stack.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(limits))
+    stack.kubectl("-n", ns, "run", "plain", "--image=nginx:1.27")
+    pod = get(stack, ns, "pod", "plain")
+    assert pod["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "500m"},
+        "requests": {"cpu": "250m"},
+    }
+    assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == (
+        "LimitRanger plugin set: cpu request for container plain; cpu limit for container plain"
+    )
+    big = json.dumps(
+        {
+            "spec": {
+                "containers": [{"name": "big", "image": "nginx:1.27", "resources": {"limits": {"cpu": "2"}}}]
+            }
+        }
+    )
+    refused = stack.kubectl("-n", ns, "run", "big", "--image=nginx:1.27", "--overrides", big, check=False)
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == (
+        'Error from server (Forbidden): pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+    )
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "huge"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+    }
+    refused = stack.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(claim), check=False)
+    assert refused.stderr.strip() == (
+        'Error from server (Forbidden): error when creating "STDIN": persistentvolumeclaims "huge" is forbidden: '
+        "maximum storage usage per PersistentVolumeClaim is 5Gi, but request is 10Gi"
+    )
+    # The LimitRange's own validation: kube-apiserver's message.
+    bad = {
+        **limits,
+        "metadata": {"name": "bad"},
+        "spec": {"limits": [{"type": "Pod", "default": {"cpu": "1"}}]},
+    }
+    refused = stack.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(bad), check=False)
+    assert "spec.limits[0].default: Forbidden: may not be specified when `type` is 'Pod'" in refused.stderr

@@ -39,6 +39,8 @@ def start_sim(api: ApiServer, *extra: str) -> Sim:
     log = open(api.workdir / "sim.log", "ab")  # noqa: SIM115 - handed to the child process
     args = [KCM, "sim", "--kubeconfig", str(api.kubeconfig), "--nodes", "3", "--zones", "2"]
     args += ["--pod-start-delay", "0.1", "--heartbeat-interval", "0.5", "--control-file", str(control_file)]
+    # A tenth of upstream's restart back-off (1 s doubling), for the pods restarted more than once.
+    args += ["--backoff-scale", "0.1"]
     args += extra
     # No node lifecycle controller runs here: the simulator lifts the not-ready taint itself.
     args += ["--manage-not-ready-taint"]

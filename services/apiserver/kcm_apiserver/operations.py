@@ -32,6 +32,7 @@ from kcm_apiserver import (
     defaults,
     errors,
     fieldsel,
+    limitranger,
     localapiservices,
     nodeports,
     patch,
@@ -397,6 +398,7 @@ class Api:
         else:
             meta.pop("namespace", None)
         self._check_namespace(ctx, meta)
+        asked_for = str(meta.get("name") or meta.get("generateName") or "")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generated_name(rt, ctx.namespace, meta["generateName"])
         if not meta.get("name"):
@@ -421,11 +423,13 @@ class Api:
         _drop_empty_lists(obj["metadata"])
         defaults.apply_defaults(srt.group, srt.kind, obj)
         storageadmission.admit_create(self.store, srt, obj)
-        saadmission.admit_create(self.store, srt, obj)
+        limitranger.admit_create(self.store, srt, obj)
+        saadmission.admit_create(self.store, srt, obj, asked_for)
         strategies.prepare_for_create(srt, obj, self.ips, self.toleration_seconds)
         if (srt.group, srt.kind) == (certificates.GROUP, certificates.KIND):
             certificates.prepare_create(obj, ctx.requester)
         self._validate(srt, obj, None)
+        limitranger.validate(self.store, srt, obj, None)
         if ctx.admit is not None:
             ctx.admit(srt.kind, obj, None)
         ctx.warnings.extend(strategies.warnings_on_create(srt, obj))
@@ -525,6 +529,7 @@ class Api:
         self._validate(srt, new, old, subresource)
         storageadmission.validate_update(self.store, srt, new, old, subresource)
         if not subresource:
+            limitranger.validate(self.store, srt, new, old)
             if ctx.admit is not None:
                 ctx.admit(srt.kind, new, old)
             ctx.warnings.extend(strategies.warnings_on_update(srt, old, new))

@@ -10,9 +10,14 @@ by default (plugin/pkg/admission/serviceaccount), on creates of pods:
   added unless the pod already has a volume of that prefix;
 - a pod without `imagePullSecrets` gets its ServiceAccount's.
 
-Mirror pods (annotated `kubernetes.io/config.mirror`) are left alone. Unlike kube-apiserver, a
-pod whose ServiceAccount does not exist is admitted (docs/apiserver.md says why). Called by
-`operations` on creates, after defaulting; reads ServiceAccounts from the store.
+- a pod whose ServiceAccount does not exist is refused with kube-apiserver's 403 (`pods "NAME"
+  is forbidden: error looking up service account NS/SA: serviceaccount "SA" not found`, NAME the
+  generateName when the server makes up the name), except a missing `default`, which is
+  admitted (kube-apiserver retries it for a second or two, then refuses; docs/apiserver.md says
+  why not here).
+
+Mirror pods (annotated `kubernetes.io/config.mirror`) are left alone. Called by `operations` on
+creates, after defaulting; reads ServiceAccounts from the store.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from kcm_apiserver import errors
 from kcm_apiserver.registry import ResourceType
 from kcm_apiserver.store import Obj, Store
 
@@ -35,7 +41,9 @@ TOKEN_EXPIRATION_SECONDS = 3607
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def admit_create(store: Store, rt: ResourceType, obj: Obj) -> None:
+def admit_create(store: Store, rt: ResourceType, obj: Obj, shown_as: str = "") -> None:
+    """`shown_as` is the pod's name as the client asked for it (its generateName when the server
+    makes the name up), for the refusal's message."""
     if (rt.group, rt.resource) != ("", "pods"):
         return
     meta = obj.get("metadata") or {}
@@ -47,7 +55,13 @@ def admit_create(store: Store, rt: ResourceType, obj: Obj) -> None:
     name = spec.get("serviceAccountName") or DEFAULT_SERVICE_ACCOUNT
     spec["serviceAccountName"] = name
     spec.setdefault("serviceAccount", name)
-    account = store.get(SERVICE_ACCOUNTS_KEY, str(meta.get("namespace") or ""), str(name)) or {}
+    namespace = str(meta.get("namespace") or "")
+    account = store.get(SERVICE_ACCOUNTS_KEY, namespace, str(name))
+    if account is None:
+        if name != DEFAULT_SERVICE_ACCOUNT:
+            why = f'error looking up service account {namespace}/{name}: serviceaccount "{name}" not found'
+            raise errors.forbidden("", "pods", shown_as or str(meta.get("name") or ""), why)
+        account = {}
     if _automounts(spec, account):
         mount_token(spec)
     if not spec.get("imagePullSecrets") and account.get("imagePullSecrets"):

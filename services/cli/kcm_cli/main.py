@@ -190,7 +190,7 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--sim-backoff-scale",
         type=float,
         default=1.0,
-        help="the simulator's --backoff-scale: multiplies its image pull back-off (10 s doubling to 300 s)",
+        help="the simulator's --backoff-scale: multiplies its image pull and restart back-offs (10 s doubling to 300 s)",
     )
     p.add_argument(
         "--heartbeat-interval",
@@ -266,7 +266,7 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--backoff-scale",
         type=float,
         default=1.0,
-        help="multiply the image pull back-off (10 s doubling to 300 s, as a kubelet's) by this, e.g. 0.01 in tests",
+        help="multiply the image pull and restart back-offs (10 s doubling to 300 s, as a kubelet's) by this, e.g. 0.01",
     )
     p.add_argument("--control-port", type=int, default=0, help="fault-injection port on loopback (0: any)")
     p.add_argument("--control-file", type=Path, help="write the chosen control port here")

@@ -1,5 +1,5 @@
-"""Image references and pulls as the simulated kubelet sees them: parsing, the missing-image rule,
-pull back-off and the texts upstream's kubelet reports.
+"""Image references and pulls as the simulated kubelet sees them: parsing, the missing-image rule
+and the texts upstream's kubelet reports.
 
 - `parse(image)` reads a reference with the grammar of github.com/distribution/reference (what
   kubelet's image manager parses with); an invalid one raises `InvalidImage` with that library's
@@ -8,17 +8,16 @@ pull back-off and the texts upstream's kubelet reports.
   that cannot be pulled: a registry under the reserved `.invalid` TLD or `invalid.example`, a tag
   `404` or one containing `doesnotexist`/`does-not-exist`/`nonexistent`, and the mistyped images
   of the Kubernetes docs' examples (`nginx:1.161`, `kubernetes-bootcamp:v10`).
-- `Backoff` is upstream's per-pod-and-image pull back-off (10 s doubling to 300 s), scaled by the
-  simulator's `--backoff-scale`.
 
-Pure functions and state, called by `kubelet.py`.
+The pull back-off (per pod and image) is `backoff.Backoff`.
+
+Pure functions, called by `kubelet.py`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections import OrderedDict
 from dataclasses import dataclass
 
 # The pieces of distribution/reference's grammar (reference/regexp.go), as regular expressions.
@@ -42,9 +41,6 @@ DEFAULT_DOMAIN = "docker.io"
 # tutorial), which fail there as on a real cluster; names as normalized by `Reference.full`.
 _DOCS_TYPOS = frozenset(("docker.io/library/nginx:1.161", "gcr.io/google-samples/kubernetes-bootcamp:v10"))
 _MISSING_TAG_WORDS = ("doesnotexist", "does-not-exist", "nonexistent")
-
-BACKOFF_INITIAL = 10.0
-BACKOFF_MAX = 300.0
 
 
 class InvalidImage(ValueError):
@@ -148,35 +144,3 @@ def pulls_always(container: dict[str, object], ref: Reference) -> bool:
     if policy:
         return policy == "Always"
     return ref.tag == "latest" and not ref.digest
-
-
-class Backoff:
-    """Upstream's flowcontrol.Backoff for image pulls: per key, a delay that starts at `initial`,
-    doubles on each failure up to `maximum`, and starts over once the key has been quiet for
-    twice the maximum. At most `size` keys are kept (the least recently failed are forgotten)."""
-
-    def __init__(self, scale: float = 1.0, size: int = 10_000) -> None:
-        self.initial = BACKOFF_INITIAL * scale
-        self.maximum = BACKOFF_MAX * scale
-        self._size = size
-        self._entries: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (delay, updated)
-
-    def next(self, key: str, now: float) -> float:
-        """Record a failure at `now`; the delay before the next attempt."""
-        entry = self._entries.pop(key, None)
-        if entry is None or now - entry[1] > 2 * self.maximum:
-            delay = self.initial
-        else:
-            delay = min(entry[0] * 2, self.maximum)
-        self._entries[key] = (delay, now)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
-        return delay
-
-    def remaining(self, key: str, now: float) -> float:
-        """Seconds left of the key's back-off since its last failure (0: not backing off)."""
-        entry = self._entries.get(key)
-        return 0.0 if entry is None else max(0.0, entry[1] + entry[0] - now)
-
-    def forget(self, key: str) -> None:
-        self._entries.pop(key, None)

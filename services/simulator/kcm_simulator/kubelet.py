@@ -7,8 +7,9 @@ node whose heartbeats are stopped (`control.py`) does neither, so that controlle
 silent; its pods still finish their graceful deletions, and when its heartbeats resume its
 running pods post their readiness again (a kubelet's status manager resyncing them). Pods
 bound to our nodes become Running (or finish, per the annotations in podstatus.py), a running
-pod's readiness follows its `sim.kcm.dev/ready` annotation as it changes, and graceful
-deletions are completed once their grace period is over. Only with `manage_not_ready_taint`
+pod's readiness follows its `sim.kcm.dev/ready` annotation as it changes, containers that exit
+restart after upstream's CrashLoopBackOff back-off, a changed image kills and restarts them
+with it, and graceful deletions are completed once their grace period is over. Only with `manage_not_ready_taint`
 (for a stack without a node lifecycle controller) does it play that controller's part for its
 own nodes: the `node.kubernetes.io/not-ready:NoSchedule` taint removed once the node reports
 Ready and put back while it reports NotReady. With a `csi.VolumeStore`, a pod with claims
@@ -30,7 +31,7 @@ from typing import Any
 from kcm_shared.client.kubeclient import KubeClient, resource_path
 from kcm_shared.runtime import events
 
-from kcm_simulator import csi, images, nodes, podstatus, volumes
+from kcm_simulator import backoff, csi, images, nodes, podstatus, volumes
 from kcm_simulator.calls import Writer
 from kcm_simulator.nodevolumes import NodeVolumes
 
@@ -89,6 +90,28 @@ class PodRun:
     images_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """Where a pod's containers run: its node's address, its own, and when it started."""
+
+    host_ip: str
+    pod_ips: list[str]
+    start_time: str
+
+    @property
+    def pod_ip(self) -> str:
+        return self.pod_ips[0]
+
+
+@dataclass(frozen=True)
+class Exited:
+    """The run of a pod's containers that just ended: their restart count during it and its
+    (exit code, startedAt, finishedAt), what a restart reports as their last state."""
+
+    restarts: int
+    last: tuple[int, str, str]
+
+
 @dataclass
 class Termination:
     """A graceful deletion under way: the latest pod seen, and when it was asked for."""
@@ -138,7 +161,8 @@ class Kubelet:
         self._runs: dict[str, PodRun] = {}
         self._terminations: dict[str, Termination] = {}
         self._failed_attempts: OrderedDict[tuple[str, int | None], int] = OrderedDict()
-        self._pull_backoff = images.Backoff(backoff_scale)
+        self._pull_backoff = backoff.Backoff(backoff_scale)
+        self._restarts = backoff.Backoff(backoff_scale)  # CrashLoopBackOff
         # One recorder for all the simulated kubelets: each Event names its node as the host.
         self.events = events.EventRecorder(client, COMPONENT)
 
@@ -475,18 +499,17 @@ class Kubelet:
             await state.cidrs_known.wait()
             pod_ips = [nodes.pod_ip(cidr, state.serial) for cidr in state.pod_cidrs]
             state.serial += 1
-        pod_ip = pod_ips[0]
+        sandbox = Sandbox(host_ip, pod_ips, start_time)
         if resumed is None:
-            pod = await self._start_containers(run, node, host_ip, pod_ips, start_time)
-        want = podstatus.behaviour(pod)
+            pod = await self._start_containers(run, sandbox)
         key = podstatus.attempt_key(pod)
         before = podstatus.attempts_before(pod)
         if before is None:
             before = self._failed_attempts.get(key, 0)
-        policy = pod["spec"].get("restartPolicy", "Always")
         restarts = 0 if resumed is None else resumed.restarts
         last: tuple[int, str, str] | None = None
         while True:
+            want = podstatus.behaviour(pod)  # read again for each run
             run.ready_changed.clear()  # this status reports the latest wish
             if resumed is not None:
                 started, status, resumed = resumed.started, resumed.status, None
@@ -497,7 +520,7 @@ class Kubelet:
                     now=started,
                     start_time=start_time,
                     host_ip=host_ip,
-                    pod_ip=pod_ip,
+                    pod_ip=sandbox.pod_ip,
                     ready=run.ready,
                     restarts=restarts,
                     last_exit=last,
@@ -507,7 +530,10 @@ class Kubelet:
             code = await self._wait_exit(
                 run, want.exit_code_for(before + restarts), want.run_seconds, pod, status
             )
-            if not podstatus.restarts_after(policy, code):
+            if code is None:
+                # A container's image changed: upstream restarts it whatever the restart policy.
+                code = await self._kill_changed(run, pod)
+            elif not podstatus.restarts_after(pod["spec"].get("restartPolicy", "Always"), code):
                 if code != 0 and want.fail_attempts is not None:
                     self._remember_failure(key)
                 final = podstatus.finished(
@@ -516,7 +542,7 @@ class Kubelet:
                     start_time=start_time,
                     started=started,
                     host_ip=host_ip,
-                    pod_ip=pod_ip,
+                    pod_ip=sandbox.pod_ip,
                     exit_code=code,
                     restarts=restarts,
                     condition=want.fail_condition,
@@ -524,8 +550,11 @@ class Kubelet:
                 )
                 await self._patch_status(pod, final)
                 return
-            restarts += 1
             last = (code, started, _now())
+            exited = Exited(restarts, last)
+            await self._back_off(run, sandbox, exited, time.time())
+            pod = await self._start_containers(run, sandbox, exited)
+            restarts += 1
 
     def _event(self, pod: Obj, kind: str, container: str, type_: str, reason: str, message: str) -> None:
         """Record an Event about one of the pod's containers (`kind` "containers" or
@@ -533,19 +562,24 @@ class Kubelet:
         ref = podstatus.reference(pod, f"spec.{kind}{{{container}}}")
         self.events.event(ref, type_, reason, message, host=pod["spec"]["nodeName"])
 
-    async def _start_containers(
-        self, run: PodRun, node: str, host_ip: str, pod_ips: list[str], start_time: str
-    ) -> Obj:
+    async def _start_containers(self, run: PodRun, sandbox: Sandbox, exited: Exited | None = None) -> Obj:
         """Pull, create and start the pod's containers in order, init containers first (each of
         which runs to completion at once), recording the kubelet's Events; the start delay is
         spent pulling (or, with every image present, before the first container is created).
         While an image cannot be used the pod reports why (ErrImagePull, then ImagePullBackOff
         until the back-off is over; InvalidImageName or ErrImageNeverPull until the image is
-        changed) and tries again; a change of the pod's images retries at once. Returns the pod
-        as last seen, whose containers are now started."""
+        changed) and tries again; a change of the pod's images retries at once. With `exited`
+        (a restart) only the regular containers start again, pulling when their image is not
+        on the node (a changed one) and otherwise at once, and the pod stays Running with the
+        run that ended as their last state. Returns the pod as last seen, whose containers are
+        now started."""
         loop = asyncio.get_running_loop()
         ready_at = loop.time() + self._delay
         started: set[tuple[str, str]] = set()
+        if exited is not None:
+            started = {
+                (kind, c.get("name", "")) for kind, c in _containers(run.pod) if kind == "initContainers"
+            }
         while True:
             pod = run.pod
             run.images_changed.clear()
@@ -557,23 +591,27 @@ class Kubelet:
                 failure = await self._ensure_image(pod, kind, container, ready_at)
                 if failure is not None:
                     break
-                await asyncio.sleep(max(0.0, ready_at - loop.time()))
+                if exited is None:
+                    await asyncio.sleep(max(0.0, ready_at - loop.time()))
                 self._event(pod, kind, name, events.NORMAL, "Created", f"Created container: {name}")
                 self._event(pod, kind, name, events.NORMAL, "Started", f"Started container {name}")
                 started.add((kind, name))
             if failure is None:
                 return pod
             name, reason, message, backoff_key = failure
-            status = podstatus.waiting(
-                pod,
-                now=_now(),
-                host_ip=host_ip,
-                pod_ips=pod_ips,
-                start_time=start_time,
-                reason=reason,
-                message=message,
-                container=name,
-            )
+            if exited is None:
+                status = podstatus.waiting(
+                    pod,
+                    now=_now(),
+                    host_ip=sandbox.host_ip,
+                    pod_ips=sandbox.pod_ips,
+                    start_time=sandbox.start_time,
+                    reason=reason,
+                    message=message,
+                    container=name,
+                )
+            else:
+                status = _restarting(pod, sandbox, exited, {name: (reason, message)})
             await self._patch_status(pod, status)
             wait: float | None = None  # a bad name or policy waits for the pod to change
             if backoff_key:
@@ -638,6 +676,56 @@ class Kubelet:
         self._event(pod, kind, name, events.NORMAL, "Pulled", message)
         return None
 
+    async def _kill_changed(self, run: PodRun, pod: Obj) -> int:
+        """Stop the containers because one's image changed, as upstream's kubelet kills a
+        container whose definition changed: Event Killing for each changed container, then
+        they exit shortly after SIGTERM (code 0) or, if they ignore it, are killed at the end of
+        the pod's terminationGracePeriodSeconds (137). Returns the exit code."""
+        before = dict(_named_images(pod))
+        for name, image in _named_images(run.pod):
+            if before.get(name, image) != image:
+                message = f"Container {name} definition changed, will be restarted"
+                self._event(run.pod, "containers", name, events.NORMAL, "Killing", message)
+        seconds, on_their_own = podstatus.stop_after(
+            run.pod, self._stop_seconds, podstatus.kill_grace(run.pod)
+        )
+        await asyncio.sleep(seconds)
+        return 0 if on_their_own else podstatus.KILLED_EXIT_CODE
+
+    async def _back_off(self, run: PodRun, sandbox: Sandbox, exited: Exited, exited_at: float) -> None:
+        """Wait out upstream kubelet's restart back-off (`backoff.Backoff` per pod, container
+        and image, counted from the exit): the first restart is at once, each later one within
+        ten minutes of the previous waits twice as long (10 s to 5 min, scaled). Meanwhile the
+        containers wait with reason CrashLoopBackOff and the Warning BackOff Event is recorded
+        at each of the kubelet's resyncs (every first delay); a changed image starts over."""
+        while True:
+            pod = run.pod
+            keys = {c.get("name", ""): _restart_key(pod, c) for c in pod["spec"].get("containers") or []}
+            now = time.time()
+            left = max(
+                (self._restarts.remaining_since(k, exited_at, now) for k in keys.values()), default=0.0
+            )
+            if left <= 0:
+                break
+            full = _format_pod(pod)
+            waits = {
+                name: (
+                    "CrashLoopBackOff",
+                    f"back-off {images.go_duration(self._restarts.delay(key))} "
+                    f"restarting failed container={name} pod={full}",
+                )
+                for name, key in keys.items()
+            }
+            await self._patch_status(pod, _restarting(pod, sandbox, exited, waits))
+            for name in keys:
+                message = f"Back-off restarting failed container {name} in pod {full}"
+                self._event(pod, "containers", name, events.WARNING, "BackOff", message)
+            run.images_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.images_changed.wait(), min(left, self._restarts.initial))
+        for key in keys.values():
+            self._restarts.next(key, exited_at)
+
     def _remember_failure(self, key: tuple[str, int | None]) -> None:
         """Count a failed attempt before its status is written, so the replacement pod the
         controller then creates already sees it."""
@@ -647,23 +735,33 @@ class Kubelet:
 
     async def _wait_exit(
         self, run: PodRun, exit_code: int | None, run_seconds: float, pod: Obj, status: Obj
-    ) -> int:
-        """The exit code of the current run: from the annotations' timer, or a crash fault.
-        Meanwhile a change of the ready annotation is reported as a readiness probe would."""
+    ) -> int | None:
+        """The exit code of the current run: from the annotations' timer, or a crash fault; None
+        when a container's image changed (the kubelet is to kill it). Meanwhile a change of the
+        ready annotation is reported as a readiness probe would."""
         loop = asyncio.get_running_loop()
         deadline = None if exit_code is None else loop.time() + run_seconds
+        run.images_changed.clear()
         while True:
-            crashed = asyncio.ensure_future(run.crash.wait())
-            changed = asyncio.ensure_future(run.ready_changed.wait())
+            if _images(run.pod, "containers") != _images(pod, "containers"):
+                return None
+            waits = {
+                asyncio.ensure_future(run.crash.wait()),
+                asyncio.ensure_future(run.ready_changed.wait()),
+                asyncio.ensure_future(run.images_changed.wait()),
+            }
             try:
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
-                await asyncio.wait({crashed, changed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                crashed.cancel()
-                changed.cancel()
+                for waiting in waits:
+                    waiting.cancel()
             if run.crash.is_set():
                 run.crash.clear()
                 return 1
+            if run.images_changed.is_set():
+                run.images_changed.clear()
+                continue
             if not run.ready_changed.is_set():
                 assert exit_code is not None  # only a deadline ends the wait otherwise
                 return exit_code
@@ -680,5 +778,36 @@ def _containers(pod: Obj) -> list[tuple[str, Obj]]:
     ]
 
 
-def _images(pod: Obj) -> list[str]:
-    return [str(c.get("image", "")) for _, c in _containers(pod)]
+def _images(pod: Obj, only: str = "") -> list[str]:
+    """The images of the pod's containers (`only` "containers": of the regular ones)."""
+    return [str(c.get("image", "")) for kind, c in _containers(pod) if kind == only or not only]
+
+
+def _restarting(pod: Obj, sandbox: Sandbox, exited: Exited, waits: dict[str, tuple[str, str]]) -> Obj:
+    return podstatus.restarting(
+        pod,
+        now=_now(),
+        start_time=sandbox.start_time,
+        host_ip=sandbox.host_ip,
+        pod_ips=sandbox.pod_ips,
+        restarts=exited.restarts,
+        last_exit=exited.last,
+        waits=waits,
+    )
+
+
+def _named_images(pod: Obj) -> list[tuple[str, str]]:
+    return [(str(c.get("name", "")), str(c.get("image", ""))) for c in pod["spec"].get("containers") or []]
+
+
+def _restart_key(pod: Obj, container: Obj) -> str:
+    """The restart back-off's key, as upstream's GetStableKey: the pod, the container and (for
+    the hash of its definition) its image, so that a changed image starts without back-off."""
+    meta = pod["metadata"]
+    return f"{meta.get('name')}_{meta.get('namespace')}_{meta.get('uid')}_{container.get('name')}_{container.get('image')}"
+
+
+def _format_pod(pod: Obj) -> str:
+    """A pod as upstream's kubelet names it in messages (format.Pod): `NAME_NAMESPACE(UID)`."""
+    meta = pod["metadata"]
+    return f"{meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})"

@@ -30,6 +30,7 @@ INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
 # What a runtime reports for a container it had to SIGKILL when the grace period ran out.
 KILLED_EXIT_CODE = 137
+DEFAULT_GRACE_SECONDS = 30.0
 # The reason a kubelet gives the DisruptionTarget condition of a pod it evicted.
 DISRUPTION_TARGET = "DisruptionTarget"
 EVICTED_BY_KUBELET = "TerminationByKubelet"
@@ -164,17 +165,22 @@ def deletion_requested(pod: Obj, now: float) -> float:
     return deadline - float(meta.get("deletionGracePeriodSeconds") or 0)
 
 
-def stop_after(pod: Obj, prompt: float | None = STOP_SECONDS) -> tuple[float, bool]:
+def stop_after(
+    pod: Obj, prompt: float | None = STOP_SECONDS, grace: float | None = None
+) -> tuple[float, bool]:
     """Seconds from the deletion request until the containers are gone, and whether they exit on
     their own (code 0) rather than being killed when the grace period ends (code 137).
 
     `prompt` is how long a container takes to exit after SIGTERM (None: containers ignore it, as
     `kcm sim --ignore-sigterm` asks); `sim.kcm.dev/terminate-seconds` sets it for one pod, and
-    `sim.kcm.dev/ignore-sigterm: "true"` keeps that pod running for the whole grace period.
+    `sim.kcm.dev/ignore-sigterm: "true"` keeps that pod running for the whole grace period: the
+    deletion's, or `grace` for a container killed otherwise (`kill_grace`).
     """
     meta = pod.get("metadata", {})
     annotations = meta.get("annotations") or {}
-    grace = max(0.0, float(meta.get("deletionGracePeriodSeconds") or 0))
+    if grace is None:
+        grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+    grace = max(0.0, grace)
     try:
         wanted: float | None = float(annotations[TERMINATE_SECONDS_ANNOTATION])
     except (KeyError, ValueError):
@@ -183,6 +189,13 @@ def stop_after(pod: Obj, prompt: float | None = STOP_SECONDS) -> tuple[float, bo
     if wanted is not None and 0 <= wanted < grace:
         return wanted, True
     return grace, False
+
+
+def kill_grace(pod: Obj) -> float:
+    """The grace period of a container the kubelet kills while the pod stays (a changed
+    definition): the pod's terminationGracePeriodSeconds, 30 s by the API's default."""
+    value = pod.get("spec", {}).get("terminationGracePeriodSeconds")
+    return float(value) if isinstance(value, int | float) else DEFAULT_GRACE_SECONDS
 
 
 def restarts_after(restart_policy: str, exit_code: int) -> bool:
@@ -288,6 +301,45 @@ def running(
         "initContainerStatuses": _init_statuses(pod, start_time),
         "containerStatuses": statuses,
     }
+
+
+def restarting(
+    pod: Obj,
+    *,
+    now: str,
+    start_time: str,
+    host_ip: str,
+    pod_ips: list[str],
+    restarts: int,
+    last_exit: tuple[int, str, str],
+    waits: dict[str, tuple[str, str]],
+) -> Obj:
+    """A Running pod whose containers exited and wait to start again, as a kubelet reports it:
+    each container waiting with the (reason, message) `waits` gives it (CrashLoopBackOff while
+    the restart backs off, ErrImagePull or ImagePullBackOff for a new image), ContainerCreating
+    without one, its `restartCount` and `lastState.terminated` those of the run that ended;
+    Ready and ContainersReady False."""
+    out = running(
+        pod,
+        now=now,
+        start_time=start_time,
+        host_ip=host_ip,
+        pod_ip=pod_ips[0],
+        pod_ips=pod_ips,
+        ready=False,
+        restarts=restarts,
+        last_exit=last_exit,
+    )
+    names = []
+    for status in out["containerStatuses"]:
+        names.append(status["name"])
+        reason, message = waits.get(status["name"], ("ContainerCreating", ""))
+        status["started"] = False
+        status["state"] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+    for cond in out["conditions"]:
+        if cond["type"] in ("Ready", "ContainersReady"):
+            cond["message"] = f"containers with unready status: [{' '.join(names)}]"
+    return out
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kcm_apiserver import saadmission
+import pytest
+from kcm_apiserver import errors, saadmission
 from kcm_apiserver.registry import Registry, ResourceType
 from kcm_apiserver.store import Store
 
@@ -81,3 +82,22 @@ def test_mirror_pods_and_other_kinds_are_left_alone() -> None:
     secret: Obj = {"metadata": {"name": "s", "namespace": "ns"}}
     saadmission.admit_create(Store(), rt("secrets"), secret)
     assert secret == {"metadata": {"name": "s", "namespace": "ns"}}
+
+
+def test_a_missing_account_is_refused_as_kube_apiserver_refuses_it() -> None:
+    with pytest.raises(errors.ApiError) as refused:
+        admit(pod(serviceAccountName="ghost"), store_with())
+    assert refused.value.code == 403
+    assert refused.value.status()["message"] == (
+        'pods "p" is forbidden: error looking up service account ns/ghost: serviceaccount "ghost" not found'
+    )
+    assert refused.value.status()["details"] == {"name": "p", "kind": "pods"}
+    # A name the server makes up is not known yet: the message shows the generateName.
+    generated = pod(serviceAccountName="ghost")
+    generated["metadata"]["generateName"] = "web-"
+    with pytest.raises(errors.ApiError) as refused:
+        saadmission.admit_create(Store(), rt("pods"), generated, "web-")
+    assert refused.value.status()["message"].startswith('pods "web-" is forbidden: ')
+    # The namespace's `default` account is admitted while the serviceaccount controller makes it.
+    assert admit(pod(), Store())["serviceAccountName"] == "default"
+    assert admit(pod(serviceAccountName="robot"), store_with())["serviceAccountName"] == "robot"

@@ -1,5 +1,5 @@
 """The simulated kubelet's image rules: reference parsing as distribution/reference does it, the
-missing-image rule, upstream's pull back-off and the texts of its Events."""
+missing-image rule and the texts of its Events."""
 
 from __future__ import annotations
 
@@ -93,31 +93,6 @@ def test_pull_errors_are_containerds_texts() -> None:
     assert error.endswith(
         'Head "https://invalid.example/v2/team/app/manifests/v1": dial tcp: lookup invalid.example: no such host'
     )
-
-
-def test_backoff_doubles_to_the_maximum_and_starts_over_after_quiet() -> None:
-    backoff = images.Backoff()
-    now = 1000.0
-    delays = []
-    for _ in range(7):
-        delays.append(backoff.next("uid_nginx:404", now))
-        now += 1
-    assert delays == [10, 20, 40, 80, 160, 300, 300]
-    assert backoff.remaining("uid_nginx:404", now) == 299
-    assert backoff.remaining("other", now) == 0
-    # Quiet for more than twice the maximum: the next failure waits the first delay again.
-    assert backoff.next("uid_nginx:404", now + 601) == 10
-
-
-def test_backoff_is_scaled_and_bounded() -> None:
-    backoff = images.Backoff(scale=0.01, size=2)
-    assert backoff.next("a", 0) == pytest.approx(0.1)
-    assert backoff.next("a", 0) == pytest.approx(0.2)
-    backoff.next("b", 0)
-    backoff.next("c", 0)
-    assert backoff.remaining("a", 0) == 0  # the least recently failed key was forgotten
-    backoff.forget("c")
-    assert backoff.remaining("c", 0) == 0 and backoff.remaining("b", 0) == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize(

@@ -216,3 +216,14 @@ def _deleted(grace: int, **annotations: str) -> dict[str, Any]:
 )
 def test_stop_after(pod: dict[str, Any], prompt: float | None, expected: tuple[float, bool]) -> None:
     assert podstatus.stop_after(pod, prompt) == expected
+
+
+def test_a_container_killed_for_a_changed_definition_has_the_pods_grace_period() -> None:
+    running: dict[str, Any] = {"metadata": {}, "spec": {"containers": [{"name": "c"}]}}
+    assert podstatus.kill_grace(running) == podstatus.DEFAULT_GRACE_SECONDS == 30
+    running["spec"]["terminationGracePeriodSeconds"] = 5
+    assert podstatus.kill_grace(running) == 5
+    # Not being deleted, the pod's own grace period counts, not a deletion's.
+    assert podstatus.stop_after(running, 0.5, podstatus.kill_grace(running)) == (0.5, True)
+    running["metadata"]["annotations"] = {podstatus.IGNORE_SIGTERM_ANNOTATION: "true"}
+    assert podstatus.stop_after(running, 0.5, podstatus.kill_grace(running)) == (5.0, False)

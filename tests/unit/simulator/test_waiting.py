@@ -111,3 +111,32 @@ def test_container_creating_with_init_containers_shows_them_pending() -> None:
     status = podstatus.waiting(pod(inits=("setup",)), now=NOW, host_ip="10.0.0.1", pod_ips=[], start_time=NOW)
     assert states(status["initContainerStatuses"]) == {"setup": {"waiting": {"reason": "PodInitializing"}}}
     assert {s["state"]["waiting"]["reason"] for s in status["containerStatuses"]} == {"PodInitializing"}
+
+
+def test_containers_waiting_to_restart_keep_the_run_that_ended_as_last_state() -> None:
+    last = (1, "2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z")
+    message = "back-off 10s restarting failed container=web pod=p_ns(u1)"
+    status = podstatus.restarting(
+        pod(inits=("setup",)),
+        now=NOW,
+        start_time=NOW,
+        host_ip="10.0.0.1",
+        pod_ips=["10.244.0.5"],
+        restarts=1,
+        last_exit=last,
+        waits={"web": ("CrashLoopBackOff", message)},
+    )
+    assert status["phase"] == "Running" and status["podIP"] == "10.244.0.5"
+    assert states(status["containerStatuses"]) == {
+        "web": {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
+        "log": {"waiting": {"reason": "ContainerCreating"}},
+    }
+    web = status["containerStatuses"][0]
+    assert (web["restartCount"], web["ready"], web["started"]) == (1, False, False)
+    terminated = web["lastState"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"], terminated["finishedAt"]) == (1, "Error", last[2])
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == "False" and conditions["Ready"]["reason"] == "ContainersNotReady"
+    assert conditions["ContainersReady"]["message"] == "containers with unready status: [web log]"
+    # The init containers ran once and are not run again.
+    assert "terminated" in status["initContainerStatuses"][0]["state"]

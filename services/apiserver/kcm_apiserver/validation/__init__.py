@@ -9,7 +9,7 @@ not change once set. Unknown kinds (custom resources) get the metadata checks on
 
 The rules live in one module per API group, as upstream splits them (`core`, `apps`,
 `batch`, `certificates`, `policy`, `autoscaling`, `apiextensions`, `apiregistration`, `discovery`, `storage`;
-`volumes` holds core's PersistentVolume and claim rules); `metav1` holds the metadata,
+`volumes` holds core's PersistentVolume and claim rules, `limitranges` its LimitRange rules); `metav1` holds the metadata,
 label selector and write-option rules, `fielderrors` the causes and how values print. This
 module only dispatches by group and kind.
 """
@@ -38,6 +38,7 @@ from .core import (
 )
 from .discovery import validate_endpoint_slice
 from .fielderrors import Cause, Causes, Obj, as_dict
+from .limitranges import validate_limit_range
 from .metav1 import validate_metadata, validate_metadata_update
 from .policy import validate_pod_disruption_budget
 from .storage import (
@@ -61,6 +62,7 @@ _VALIDATORS: dict[tuple[str, str], _Validator] = {
     ("", "ConfigMap"): validate_config_map,
     ("", "Secret"): validate_secret,
     ("", "ResourceQuota"): validate_resource_quota,
+    ("", "LimitRange"): validate_limit_range,
     ("", "PersistentVolumeClaim"): validate_persistent_volume_claim,
     ("", "PersistentVolume"): validate_persistent_volume,
     ("storage.k8s.io", "StorageClass"): validate_storage_class,

@@ -14,9 +14,11 @@ Callers: every module of this package; `operations` quotes unknown-field paths w
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, TypeGuard
 
+from kcm_shared.apimachinery import quantity
 from kcm_shared.base.goquote import go_quote as go_quote  # re-exported: its callers import it here
 
 Obj = dict[str, Any]
@@ -187,3 +189,31 @@ def validate_one_of(
             c.required(f"{path}.{key}", "")
     elif value not in allowed:
         c.not_supported(f"{path}.{key}", value, allowed)
+
+
+def go_quantity(text: str) -> GoText:
+    """A resource.Quantity as Go's %#v prints it in a field error (upstream passes the struct,
+    which has no value String method): its int64 mantissa and scale as parsed, the cached
+    canonical text when the input was already canonical, and its format. Amounts too large or
+    precise for an int64 mantissa (upstream's inf.Dec form) print with mantissa 0."""
+    q = quantity.parse(text)
+    parts = _QUANTITY_PARTS.fullmatch(text)
+    assert parts is not None  # parse accepted the text, so it has this form
+    number, suffix = parts.groups()
+    if q.format == quantity.BINARY_SI:
+        value, scale = (q.nanos // 10**9, 0) if q.nanos % 10**9 == 0 else (0, 0)
+    else:
+        whole, _, fraction = number.lstrip("+").partition(".")
+        exponent = int(suffix[1:]) if suffix[:1] in ("e", "E") else _SI_EXPONENTS.get(suffix, 0)
+        value, scale = int((whole + fraction) or "0"), exponent - len(fraction)
+        if not -(2**63) <= value < 2**63:
+            value, scale = 0, 0
+    cached = text if str(q) == text else ""
+    return GoText(
+        f"resource.Quantity{{i:resource.int64Amount{{value:{value}, scale:{scale}}}, "
+        f"d:resource.infDecAmount{{Dec:(*inf.Dec)(nil)}}, s:{go_quote(cached)}, Format:{go_quote(q.format)}}}"
+    )
+
+
+_QUANTITY_PARTS = re.compile(r"([+-]?[0-9.]+)(.*)")
+_SI_EXPONENTS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
