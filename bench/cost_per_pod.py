@@ -162,7 +162,7 @@ async def stack(
         async with benchlib.client_session(2 * CONCURRENCY + 8, tls) as session:
             s = side_by_side.Stack(dev, session, side_by_side.processes(dev.proc.pid))
             try:
-                async with asyncio.timeout(120):
+                async with asyncio.timeout(max(120, nodes)):  # 200 nodes under load took longer
                     await deployment.wait_nodes_ready(session, dev.url, nodes)
             except TimeoutError:
                 raise RuntimeError(f"not all {nodes} simulated nodes became Ready in time") from None
