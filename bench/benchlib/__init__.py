@@ -289,6 +289,10 @@ async def kcm_dev(command: list[str], workdir: Path, args: list[str]) -> AsyncIt
         services = descendants(proc.pid)
         yield Dev(proc, state, str(config["clusters"][0]["cluster"]["server"]), nats_url)
     finally:
+        # Listed again here: a stack that never got ready has children too (a run that timed
+        # out starting left 25 processes of its stack running after it).
+        if proc.returncode is None:
+            services = list(dict.fromkeys([*services, *descendants(proc.pid)]))
         await stop(proc)
         # kcm dev stops its children on SIGTERM; any it could not are ended here, by pid.
         kill_all(services)
