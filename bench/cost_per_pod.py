@@ -116,7 +116,7 @@ SETUPS = {
 class Result:
     """One setup at one size: rates, and per process CPU seconds and memory over the scale."""
 
-    pods: int
+    pods: int  # the pods the scale made: N, or fewer when it did not finish
     client_rate: float = math.nan  # the tight client's pods/s
     created_rate: float = math.nan  # the replicaset controller's, to the last pod seen
     available_rate: float = math.nan  # to the Deployment's status saying all N available
@@ -277,6 +277,9 @@ async def scale(s: side_by_side.Stack, n: int, limit_s: float, out: Result) -> N
             await benchlib.settle(list(s.processes.values()), SETTLE_LIMIT_S)
     if created:
         out.created_rate = len(created) / (max(created.values()) - start)
+        # Per pod means per pod made: a scale cut short by the time limit (two 20,000-pod runs
+        # at load 23-38 stopped near 3,000) would otherwise spread its cost over pods never made.
+        out.pods = min(n, len(created))
     if available:
         out.available_rate = n / (available[0] - start)
     if len(created) > n:
