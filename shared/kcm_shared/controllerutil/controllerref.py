@@ -22,8 +22,8 @@ Used by the ReplicaSet controller (pods) and the deployment controller (ReplicaS
 objects naming the owner in an ownerReference (the cache's owner-uid index) and the orphans
 of its namespace (`ORPHANS_INDEX`, which the caller adds to its cache with `index_orphans`).
 Objects another owner controls are skipped by the claim anyway, so the outcome is the
-namespace walk's (upstream's FilterPodsByOwner over its controller-uid index, from v1.33),
-at a cost that follows the owner's objects rather than the namespace's.
+namespace walk's (upstream v1.32 hands the claim every pod of the namespace), at a cost that
+follows the owner's objects rather than the namespace's.
 """
 
 from __future__ import annotations
