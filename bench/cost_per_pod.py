@@ -18,8 +18,14 @@ on it, beside a tight client in the same stack and upstream kube-controller-mana
   until the stack is idle again (at most `SETTLE_LIMIT_S` after the status), divided by N;
   resident memory (/proc/<pid>/status VmRSS) is read once the stack is up (before the tight
   client's pods) and after the scale; the difference per pod is what a process holds per pod.
+- `embedded-split` is k8s/'s layout (one process per controller, `kcm dev --replicas NAME=1`
+  for every default controller): each process keeps the caches its controller reads, so the
+  memory rows there are the sum over the controller processes and the largest of them (what
+  one Deployment's memory limit must hold), and "controllers" in the CPU rows is their sum.
 - `--scales`: the first setup again at each size, for CPU and memory per pod as the cluster
   grows (issue 33 item 3).
+- `--no-client`: skip the tight client (its rate and the ratio are then n/a), for runs that
+  only look at CPU and memory as the cluster grows.
 - `--repeat`: every setup that many times; medians are printed with the spread.
 
 Ratios are against baselines measured in the same run (the tight client's rate, upstream's
@@ -29,6 +35,10 @@ status is non-zero only when a stack does not start, requests fail, or a scale d
 
 The issue's full-size run (about 25 minutes on 2 cores):
     .venv/bin/python bench/cost_per_pod.py --pods 3000 --scales 1000,3000,10000,20000 --repeat 2
+Both layouts' memory at 20,000 pods, and CPU per pod as the cluster grows:
+    .venv/bin/python bench/cost_per_pod.py --no-client --pods 20000 --setups embedded-all,embedded-split
+    .venv/bin/python bench/cost_per_pod.py --no-client --setups embedded-all --pods 200 \
+        --scales 1000,3000,10000,20000
 """
 
 from __future__ import annotations
@@ -54,7 +64,9 @@ import deployment
 import msgspec
 import side_by_side
 from benchlib import views
+from kcm_cli.controllers import BUILTIN
 from kcm_shared.client import kubeclient
+from kcm_shared.runtime import controllerflags
 
 CONCURRENCY = 32  # the tight client's connections
 PODS_PER_NODE = 100
@@ -63,10 +75,12 @@ LIFTED = ("--kube-api-qps", "100000", "--kube-api-burst", "100000")
 THREE = "deployment-controller,replicaset-controller,garbage-collector-controller"
 NAMESPACE, RAW_NAMESPACE, NAME = "bench-cost", "bench-cost-raw", "web"
 MERGE = {"Content-Type": "application/merge-patch+json"}
-# The bus side of kcm (what upstream's one process does): its cost is the issue's yardstick.
-BUS_SIDE = ("kcm controllers", "kcm watcher", "nats-server")
+# The bus side of kcm (what upstream's one process does) is the controller processes (one, or
+# one per controller in k8s/'s layout), the watcher and NATS: its cost is the issue's yardstick.
+BUS_SERVICES = ("kcm watcher", "nats-server")
 UPSTREAM_KCM = "kube-controller-manager"
-CONTROLLERS = "kcm controllers"
+# k8s/'s layout: every default controller in a process of its own.
+SPLIT = tuple(a for spec in controllerflags.select(BUILTIN, "*") for a in ("--replicas", f"{spec.name}=1"))
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ SETUPS = {
     for s in (
         Setup("embedded-all", "kcm, embedded, every controller", LIFTED),
         Setup("embedded-three", "kcm, embedded, 3 controllers", (*LIFTED, "--controllers", THREE)),
+        Setup("embedded-split", "kcm, embedded, one process per controller", (*LIFTED, *SPLIT)),
         Setup("upstream-all", "kcm, kube-apiserver, every controller", ("--apiserver=upstream", *LIFTED)),
         Setup(
             "upstream-three",
@@ -101,7 +116,7 @@ SETUPS = {
 class Result:
     """One setup at one size: rates, and per process CPU seconds and memory over the scale."""
 
-    pods: int
+    pods: int  # the pods the scale made: N, or fewer when it did not finish
     client_rate: float = math.nan  # the tight client's pods/s
     created_rate: float = math.nan  # the replicaset controller's, to the last pod seen
     available_rate: float = math.nan  # to the Deployment's status saying all N available
@@ -114,10 +129,22 @@ class Result:
         spent = [self.usage.cpu[n] for n in names if n in self.usage.cpu]
         return 1000 * sum(spent) / self.pods if spent else math.nan
 
-    def kib_per_pod(self, name: str) -> float:
-        if name not in self.rss_idle or name not in self.usage.rss:
+    def controllers(self) -> tuple[str, ...]:
+        """The controller processes: `kcm controllers`, or `kcm controller NAME (pid)` each."""
+        return tuple(n for n in self.usage.cpu if n.startswith("kcm controller"))
+
+    def bus_side(self) -> tuple[str, ...]:
+        return (*self.controllers(), *BUS_SERVICES)
+
+    def rss_kib(self, names: tuple[str, ...]) -> float:
+        """Resident KiB after the scale, summed over `names`."""
+        held = [self.usage.rss[n][0] for n in names if n in self.usage.rss]
+        return sum(held) if held else math.nan
+
+    def kib_per_pod(self, names: tuple[str, ...]) -> float:
+        if not names or any(n not in self.rss_idle or n not in self.usage.rss for n in names):
             return math.nan
-        return (self.usage.rss[name][0] - self.rss_idle[name]) / self.pods
+        return (self.rss_kib(names) - sum(self.rss_idle[n] for n in names)) / self.pods
 
 
 # -- one run ---------------------------------------------------------------------------------------
@@ -135,7 +162,7 @@ async def stack(
         async with benchlib.client_session(2 * CONCURRENCY + 8, tls) as session:
             s = side_by_side.Stack(dev, session, side_by_side.processes(dev.proc.pid))
             try:
-                async with asyncio.timeout(120):
+                async with asyncio.timeout(max(120, nodes)):  # 200 nodes under load took longer
                     await deployment.wait_nodes_ready(session, dev.url, nodes)
             except TimeoutError:
                 raise RuntimeError(f"not all {nodes} simulated nodes became Ready in time") from None
@@ -250,6 +277,9 @@ async def scale(s: side_by_side.Stack, n: int, limit_s: float, out: Result) -> N
             await benchlib.settle(list(s.processes.values()), SETTLE_LIMIT_S)
     if created:
         out.created_rate = len(created) / (max(created.values()) - start)
+        # Per pod means per pod made: a scale cut short by the time limit (two 20,000-pod runs
+        # at load 23-38 stopped near 3,000) would otherwise spread its cost over pods never made.
+        out.pods = min(n, len(created))
     if available:
         out.available_rate = n / (available[0] - start)
     if len(created) > n:
@@ -271,8 +301,9 @@ async def one_run(
             await s.settle()
             # Before any pod: memory a process took for pods is seldom handed back once freed.
             out.rss_idle = {name: benchlib.memory_kib(pid)[0] for name, pid in s.processes.items()}
-            out.client_rate = await tight_client(s, n, args.timeout, failures)
-            await s.settle()
+            if not args.no_client:
+                out.client_rate = await tight_client(s, n, args.timeout, failures)
+                await s.settle()
             await scale(s, n, args.timeout, out)
             out.problems += [f"{name} exited during the run" for name in s.gone()]
     except RuntimeError as exc:  # the other runs still run; this one's figures are n/a
@@ -324,12 +355,16 @@ def _rss_mib(name: str) -> Callable[[Result], float]:
     return lambda r: r.usage.rss.get(name, (math.nan, math.nan))[0] / 1024
 
 
+def _largest_controller_mib(r: Result) -> float:
+    return max((r.rss_kib((n,)) for n in r.controllers()), default=math.nan) / 1024
+
+
 def _kib_per_pod(name: str) -> Callable[[Result], float]:
-    return lambda r: r.kib_per_pod(name)
+    return lambda r: r.kib_per_pod((name,))
 
 
 def _over(base: float) -> Callable[[Result], float]:
-    return lambda r: r.cpu_ms(BUS_SIDE) / base
+    return lambda r: r.cpu_ms(r.bus_side()) / base
 
 
 def rows(columns: list[list[Result]], references: list[list[Result]]) -> None:
@@ -343,11 +378,13 @@ def rows(columns: list[list[Result]], references: list[list[Result]]) -> None:
     row("Deployment pods/s, to the last pod created", lambda r: r.created_rate)
     row("  ratio to the tight client (goal >= 0.8)", lambda r: r.created_rate / r.client_rate)
     row("Deployment pods/s, to status all available", lambda r: r.available_rate)
-    names = process_names(columns)
+    # One controller's own process is summed with the others (embedded-split), not listed.
+    names = [n for n in process_names(columns) if not n.startswith("kcm controller ")]
     print("CPU ms per pod, scale until idle")
     for name in names:
         row(f"  {name}", _cpu((name,)))
-    row("  bus side (controllers, watcher, NATS)", _cpu(BUS_SIDE))
+    row("  controller processes", lambda r: r.cpu_ms(r.controllers()))
+    row("  bus side (controllers, watcher, NATS)", lambda r: r.cpu_ms(r.bus_side()))
     cells = []
     for runs, ref in zip(columns, references, strict=True):
         base = [b for b in map(_cpu((UPSTREAM_KCM,)), ref) if not math.isnan(b)]
@@ -358,8 +395,12 @@ def rows(columns: list[list[Result]], references: list[list[Result]]) -> None:
     for name in names:
         if name != benchlib.THIS_PROCESS:
             row(f"  {name}", _rss_mib(name))
+    row("  controller processes, summed", lambda r: r.rss_kib(r.controllers()) / 1024)
+    row("  controller processes, the largest", _largest_controller_mib)
+    row("  controller processes, how many", lambda r: len(r.controllers()) or math.nan)
     print("RSS KiB per pod (after the scale - before any pod) / N")
-    for name in (CONTROLLERS, UPSTREAM_KCM, "kcm watcher", "nats-server"):
+    row("  controller processes, summed", lambda r: r.kib_per_pod(r.controllers()))
+    for name in (UPSTREAM_KCM, *BUS_SERVICES):
         row(f"  {name}", _kib_per_pod(name))
     row("CPU the hypervisor took, % of the machine", lambda r: r.usage.stolen_percent)
     row("load average (1 min) at the run's end", lambda r: r.load)
@@ -430,11 +471,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--setups",
-        default=",".join(SETUPS),
+        # Not embedded-split by default: its 36 processes would double `make bench`'s start-ups.
+        default=",".join(name for name in SETUPS if name != "embedded-split"),
         help=f"which setups, comma-separated, the first also for --scales ({','.join(SETUPS)})",
     )
     p.add_argument("--repeat", type=int, default=1, help="runs of every setup and size (default 1)")
     p.add_argument("--timeout", type=float, default=1200, help="give up on a phase after this many seconds")
+    p.add_argument(
+        "--no-client", action="store_true", help="skip the tight client (for size and memory runs)"
+    )
     benchlib.add_kcm_argument(p)
     args = p.parse_args(argv)
     args.scales = [int(n) for n in args.scales.split(",") if n.strip()]

@@ -77,7 +77,6 @@ PODS = gvr.Resource("", "v1", "pods")
 API_VERSION = "batch/v1"
 KIND = "Job"
 ORPHAN_POD_PREFIX = "orphan-pod:"  # ':' never occurs in a namespace name: no Job key starts so
-ORPHANS_INDEX = "job-orphans"  # pods cache index: the namespace of each pod without a controller
 # Upstream's syncJobBatchPeriod is 1 s: a Job whose pods finish at once then runs at most
 # `parallelism` pods a second. A tenth of that still folds a busy Job's pod events into one sync
 # (bench/job_pods.py: 121 status writes for 2,000 pods instead of 639, ratio 0.74-0.77 instead
@@ -200,7 +199,7 @@ class JobController:
             memory.retain(owned)
 
     def register(self) -> None:
-        self.pods.add_index(ORPHANS_INDEX, _orphan_namespace)
+        controllerref.index_orphans(self.pods)
         self.jobs.add_handler(on_add=self.add_job, on_update=self.update_job, on_delete=self.delete_job)
         self.pods.add_handler(on_add=self.add_pod, on_update=self.update_pod, on_delete=self.delete_pod_final)
 
@@ -388,16 +387,9 @@ class JobController:
         come out of it, so the candidates are those two, found by index rather than by a
         walk over a namespace that keeps each finished pod. The Job's own pods that stopped
         matching are among them, and released."""
-        uid, namespace = job.metadata.uid, job.metadata.namespace
-        owned = [
-            p for p in self.pods.by_index(cache.OWNER_UID_INDEX, uid) if p.metadata.namespace == namespace
-        ]
-        # Orphans not already among them: no reference to this Job, so claiming one adopts it.
-        strangers = [
-            p
-            for p in self.pods.by_index(ORPHANS_INDEX, namespace)
-            if all(r.uid != uid for r in p.metadata.owner_references)
-        ]
+        uid = job.metadata.uid
+        # Orphans without a reference to this Job: claiming one adopts it.
+        owned, strangers = controllerref.candidates(self.pods, job)
         pods = await controllerref.claim(
             self.client,
             job,
@@ -1131,10 +1123,6 @@ async def _together(first: Awaitable[_A], second: Awaitable[_B]) -> tuple[_A, _B
     if isinstance(b, BaseException):
         raise b
     return a, b
-
-
-def _orphan_namespace(pod: Pod) -> list[str]:
-    return [pod.metadata.namespace] if codec.controller_ref(pod) is None else []
 
 
 def build(ctx: runtime.Context) -> runtime.Reconcile:

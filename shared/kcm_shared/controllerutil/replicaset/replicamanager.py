@@ -16,14 +16,15 @@ to owner keys and keep the expectations:
   turns ready under an owner with minReadySeconds is looked at again once it may be
   available.
 
-The sync (`ReplicaManager.sync`): read the owner from the cache; claim the active pods of
-its namespace (adopt matching orphans, release owned pods that stopped matching,
-`kcm_shared.controllerutil.controllerref`); when the expectations are satisfied and the owner is not
-being deleted, create the missing pods (at most BURST_REPLICAS, in slow-start batches) or
-delete the surplus (the lowest ranked first, `replicastatus.pods_to_delete`), recording what
-it expects to see; then write the status through the status subresource when it changed,
-with a ReplicaFailure condition while creating or deleting fails; requeue after
-minReadySeconds while ready pods are not yet available. Pure helpers live in
+The sync (`ReplicaManager.sync`): read the owner from the cache; claim the active pods that
+refer to it and the orphans of its namespace, found by index (`controllerref.candidates`:
+adopt matching orphans, release owned pods that stopped matching); when the expectations
+are satisfied and the owner is not being deleted, create the missing pods (at most
+BURST_REPLICAS, in slow-start batches) or delete the surplus (the lowest ranked first,
+`replicastatus.pods_to_delete`), recording what it expects to see; then write the status
+through the status subresource when it changed, with a ReplicaFailure condition while
+creating or deleting fails; requeue after minReadySeconds while ready pods are not yet
+available. Pure helpers live in
 `kcm_shared.controllerutil.replicaset.replicastatus`.
 """
 
@@ -128,6 +129,7 @@ class ReplicaManager:
         return manager.sync
 
     def register(self) -> None:
+        controllerref.index_orphans(self.pods)
         self.replicasets.add_handler(on_add=self.add_rs, on_update=self.update_rs, on_delete=self.delete_rs)
         self.pods.add_handler(on_add=self.add_pod, on_update=self.update_pod, on_delete=self.delete_pod)
 
@@ -270,7 +272,10 @@ class ReplicaManager:
             # The API server validates selectors: retrying cannot make this one parse.
             self.log.error("invalid selector", extra={self.adapter.noun: key, "error": str(exc)})
             return None
-        active = [p for p in self.pods.list(rs.metadata.namespace) if podranking.is_pod_active(p)]
+        # Upstream walks every pod of the namespace; the claim can only keep, adopt or release
+        # the owner's own and the orphans, so those are the candidates (flat as namespaces grow).
+        owned, orphans = controllerref.candidates(self.pods, rs)
+        active = [p for p in (*owned, *orphans) if podranking.is_pod_active(p)]
         res = self.adapter.resource
         path = kubeclient.resource_path(
             res.group,

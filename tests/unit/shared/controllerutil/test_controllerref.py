@@ -4,8 +4,9 @@ updatePod / addPod cases shared by the ReplicaSet, DaemonSet and StatefulSet con
 from __future__ import annotations
 
 import pytest
-from kcm_shared.apimachinery import codec
+from kcm_shared.apimachinery import codec, gvr
 from kcm_shared.controllerutil import controllerref
+from kcm_shared.testing import caches
 
 OWNERS = {"a": codec.Meta(metadata=codec.ObjectMeta(name="a", namespace="ns", uid="ua"))}
 MATCHING = [codec.Meta(metadata=codec.ObjectMeta(name="m", namespace="ns", uid="um"))]
@@ -73,3 +74,35 @@ def test_route_add(added: codec.Meta, enqueued: list[str], observed: list[str]) 
         lambda o: told.append(o.metadata.name),
     )
     assert (seen, told) == (enqueued, observed)
+
+
+def _pod(name: str, namespace: str, *refs: tuple[str, bool]) -> dict[str, object]:
+    owners = [{"apiVersion": "v1", "kind": "Owner", "name": u, "uid": u, "controller": c} for u, c in refs]
+    return {"metadata": {"name": name, "namespace": namespace, "uid": name, "ownerReferences": owners}}
+
+
+def test_candidates_are_the_owners_objects_and_the_namespaces_orphans() -> None:
+    """What a claim by `ua` must see: its own (controlled, or referring without a controller),
+    the orphans of its namespace once; never another owner's or another namespace's."""
+    pods = caches.new(
+        gvr.Resource("", "v1", "pods"),
+        codec.Meta,
+        [
+            _pod("mine", "ns", ("ua", True)),
+            _pod("mine-uncontrolled", "ns", ("ua", False)),  # also an orphan: listed once
+            _pod("theirs", "ns", ("ub", True)),
+            _pod("theirs-naming-me", "ns", ("ub", True), ("ua", False)),  # the claim skips it
+            _pod("orphan", "ns"),
+            _pod("orphan-elsewhere", "other"),
+            _pod("orphan-of-another", "ns", ("ub", False)),
+            _pod("mine-elsewhere", "other", ("ua", True)),
+        ],
+    )
+    controllerref.index_orphans(pods)
+    controllerref.index_orphans(pods)  # a second controller sharing the cache: one index
+    owned, orphans = controllerref.candidates(pods, OWNERS["a"])
+    assert sorted(p.metadata.name for p in owned) == ["mine", "mine-uncontrolled", "theirs-naming-me"]
+    assert sorted(p.metadata.name for p in orphans) == ["orphan", "orphan-of-another"]
+    # The index follows the store: an orphan adopted by another owner leaves it.
+    caches.deliver(pods, "MODIFIED", _pod("orphan", "ns", ("ub", True)))
+    assert [p.metadata.name for p in controllerref.candidates(pods, OWNERS["a"])[1]] == ["orphan-of-another"]
