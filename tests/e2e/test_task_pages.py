@@ -86,11 +86,9 @@ def assert_columns(shown: list[str], page: list[str]) -> None:
 
 
 def events(stack: devstack.DevStack, ns: str, name: str) -> list[tuple[str, str, str]]:
-    """(reason, source component, message) of the Events about `name`, oldest first."""
+    """(reason, source component, message) of the Events about `name`, in no particular order
+    (their times are whole seconds: a rollout's steps share one)."""
     items = get(stack, ns, "events", "--field-selector", f"involvedObject.name={name}")["items"]
-    items.sort(
-        key=lambda e: (e.get("firstTimestamp") or e["metadata"]["creationTimestamp"], e["metadata"]["name"])
-    )
     return [(e["reason"], (e.get("source") or {}).get("component", ""), e["message"]) for e in items]
 
 
@@ -251,8 +249,10 @@ def test_deployment_page(stack: devstack.DevStack, ns: str) -> None:
         assert pod["LABELS"] == f"app=nginx,pod-template-hash={template_hash}"
 
     # Updating the Deployment: a second ReplicaSet scaled up as the first is scaled down.
-    out = stack.kubectl("-n", ns, "set", "image", "deployment.v1.apps/nginx-deployment", "nginx=nginx:1.16.1")
-    assert out.stdout.strip() == "deployment.apps/nginx-deployment image updated"
+    out = stack.kubectl(
+        "-n", ns, "set", "image", "deployment.v1.apps/nginx-deployment", "nginx=nginx:1.16.1"
+    ).stdout
+    assert out.strip() == "deployment.apps/nginx-deployment image updated"
     assert rollout_status(stack, ns, DEPLOY)[-1] == 'deployment "nginx-deployment" successfully rolled out'
     [second] = [name for name in replicasets(stack, ns) if name != first]
     wait_for(
@@ -584,8 +584,8 @@ def test_hpa_walkthrough(stack: devstack.DevStack, ns: str) -> None:
     stack.kubectl("-n", ns, "rollout", "status", "deployment/php-apache", WAIT)
     out = stack.kubectl(
         "-n", ns, "autoscale", "deployment", "php-apache", "--cpu-percent=50", "--min=1", "--max=10"
-    )
-    assert out.stdout.strip() == "horizontalpodautoscaler.autoscaling/php-apache autoscaled"
+    ).stdout
+    assert out.strip() == "horizontalpodautoscaler.autoscaling/php-apache autoscaled"
     assert_columns(
         headers(stack, ns, "hpa"), ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
     )
