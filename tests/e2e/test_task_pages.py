@@ -899,16 +899,22 @@ def test_cronjob_page(stack: devstack.DevStack, hello: str) -> None:
     def scheduled() -> list[dict[str, str]]:
         return [r for r in table(stack, ns, "jobs") if re.fullmatch(r"hello-\d+", r["NAME"])]
 
-    wait_for(
-        lambda: any(r["COMPLETIONS"] == "1/1" for r in scheduled()), 75, what="a scheduled Job completed"
-    )
+    def completed_pods() -> list[str]:
+        """The pods of the newest scheduled Job that completed (`kubectl drain` in the PDB test
+        deletes a finished pod on its node: a Job it hit has none left)."""
+        for job in sorted((r["NAME"] for r in scheduled() if r["COMPLETIONS"] == "1/1"), reverse=True):
+            selector = f"--selector=job-name={job}"
+            names = stack.kubectl(
+                "-n", ns, "get", "pods", selector, "--output=jsonpath={.items[*].metadata.name}"
+            ).stdout.split()
+            if names:
+                return names
+        return []
+
+    pods = wait_for(completed_pods, 75, interval=1, what="a scheduled Job completed, with its pod")
     stack.kubectl("-n", ns, "wait", "--for=condition=complete", "job/hello-manual", WAIT)
     [row] = table(stack, ns, "cronjob", "hello")
     assert row["LAST SCHEDULE"] != "<none>"
-    job = scheduled()[0]["NAME"]
-    pods = stack.kubectl(
-        "-n", ns, "get", "pods", f"--selector=job-name={job}", "--output=jsonpath={.items[*].metadata.name}"
-    ).stdout.split()
     logs = stack.kubectl("-n", ns, "logs", *pods).stdout
     assert "Hello from the Kubernetes cluster" in logs
     assert [r for r, _, _ in events(stack, ns, "hello")].count("SuccessfulCreate") >= 1
