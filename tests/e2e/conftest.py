@@ -43,6 +43,9 @@ NOT_ON_UPSTREAM: dict[str, str] = {
     "test_job_policies.py": f"{TIME_BUDGET}; the job controller runs in test_job.py",
     "test_cronjob.py": f"{TIME_BUDGET}; test_job.py runs a CronJob's Jobs to completion",
     "test_resourcequota.py": f"{TIME_BUDGET}; test_replicaset.py's pods are refused and admitted by a quota",
+    "test_task_pages.py": f"{TIME_BUDGET}; the pages' API server parts run there in other modules: quota "
+    "admission in test_replicaset.py, eviction refused by a budget in test_disruption.py, cascading deletion "
+    "in test_replicationcontroller.py, and the HPA walkthrough needs the metrics.k8s.io kube-apiserver has not",
     "test_garbagecollector.py": f"{TIME_BUDGET}; the collector cascades in test_replicationcontroller.py, "
     "test_statefulset.py and test_ttlafterfinished.py",
     "test_serviceaccount_tokens.py::test_identity_files_survive_a_restart": f"{TIME_BUDGET}; it restarts "

@@ -117,7 +117,7 @@ def lines(pod: Obj, container: str, previous: bool = False) -> list[Line]:
     cmd = command_line(spec)
     if cmd:
         out.append((started, f"$ {cmd}"))
-        out += [(started, text) for text in _printed(pod, spec)]
+        out += [(started, text) for text in _printed(pod, spec, started)]
     finished = _parse_time(run.get("finishedAt"))
     if finished is not None and "exitCode" in run:
         reason = run.get("reason") or ("Completed" if run.get("exitCode") == 0 else "Error")
@@ -125,12 +125,12 @@ def lines(pod: Obj, container: str, previous: bool = False) -> list[Line]:
     return out
 
 
-def _printed(pod: Obj, spec: Obj) -> list[str]:
+def _printed(pod: Obj, spec: Obj, started: dt.datetime) -> list[str]:
     """What the command prints when the built-in shell runs all of it cleanly (`echo hello`,
     `sh -c 'echo $(MY_VAR); env'`); nothing for anything it does not know (a `while` loop)."""
     argv = [str(w) for w in (spec.get("command") or []) + (spec.get("args") or [])]
     try:
-        result = shell.Container.of(pod, spec).run(argv)
+        result = shell.Container.of(pod, spec, started).run(argv)
     except shell.NotFound:
         return []
     if result.code != 0 or result.stderr:

@@ -7,7 +7,7 @@ and the texts upstream's kubelet reports.
 - `pull_error(ref)` is the simulator's documented rule (docs/simulator.md, "Images") for images
   that cannot be pulled: a registry under the reserved `.invalid` TLD or `invalid.example`, a tag
   `404` or one containing `doesnotexist`/`does-not-exist`/`nonexistent`, and the mistyped images
-  of the Kubernetes docs' examples (`nginx:1.161`, `kubernetes-bootcamp:v10`).
+  of the Kubernetes docs' examples (`nginx:1.161`, `nginx:sometag`, `kubernetes-bootcamp:v10`).
 
 The pull back-off (per pod and image) is `backoff.Backoff`.
 
@@ -37,9 +37,16 @@ _IDENTIFIER = re.compile(r"[a-f0-9]{64}")
 _NAME_MAX = 255
 DEFAULT_DOMAIN = "docker.io"
 
-# The mistyped images of the Kubernetes docs' examples (a Deployment rollback, the rolling update
-# tutorial), which fail there as on a real cluster; names as normalized by `Reference.full`.
-_DOCS_TYPOS = frozenset(("docker.io/library/nginx:1.161", "gcr.io/google-samples/kubernetes-bootcamp:v10"))
+# The mistyped or unresolvable images of the Kubernetes docs' examples (the Deployment page's
+# rollback and proportional scaling, the rolling update tutorial), which fail there as on a real
+# cluster; names as normalized by `Reference.full`.
+_DOCS_TYPOS = frozenset(
+    (
+        "docker.io/library/nginx:1.161",
+        "docker.io/library/nginx:sometag",
+        "gcr.io/google-samples/kubernetes-bootcamp:v10",
+    )
+)
 _MISSING_TAG_WORDS = ("doesnotexist", "does-not-exist", "nonexistent")
 
 

@@ -167,7 +167,7 @@ class KubeletServer:
         name = request.match_info["container"]
         if not containerlog.is_running(pod, name):
             return _plain(400, f"container {name} is not running in pod {request.match_info['pod']}")
-        box = shell.Container.of(pod, spec)
+        box = shell.Container.of(pod, spec, dt.datetime.now(dt.UTC))
         if _is_spdy(request):
             reads = stdin and shell.reads_stdin(argv)
 

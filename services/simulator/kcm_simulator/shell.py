@@ -4,7 +4,8 @@
   `$(VAR)` references to earlier ones, and the downward API fields a kubelet resolves), its
   hostname, and the files of its downward API and service-account volumes at their mount paths.
 - `Container.run(argv, stdin)`: runs one command line. Built in: `echo [-n]`, `cat [FILE...]`
-  (stdin without files), `env`, `printenv [NAME]`, `hostname`, `ls [DIR...]`, `pwd`, `true`,
+  (stdin without files), `env`, `printenv [NAME]`, `hostname`, `date` (the container's clock, in
+  UTC: the run's start for its logs, the request's time for exec), `ls [DIR...]`, `pwd`, `true`,
   `false`, `exit [N]`, `sleep N` (returns at once), and `sh -c SCRIPT` for `;`, `&&`, `||`
   separated lists of those with `$NAME` expansion. Anything else is not found, as a real runtime
   answers: `NotFound` for the command exec'd directly, exit code 127 inside `sh -c`.
@@ -15,6 +16,7 @@ Pure; called by `kubeletserver.py` for `/exec`. Documented in docs/simulator.md.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import re
 import shlex
@@ -129,13 +131,15 @@ def _files(pod: Obj, container: Obj, hostname: str) -> dict[str, str]:
 class Container:
     env: dict[str, str]
     hostname: str
+    now: dt.datetime  # what `date` prints
     files: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
-    def of(pod: Obj, container: Obj) -> Container:
+    def of(pod: Obj, container: Obj, now: dt.datetime) -> Container:
         spec = pod.get("spec") or {}
         hostname = str(spec.get("hostname") or (pod.get("metadata") or {}).get("name", ""))
-        return Container(_environment(pod, container, hostname), hostname, _files(pod, container, hostname))
+        env, files = _environment(pod, container, hostname), _files(pod, container, hostname)
+        return Container(env, hostname, now, files)
 
     # -- file system ----------------------------------------------------------------------
 
@@ -193,6 +197,9 @@ class Container:
             )
         if name == "hostname":
             return Result((self.hostname + "\n").encode())
+        if name == "date" and not args:
+            # busybox's and coreutils' default format; containers run in UTC unless told otherwise.
+            return Result(self.now.astimezone(dt.UTC).strftime("%a %b %e %H:%M:%S UTC %Y\n").encode())
         if name == "pwd":
             return Result(b"/\n")
         if name == "ls":

@@ -58,6 +58,16 @@ def test_a_run_prints_its_start_command_output_and_exit() -> None:
     assert lines[-1][0] == dt.datetime(2026, 1, 1, 0, 0, 5, tzinfo=dt.UTC)
 
 
+def test_date_prints_when_the_run_started() -> None:
+    """The CronJob page's `date; echo Hello from the Kubernetes cluster`."""
+    run = {"state": {"running": {"startedAt": "2019-02-22T11:02:09Z"}}}
+    command = ["/bin/sh", "-c", "date; echo Hello from the Kubernetes cluster"]
+    assert texts(containerlog.lines(pod(run, command=command), "c"))[2:] == [
+        "Fri Feb 22 11:02:09 UTC 2019",
+        "Hello from the Kubernetes cluster",
+    ]
+
+
 def test_a_command_the_shell_does_not_know_prints_only_its_command_line() -> None:
     lines = containerlog.lines(pod(RUNNING, args=["nginx", "-g", "daemon off;"]), "c")
     assert texts(lines) == ["sim: container c started (image busybox)", "$ nginx -g 'daemon off;'"]

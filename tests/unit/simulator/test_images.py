@@ -69,6 +69,7 @@ def test_inspect_failure_is_the_image_managers_message() -> None:
         "invalid.example/app:v1",
         "registry.invalid:5000/app",
         "nginx:1.161",
+        "nginx:sometag",
         "gcr.io/google-samples/kubernetes-bootcamp:v10",
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ CONTAINER: dict[str, Any] = {
 
 @pytest.fixture
 def box() -> shell.Container:
-    return shell.Container.of(POD, CONTAINER)
+    return shell.Container.of(POD, CONTAINER, dt.datetime(2019, 2, 2, 11, 2, 9, tzinfo=dt.UTC))
 
 
 def out(result: shell.Result) -> str:
@@ -89,6 +90,7 @@ def test_environment_resolves_literals_references_and_downward_api(box: shell.Co
         (["echo", "hi", "there"], "hi there\n", 0),
         (["echo", "-n", "hi"], "hi", 0),
         (["/bin/hostname"], "web\n", 0),
+        (["date"], "Sat Feb  2 11:02:09 UTC 2019\n", 0),
         (["cat", "/etc/podinfo/name"], "web", 0),
         (["cat", "/etc/podinfo/labels"], "app=web\ntier='a b'", 0),
         (["cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"], "ns", 0),
