@@ -147,18 +147,6 @@ class DevStack:
         port = words[words.index("--ops-port") + 1]
         return _sample(f"http://127.0.0.1:{port}", sample, labels)
 
-
-def _sample(ops_url: str, sample: str, labels: dict[str, str]) -> float:
-    """The sum of `sample` with at least `labels` in the /metrics at `ops_url`."""
-    with urllib.request.urlopen(ops_url + "/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == sample and labels.items() <= s.labels.items()
-    )
-
     def log(self, name: str) -> str:
         path = self.state / "logs" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
@@ -178,6 +166,18 @@ def _sample(ops_url: str, sample: str, labels: dict[str, str]) -> float:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def _sample(ops_url: str, sample: str, labels: dict[str, str]) -> float:
+    """The sum of `sample` with at least `labels` in the /metrics at `ops_url`."""
+    with urllib.request.urlopen(ops_url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == sample and labels.items() <= s.labels.items()
+    )
 
 
 @contextlib.contextmanager
