@@ -145,11 +145,12 @@ subresources other than status and scale are read as JSON; a server that answers
 protobuf request is read as JSON. Writes stay JSON (upstream sends create and update bodies as
 protobuf; patches are JSON on both): kcm writes what it read back, and a field its table lacked
 would be dropped silently. `kcm_kube_api_bodies_total{{content_type}}` counts what each service read.
-Why JSON stays the default (bench/content_type.py, 3,000 pods on kube-apiserver v1.32 through
-kcm's client, CPU seconds per 1,000 pods, medians of 3): a list cost kube-apiserver 1.12 as JSON
-and 2.86 as protobuf, and kcm 0.02 and 0.98; a watch 0.22 and 0.46, and kcm 0.01 and 0.62.
-Decoding protobuf in Python costs kcm far more than it saves kube-apiserver, which here spent no
-less on protobuf than on JSON; kcm's JSON decoding is msgspec's, in C.
+Why JSON stays the default (bench/content_type.py: 1,500 pods on kube-apiserver v1.32 on a shared
+2-core machine, CPU seconds per 1,000 pods, medians of 3, kube-apiserver's background subtracted):
+a list cost kube-apiserver 0.086 as JSON and 0.019 as protobuf, and kcm 0.012 and 0.98; a watch
+0.076 and 0.035, and kcm 0.010 and 0.66. Protobuf saves kube-apiserver about 0.05 s per 1,000 pods
+and costs kcm 15 to 20 times that: kcm's JSON decoding is msgspec's, in C, and its protobuf
+decoder is Python.
 
 | flag | type | default | upstream's meaning (or ours) | here |
 | --- | --- | --- | --- | --- |
