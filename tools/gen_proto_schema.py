@@ -1,6 +1,7 @@
 """Generate kcm_shared/proto_schema.json, the field table of the built-in API's Go types.
 
-`kcm_apiserver.protobuf` decodes protobuf bodies with it; `kcm_shared.apimachinery.apitypes` compares objects
+`kcm_shared.apimachinery.protobuf` decodes protobuf bodies with it (the embedded API server's
+request bodies, kcm's client's reads); `kcm_shared.apimachinery.apitypes` compares objects
 as Go's typed semantic equality does (which fields are pointers, which zero values are absent).
 
 How it was produced: `python tools/gen_proto_schema.py /usr/bin/kubectl` against kubectl v1.32.4,
@@ -32,7 +33,7 @@ Output shape (compact JSON):
    "messages": {"k8s.io.api.core.v1.ConfigMap": {"2": ["data", "map", 4, "string", "string"], ...}}}
 A field is [jsonName, type, flags] or, for a map, [jsonName, "map", flags, keyType, valueType];
 type is a scalar name ("string", "int32", ...) or a message's full name. Flags are the FLAG_*
-constants of `kcm_apiserver.protobuf`.
+constants of `kcm_shared.apimachinery.protobuf`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Must match the FLAG_* constants of kcm_apiserver.protobuf and kcm_shared.apimachinery.apitypes, which read this output.
+# Must match the FLAG_* constants of kcm_shared.apimachinery.protobuf and
+# kcm_shared.apimachinery.apitypes, which read this output.
 FLAG_REPEATED = 1
 FLAG_INLINE = 2
 FLAG_OMIT_ZERO = 4

@@ -138,15 +138,14 @@ class DevStack:
         for member in self.status().get("members", []):
             if controller not in member.get("controllers", []):
                 continue
-            with urllib.request.urlopen(member["ops_url"] + "/metrics", timeout=5) as resp:
-                text = resp.read().decode()
-            found[member["ops_url"]] = sum(
-                s.value
-                for family in text_string_to_metric_families(text)
-                for s in family.samples
-                if s.name == sample and labels.items() <= s.labels.items()
-            )
+            found[member["ops_url"]] = _sample(member["ops_url"], sample, labels)
         return found
+
+    def service_metric(self, service: str, sample: str, **labels: str) -> float:
+        """A sample of the /metrics of `service` (`watcher`, `coordinator`), with at least `labels`."""
+        words = children(self.proc.pid)[self.service_pid(service)].split()
+        port = words[words.index("--ops-port") + 1]
+        return _sample(f"http://127.0.0.1:{port}", sample, labels)
 
     def log(self, name: str) -> str:
         path = self.state / "logs" / f"{name}.log"
@@ -167,6 +166,18 @@ class DevStack:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def _sample(ops_url: str, sample: str, labels: dict[str, str]) -> float:
+    """The sum of `sample` with at least `labels` in the /metrics at `ops_url`."""
+    with urllib.request.urlopen(ops_url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == sample and labels.items() <= s.labels.items()
+    )
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ import msgspec
 import yaml
 from aiohttp import web
 from cryptography import x509
-from kcm_shared.apimachinery import codec
+from kcm_shared.apimachinery import codec, protobuf
 
 from kcm_apiserver import (
     audit,
@@ -45,7 +45,6 @@ from kcm_apiserver import (
     metrics_api,
     openapi_v2,
     podstreams,
-    protobuf,
     rbac,
     reviews,
     subresources,

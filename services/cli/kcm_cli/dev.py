@@ -108,22 +108,24 @@ def enabled(selection: str, flags: list[str]) -> list[runtime.Spec]:
     ]
 
 
-# Upstream's leader election flags that `kcm dev` also hands the watcher and the coordinator,
-# which hold Leases with them (docs/flags.md "Leader election"); not the Lease's name and
-# namespace, which are each service's own (and with --apiserver=upstream, where its RBAC allows).
-_LEASE_FLAGS = (
+# Upstream's flags that `kcm dev` also hands the watcher and the coordinator: the leader election
+# ones, as they hold Leases with them (docs/flags.md "Leader election"), not the Lease's name and
+# namespace, which are each service's own (and with --apiserver=upstream, where its RBAC allows);
+# and the client's media type, which matters most to the watcher's lists and watches.
+_SHARED_FLAGS = (
     "--leader-elect",
     "--leader-elect-lease-duration",
     "--leader-elect-renew-deadline",
     "--leader-elect-retry-period",
     "--leader-elect-resource-lock",
+    "--kube-api-content-type",
 )
 
 
-def lease_flags(controller_flags: list[str]) -> list[str]:
-    """The `--leader-elect*` flags among `controller_flags` (pflag's `--name=value` reading) that
-    the watcher and the coordinator take too."""
-    return [f for f in controller_flags if f.split("=", 1)[0] in _LEASE_FLAGS]
+def shared_flags(controller_flags: list[str]) -> list[str]:
+    """The flags among `controller_flags` (pflag's `--name=value` reading) that the watcher and
+    the coordinator take too."""
+    return [f for f in controller_flags if f.split("=", 1)[0] in _SHARED_FLAGS]
 
 
 def _controller_groups(
@@ -495,7 +497,7 @@ async def _start_bus(
         return ["--nats-nkey-seed", str(natsauth.seed_file(auth_dir, name))]
 
     coordinator_port, watcher_port = natsd.free_port(), natsd.free_port()
-    leases = lease_flags(opts.controller_flags)
+    leases = shared_flags(opts.controller_flags)
     coordinator_url = f"http://127.0.0.1:{coordinator_port}"
     services = [
         (
@@ -532,7 +534,7 @@ async def _start_bus(
                 # credentials: the plain ops port, not upstream's secure port (a flag may ask for it).
                 "--secure-port=0",
                 *identity_flags,
-                # --leader-elect is the watcher's and the coordinator's (`lease_flags`): the
+                # --leader-elect is the watcher's and the coordinator's (`shared_flags`): the
                 # controllers refuse it false (controllerflags.refuse_leader_elect_false).
                 *(f for f in opts.controller_flags if f.split("=", 1)[0] != "--leader-elect"),
             ],

@@ -210,6 +210,9 @@ def _dev_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--kube-api-qps", help="passed to the controllers")
     p.add_argument("--kube-api-burst", help="passed to the controllers")
     p.add_argument(
+        "--kube-api-content-type", help="passed to the controllers, the watcher and the coordinator"
+    )
+    p.add_argument(
         "--partitions", type=int, help="work partitions per controller (passed to the coordinator)"
     )
     p.add_argument(
@@ -395,10 +398,15 @@ def _replicas(items: list[str]) -> dict[str, int]:
 
 
 def _passthrough(args: argparse.Namespace, normalized: list[str]) -> list[str]:
-    """Controller flags `kcm dev` hands on: the rate limits, and every flag of the controllers'
-    (`controllerflags.add_passthrough`: upstream's, worker counts, the work queue's, each
-    controller's) given on its command line, as `--flag=value` (`normalized` is pflag's reading)."""
-    flags = [f"--kube-api-{k}={v}" for k in ("qps", "burst") if (v := getattr(args, f"kube_api_{k}"))]
+    """Controller flags `kcm dev` hands on: the client's rate limits and media type, and every
+    flag of the controllers' (`controllerflags.add_passthrough`: upstream's, worker counts, the
+    work queue's, each controller's) given on its command line, as `--flag=value` (`normalized`
+    is pflag's reading)."""
+    flags = [
+        f"--kube-api-{k}={v}"
+        for k in ("qps", "burst", "content-type")
+        if (v := getattr(args, f"kube_api_{k.replace('-', '_')}"))
+    ]
     known = controllerflags.passthrough_flags(controllers.BUILTIN)
     return flags + [item for item in normalized if item.split("=", 1)[0] in known]
 

@@ -40,7 +40,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 import prometheus_client
-from kcm_shared.apimachinery import gvr, resourceversion
+from kcm_shared.apimachinery import gvr, protobuf, resourceversion
 from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import consumers, natsconn, subjects, wire
 from kcm_shared.client import kubeclient
@@ -61,6 +61,7 @@ _TRANSIENT = (
     OSError,
     TimeoutError,
     msgspec.DecodeError,
+    protobuf.ProtobufError,
     nats.errors.Error,
 )
 T = TypeVar("T")

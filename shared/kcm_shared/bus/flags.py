@@ -3,7 +3,7 @@
 Each service's `cli.register` calls `add_common` on its subparser; `kube_client` (which
 turns an unreadable kubeconfig into `errors.ConfigError`) and `opsserver` then read the
 parsed namespace, so `--kubeconfig`, `--master`,
-`--kube-api-qps`, `--kube-api-burst`, the `--nats-*` options and the ops endpoint mean the
+`--kube-api-qps`, `--kube-api-burst`, `--kube-api-content-type`, the `--nats-*` options and the ops endpoint mean the
 same thing everywhere. The argparse types of duration flags are `apimachinery.goduration`'s.
 """
 
@@ -15,7 +15,7 @@ import socket
 
 from kcm_shared.base import errors
 from kcm_shared.bus import natsconn
-from kcm_shared.client import clientbuilder, kubeclient
+from kcm_shared.client import clientbuilder, contenttype, kubeclient
 
 
 def add_common(p: argparse.ArgumentParser, ops_port: int | None) -> None:
@@ -26,6 +26,12 @@ def add_common(p: argparse.ArgumentParser, ops_port: int | None) -> None:
     g.add_argument("--master", help="API server URL, overriding the kubeconfig")
     g.add_argument("--kube-api-qps", type=float, default=20.0, help="client-side rate limit (0: none)")
     g.add_argument("--kube-api-burst", type=int, default=30)
+    g.add_argument(
+        "--kube-api-content-type",
+        default=contenttype.JSON,
+        choices=contenttype.CHOICES,
+        help='media type of reads of built-in objects (docs/flags.md "API content type")',
+    )
     o = p.add_argument_group("operations")
     o.add_argument("--ops-bind", default="0.0.0.0", help="address of /healthz and /metrics")
     o.add_argument(
@@ -66,6 +72,7 @@ def kube_client(
         user_agent=user_agent,
         write_guard=write_guard,
         token_source=tokens,
+        content_type=args.kube_api_content_type,
     )
 
 

@@ -1,4 +1,4 @@
-"""An asyncio Kubernetes API client: JSON over HTTP/1.1, configured by the official client.
+"""An asyncio Kubernetes API client: JSON (or protobuf reads) over HTTP/1.1, configured by the official client.
 
 Connection settings (kubeconfig, in-cluster service account, `--master`) are read with the
 official `kubernetes` package, so every auth method it supports works; requests then go
@@ -14,7 +14,9 @@ part through `segment`: names are user input (an ownerReference's name is anythi
 non-empty), and a raw one could name another object or end the request line. A bearer token
 kept in a file (in-cluster, or a kubeconfig's `tokenFile`) is re-read as client-go does
 (`TokenFile`); any other `TokenSource` may stand in for it (`kcm_shared.client.clientbuilder`'s
-TokenRequest tokens), on a connection stripped of its own credentials (`anonymous`). A
+TokenRequest tokens), on a connection stripped of its own credentials (`anonymous`).
+`content_type` is `--kube-api-content-type`: with protobuf, reads of built-in objects arrive
+as protobuf and are handed on as JSON (`kcm_shared.client.contenttype`). A
 `write_guard` (the controller runtime passes `fencing.check_write`) is called right before each
 mutating request is sent, after the rate limiter's wait, and may refuse it by raising.
 """
@@ -38,8 +40,9 @@ import msgspec
 import yaml
 import yarl
 
+from kcm_shared.apimachinery import protobuf
 from kcm_shared.base import tracing
-from kcm_shared.client import http1, tokenbucket
+from kcm_shared.client import contenttype, http1, tokenbucket
 from kcm_shared.client.tokenbucket import Priority as Priority
 
 log = logging.getLogger("kcm.kubeclient")
@@ -83,8 +86,15 @@ class ApiError(Exception):
 
 
 # What one request may fail with: an answer (ApiError) or no answer (a broken connection, a
-# timeout). A caller that logs a failed request and goes on, as upstream's loops do, catches these.
-REQUEST_ERRORS: tuple[type[Exception], ...] = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+# timeout, a body that cannot be read). A caller that logs a failed request and goes on, as
+# upstream's loops do, catches these.
+REQUEST_ERRORS: tuple[type[Exception], ...] = (
+    ApiError,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    protobuf.ProtobufError,
+)
 
 
 @dataclass
@@ -298,8 +308,10 @@ class KubeClient:
         token_reread: float = TOKEN_REREAD_SECONDS,
         write_guard: WriteGuard | None = None,
         token_source: TokenSource | None = None,
+        content_type: str = contenttype.JSON,
     ) -> None:
         self.conn = conn
+        self.content_type = contenttype.ContentType(content_type)
         self.user_agent = user_agent
         self._write_guard = write_guard
         self._limiter = tokenbucket.PriorityLimiter(qps, burst) if qps > 0 else None
@@ -311,7 +323,8 @@ class KubeClient:
             self._token = TokenFile(conn.token_file, token_reread)
         # With a token source the Authorization header is its current token, per request.
         fixed = {k: v for k, v in conn.headers.items() if not (self._token and k.lower() == "authorization")}
-        self._headers = {**fixed, "User-Agent": user_agent, "Accept": "application/json"}
+        # Accept is per request (`contenttype`).
+        self._headers = {**fixed, "User-Agent": user_agent}
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -364,14 +377,29 @@ class KubeClient:
         content_type: str = "application/json",
         priority: Priority = Priority.NORMAL,
     ) -> bytes:
-        """The response body undecoded, for callers that pass objects on byte for byte (the watcher)."""
+        """The response body as JSON bytes, undecoded, for callers that pass objects on byte for
+        byte (the watcher); a protobuf answer is converted."""
+        resp = await self._send(method, path, params, body, content_type, priority)
+        return contenttype.json_body(resp.headers.get("content-type", ""), resp.body)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Any,
+        content_type: str,
+        priority: Priority,
+    ) -> http1.Response:
         if self._limiter is not None:
             await self._limiter.acquire(priority)
         # After the limiter's wait, which can be long: ownership may have ended during it.
         if self._write_guard is not None and method not in _READS:
             self._write_guard(method, path)
         data = None if body is None else (body if isinstance(body, bytes) else _encode(body))
-        headers = {"Content-Type": content_type} if data is not None else {}
+        headers = {"Accept": self.content_type.accept(method, path)}
+        if data is not None:
+            headers["Content-Type"] = content_type
         # Writes made inside a reconcile carry its trace, so one trace spans watcher -> API write.
         tracing.inject(headers)
         auth = await self._authorize(headers)
@@ -383,8 +411,8 @@ class KubeClient:
                 # goes again once, with the token the file holds now.
                 resp = await self._calls().request(method, path, params=params, body=data, headers=headers)
         if resp.status >= 400:
-            raise _error(resp.status, resp.body)
-        return resp.body
+            raise _error(resp.status, resp.headers.get("content-type", ""), resp.body)
+        return resp
 
     async def _authorize(self, headers: dict[str, str]) -> str:
         """Put the token source's current token in `headers` (when there is one); return it."""
@@ -469,13 +497,19 @@ class KubeClient:
             f"{self.conn.server}{path}?{http1.query_string({**params, 'watch': 'true'})}", encoded=True
         )
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
-        headers: dict[str, str] = {}
+        headers = {"Accept": self.content_type.accept("GET", path)}
         auth = await self._authorize(headers)
         async with self._http().get(url, headers=headers, timeout=timeout) as resp:
             if resp.status >= 400:
                 if resp.status == 401 and self._token is not None:
                     self._token.rejected(auth)
-                raise _error(resp.status, await resp.read())
+                raise _error(resp.status, resp.headers.get("Content-Type", ""), await resp.read())
+            if contenttype.is_protobuf(resp.headers.get("Content-Type", "")):
+                frames = contenttype.WatchFrames()
+                async for chunk in resp.content.iter_any():
+                    if events := frames.feed(chunk):
+                        yield events
+                return
             partial = b""
             async for chunk in resp.content.iter_any():
                 # One split per read: partitioning line by line would copy the rest each time.
@@ -491,10 +525,10 @@ def status_error(status: Obj) -> ApiError:
     return ApiError(int(status.get("code", 500)), status.get("reason", ""), status.get("message", ""), status)
 
 
-def _error(code: int, raw: bytes) -> ApiError:
+def _error(code: int, content_type: str, raw: bytes) -> ApiError:
     try:
-        status = _decode(raw) if raw else {}
-    except msgspec.DecodeError:
+        status = contenttype.obj_body(content_type, raw) if raw else {}
+    except (msgspec.DecodeError, protobuf.ProtobufError):
         status = {}
     if not isinstance(status, dict) or status.get("kind") != "Status":
         return ApiError(code, "", raw.decode(errors="replace")[:500])

@@ -295,7 +295,6 @@ NO_EFFECT: dict[str, str] = {
     "leader-elect-retry-period": _LEADER,
     "controller-start-interval": "kcm starts its controllers at once; the interval only spread upstream's start-up",
     "min-resync-period": "kcm's caches follow the bus and never resync from a period",
-    "kube-api-content-type": 'kcm\'s client speaks JSON only (above, "API content type")',
     "emulated-version": "kcm follows v1.32 only",
     "log-flush-frequency": _LOGS,
     "log-json-info-buffer-size": _LOGS,
@@ -313,6 +312,8 @@ NO_EFFECT: dict[str, str] = {
 
 # What a flag kcm implements does here where that is not all upstream's flag does.
 NOTES: dict[str, str] = {
+    "kube-api-content-type": "kcm's default is application/json; protobuf makes reads of built-in objects "
+    'protobuf, writes stay JSON (above, "API content type")',
     "version": "prints kcm's version and the upstream release it follows; --version=vX.Y.Z (which sets "
     "upstream's reported version) is accepted and changes nothing",
     "controllers": "upstream's names and aliases; a controller kcm does not build is logged as not started",

@@ -8,8 +8,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from kcm_apiserver import openapi_v2, protobuf
+from kcm_apiserver import openapi_v2
 from kcm_apiserver.registry import Registry
+from kcm_shared.apimachinery import protobuf
 
 from tests.support.crontab import CRONTAB_SCHEMA, crontab_crd, registry_with_crontab
 

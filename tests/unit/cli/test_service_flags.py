@@ -18,6 +18,7 @@ def test_bools_durations_and_underscores_as_pflag_reads_them(command: str) -> No
     assert args.kube_api_qps == 7.0
     args, _ = main.parse([command, "--leader-elect"])
     assert args.leader_elect is True
+    assert args.kube_api_content_type == "application/json"  # kcm's default, not upstream's
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,10 @@ def test_bools_durations_and_underscores_as_pflag_reads_them(command: str) -> No
         (["coordinator", "--leader-elect=maybe"], 'invalid argument "maybe" for "--leader-elect" flag'),
         (["watcher", "--sync-grace=2"], 'invalid argument "2" for "--sync-grace" flag'),
         (["coordinator", "--kubeconfig"], "flag needs an argument: --kubeconfig"),
+        (
+            ["controllers", "--kube-api-content-type=application/yaml"],
+            'invalid argument "application/yaml" for "--kube-api-content-type" flag',
+        ),
     ],
 )
 def test_what_pflag_refuses_is_one_line(argv: list[str], message: str) -> None:
@@ -44,16 +49,23 @@ def test_their_own_flags_keep_working() -> None:
     assert args.resources == "v1/pods,-v1/events" and args.publish_window == 8
 
 
-def test_kcm_dev_hands_the_lease_timing_to_the_watcher_and_the_coordinator() -> None:
+def test_kcm_dev_hands_the_lease_timing_and_content_type_to_the_watcher_and_the_coordinator() -> None:
     argv = [
         "dev",
         "--leader-elect=false",
         "--leader_elect_lease_duration=20s",
         "--leader-elect-resource-name=x",
+        "--kube-api-content-type",
+        "application/vnd.kubernetes.protobuf",
     ]
     args, words = main.parse([*argv, "--kube-api-qps=5"])
-    handed = dev.lease_flags(main._passthrough(args, words[1:]))
-    assert handed == ["--leader-elect=false", "--leader-elect-lease-duration=20s"]
+    handed = dev.shared_flags(main._passthrough(args, words[1:]))
+    assert handed == [
+        "--kube-api-content-type=application/vnd.kubernetes.protobuf",
+        "--leader-elect=false",
+        "--leader-elect-lease-duration=20s",
+    ]
     for command in ("watcher", "coordinator"):
         parsed, _ = main.parse([command, *handed])
         assert parsed.leader_elect is False and parsed.leader_elect_lease_duration == 20.0
+        assert parsed.kube_api_content_type == "application/vnd.kubernetes.protobuf"

@@ -1,8 +1,13 @@
-"""Decode Kubernetes protobuf request bodies into the dict the same object would be as JSON.
+"""Decode Kubernetes protobuf bodies into the dict the same object would be as JSON.
 
-kubectl's typed clients (`kubectl create configmap|deployment|secret|token|...`) send built-in
-objects as `application/vnd.kubernetes.protobuf`; the server's request path calls `decode` on
-such bodies and from then on sees ordinary JSON-form objects.
+- `decode(body)`: a whole body (request or response; objects, lists, metav1.Status).
+- `decode_watch_event(frame)` and `split_frames(buffer, limit)`: a watch stream's frames.
+- `knows(api_version)`: whether the field table covers that group version.
+- Callers: the embedded API server (kubectl's typed clients, `kubectl create
+  configmap|deployment|secret|token|...`, send built-in objects as
+  `application/vnd.kubernetes.protobuf`) and `kcm_shared.client.contenttype` (kcm's reads under
+  `--kube-api-content-type=application/vnd.kubernetes.protobuf`). Both see ordinary JSON-form
+  objects from then on.
 
 A body is the 4-byte magic `k8s\\x00` and a `runtime.Unknown` message whose typeMeta names the
 kind and whose `raw` holds the object's own message. Messages are read with the field table in
@@ -33,6 +38,7 @@ FLAG_OMIT_ZERO = 4
 FLAG_NULL_IF_ABSENT = 8
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1"
+_WATCH_EVENT = f"{_META}.WatchEvent"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -352,7 +358,42 @@ def decode(body: bytes) -> dict[str, Any]:
         raise ProtobufError(f"unsupported content encoding {_bytes_field(envelope, 3)!r}")
     name = _message_name(api_version, kind)
     obj = _message(*_whole(_bytes_field(envelope, 2)), name)
-    return {"apiVersion": api_version, "kind": kind, **obj}
+    if kind.endswith("List") and obj.get("items", []) is None:
+        # An empty repeated field is absent on the wire; kube-apiserver's JSON lists say `[]`.
+        obj["items"] = []
+    # Go's JSON puts TypeMeta's kind before apiVersion.
+    return {"kind": kind, "apiVersion": api_version, **obj}
+
+
+def decode_watch_event(frame: bytes) -> dict[str, Any]:
+    """One watch stream frame (a bare metav1.WatchEvent whose object is an embedded protobuf
+    body) as the JSON line kube-apiserver would have sent: {"type": ..., "object": {...}}."""
+    event = _message(frame, 0, len(frame), _WATCH_EVENT)
+    if not isinstance(event.get("type"), str) or not isinstance(event.get("object"), dict):
+        raise ProtobufError("a watch frame without an event type or object")
+    return {"type": event["type"], "object": event["object"]}
+
+
+def split_frames(buffer: bytes, limit: int) -> tuple[list[bytes], bytes]:
+    """The whole frames at the start of `buffer` (each a 4-byte big-endian length and that many
+    bytes: apimachinery's LengthDelimitedFramer) and the bytes of the next, incomplete one. A
+    frame longer than `limit` raises ProtobufError rather than growing the buffer without end."""
+    frames = []
+    pos = 0
+    while len(buffer) - pos >= 4:
+        (size,) = struct.unpack_from(">I", buffer, pos)
+        if size > limit:
+            raise ProtobufError(f"a watch frame of {size} bytes, over the limit of {limit}")
+        if len(buffer) - pos - 4 < size:
+            break
+        frames.append(buffer[pos + 4 : pos + 4 + size])
+        pos += 4 + size
+    return frames, buffer[pos:]
+
+
+def knows(api_version: str) -> bool:
+    """Whether the field table holds the built-in types of `api_version` ("v1", "apps/v1")."""
+    return api_version in _KINDS
 
 
 def _whole(buf: bytes) -> tuple[bytes, int, int]:

@@ -1,4 +1,4 @@
-"""Decoding Kubernetes protobuf bodies into their JSON form (kcm_apiserver.protobuf).
+"""Decoding Kubernetes protobuf bodies into their JSON form (kcm_shared.apimachinery.protobuf).
 
 Bodies are built with a tiny encoder below; the `KUBECTL_*` bodies were captured from kubectl
 v1.32.4 posting to a recording server, and their expected values are what
@@ -13,8 +13,8 @@ import struct
 from typing import Any
 
 import pytest
-from kcm_apiserver import protobuf
-from kcm_apiserver.protobuf import CONTENT_TYPE, ProtobufError, decode, go_duration
+from kcm_shared.apimachinery import protobuf
+from kcm_shared.apimachinery.protobuf import CONTENT_TYPE, ProtobufError, decode, go_duration
 
 # --- a tiny protobuf encoder --------------------------------------------------------------------
 
