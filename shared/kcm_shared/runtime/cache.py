@@ -183,11 +183,12 @@ class Cache(Generic[T]):
         self._view = view
         self._heartbeat = heartbeat
         self._label = str(resource)
-        # Metric children bound at first use: `labels()` takes a lock and builds a tuple, which
-        # per event was a visible share of a cache's CPU (bench/cache_events.py).
-        self._objects_gauge: prometheus_client.Gauge | None = None
+        # Metric children bound once: `labels()` takes a lock and builds a tuple, which per
+        # event was a visible share of a cache's CPU (bench/cache_events.py). The object count
+        # is read when scraped, not set (under a lock) on every change of every view.
         self._events: dict[str, prometheus_client.Counter] = {}
         self._items: dict[str, T] = {}
+        OBJECTS.labels(self._label).set_function(self.__len__)
         self._raw: dict[str, bytes] | None = {} if keep_raw else None
         self._indexers: dict[str, Callable[[T], list[str]]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -727,7 +728,6 @@ class Cache(Generic[T]):
         self._items[key] = obj
         if self._raw is not None:
             self._raw[key] = data
-        self._set_objects()
 
     def _remove(self, key: str) -> T:
         old = self._items.pop(key)
@@ -736,7 +736,6 @@ class Cache(Generic[T]):
                 self._unindex(self._indices[name], value, key)
         if self._raw is not None:
             self._raw.pop(key, None)
-        self._set_objects()
         return old
 
     @staticmethod
@@ -758,11 +757,6 @@ class Cache(Generic[T]):
         if counter is None:
             counter = self._events[kind] = EVENTS.labels(self._label, kind)
         counter.inc()
-
-    def _set_objects(self) -> None:
-        if self._objects_gauge is None:
-            self._objects_gauge = OBJECTS.labels(self._label)
-        self._objects_gauge.set(len(self._items))
 
     def _call(self, fn: Callable[..., None], *args: T) -> None:
         try:
