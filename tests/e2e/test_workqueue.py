@@ -594,6 +594,38 @@ def test_stop_partition_hands_back_held_items(nats_server: NatsProc) -> None:
     run(body())
 
 
+def test_a_released_partition_s_open_pull_request_takes_nothing(nats_server: NatsProc) -> None:
+    # A partition keeps a pull request open at the server for a long time; releasing it must
+    # withdraw that request, or the next change would go to a replica no longer listening and
+    # wait out ack_wait (30 s) before the new owner gets it.
+    ctl = controller_name("withdraw")
+
+    async def body() -> None:
+        rec = Recorder()
+        a = await Replica.start(nats_server, ctl, rec.reconciler("a"))
+        b = await Replica.start(nats_server, ctl, rec.reconciler("b"))
+        try:
+            await a.dq.start_partition(0)
+            await a.dq.add("ns/first", 1)
+            await until(lambda: [c.replica for c in rec.calls] == ["a"], what="a reconciled the first key")
+
+            async def waiting() -> bool:
+                info = await a.js.consumer_info(subjects.work_stream(ctl), f"{ctl}-p0")
+                return bool(info.num_waiting)
+
+            await until(waiting, what="a's next pull request open at the server")
+            await a.dq.stop_partition(0)
+            await b.dq.start_partition(0)
+            await b.dq.add("ns/second", 1)
+            await until(lambda: len(rec.calls) == 2, within=15, what="the second key reconciled")
+            assert [(c.replica, c.key) for c in rec.calls] == [("a", "ns/first"), ("b", "ns/second")]
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(body())
+
+
 def test_keys_are_routed_to_their_partition(nats_server: NatsProc) -> None:
     """A replica consuming one partition sees exactly the keys that hash to it."""
     ctl = controller_name("routing")

@@ -41,6 +41,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from kcm_shared.base import errors
@@ -56,6 +57,9 @@ _carried: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.Context
 )
 _provider: TracerProvider | None = None
 _cached_tracer: trace.Tracer | None = None
+# False when the provider exports nowhere: spans then only carry ids to the next hop (below).
+_recording = True
+_ids = RandomIdGenerator()
 
 EXIT_FLUSH = 2.0  # seconds
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -68,7 +72,7 @@ def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
     Calling it again replaces this module's provider (the process-wide OpenTelemetry one can
     be set only once, so spans made here always use the provider of the latest call).
     """
-    global _provider, _cached_tracer
+    global _provider, _cached_tracer, _recording
     processors = [SimpleSpanProcessor(exporter)] if exporter is not None else processors_from_env()
     # Not the SDK's own exit hook: with the collector unreachable it retries for ~8 s.
     provider = TracerProvider(resource=Resource.create({"service.name": service}), shutdown_on_exit=False)
@@ -78,6 +82,7 @@ def setup(service: str, exporter: SpanExporter | None = None) -> TracerProvider:
         trace.set_tracer_provider(provider)
         atexit.register(_shutdown_at_exit)
     _provider = provider
+    _recording = bool(processors)
     # get_tracer builds a new Tracer each call; one per provider is enough (hot path: a span
     # per reconcile and per published batch).
     _cached_tracer = provider.get_tracer("kcm")
@@ -210,6 +215,27 @@ def later() -> Later:
 
 @contextlib.contextmanager
 def span(name: str, context: Context | None = None, **attributes: Any) -> Iterator[trace.Span]:
-    """A current span named `name`, child of `context` (from `extract`) or of the current span."""
-    with _tracer().start_as_current_span(name, context=context, attributes=attributes) as current:
-        yield current
+    """A current span named `name`, child of `context` (from `extract`) or of the current span.
+
+    With no exporter set up the span is a bare context (ids, no name, attributes nor times):
+    the next hop still continues the trace, and the SDK's span bookkeeping, a share of every
+    reconcile's and every published change's cost, is spared where nothing would read it."""
+    if _recording or _cached_tracer is None:
+        with _tracer().start_as_current_span(name, context=context, attributes=attributes) as current:
+            yield current
+        return
+    parent = trace.get_current_span(context).get_span_context()
+    if parent.is_valid:
+        trace_id, flags, state = parent.trace_id, parent.trace_flags, parent.trace_state
+    else:  # a new trace, sampled as the SDK's default sampler would have it
+        trace_id, flags, state = _ids.generate_trace_id(), trace.TraceFlags(trace.TraceFlags.SAMPLED), None
+    bare = trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id, _ids.generate_span_id(), is_remote=False, trace_flags=flags, trace_state=state
+        )
+    )
+    token = otel_context.attach(trace.set_span_in_context(bare, context))
+    try:
+        yield bare
+    finally:
+        otel_context.detach(token)

@@ -124,6 +124,16 @@ _YIELD_EVERY = 256  # messages handled between yields to the event loop during a
 Message = tuple[str, Mapping[str, str], bytes]
 
 
+class _Progress:
+    """A `_Target`: the message is the resource's progress marker."""
+
+
+_PROGRESS = _Progress()
+# What a message of the object stream is about: (key, subject, parsed subject) of an object,
+# `_PROGRESS`, or None for a subject that names nothing this cache can hold.
+_Target = tuple[str, str, subjects.ObjectSubject] | _Progress | None
+
+
 class _Restart(Exception):
     """The consumer can no longer be trusted to be gap-free; start over from last-per-subject."""
 
@@ -183,11 +193,12 @@ class Cache(Generic[T]):
         self._view = view
         self._heartbeat = heartbeat
         self._label = str(resource)
-        # Metric children bound at first use: `labels()` takes a lock and builds a tuple, which
-        # per event was a visible share of a cache's CPU (bench/cache_events.py).
-        self._objects_gauge: prometheus_client.Gauge | None = None
+        # Metric children bound once: `labels()` takes a lock and builds a tuple, which per
+        # event was a visible share of a cache's CPU (bench/cache_events.py). The object count
+        # is read when scraped, not set (under a lock) on every change of every view.
         self._events: dict[str, prometheus_client.Counter] = {}
         self._items: dict[str, T] = {}
+        OBJECTS.labels(self._label).set_function(self.__len__)
         self._raw: dict[str, bytes] | None = {} if keep_raw else None
         self._indexers: dict[str, Callable[[T], list[str]]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -341,7 +352,7 @@ class Cache(Generic[T]):
         if snapshot:
             self._snapshot, self._snapshot_rv = set(), ""
         for subject, headers, data in messages:
-            self._apply(subject, headers, data)
+            self._apply(self._target(subject, headers), headers, data)
         if snapshot:
             self._finish_snapshot()
 
@@ -513,10 +524,11 @@ class Cache(Generic[T]):
                 raise _Restart(f"consumer sequence gap: expected {self._next_cseq}, got {cseq}")
             self._next_cseq = cseq + 1
             with tracing.continued_from(headers):  # what handlers enqueue continues the change's trace
-                stored = self._apply(msg.subject, headers, msg.data)
+                target = self._target(msg.subject, headers)  # parsed once for every view
+                stored = self._apply(target, headers, msg.data)
                 shared = stored.metadata if stored is not None else None
                 for follower in self._followers:
-                    follower._apply(msg.subject, headers, msg.data, shared)
+                    follower._apply(target, headers, msg.data, shared)
             if self._snapshot is not None and pending == 0:
                 self._finish_snapshots()
         except _Restart as exc:
@@ -540,24 +552,34 @@ class Cache(Generic[T]):
         if last is not None and int(last) != self._next_cseq - 1:
             raise _Restart(f"heartbeat says {last} delivered, {self._next_cseq - 1} received")
 
-    def _apply(
-        self, subject: str, headers: Mapping[str, str], data: bytes, shared: codec.ObjectMeta | None = None
-    ) -> T | None:
-        """Apply one message; the object stored from it, if any. `shared`: the metadata the
-        consumer's own cache decoded from this message, held instead of an equal copy."""
-        rv = headers.get(wire.RESOURCE_VERSION, "")
+    def _target(self, subject: str, headers: Mapping[str, str]) -> _Target:
+        """What a message is about: its object's key and subject, a progress marker, or nothing
+        usable (logged)."""
         if subjects.is_progress_subject(subject):
-            if self._snapshot is not None:
-                self._snapshot_rv = rv
-            else:
-                self._reached(rv)
-            return None
+            return _PROGRESS
         try:
             where = subjects.parse_object_subject(subject, headers.get(wire.KEY))
         except ValueError:
             log.warning("not an object subject, skipped", extra={"resource": self._label, "subject": subject})
             return None
-        key = f"{where.namespace}/{where.name}" if where.namespace else where.name
+        return (f"{where.namespace}/{where.name}" if where.namespace else where.name), subject, where
+
+    def _apply(
+        self, target: _Target, headers: Mapping[str, str], data: bytes, shared: codec.ObjectMeta | None = None
+    ) -> T | None:
+        """Apply one message (`target`: what `_target` made of it); the object stored from it,
+        if any. `shared`: the metadata the consumer's own cache decoded from this message, held
+        instead of an equal copy."""
+        rv = headers.get(wire.RESOURCE_VERSION, "")
+        if isinstance(target, _Progress):
+            if self._snapshot is not None:
+                self._snapshot_rv = rv
+            else:
+                self._reached(rv)
+            return None
+        if target is None:
+            return None
+        key, subject, where = target
         if self._snapshot is not None:
             self._snapshot.add(key)
         if self._reset:
@@ -727,7 +749,6 @@ class Cache(Generic[T]):
         self._items[key] = obj
         if self._raw is not None:
             self._raw[key] = data
-        self._set_objects()
 
     def _remove(self, key: str) -> T:
         old = self._items.pop(key)
@@ -736,7 +757,6 @@ class Cache(Generic[T]):
                 self._unindex(self._indices[name], value, key)
         if self._raw is not None:
             self._raw.pop(key, None)
-        self._set_objects()
         return old
 
     @staticmethod
@@ -758,11 +778,6 @@ class Cache(Generic[T]):
         if counter is None:
             counter = self._events[kind] = EVENTS.labels(self._label, kind)
         counter.inc()
-
-    def _set_objects(self) -> None:
-        if self._objects_gauge is None:
-            self._objects_gauge = OBJECTS.labels(self._label)
-        self._objects_gauge.set(len(self._items))
 
     def _call(self, fn: Callable[..., None], *args: T) -> None:
         try:

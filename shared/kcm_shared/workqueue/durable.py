@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -80,6 +81,12 @@ _STATUS = api.Header.STATUS
 _TRACE_HEADERS = (wire.TRACEPARENT, wire.TRACESTATE)  # carried over when a deferred item is re-published
 FETCH_BATCH = 64  # most messages one pull request asks for
 MAX_BACKOFF = 5.0  # seconds between fetch retries while NATS is unreachable
+# How long a pull request waits at the server for work. Each partition of each controller keeps
+# one open: with about 35 controllers of 8 partitions each, a 1 s expiry made ~280 requests and
+# as many 408 answers a second on an idle cluster, half of nats-server's messages under load and
+# a visible share of the controllers' CPU. A partition stops by withdrawing its interest (drain),
+# not by waiting the request out, so a long expiry costs no hand-over time.
+PULL_EXPIRES = 30.0
 
 
 # (key, partition) -> the claim writes for the key are checked against; None: not owned now.
@@ -112,10 +119,15 @@ class _Stored:
 @dataclass(eq=False)
 class _Partition:
     index: int
-    sub: Subscription  # the inbox pull requests are answered on
-    inbox: str
+    inbox: str  # where the answers to pull requests come
     next_subject: str  # where pull requests go
+    sub: Subscription | None = None  # the inbox's subscription, set once subscribed
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # The open pull request: messages it may still bring, set when it is over (served, expired,
+    # refused: `refused` says why) so the fetch loop makes the next one.
+    expected: int = 0
+    over: asyncio.Event = field(default_factory=asyncio.Event)
+    refused: str | None = None
     released: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while nothing is in flight
     inflight: int = 0
@@ -150,8 +162,8 @@ class DurableQueue:
         """`max_ack_pending` bounds the messages of one partition that are out with a replica or
         waiting out a retry delay (a nak'd message counts until redelivered), so it must exceed
         the number of keys expected to be failing at once. `prefetch` (default 4 per worker)
-        bounds the messages this replica holds locally; `fetch_wait` is how long an idle pull
-        waits, which is also how long `stop_partition` may wait for it; `drain_timeout` bounds
+        bounds the messages this replica holds locally; `fetch_wait` is how often a fetch loop that
+        waits (for room, or on an open pull request) looks again for a reconnect or a stop; `drain_timeout` bounds
         how long `stop_partition` waits for running reconciles before cancelling them;
         `stuck_after` is the health watchdog's limit for a loop making no progress;
         `max_deliveries` is how many deliveries of one message may end without any outcome
@@ -318,8 +330,9 @@ class DurableQueue:
         name = self._consumer_name(partition)
         await self._declare_consumer(partition)
         inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox)
-        part = _Partition(partition, sub, inbox, f"{_JS_API}.CONSUMER.MSG.NEXT.{self._stream}.{name}")
+        part = _Partition(partition, inbox, f"{_JS_API}.CONSUMER.MSG.NEXT.{self._stream}.{name}")
+        # A callback rather than `next_msg`, which makes a task, a timer and a uuid per message.
+        part.sub = await self._nc.subscribe(inbox, cb=functools.partial(self._on_pull_answer, part))
         self._partitions[partition] = part
         part.fetcher = asyncio.create_task(self._fetch_loop(part), name=f"fetch {name}")
 
@@ -357,12 +370,16 @@ class DurableQueue:
             await part.released.wait()
             return
         part.stop.set()
+        part.over.set()  # the fetch loop makes no further request
         if part.fetcher is not None:
-            # Let the outstanding pull expire: cancelling it would strand what it brings until ack_wait.
-            _, pending = await asyncio.wait([part.fetcher], timeout=self._fetch_wait + 1.0)
-            for task in pending:
-                task.cancel()
-                await asyncio.wait([task])
+            await asyncio.wait([part.fetcher])
+        # The open pull request is withdrawn with the inbox's interest: the server hands a request
+        # nothing once no one listens on its inbox. Draining (unsubscribe, a round trip, then the
+        # messages received meanwhile through the callback) leaves nothing the request brought
+        # unhandled: they are held like any other and handed back below. Only a message the
+        # server sent in the instant of the unsubscribe can miss the inbox; it is redelivered to
+        # the next owner after `ack_wait`, as a crashed replica's would be.
+        await self._withdraw(part)
         try:
             await asyncio.wait_for(part.idle.wait(), self._drain_timeout)
         except TimeoutError:
@@ -386,7 +403,6 @@ class DurableQueue:
             if item.partition == partition:
                 del self._held[key]
                 await self._settle(item.msg.nak(), "hand back", key)
-        await self._settle(part.sub.unsubscribe(), "unsubscribe", "")
         # The acks and naks above must reach the server before the next owner starts.
         await self._settle(self._nc.flush(timeout=5), "flush", "")
         del self._partitions[partition]
@@ -473,32 +489,59 @@ class DurableQueue:
             )
 
     async def _pull(self, part: _Partition, batch: int) -> None:
-        """One pull request, each message handled the moment it arrives.
+        """One pull request; returns when it is over (its messages are handled as they arrive,
+        by `_on_pull_answer`) or the partition stops. Raises when the server refused it.
 
-        nats-py's `fetch` returns a batch only when it is full or the request expired, which
-        would delay a lone message by up to `fetch_wait`; streaming the request's replies
-        gives a worker each key at once. Returns when the request is over.
+        A request lost on the way (a reconnect: the server forgets the requests of a closed
+        connection) is never answered, so a reconnect, or the request outliving its expiry,
+        ends the wait too.
         """
-        request = {"batch": batch, "expires": int(self._fetch_wait * 1e9)}
+        part.expected, part.refused = batch, None
+        part.over.clear()
+        reconnects = self._nc.stats["reconnects"]
+        request = {"batch": batch, "expires": int(PULL_EXPIRES * 1e9)}
         await self._nc.publish(part.next_subject, json.dumps(request).encode(), reply=part.inbox)
         loop = asyncio.get_running_loop()
-        # Past this, the request was lost (say, in a reconnect): make a new one.
-        deadline = loop.time() + self._fetch_wait + 1.0
-        for _ in range(batch):
+        deadline = loop.time() + PULL_EXPIRES + 1.0
+        while not part.over.is_set():
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or self._nc.stats["reconnects"] != reconnects:
                 return
+            await _wait(part.over, min(remaining, self._fetch_wait))
+        if part.refused is not None:
+            raise nats.errors.Error(f"pull request refused: {part.refused}")
+
+    async def _on_pull_answer(self, part: _Partition, msg: Msg) -> None:
+        """A message answering one of the partition's pull requests: work, or a status."""
+        status = (msg.headers or {}).get(_STATUS)
+        if status is None:
+            part.expected -= 1
+            if part.expected <= 0:
+                part.over.set()
             try:
-                msg = await part.sub.next_msg(timeout=remaining)
-            except TimeoutError:
-                return
-            status = (msg.headers or {}).get(_STATUS)
-            if status is None:
                 await self._receive(part, msg)
-            elif status in ("409", "503"):  # e.g. consumer deleted, no stream answering: back off
-                raise nats.errors.Error(f"pull request refused: {msg.headers}")
-            elif status != "100":  # 404 / 408: nothing (more) for this request
-                return
+            except Exception:  # unacked, so redelivered after ack_wait; the next ones still come
+                log.exception("work message not received", extra={"controller": self._controller})
+        elif status in ("409", "503"):  # e.g. consumer deleted, no stream answering: back off
+            part.refused = str(msg.headers)
+            part.over.set()
+        elif status != "100":  # 404 / 408: nothing (more) for this request
+            part.over.set()
+
+    async def _withdraw(self, part: _Partition) -> None:
+        """Unsubscribe the partition's inbox, handling what arrived before the server knew."""
+        sub = part.sub
+        if sub is None:
+            return
+        try:
+            await asyncio.wait_for(sub.drain(), 5.0)  # type: ignore[no-untyped-call]  # nats-py leaves drain() unannotated
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.warning(
+                "could not drain a work partition's inbox",
+                extra={"controller": self._controller, "partition": part.index, "error": repr(exc)},
+            )
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
 
     async def _receive(self, part: _Partition, msg: Msg) -> None:
         try:

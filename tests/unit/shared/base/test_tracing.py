@@ -49,6 +49,30 @@ def test_no_headers_start_a_new_trace() -> None:
     assert [s.parent for s in exporter.get_finished_spans()] == [None, None]
 
 
+def test_without_an_exporter_spans_still_carry_the_trace_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    tracing.setup("test")
+    received: dict[str, str] = {}
+    with tracing.span("publish", resource="v1/pods") as root:
+        tracing.inject(received)
+    assert not root.is_recording()
+    root_ctx = root.get_span_context()
+    assert root_ctx.is_valid and root_ctx.trace_flags.sampled
+    assert received["traceparent"] == f"00-{root_ctx.trace_id:032x}-{root_ctx.span_id:016x}-01"
+
+    sent: dict[str, str] = {}
+    with tracing.span("reconcile", tracing.extract(received), key="ns/a") as child:
+        tracing.inject(sent)
+    child_ctx = child.get_span_context()
+    assert child_ctx.trace_id == root_ctx.trace_id
+    assert child_ctx.span_id != root_ctx.span_id
+    assert sent["traceparent"] == f"00-{root_ctx.trace_id:032x}-{child_ctx.span_id:016x}-01"
+    with tracing.span("other") as other:
+        pass
+    assert other.get_span_context().trace_id != root_ctx.trace_id
+
+
 @pytest.mark.parametrize(
     ("env", "kinds"),
     [
