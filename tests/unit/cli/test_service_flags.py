@@ -4,7 +4,7 @@ controllers` does (issue 29): one syntax for every kcm service."""
 from __future__ import annotations
 
 import pytest
-from kcm_cli import dev, main
+from kcm_cli import dev, devcmd, main
 from kcm_shared.runtime import pflag
 
 
@@ -52,7 +52,7 @@ def test_kcm_dev_hands_the_lease_timing_to_the_watcher_and_the_coordinator() -> 
         "--leader-elect-resource-name=x",
     ]
     args, words = main.parse([*argv, "--kube-api-qps=5"])
-    handed = dev.lease_flags(main._passthrough(args, words[1:]))
+    handed = dev.lease_flags(devcmd.passthrough(args, words[1:]))
     assert handed == ["--leader-elect=false", "--leader-elect-lease-duration=20s"]
     for command in ("watcher", "coordinator"):
         parsed, _ = main.parse([command, *handed])
