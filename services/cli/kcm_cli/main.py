@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from kcm_shared.base import errors, logs
-from kcm_shared.runtime import controllerflags, pflag, upstreamflags
+from kcm_shared.runtime import pflag, upstreamflags
 
 from kcm_cli import command
 
@@ -110,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(version())
         return 0
     if hasattr(args, "run"):
-        logs.setup(args.service, controllerflags.log_level(args))
+        # Here, not at the top: the bus services' own modules have loaded it already, and the
+        # commands that run no bus service (`kcm sim`, `kcm dev`, `kcm status`) need none of it.
+        from kcm_shared.bus import flags
+
+        logs.setup(args.service, flags.log_level(args))
         return command.run(args.run(args))
     try:
         return _to_a_reader_that_may_leave(lambda: args.main(args, words))
