@@ -401,10 +401,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("manifests", help="write each built-in controller's k8s/ and compose entries")
     p.add_argument("--root", type=Path, default=Path("."), help="the repository (default: here)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is out of date")
-    p.set_defaults(service="manifests")
+    p.set_defaults(main=_main)
 
 
-def run(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, words: list[str]) -> int:
     try:
         return _run(args)
     except (OSError, ValueError, yaml.YAMLError) as exc:

@@ -288,6 +288,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAMESPACE",
         help="also write OUT/k8s-secrets.yaml: the Secrets k8s/ mounts, in NAMESPACE (kcm-system)",
     )
+    p.set_defaults(main=_main)
+
+
+def _main(args: argparse.Namespace, words: list[str]) -> int:
+    for path in run(args):
+        print(path)
+    return 0
 
 
 def run(args: argparse.Namespace) -> list[Path]:

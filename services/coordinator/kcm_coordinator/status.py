@@ -31,6 +31,11 @@ def register_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--state-dir", type=Path, default=Path(".kcm"), help=f"where {URL_FILE} is")
     p.add_argument("--url", help="the coordinator's ops URL (default: read from the state dir)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the coordinator")
+    p.set_defaults(main=_main)
+
+
+def _main(args: argparse.Namespace, words: list[str]) -> int:
+    return main(args)
 
 
 def main(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:

@@ -18,6 +18,12 @@ from kcm_shared.bus import natsconn
 from kcm_shared.client import clientbuilder, contenttype, kubeclient
 
 
+def log_level(args: argparse.Namespace) -> str:
+    """The level of this process's logs: debug from upstream's `-v=4` on (the controller
+    services' flag, kcm_shared.runtime.controllerflags), else `--log-level`."""
+    return "debug" if getattr(args, "v", 0) >= 4 else str(args.log_level)
+
+
 def add_common(p: argparse.ArgumentParser, ops_port: int | None) -> None:
     """`ops_port=None`: the ops endpoint is served only when `--ops-port` is given (the
     controller services, whose endpoint is upstream's secure port; `kcm dev` asks for it)."""

@@ -14,7 +14,25 @@ table of what each leads to), `delaying` (`Context.enqueue_after` and the `Clock
 `deployfile` (the controller's deploy.yaml: its ServiceAccount), `manager` (what runs it all).
 """
 
+from typing import TYPE_CHECKING
+
 from kcm_shared.reconcile import NotOwner, Reconcile, Result, TerminalError
-from kcm_shared.runtime.spec import Context, FlagSet, Spec
+
+if TYPE_CHECKING:
+    from kcm_shared.runtime.spec import Context, FlagSet, Spec
 
 __all__ = ["Context", "FlagSet", "NotOwner", "Reconcile", "Result", "Spec", "TerminalError"]
+
+
+# `spec` on first use, not at import: it brings the informer, and with it NATS and the bus, to
+# every process that imports any module of this package, such as the simulator (for `events`)
+# or every `kcm` command (for `pflag`), which build no controller. Out of mypy's sight, which
+# reads the imports above, so a misspelt name stays an error.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        if name in ("Context", "FlagSet", "Spec"):
+            from kcm_shared.runtime import spec
+
+            return getattr(spec, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

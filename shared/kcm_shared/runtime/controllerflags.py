@@ -207,11 +207,6 @@ class _FirstWins:
         return self._group.add_argument(*names, **kwargs)
 
 
-def log_level(args: argparse.Namespace) -> str:
-    """The level of this process's logs: debug from upstream's `-v=4` on, else `--log-level`."""
-    return "debug" if getattr(args, "v", 0) >= 4 else str(args.log_level)
-
-
 LEADER_ELECT_FALSE = (
     "--leader-elect=false is not supported by kcm's controllers: each replica runs only the "
     "partitions the coordinator grants it, so none may run without it (docs/flags.md "

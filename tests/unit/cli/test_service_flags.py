@@ -4,7 +4,7 @@ controllers` does (issue 29): one syntax for every kcm service."""
 from __future__ import annotations
 
 import pytest
-from kcm_cli import dev, main
+from kcm_cli import dev, devcmd, main
 from kcm_shared.runtime import pflag
 
 
@@ -59,7 +59,7 @@ def test_kcm_dev_hands_the_lease_timing_and_content_type_to_the_watcher_and_the_
         "application/vnd.kubernetes.protobuf",
     ]
     args, words = main.parse([*argv, "--kube-api-qps=5"])
-    handed = dev.shared_flags(main._passthrough(args, words[1:]))
+    handed = dev.shared_flags(devcmd.passthrough(args, words[1:]))
     assert handed == [
         "--kube-api-content-type=application/vnd.kubernetes.protobuf",
         "--leader-elect=false",

@@ -27,10 +27,10 @@ def test_configure_sets_thresholds_and_freezes_the_start_up_heap() -> None:
 def test_every_service_entry_point_configures_the_collector() -> None:
     code = (
         "import gc\n"
-        "from kcm_cli import main\n"
+        "from kcm_cli import command\n"
         "async def idle():\n"
         "    print(gc.get_threshold())\n"
-        "main._run(idle())\n"
+        "command.run(idle())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(gcpolicy.THRESHOLDS)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 
 import pytest
-from kcm_cli import controllers, main
+from kcm_cli import controllers, devcmd, main
 from kcm_shared import runtime
 from kcm_shared.base import errors
 from kcm_shared.runtime import controllerflags, manager
@@ -78,7 +78,7 @@ def test_kcm_dev_hands_on_the_controllers_flags_as_pflag_read_them() -> None:
         ["dev", "--concurrent-gc-syncs", "3", "--leader_elect=false", "--nodes=0", "-v4"]
     )
     assert args.nodes == 0
-    assert main._passthrough(args, words[1:]) == ["--concurrent-gc-syncs=3", "--leader-elect=false", "--v=4"]
+    assert devcmd.passthrough(args, words[1:]) == ["--concurrent-gc-syncs=3", "--leader-elect=false", "--v=4"]
 
 
 @pytest.mark.parametrize(
