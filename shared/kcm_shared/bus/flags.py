@@ -35,7 +35,8 @@ def add_common(p: argparse.ArgumentParser, ops_port: int | None) -> None:
     g.add_argument(
         "--kube-api-content-type",
         default=contenttype.JSON,
-        choices=contenttype.CHOICES,
+        # Any string parses, as upstream's (whose --version then exits 0); kube_client refuses
+        # what kcm cannot read, at start, with one line.
         help='media type of reads of built-in objects (docs/flags.md "API content type")',
     )
     o = p.add_argument_group("operations")
@@ -68,8 +69,14 @@ def kube_client(
     """The API client the flags describe, its qps and burst multiplied by `rate_scale`, and
     authenticated by `credentials` when given (a ServiceAccount's, `clientbuilder`) rather than
     by the kubeconfig's own. Raises `errors.ConfigError` when the kubeconfig (or the in-cluster
-    configuration) cannot be read. Makes no request: a server that is down is the caller's to
+    configuration) cannot be read, or `--kube-api-content-type` names a media type kcm cannot
+    read. Makes no request: a server that is down is the caller's to
     wait out."""
+    if args.kube_api_content_type not in contenttype.CHOICES:
+        raise errors.ConfigError(
+            f"--kube-api-content-type {args.kube_api_content_type!r} is not a media type kcm reads: "
+            f"use {' or '.join(contenttype.CHOICES)}"
+        )
     conn, tokens = (credentials.conn, credentials.tokens) if credentials else (connection(args), None)
     return kubeclient.KubeClient(
         conn,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 from kcm_cli import dev, devcmd, main
+from kcm_shared.base import errors
+from kcm_shared.bus import flags
 from kcm_shared.runtime import pflag
 
 
@@ -29,15 +31,18 @@ def test_bools_durations_and_underscores_as_pflag_reads_them(command: str) -> No
         (["coordinator", "--leader-elect=maybe"], 'invalid argument "maybe" for "--leader-elect" flag'),
         (["watcher", "--sync-grace=2"], 'invalid argument "2" for "--sync-grace" flag'),
         (["coordinator", "--kubeconfig"], "flag needs an argument: --kubeconfig"),
-        (
-            ["controllers", "--kube-api-content-type=application/yaml"],
-            'invalid argument "application/yaml" for "--kube-api-content-type" flag',
-        ),
     ],
 )
 def test_what_pflag_refuses_is_one_line(argv: list[str], message: str) -> None:
     with pytest.raises(pflag.FlagError, match=message):
         main.parse(argv)
+
+
+def test_a_content_type_kcm_cannot_read_parses_as_upstreams_and_is_refused_at_start() -> None:
+    args, _ = main.parse(["controllers", "--kube-api-content-type=application/yaml"])
+    assert args.kube_api_content_type == "application/yaml"
+    with pytest.raises(errors.ConfigError, match="'application/yaml' is not a media type kcm reads"):
+        flags.kube_client(args, "test")
 
 
 def test_their_own_flags_keep_working() -> None:
