@@ -50,6 +50,11 @@ NOT_ON_UPSTREAM: dict[str, str] = {
     "test_statefulset.py and test_ttlafterfinished.py",
     "test_serviceaccount_tokens.py::test_identity_files_survive_a_restart": f"{TIME_BUDGET}; it restarts "
     "the whole stack to check kcm dev's files, not a controller",
+    "test_kubelet.py": f"{TIME_BUDGET}; the simulated kubelet's states and Events, whatever the API "
+    "server; LimitRanger's answers are compared with kube-apiserver's in test_apiserver_parity.py, and "
+    "the ServiceAccount admission tests state kube-apiserver's answers (checked there when written)",
+    "test_gc_graph.py": f"{TIME_BUDGET}; the debug handler's TokenReview and SubjectAccessReview run on "
+    "kube-apiserver in test_secure_port.py; the graph is the collector's own",
     "test_nats_auth.py": BUS,
     "test_replicaset_failover.py": BUS,
     "test_retry_forever.py": BUS,
