@@ -83,6 +83,16 @@ class DevStack:
             )
         return res
 
+    def create_namespace(self, name: str, timeout: float = 60.0) -> None:
+        """Create namespace `name` and wait for its default ServiceAccount: kube-apiserver refuses
+        pods until it exists (the embedded server admits them, see docs/apiserver.md)."""
+        self.kubectl("create", "namespace", name)
+        wait_for(
+            lambda: self.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
+            timeout,
+            what=f"the default ServiceAccount of {name}",
+        )
+
     def api(self) -> kubernetes.client.ApiClient:
         return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
 

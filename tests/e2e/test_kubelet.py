@@ -39,13 +39,7 @@ TIMEOUT = 60.0
 @pytest.fixture
 def ns(stack: devstack.DevStack) -> Iterator[str]:
     name = f"kubelet-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    # kube-apiserver refuses pods until the namespace's default ServiceAccount exists.
-    wait_for(
-        lambda: stack.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
-        TIMEOUT,
-        what="the default ServiceAccount",
-    )
+    stack.create_namespace(name, TIMEOUT)
     yield name
 
 

@@ -43,13 +43,7 @@ WAIT = f"--timeout={TIMEOUT:.0f}s"
 @pytest.fixture
 def ns(stack: devstack.DevStack) -> Iterator[str]:
     name = f"pages-{next(_counter)}"
-    stack.kubectl("create", "namespace", name)
-    # kube-apiserver refuses pods until the namespace's default ServiceAccount exists.
-    wait_for(
-        lambda: stack.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
-        TIMEOUT,
-        what="the default ServiceAccount",
-    )
+    stack.create_namespace(name, TIMEOUT)
     yield name
     # Not waited for: the next test need not wait, but its drain need not evict these either.
     stack.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
