@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -340,6 +341,51 @@ def test_nats_restart_cache_recovers_and_converges(fresh_nats: NatsProc) -> None
             assert ("delete", "ns/a", "2") in rec.calls
             assert resync_count(res) > resyncs  # the consumer was re-created, not silently resumed
             assert [c for c in rec.calls if c[0] == "add"][-1] == ("add", "ns/c", "4")
+        finally:
+            task.cancel()
+            await nc.close()
+
+    uvloop.run(body())
+
+
+def stall(meanwhile: Callable[[], None], seconds: float) -> None:
+    """Block the calling thread (and so its event loop) for at least `seconds`, running
+    `meanwhile` on another thread: what a process starved of CPU goes through."""
+    started = time.monotonic()
+    other = threading.Thread(target=meanwhile)
+    other.start()
+    other.join()
+    time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+
+
+def test_a_process_too_slow_for_its_consumer_keeps_it(nats_server: NatsProc) -> None:
+    # The whole process stalls past the heartbeat window (what a starved CPU does to it) while
+    # its consumer delivers: what arrived waits unread, nothing was missed, and the cache goes
+    # on with it instead of re-reading the stream from the start.
+    async def body() -> None:
+        nc, js = await connect(nats_server.url)
+        res = new_resource()
+        await marker(js, res, "1")
+        store = cache.Cache(js, nc, res, PodView, heartbeat=0.5)
+        task = asyncio.create_task(store.run())
+        try:
+            await asyncio.wait_for(store.wait_synced(), 15)
+            resyncs = resync_count(res)
+
+            async def publish_all() -> None:
+                # Another connection on a loop of its own: this one's loop does not run meanwhile.
+                pub, pub_js = await connect(nats_server.url)
+                try:
+                    for i in range(20):
+                        await publish(pub_js, res, pod("ns", f"p{i}", str(i + 2)))
+                    await marker(pub_js, res, "21")
+                finally:
+                    await pub.close()
+
+            stall(lambda: asyncio.run(publish_all()), 3 * 0.5 + 0.5)
+            await until(lambda: store.last_resource_version == "21", what="the marker after the stall")
+            assert len(store) == 20
+            assert resync_count(res) == resyncs, "the consumer was dropped and the stream re-read"
         finally:
             task.cancel()
             await nc.close()

@@ -13,6 +13,9 @@ must never exceed spec. The audit log (User-Agent `kcm/replicaset-controller (<i
 must show no write by the old owner after the new owner's first write for a ReplicaSet.
 Without write fencing the old owner goes on creating the pods its interrupted reconciles had
 planned, after the new owner created them too.
+
+The last test has a single replica, frozen until its grant lapsed and then granted the
+partition back: the scale must still finish, with no more pods than spec at any time.
 """
 
 from __future__ import annotations
@@ -60,8 +63,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @contextmanager
-def replica(stack: Stack, instance: str, nats_url: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """`kcm controller replicaset-controller` as `instance`; resumed and stopped on the way out."""
+def replica(
+    stack: Stack, instance: str, nats_url: str | None = None, qps: str = QPS
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`kcm controller replicaset-controller` as `instance`, at `qps` (and as many at once);
+    resumed and stopped on the way out."""
     url = nats_url or (stack.dev.state / "nats.url").read_text().strip()
     argv = [
         KCM,
@@ -81,9 +87,9 @@ def replica(stack: Stack, instance: str, nats_url: str | None = None) -> Iterato
         "--instance",
         instance,
         "--kube-api-qps",
-        QPS,
+        qps,
         "--kube-api-burst",
-        QPS,
+        qps,
     ]
     with open(stack.tmp / f"{instance}.log", "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=log)
@@ -223,7 +229,9 @@ class StallingProxy:
                 sock.close()
 
 
-def create_deployments(stack: Stack, ns: str) -> None:
+def create_deployments(
+    stack: Stack, ns: str, names: tuple[str, ...] = DEPLOYMENTS, replicas: int = REPLICAS
+) -> None:
     stack.dev.kubectl("create", "namespace", ns)
     docs = [
         textwrap.dedent(f"""\
@@ -231,14 +239,14 @@ def create_deployments(stack: Stack, ns: str) -> None:
             kind: Deployment
             metadata: {{name: {name}, namespace: {ns}}}
             spec:
-              replicas: {REPLICAS}
+              replicas: {replicas}
               selector: {{matchLabels: {{app: {name}}}}}
               template:
                 metadata: {{labels: {{app: {name}}}}}
                 spec:
                   containers: [{{name: c, image: nginx}}]
             """)
-        for name in DEPLOYMENTS
+        for name in names
     ]
     stack.dev.kubectl("apply", "-f", "-", input="---\n".join(docs))
 
@@ -335,3 +343,39 @@ def test_owner_cut_off_from_nats_writes_nothing_after_the_hand_over(stack: Stack
                 run_scenario(stack, "fence-stalled", old, new, proxy.stall, proxy.resume)
     finally:
         proxy.close()
+
+
+def test_owner_frozen_past_its_lease_and_granted_back_finishes_the_scale(stack: Stack) -> None:
+    """The only replica, frozen mid-sync until its grant lapsed, gets the partition back. Its
+    stop cancels the sync it froze in (the rest of that slow-start batch outlasts the drain at
+    one write a second), and the ReplicaSet must not keep expecting the pods the cancelled sync
+    never created: with those expectations kept, it made none for five minutes (issue 33)."""
+    instance, ns, name = "fence-lapsed", "fence-lapsed", "delta"
+    replicas = 1 + 2 + 4 + 8 + 16  # slow start's batches: the last one is frozen in
+    api = kubernetes.client.CoreV1Api(stack.dev.api())
+    with replica(stack, instance, qps="1") as proc:
+        wait_for(lambda: owner(stack) == instance, 60, 0.2, f"{instance} owning the partition")
+        peaks = PodPeaks(api, ns)
+        peaks.start()
+        try:
+            create_deployments(stack, ns, (name,), replicas)
+            wait_for(lambda: peaks.total() >= 17, 60, 0.05, "the batch of 16 under way")
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                # The coordinator counts it gone once its lease is over; so does its own clock.
+                wait_for(lambda: owner(stack) is None, 30, 0.2, "the grant lapsing")
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+            assert peaks.total() < replicas, "the scale-up finished: nothing was tested"
+            wait_for(lambda: owner(stack) == instance, 60, 0.2, f"{instance} owning the partition again")
+            # Well within the expectations' five minutes, which would end a wait for lost pods.
+            wait_for(lambda: peaks.total() == replicas, 120, 0.5, f"{replicas} pods")
+        finally:
+            peaks.stop()
+        for resource in ("core/v1/pods", "apps/v1/replicasets"):
+            resyncs = stack.dev.metric(CONTROLLER, "kcm_cache_resyncs_total", resource=resource)
+            assert resyncs <= 1, f"the cache of {resource} re-read its stream {resyncs:.0f} times"
+    # Forgetting the expectations never made it create pods the stale cache did not show yet.
+    assert peaks.peak and all(n <= replicas for n in peaks.peak.values()), f"peaks {peaks.peak}"
+    log = (stack.tmp / f"{instance}.log").read_text(errors="replace")
+    assert "reconcile outlived the partition hand-over" in log, "no sync was cancelled: nothing was tested"

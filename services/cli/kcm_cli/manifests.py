@@ -218,7 +218,9 @@ spec:
             - name: https
               containerPort: {SECURE_PORT}
           # As kubeadm probes kube-controller-manager: /healthz over HTTPS, which
-          # --authorization-always-allow-paths opens to the kubelet.
+          # --authorization-always-allow-paths opens to the kubelet, answered within 15 s and
+          # failing 8 times in a row before a restart. A starved node answers late, and a
+          # restart re-reads every stream and refills every partition: more load, not less.
           livenessProbe:
             httpGet:
               scheme: HTTPS
@@ -226,7 +228,8 @@ spec:
               port: https
             initialDelaySeconds: 10
             periodSeconds: 10
-            failureThreshold: 3
+            timeoutSeconds: 15
+            failureThreshold: 8
           readinessProbe:
             httpGet:
               scheme: HTTPS

@@ -12,7 +12,9 @@ Event handlers (upstream ResourceEventHandler) are called after the store is upd
 Guarantees and how they are met:
 - Ordered, gap-free: every delivered message carries its consumer sequence and idle
   heartbeats carry the last one; any gap, a missed heartbeat or a NATS reconnect drops the
-  consumer and starts over from last-per-subject (a re-sync).
+  consumer and starts over from last-per-subject (a re-sync). Heartbeats count as missed over
+  time this process ran: while it was starved of CPU or frozen, what the consumer sent waits
+  unread, and starting over would re-read the whole stream on top of it (`_Silence`).
 - A re-sync diffs against the store: objects that changed arrive as updates, new ones as
   adds, and objects whose subject vanished meanwhile (a tombstone expired after
   `Nats-TTL`, or was never seen) are delivered as deletes with their last known state
@@ -132,6 +134,24 @@ _PROGRESS = _Progress()
 # What a message of the object stream is about: (key, subject, parsed subject) of an object,
 # `_PROGRESS`, or None for a subject that names nothing this cache can hold.
 _Target = tuple[str, str, subjects.ObjectSubject] | _Progress | None
+
+
+class _Silence:
+    """The consumer's silence as the watchdog judges it: the time since the last message or
+    heartbeat handled, less the time this process was late to look (starved of CPU or frozen,
+    it reads nothing, however much the consumer sends)."""
+
+    def __init__(self, seen: float) -> None:
+        self._seen = seen
+        self._late = 0.0
+
+    def after(self, seen: float, waited_from: float, interval: float, now: float) -> float:
+        """The silence at `now`, after a wait of `interval` seconds begun at `waited_from`;
+        `seen`: when the last message or heartbeat was handled."""
+        if seen != self._seen:
+            self._seen, self._late = seen, 0.0
+        self._late += max(0.0, now - waited_from - interval)
+        return now - self._seen - self._late
 
 
 class _Restart(Exception):
@@ -488,12 +508,15 @@ class Cache(Generic[T]):
             consumer = info.name
             if info.num_pending == 0 and self._snapshot is not None:
                 self._finish_snapshots()  # nothing to read: the (empty) snapshot is complete
+            silence = _Silence(self._last_seen)
             while not failure.done():
                 cancellation.checkpoint()
+                waited_from = time.monotonic()
                 await asyncio.wait({failure}, timeout=self._heartbeat)
                 if self._nc.stats["reconnects"] != reconnects:
                     raise _Restart("NATS reconnected: messages may have been lost in between")
-                if time.monotonic() - self._last_seen > 3 * self._heartbeat:
+                now = time.monotonic()
+                if silence.after(self._last_seen, waited_from, self._heartbeat, now) > 3 * self._heartbeat:
                     raise _Restart("no message nor heartbeat from the consumer")
             raise _Restart(failure.result())
         finally:

@@ -240,7 +240,7 @@ class Manager:
                 f"stop partition {partition}", name, functools.partial(run.queue.stop_partition, partition)
             )
         if lost:
-            run.ctx.partitions_lost(functools.partial(self._owns, name))
+            run.ctx.partitions_lost(functools.partial(self._keeps, name, frozenset(lost)))
         if not gained:
             return
         # A new owner acts only on a cache at least as new as the API server is now (invariant 6).
@@ -271,14 +271,18 @@ class Manager:
         assert primary is not None, "a Spec without a primary resource must set Context.keys"
         return (codec.key_of(obj.metadata) for obj in self.caches[(primary, run.spec.views[primary])].list())
 
-    def _owns(self, name: str, key: str) -> bool:
-        """Whether this replica owns `key`'s partition of controller `name` now."""
+    def _keeps(self, name: str, lost: frozenset[int], key: str) -> bool:
+        """Whether memory of `key` (expectations, own writes) outlives the loss of `lost`: only
+        when its partition is owned now and is not one of them. A lapsed grant is lost and granted
+        back at once, so by the time the partitions are stopped they are often owned again; yet
+        what was remembered under the old grant is void. Kept, a ReplicaSet's expectations of a
+        sync the stop cancelled mid-way waited for pods never to be made, and no more were made
+        (issue 33)."""
         count = self.members.partitions(name) if self.members is not None else None
-        return (
-            count is not None
-            and self.members is not None
-            and self.members.owns(name, subjects.partition_of(key, count))
-        )
+        if count is None or self.members is None:
+            return False
+        partition = subjects.partition_of(key, count)
+        return partition not in lost and self.members.owns(name, partition)
 
     def _claim(self, name: str, key: str, partition: int) -> fencing.Claim | None:
         return None if self.members is None else self.members.claim(name, key, partition)

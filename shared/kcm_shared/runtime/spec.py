@@ -23,7 +23,8 @@ every resource discovery lists) use the dynamic part of `Context`:
   drops keys of partitions owned elsewhere because their owner sees the same cache event;
   a key found while reconciling (a fan-out from local state) has no such event elsewhere.
 - `on_partitions_lost(forget)`: memory kept per key (own writes, expectations, backoff) is
-  dropped for the keys of partitions this replica no longer owns.
+  dropped for the keys of partitions this replica no longer owns, or lost and got back (a
+  lapsed grant): what it remembered under the old grant is void.
 - `add_task(coro, ready=event)`: a controller's own loop (e.g. periodic re-discovery), run in
   the Manager's task group; with `ready`, start-up waits for the event before its first
   catch-up, so caches opened by the loop's first round count.
@@ -105,7 +106,9 @@ class Context:
     def on_partitions_lost(self, forget: Callable[[Callable[[str], bool]], None]) -> None:
         """Have `forget(owned)` called once this replica stopped some partitions; it drops
         what it remembers (own writes, expectations, backoff, history) of every key for which
-        `owned(key)` is False: that key's new owner keeps its own, and ours would only grow."""
+        `owned(key)` is False: that key's new owner keeps its own, and ours would only grow.
+        `owned` is False for the stopped partitions' keys even when they are granted back by
+        then: a reconcile the stop cancelled left its memory half-updated."""
         self._forgetters.append(forget)
 
     def serve_debug(self, path: str, handler: DebugHandler) -> None:

@@ -251,3 +251,16 @@ def test_views_fed_by_one_consumer_hold_one_copy_of_each_objects_metadata() -> N
         assert theirs.metadata is mine.metadata and mine.metadata.resource_version == "2"
 
     uvloop.run(body())
+
+
+def test_the_watchdog_counts_silence_only_while_this_process_ran() -> None:
+    silence = cache._Silence(0.0)
+    # Waits of 5 s that end on time, nothing heard: the silence grows by 5 s each.
+    assert [silence.after(0.0, t, 5.0, t + 5.0) for t in (0.0, 5.0, 10.0)] == [5.0, 10.0, 15.0]
+    # Frozen (or starved) for 60 s in one wait: only the 5 s it asked for count; a wait on
+    # time after it adds its 5 s.
+    silence = cache._Silence(0.0)
+    assert silence.after(0.0, 0.0, 5.0, 60.0) == 5.0
+    assert silence.after(0.0, 60.0, 5.0, 65.0) == 10.0
+    # A message handled starts the count over, lateness and all.
+    assert silence.after(64.0, 65.0, 5.0, 70.0) == 6.0

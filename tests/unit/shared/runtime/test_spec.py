@@ -56,3 +56,26 @@ def test_the_manager_has_controllers_forget_the_keys_of_partitions_it_stopped() 
     asyncio.run(mgr._on_change("c", set(), {1}))
     assert queue.stopped == [1]
     assert kept == [k for k in keys if subjects.partition_of(k, 2) == 0]
+
+
+class _Regained(_Members):
+    """Owns both partitions again by the time the stopped ones are forgotten (a lapsed grant)."""
+
+    def owns(self, name: str, partition: int) -> bool:
+        return True
+
+
+def test_a_partition_lost_and_granted_back_is_forgotten_all_the_same() -> None:
+    # A lapse drops every partition and the next reply grants them back before the stops are
+    # done; the keys of the stopped partitions must still start afresh (issue 33: a ReplicaSet
+    # whose sync the stop cancelled kept expecting pods that were never created).
+    ctx = runtime.Context("c", fakeclient.FakeClient(), {}, lambda key: None, cast(Any, None))
+    kept: list[str] = []
+    keys = [f"ns/k{i}" for i in range(8)]
+    ctx.on_partitions_lost(lambda owned: kept.extend(k for k in keys if owned(k)))
+    mgr = manager.Manager.__new__(manager.Manager)
+    mgr.running = {"c": cast(Any, SimpleNamespace(ctx=ctx, queue=_Queue()))}
+    mgr.members = cast(Any, _Regained())
+    asyncio.run(mgr._on_change("c", set(), {1}))
+    assert kept == [k for k in keys if subjects.partition_of(k, 2) == 0]
+    assert 0 < len(kept) < len(keys)
