@@ -42,6 +42,9 @@ BODIES = prometheus_client.Counter(
     "Response bodies and watch events read from the API server, by media type.",
     ["content_type"],
 )
+# Bound once: every response counts here, and `labels()` is a locked lookup each call.
+_JSON_BODIES = BODIES.labels(JSON)
+_PROTOBUF_BODIES = BODIES.labels(PROTOBUF)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -87,19 +90,19 @@ def obj_body(content_type_header: str, body: bytes) -> Any:
     """A response body as the JSON-form value it stands for; ProtobufError or msgspec.DecodeError
     when it cannot be read."""
     if is_protobuf(content_type_header):
-        BODIES.labels(PROTOBUF).inc()
+        _PROTOBUF_BODIES.inc()
         return protobuf.decode(body)
-    BODIES.labels(JSON).inc()
+    _JSON_BODIES.inc()
     return msgspec.json.decode(body)
 
 
 def json_body(content_type_header: str, body: bytes) -> bytes:
     """A response body as JSON bytes: as sent when it is JSON, converted when it is protobuf."""
     if is_protobuf(content_type_header):
-        BODIES.labels(PROTOBUF).inc()
+        _PROTOBUF_BODIES.inc()
         return _encode(protobuf.decode(body))
     if body:
-        BODIES.labels(JSON).inc()
+        _JSON_BODIES.inc()
     return body
 
 
@@ -114,5 +117,5 @@ class WatchFrames:
         a frame that cannot be read."""
         frames, self._partial = protobuf.split_frames(self._partial + chunk, MAX_FRAME)
         if frames:
-            BODIES.labels(PROTOBUF).inc(len(frames))
+            _PROTOBUF_BODIES.inc(len(frames))
         return [_encode(protobuf.decode_watch_event(frame)) for frame in frames]
