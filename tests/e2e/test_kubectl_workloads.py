@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import ApiServer, wait_for
+from tests.background import Background
+from tests.conftest import ApiServer
 from tests.e2e import deployments
 
 REVISION = "deployment.kubernetes.io/revision"
@@ -125,40 +124,6 @@ def complete_status(deployment: Any, replicas: int) -> dict[str, Any]:
     }
 
 
-class Background:
-    """A kubectl command left running (a watch), with its output collected line by line."""
-
-    def __init__(self, api: ApiServer, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            api.kubectl_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for_line(self, text: str) -> None:
-        wait_for(lambda: text in self.output() or self.proc.poll() is not None, 20, what=text)
-        assert text in self.output(), self.output()
-
-    def exit_code(self) -> int:
-        code = self.proc.wait(30)
-        self._reader.join(5)
-        return code
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture()
 def background(apiserver: ApiServer) -> Iterator[list[Background]]:
     running: list[Background] = []
@@ -168,7 +133,7 @@ def background(apiserver: ApiServer) -> Iterator[list[Background]]:
 
 
 def start(running: list[Background], api: ApiServer, *args: str) -> Background:
-    b = Background(api, *args)
+    b = Background(api.kubectl_cmd(*args))
     running.append(b)
     return b
 
@@ -319,13 +284,13 @@ def test_rollout_status_follows_the_status_subresource(
 ) -> None:
     d = create_deployment(apiserver, "status", replicas=4)
     watch = start(background, apiserver, "rollout", "status", "deployment/status", "--timeout=60s")
-    watch.wait_for_line("Waiting for deployment spec update to be observed")
+    watch.wait_for_text("Waiting for deployment spec update to be observed", 20)
     partial = {**complete_status(d, 4), "updatedReplicas": 2, "availableReplicas": 2, "readyReplicas": 2}
     write_status(apiserver, "deploy", "status", partial)
-    watch.wait_for_line("2 out of 4 new replicas have been updated")
+    watch.wait_for_text("2 out of 4 new replicas have been updated", 20)
     assert watch.proc.poll() is None
     write_status(apiserver, "deploy", "status", complete_status(d, 4))
-    assert watch.exit_code() == 0, watch.output()
+    assert watch.exit_code(30) == 0, watch.output()
     assert 'deployment "status" successfully rolled out' in watch.output()
 
 
@@ -334,7 +299,7 @@ def test_rollout_status_fails_on_progress_deadline(
 ) -> None:
     d = create_deployment(apiserver, "stuck", replicas=2)
     watch = start(background, apiserver, "rollout", "status", "deployment/stuck", "--timeout=60s")
-    watch.wait_for_line("Waiting for deployment spec update to be observed")
+    watch.wait_for_text("Waiting for deployment spec update to be observed", 20)
     status = complete_status(d, 2)
     status["updatedReplicas"] = 1
     status["conditions"][1].update(
@@ -343,7 +308,7 @@ def test_rollout_status_fails_on_progress_deadline(
         message='ReplicaSet "stuck-x" has timed out progressing.',
     )
     write_status(apiserver, "deploy", "stuck", status)
-    assert watch.exit_code() != 0
+    assert watch.exit_code(30) != 0
     assert 'deployment "stuck" exceeded its progress deadline' in watch.output()
 
 
@@ -359,10 +324,10 @@ def test_wait_for_available(apiserver: ApiServer, background: list[Background]) 
         "-v=6",
     )
     # `kubectl wait` lists, then watches from that list's resourceVersion; -v=6 logs the watch.
-    waiter.wait_for_line("watch=true")
+    waiter.wait_for_text("watch=true", 20)
     assert waiter.proc.poll() is None
     write_status(apiserver, "deploy", "avail", complete_status(d, 1))
-    assert waiter.exit_code() == 0, waiter.output()
+    assert waiter.exit_code(30) == 0, waiter.output()
     assert "condition met" in waiter.output()
 
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.background import Background
 from tests.conftest import KUBECTL, wait_for
 from tests.e2e import devstack
 
@@ -84,44 +83,6 @@ def events(stack: devstack.DevStack, ns: str, name: str) -> list[tuple[str, str,
     (their times are whole seconds: a rollout's steps share one)."""
     items = get(stack, ns, "events", "--field-selector", f"involvedObject.name={name}")["items"]
     return [(e["reason"], (e.get("source") or {}).get("component", ""), e["message"]) for e in items]
-
-
-class Background:
-    """A kubectl command left running (a watch, a drain), its output collected line by line."""
-
-    def __init__(self, stack: devstack.DevStack, *args: str) -> None:
-        argv = [KUBECTL, "--kubeconfig", str(stack.kubeconfig), *args]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for_line(self, pattern: str) -> re.Match[str]:
-        found: re.Match[str] = wait_for(
-            lambda: re.search(pattern, self.output()) or self.proc.poll() is not None,
-            TIMEOUT,
-            what=pattern,
-        )
-        assert isinstance(found, re.Match), self.output()
-        return found
-
-    def finish(self) -> str:
-        self.proc.wait(TIMEOUT)
-        self._reader.join(5)
-        return self.output()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 # https://k8s.io/examples/application/job/cronjob.yaml
@@ -501,19 +462,21 @@ def test_pdb_and_drain_pages(stack: devstack.DevStack, ns: str) -> None:
 
     node = get(stack, ns, "pods", "-l", "app=zookeeper")["items"][0]["spec"]["nodeName"]
     assert node in [n["NAME"] for n in table(stack, ns, "nodes")]
-    drain = Background(stack, "drain", "--ignore-daemonsets", node)
+    drain = Background([KUBECTL, "--kubeconfig", str(stack.kubeconfig), "drain", "--ignore-daemonsets", node])
     try:
-        drain.wait_for_line(rf"node/{node} cordoned")
-        refused = drain.wait_for_line(
+        drain.wait_for_match(rf"node/{node} cordoned", TIMEOUT)
+        refused = drain.wait_for_match(
             rf'error when evicting pods/"(zk-[a-z0-9-]+)" -n "{ns}" \(will retry after 5s\): '
-            r"Cannot evict pod as it would violate the pod's disruption budget."
+            r"Cannot evict pod as it would violate the pod's disruption budget.",
+            TIMEOUT,
         )
         assert get(stack, "default", "node", node)["spec"]["unschedulable"] is True
         assert drain.proc.poll() is None  # the drain keeps retrying
 
         stack.kubectl("-n", ns, "apply", "-f", "-", input=PDB.format(field="maxUnavailable", value=1))
-        out = drain.finish()
-        assert drain.proc.returncode == 0, out
+        code = drain.exit_code(TIMEOUT)
+        out = drain.output()
+        assert code == 0, out
         assert f"pod/{refused.group(1)} evicted" in out
         assert out.splitlines()[-1] == f"node/{node} drained"
         # The Deployment replaced what was evicted on the other nodes.
