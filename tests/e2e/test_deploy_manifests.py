@@ -285,9 +285,10 @@ def recorded(
             )
 
         try:
-            # 32 processes start at once (one per Deployment, and a simulator): on a loaded machine
-            # imports alone can take a minute.
-            wait_for(ready, 120, interval=0.3, what="every controller healthy with its partitions")
+            # 32 processes start at once (one per Deployment, and a simulator) beside the other
+            # pytest worker: on a loaded two-core machine imports alone can take a minute, and CI
+            # once took longer than 120 s.
+            wait_for(ready, 240, interval=0.3, what="every controller healthy with its partitions")
             drive_workloads(apiserver)
             drive_replicationcontroller(apiserver)
             drive_daemonset(apiserver)
