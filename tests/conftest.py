@@ -232,29 +232,6 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-# Scheduling only. make test runs `-n 3 --dist loadfile --no-loadscope-reorder`: each worker takes
-# whole files in collection order, so the files that took longest in a full run (their tests'
-# durations summed) go first, and no worker starts one of them while the others are nearly done.
-# The unit tests' many short files come last, as they are collected, and fill the end evenly.
-LONGEST_FIRST = (
-    "test_fencing.py",
-    "test_deploy_manifests.py",
-    "test_takeover.py",
-    "test_deployment.py",
-    "test_garbagecollector.py",
-    "test_hpa.py",
-    "test_task_pages.py",
-    "test_statefulset.py",
-    "test_differential.py",
-    "test_serviceaccount_tokens.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: at for at, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--apiserver",

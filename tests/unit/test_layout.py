@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import LONGEST_FIRST
-
 TESTS = Path(__file__).resolve().parents[1]
 
 
@@ -39,8 +37,3 @@ def test_every_unit_test_folder_is_a_package() -> None:
     folders = {path.parent for path in (TESTS / "unit").rglob("test_*.py")}
     assert len(folders) > 20
     assert sorted(str(f.relative_to(TESTS)) for f in folders if not (f / "__init__.py").exists()) == []
-
-
-def test_every_module_scheduled_first_exists() -> None:
-    missing = [name for name in LONGEST_FIRST if not (TESTS / "e2e" / name).is_file()]
-    assert missing == [], f"tests/conftest.py LONGEST_FIRST names files that are gone: {missing}"
