@@ -454,10 +454,13 @@ class Kubelet:
         await self._writer.call(f"delete {meta['name']}", lambda: self._client.delete(path, options))
 
     async def _patch_status(self, pod: Obj, status: Obj) -> None:
+        # A strategic merge patch, as a kubelet's status manager sends: conditions merge by
+        # type, so one another writer set since our view (the taint-eviction controller's
+        # DisruptionTarget just before its delete) is kept; a JSON merge patch replaced the list.
         meta = pod["metadata"]
         path = resource_path("", "v1", "pods", meta.get("namespace"), meta["name"], "status")
         await self._writer.call(
-            f"status {meta['name']}", lambda: self._client.patch(path, {"status": status})
+            f"status {meta['name']}", lambda: self._client.patch(path, {"status": status}, "strategic")
         )
 
     async def _run_pod(self, pod: Obj) -> None:
