@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: setup run test lint bench bench-upstream manifests upstream differential clean
 
 # Byte-compiled once here: pip compiles what it installs but not this editable tree, and where
-# PYTHONDONTWRITEBYTECODE is set every service start compiled the project's modules again (0.75 s
-# of CPU for the API server's; a `kcm dev` stack starts five or more such processes).
+# PYTHONDONTWRITEBYTECODE is set every service start would compile the project's modules again,
+# and a `kcm dev` stack starts five or more such processes.
 setup: $(STAMP)
 	@$(BIN)/python -m compileall -q services shared
 
@@ -22,9 +22,9 @@ run: setup
 	$(BIN)/kcm dev --state-dir .kcm
 
 # Three workers, each taking whole test files, so a module's shared `kcm dev` stack stays in one
-# process. End-to-end tests mostly wait on their stacks: with two workers a two-core machine was
-# 30% idle through the first tier. (Starting the longest files first was slower: the three
-# heaviest stacks then start together.) Then the second tier: the `kcm dev` end-to-end modules
+# process. End-to-end tests mostly wait on their stacks, so two workers leave a two-core machine
+# partly idle. (Starting the longest files first was slower: the three heaviest stacks then
+# start together.) Then the second tier: the `kcm dev` end-to-end modules
 # again, on etcd and kube-apiserver (what cannot run there, and why, is in tests/e2e/conftest.py).
 PYTEST := $(BIN)/pytest -q -rfE -n 3 --dist loadfile
 test: setup upstream
