@@ -17,7 +17,7 @@ from kcm_shared import runtime
 from kcm_shared.base import tracing
 from kcm_shared.bus import subjects
 from kcm_shared.workqueue import ratelimit
-from nats.js import JetStreamContext
+from nats.js import JetStreamContext, api
 from opentelemetry import trace
 from prometheus_client import REGISTRY
 
@@ -694,6 +694,40 @@ def test_a_deleted_work_stream_is_declared_again_and_its_partitions_reported_los
             await r.dq.add("ns/b", 1)
             await until(lambda: rec.of("ns/b"), what="reconciled after the loss")
             assert dead_letters(ctl) == 0
+        finally:
+            await r.stop()
+
+    run(body())
+
+
+def test_a_consumer_an_older_kcm_kept_on_disk_is_declared_anew_and_delivers_its_items(
+    nats_server: NatsProc,
+) -> None:
+    """Consumers keep their delivery state in memory; one from before that, kept on disk,
+    cannot be changed in place: the replica deletes and declares it, and loses no item."""
+    ctl = controller_name("ondisk")
+
+    async def body() -> None:
+        rec = Recorder()
+        r = await Replica.start(nats_server, ctl, rec.reconciler("a"))
+        stream, name = subjects.work_stream(ctl), f"{ctl}-p0"
+        try:
+            await r.js.add_consumer(
+                stream,
+                api.ConsumerConfig(
+                    name=name,
+                    durable_name=name,
+                    filter_subject=subjects.work_filter(ctl, 0),
+                    ack_policy=api.AckPolicy.EXPLICIT,
+                ),
+            )
+            assert not (await r.js.consumer_info(stream, name)).config.mem_storage
+            await r.dq.add("ns/a", 1)
+            await r.dq.start_partition(0)
+            await until(lambda: rec.of("ns/a"), what="the item stored before reconciled")
+            assert (await r.js.consumer_info(stream, name)).config.mem_storage
+            await r.dq.add("ns/b", 1)
+            await until(lambda: rec.of("ns/b"), what="reconciled after")
         finally:
             await r.stop()
 

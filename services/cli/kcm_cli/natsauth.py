@@ -123,11 +123,13 @@ def _named_consumers(stream: str, names: Sequence[str]) -> list[str]:
 
 
 def _consume_work(stream: str) -> list[str]:
-    """A durable pull consumer per partition (`workqueue.durable`), acked one message at a time."""
+    """A durable pull consumer per partition (`workqueue.durable`), acked one message at a time;
+    deleted only to be declared again (one an older kcm kept on disk)."""
     return [
         _api("CONSUMER.CREATE", stream, sub=True),
         _api("CONSUMER.DURABLE.CREATE", stream, sub=True),
         _api("CONSUMER.INFO", stream, sub=True),
+        _api("CONSUMER.DELETE", stream, sub=True),
         _api("CONSUMER.MSG.NEXT", stream, sub=True),
         f"$JS.ACK.{stream}.>",
     ]

@@ -9,6 +9,11 @@ controller's reconcile. Architecture invariants 1 to 4 are kept here:
   stored (below) or it was dead-lettered; a replica that dies mid-reconcile leaves it
   unacked, and JetStream redelivers it after `ack_wait`. Long reconciles send in-progress
   acks so that does not happen while they are merely slow.
+- What is durable is the work stream's messages (file storage); each partition consumer's
+  delivery state (what was delivered, what is acked) nats-server holds in memory, as a file
+  written over on every ack was most of its cost per work item. A restarted NATS has lost the
+  consumers but not the items: the fetch loop declares them again (below) and they deliver
+  every item not acked, as the lost delivery state would have after `ack_wait`.
 - One key, one worker: a partition is consumed through one durable consumer by the one
   replica that owns it; inside the replica `queue.WorkQueue` never hands a key to two
   workers. `stop_partition` returns only after the partition's reconciles finished (or
@@ -64,7 +69,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
-from nats.js.errors import NoStreamResponseError, NotFoundError
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import fencing, health, natsconn, subjects, wire
@@ -341,19 +346,32 @@ class DurableQueue:
 
     async def _declare_consumer(self, partition: int) -> None:
         name = self._consumer_name(partition)
-        await self._js.add_consumer(
-            self._stream,
-            api.ConsumerConfig(
-                name=name,
-                durable_name=name,
-                filter_subject=subjects.work_filter(self._controller, partition),
-                deliver_policy=api.DeliverPolicy.ALL,
-                ack_policy=api.AckPolicy.EXPLICIT,
-                ack_wait=self._ack_wait,
-                max_deliver=-1,  # counted by us, so a poison message can be dead-lettered
-                max_ack_pending=self._max_ack_pending,
-            ),
+        config = api.ConsumerConfig(
+            name=name,
+            durable_name=name,
+            filter_subject=subjects.work_filter(self._controller, partition),
+            deliver_policy=api.DeliverPolicy.ALL,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            ack_wait=self._ack_wait,
+            max_deliver=-1,  # counted by us, so a poison message can be dead-lettered
+            max_ack_pending=self._max_ack_pending,
+            mem_storage=True,
         )
+        try:
+            await self._js.add_consumer(self._stream, config)
+        except APIError:
+            # A consumer kept on disk by an older kcm: JetStream cannot change a consumer's
+            # storage, so it goes and comes back (the work items are the stream's; the ones it
+            # had delivered and not seen acked are delivered again).
+            held = await self._js.consumer_info(self._stream, name)
+            if held.config.mem_storage:
+                raise
+            await self._js.delete_consumer(self._stream, name)
+            await self._js.add_consumer(self._stream, config)
+            log.info(
+                "work consumer declared anew with its delivery state in memory",
+                extra={"controller": self._controller, "partition": partition},
+            )
 
     async def stop_partition(self, partition: int) -> None:
         """Release `partition`: stop fetching, let its running reconciles finish and ack, hand

@@ -12,7 +12,7 @@ runtime (docs/runtime.md):
 - Nodes without `volumes.kubernetes.io/controller-managed-attach-detach: "true"` are left
   alone (their kubelet attaches); a deleted node's attachments are detached.
 - Handlers enqueue the nodes a change may concern: a node's own attach-relevant changes, a
-  pod's node, the nodes of the pods using a changed claim or PV, an attachment's node, and
+  node of a pod that names a claim, the nodes of the pods using a changed claim or PV, an attachment's node, and
   every node on a CSIDriver change.
 - Writes in upstream's order: the node status first (a volume about to be detached leaves
   `volumesAttached` before its VolumeAttachment is deleted), then deletes, then creates,
@@ -178,7 +178,10 @@ class AttachDetachController:
             self.enqueue(new.metadata.name)
 
     def _pod_changed(self, pod: PodView) -> None:
-        if pod.spec.node_name:
+        # Only claims are ever attached (`desired.wanted`), and a pod's volumes never change:
+        # a pod without one cannot change what its node should have attached, so it costs no
+        # sync of the node (upstream's handler processes such a pod's volumes to nothing).
+        if pod.spec.node_name and podvolumes.claim_names(pod):
             self.enqueue(pod.spec.node_name)
 
     def _pod_updated(self, old: PodView, new: PodView) -> None:

@@ -20,8 +20,9 @@ helpers, SwapNodeControllerTaint), on our runtime. The pure decisions are `healt
 2. A node's name: the NoSchedule tainting pass (doNoScheduleTaintingPass: a NoSchedule taint
    for each condition and for spec.unschedulable) and the beta os/arch labels
    (reconcileNodeLabels), enqueued when a node's cached state calls for either.
-3. A pod's namespace/name, enqueued when it is bound to a node: MarkPodsNotReady for it when
-   its node is not Ready (upstream's pod update queue).
+3. A pod's namespace/name, enqueued when it is bound to a node that is not Ready:
+   MarkPodsNotReady for it (upstream's pod update queue, which takes every bound pod and
+   then skips those on Ready nodes).
 
 The health memory (when each node was last heard from) and the zone queues live in the
 replica that owns MONITOR_KEY; a new owner starts them over, as a new upstream leader does:
@@ -115,7 +116,11 @@ class NodeLifecycle:
                 enqueue(node.metadata.name)
 
         def pod_changed(old: PodView | None, new: PodView) -> None:
-            if new.spec.node_name and (old is None or old.spec.node_name != new.spec.node_name):
+            # Upstream queues every newly bound pod and its worker then finds most nodes Ready;
+            # here that check comes first, as each queued key costs a durable work item. A node
+            # that goes NotReady later has its pods marked by the monitor instead.
+            bound = new.spec.node_name and (old is None or old.spec.node_name != new.spec.node_name)
+            if bound and self._node_not_ready(new.spec.node_name):
                 enqueue(codec.key_of(new))
 
         self.nodes.add_handler(node_changed, lambda _old, new: node_changed(new))
@@ -458,11 +463,16 @@ class NodeLifecycle:
         pod = self.pods.get(namespace, name)
         if pod is None or not pod.spec.node_name:
             return
-        node = self.nodes.get("", pod.spec.node_name)
-        ready = condition(node, health.READY) if node else None
-        not_ready = ready is not None and ready.status != "True"
-        if not_ready and not await self._mark_pods_not_ready([pod], pod.spec.node_name):
+        if self._node_not_ready(pod.spec.node_name) and not await self._mark_pods_not_ready(
+            [pod], pod.spec.node_name
+        ):
             raise RuntimeError(f"unable to mark pod {key} NotReady")
+
+    def _node_not_ready(self, name: str) -> bool:
+        """The node is known and its Ready condition says other than True."""
+        node = self.nodes.get("", name)
+        ready = condition(node, health.READY) if node else None
+        return ready is not None and ready.status != "True"
 
     async def _mark_pods_not_ready(self, pods: Sequence[PodView], node_name: str) -> bool:
         """upstream MarkPodsNotReady: each pod's Ready condition False (its reason and message

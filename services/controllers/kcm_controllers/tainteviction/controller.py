@@ -4,8 +4,9 @@ Upstream pkg/controller/tainteviction (taint_eviction.go, timed_workers.go, metr
 runtime; which pod goes when is `tolerations.py`, the condition it sets `condition.py`.
 
 Keys are pods (`namespace/name`). The pods cache enqueues a pod when it is added, deleted,
-bound to another node or its tolerations change; the nodes cache enqueues every pod on a node
-whose NoExecute taints change (or that comes or goes). A reconcile reads the pod and its node
+bound to another node or its tolerations change, if its node has NoExecute taints or this
+replica has a deletion pending for it; the nodes cache enqueues every pod on a node whose
+NoExecute taints change (or that comes or goes). A reconcile reads the pod and its node
 from the caches:
 1. pod gone, unbound, or its node without NoExecute taints: a pending deletion is cancelled,
    with upstream's Event (TaintManagerEviction, "Cancelling deletion of Pod <ns>/<name>");
@@ -115,12 +116,20 @@ class TaintEvictionController:
     # --- handlers: keys only ---------------------------------------------------------------
 
     def _pod_seen(self, pod: PodView) -> None:
-        if pod.spec.node_name or codec.key_of(pod) in self.pending:
+        if self._may_owe(pod):
             self.enqueue(codec.key_of(pod))
 
     def _pod_updated(self, old: PodView, new: PodView) -> None:
-        if old.spec.node_name != new.spec.node_name or old.spec.tolerations != new.spec.tolerations:
+        moved = old.spec.node_name != new.spec.node_name
+        if (moved or old.spec.tolerations != new.spec.tolerations) and self._may_owe(new):
             self.enqueue(codec.key_of(new))
+
+    def _may_owe(self, pod: PodView) -> bool:
+        """Whether a sync of the pod can do anything: its node has NoExecute taints, or this
+        replica waits to delete it. A pod on an untainted node is left alone, as upstream's
+        handlePodUpdate leaves it; the node's handlers enqueue its pods once it is tainted,
+        and a pending deletion elsewhere was cancelled when its node's taints went."""
+        return codec.key_of(pod) in self.pending or bool(self._taints_of(pod))
 
     def _node_seen(self, node: NodeView) -> None:
         for pod in self.pods.by_index(NODE_INDEX, node.metadata.name):

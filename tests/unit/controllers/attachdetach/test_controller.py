@@ -82,6 +82,7 @@ class Harness:
         self.client.add(NODE_PATH, node)
         self.client.add(VA_PATH, _attachment())
         self.recorder = recorders.RecordingEventRecorder("attachdetach-controller")
+        self.queued: list[str] = []
         self.ctrl = adc.AttachDetachController(
             self.client,
             {
@@ -92,7 +93,7 @@ class Harness:
                 adc.DRIVERS: caches.new(adc.DRIVERS, views.DriverView),
                 adc.ATTACHMENTS: caches.new(adc.ATTACHMENTS, views.AttachmentView, [_attachment()]),
             },
-            lambda _key: None,
+            self.queued.append,
             self.recorder,
             settings=plan.Settings(max_wait=360.0, disable_force=False),
             sync_period=None,
@@ -140,3 +141,14 @@ def test_a_write_by_someone_else_is_not_hidden() -> None:
     caches.deliver(h.ctrl.nodes, caches.MODIFIED, cleared)
     h.reconcile()
     assert len(h.client.calls("patch")) == 2
+
+
+def test_only_a_pod_that_names_a_claim_enqueues_its_node() -> None:
+    h = Harness(_node(), pods=[])
+    plain = {**_pod(), "metadata": {**_pod()["metadata"], "name": "plain", "uid": "plain"}}
+    plain["spec"] = {"nodeName": NODE, "volumes": [{"name": "t", "projected": {"sources": []}}]}
+    caches.deliver(h.ctrl.pods, "ADDED", plain)
+    caches.deliver(h.ctrl.pods, "DELETED", plain)
+    assert h.queued == []
+    caches.deliver(h.ctrl.pods, "ADDED", _pod())
+    assert h.queued == [NODE]

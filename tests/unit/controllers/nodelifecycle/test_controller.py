@@ -140,3 +140,19 @@ def test_with_every_zone_fully_disrupted_nothing_is_tainted_and_taints_come_off(
     h.pass_(5)
     assert h.taints("a") == h.taints("b") == set()
     assert set(h.c.zone_states.values()) == {health.FULL_DISRUPTION}
+
+
+def test_a_pod_is_enqueued_when_bound_to_a_node_that_is_not_ready_only() -> None:
+    h = Harness([node_doc("up", "z1"), node_doc("down", "z1", ready="False")])
+    queued: list[str] = []
+    h.c.register(queued.append)
+    caches.deliver(h.pods, "ADDED", pod_doc("on-up", "up"))
+    caches.deliver(h.pods, "ADDED", pod_doc("on-down", "down"))
+    caches.deliver(h.pods, "ADDED", pod_doc("on-unknown", "nowhere"))
+    moved_on = pod_doc("on-down", "down")
+    moved_on["metadata"]["resourceVersion"] = "2"
+    caches.deliver(h.pods, "MODIFIED", moved_on)  # still bound where it was: nothing new
+    assert queued == ["default/on-down"]
+    asyncio.run(h.c.reconcile("default/on-down"))
+    (patch,) = h.client.calls("patch")
+    assert patch[1] == "/api/v1/namespaces/default/pods/on-down/status"

@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 from typing import Any
 
+import msgspec
 from kcm_controllers.tainteviction import controller as te
 from kcm_shared import runtime
 from kcm_shared.testing import caches, fakeclient, recorders
@@ -184,3 +185,22 @@ def test_a_pod_gone_from_the_api_server_is_done() -> None:
     del h.client.objects[f"{PODS}/p"]
     assert h.sync() is None
     assert h.client.calls("patch", "delete") == []
+
+
+def test_pods_on_untainted_nodes_are_not_enqueued_and_tainted_ones_are() -> None:
+    h = Harness([], [node("node1"), node("node2", ("a", 0))])
+    caches.deliver(h.pods, "ADDED", pod("calm", node="node1"))
+    caches.deliver(h.pods, "ADDED", pod("tainted", node="node2"))
+    caches.deliver(h.pods, "MODIFIED", pod("calm", node="node1", tolerations=[tolerate("b")]))
+    assert h.queued == ["default/tainted"]
+    caches.deliver(h.pods, "DELETED", pod("calm", node="node1"))
+    assert h.queued == ["default/tainted"]
+
+
+def test_a_pod_with_a_pending_deletion_is_enqueued_even_once_its_node_is_untainted() -> None:
+    h = Harness([pod("p", tolerations=[tolerate("a", 60)])], [node("node1", ("a", 0))])
+    assert h.sync() is not None  # a deletion pending at the toleration's end
+    # The taint is gone from the cache, and the node's handler has not run yet.
+    h.nodes.seed(msgspec.convert(node("node1"), te.NodeView))
+    caches.deliver(h.pods, "DELETED", pod("p", tolerations=[tolerate("a", 60)]))
+    assert h.queued == ["default/p"]
