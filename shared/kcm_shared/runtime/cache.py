@@ -39,9 +39,9 @@ Guarantees and how they are met:
   and starts their snapshots with its own. Every controller's view of pods used to cost a
   consumer of its own, so each pod change crossed NATS, had its headers parsed and its
   progress checked once per view (about 14 times with every default controller).
-  Followers hold the consumer's own cache's decoded metadata in place of an equal copy of
-  their own: the object's fields a view reads are still its own, its metadata is one per
-  process (metadata is about half of what each view holds per pod).
+  A message is decoded once per group of views that merge (`apimachinery.viewmerge`: a
+  Struct with every field of each, and each field as its view has it), and that one object
+  is held by every cache of the group; groups hold one copy of the metadata between them.
 - Too large for a message: an object message with `wire.TOO_LARGE` has no body; the object
   is fetched from the API server (GET by name, retried with backoff until the answer is at
   least that resourceVersion, or 404), and a progress marker that follows counts only once
@@ -68,7 +68,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import aiohttp
 import msgspec
@@ -78,7 +78,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-from kcm_shared.apimachinery import codec, gvr, resourceversion, selectors
+from kcm_shared.apimachinery import codec, gvr, resourceversion, selectors, viewmerge
 from kcm_shared.base import cancellation, tracing
 from kcm_shared.bus import consumers, natsconn, subjects, wire
 from kcm_shared.client import kubeclient
@@ -134,6 +134,8 @@ _PROGRESS = _Progress()
 # What a message of the object stream is about: (key, subject, parsed subject) of an object,
 # `_PROGRESS`, or None for a subject that names nothing this cache can hold.
 _Target = tuple[str, str, subjects.ObjectSubject] | _Progress | None
+# One message's objects as the caches fed by one consumer decoded them, by decoded type.
+_Decoded = dict[type[Any], Any]
 
 
 class _Silence:
@@ -211,6 +213,9 @@ class Cache(Generic[T]):
         self._nc = nc
         self.resource = resource
         self._view = view
+        # What messages are decoded into: the view, or a Struct with its fields and those of
+        # the other views it shares a consumer with (`share_consumer`), decoded once for all.
+        self._decoded_as: type[Any] = view
         self._heartbeat = heartbeat
         self._label = str(resource)
         # Metric children bound once: `labels()` takes a lock and builds a tuple, which per
@@ -339,6 +344,10 @@ class Cache(Generic[T]):
             raise ValueError(f"the cache of {self._label} already shares a consumer")
         follower._leader = self
         self._followers.append(follower)
+        stores = [self, *self._followers]
+        decoded_as = viewmerge.decoded_as(store._view for store in stores)
+        for store in stores:
+            store._decoded_as = decoded_as[store._view]
 
     @property
     def shares_consumer(self) -> bool:
@@ -548,10 +557,10 @@ class Cache(Generic[T]):
             self._next_cseq = cseq + 1
             with tracing.continued_from(headers):  # what handlers enqueue continues the change's trace
                 target = self._target(msg.subject, headers)  # parsed once for every view
-                stored = self._apply(target, headers, msg.data)
-                shared = stored.metadata if stored is not None else None
+                decoded: _Decoded = {}
+                self._apply(target, headers, msg.data, decoded)
                 for follower in self._followers:
-                    follower._apply(target, headers, msg.data, shared)
+                    follower._apply(target, headers, msg.data, decoded)
             if self._snapshot is not None and pending == 0:
                 self._finish_snapshots()
         except _Restart as exc:
@@ -588,11 +597,10 @@ class Cache(Generic[T]):
         return (f"{where.namespace}/{where.name}" if where.namespace else where.name), subject, where
 
     def _apply(
-        self, target: _Target, headers: Mapping[str, str], data: bytes, shared: codec.ObjectMeta | None = None
-    ) -> T | None:
-        """Apply one message (`target`: what `_target` made of it); the object stored from it,
-        if any. `shared`: the metadata the consumer's own cache decoded from this message, held
-        instead of an equal copy."""
+        self, target: _Target, headers: Mapping[str, str], data: bytes, decoded: _Decoded | None = None
+    ) -> None:
+        """Apply one message (`target`: what `_target` made of it). `decoded`: what the caches
+        fed by the same consumer decoded from this message so far, by type (`_decode`)."""
         rv = headers.get(wire.RESOURCE_VERSION, "")
         if isinstance(target, _Progress):
             if self._snapshot is not None:
@@ -616,7 +624,7 @@ class Cache(Generic[T]):
         if headers.get(wire.EVENT) == wire.DELETED:
             if old is not None:
                 self._remove(key)
-                last = self._decode(subject, key, data) if data and not too_large else None
+                last = self._decode(subject, key, data, decoded) if data and not too_large else None
                 self._dispatch_delete(last or old)
             return None
         if old is not None and rv and old.metadata.resource_version == rv:
@@ -624,16 +632,10 @@ class Cache(Generic[T]):
         if too_large:
             self._fetch(key, where, rv)
             return None
-        new = self._decode(subject, key, data)
-        if new is None:
-            return None
-        # Every view of a resource decodes the same metadata type: one copy per object in the
-        # process instead of one per view (about 14 views of each pod with every controller).
-        # Equal means decoded from the same bytes; cached objects are never modified in place.
-        if shared is not None and type(new.metadata) is type(shared) and new.metadata == shared:
-            new.metadata = shared
-        self._store(key, new, data)
-        return new
+        new = self._decode(subject, key, data, decoded)
+        if new is not None:
+            self._store(key, new, data)
+        return None
 
     def _store(self, key: str, new: T, data: bytes) -> None:
         """Put a new state of `key` and tell the handlers."""
@@ -672,7 +674,7 @@ class Cache(Generic[T]):
         while self._client is not None:
             try:
                 data = await self._client.request_bytes("GET", path)
-                obj = codec.decode(data, self._view)
+                obj = codec.decode(data, self._decoded_as)
                 if not resourceversion.older(obj.metadata.resource_version, rv):
                     found = (obj, data)
                     break
@@ -731,9 +733,16 @@ class Cache(Generic[T]):
             log.info("cache synced", extra={"resource": self._label, "objects": len(self._items)})
             self._synced.set()
 
-    def _decode(self, subject: str, key: str, data: bytes) -> T | None:
+    def _decode(self, subject: str, key: str, data: bytes, decoded: _Decoded | None = None) -> T | None:
+        """The message's object, decoded as this cache's `_decoded_as`: taken from `decoded` when
+        another cache fed by the same consumer decoded it so already (one object shared, never
+        modified in place), else decoded and added there."""
+        if decoded:
+            same = decoded.get(self._decoded_as)
+            if same is not None:
+                return cast(T, same)
         try:
-            obj = codec.decode(data, self._view)
+            obj = codec.decode(data, self._decoded_as)
         except msgspec.DecodeError as exc:
             DECODE_ERRORS.labels(self._label).inc()
             log.error(
@@ -751,7 +760,18 @@ class Cache(Generic[T]):
                 extra={"resource": self._label, "subject": subject, "named": codec.key_of(obj.metadata)},
             )
             return None
-        return obj
+        if decoded is not None:
+            # Views in other groups decode the same metadata type: one copy per object in the
+            # process. Equal means decoded from the same bytes.
+            other = next(iter(decoded.values()), None)
+            if (
+                other is not None
+                and type(obj.metadata) is type(other.metadata)
+                and obj.metadata == other.metadata
+            ):
+                obj.metadata = other.metadata
+            decoded[self._decoded_as] = obj
+        return cast(T, obj)
 
     # --- the store -------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import types
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 import uvloop
@@ -37,6 +37,7 @@ def test_rv_at_least(have: str, want: str, expected: bool) -> None:
     assert cache.rv_at_least(have, want) is expected
 
 
+T = TypeVar("T", bound=codec.Meta)
 RES = gvr.Resource("", "v1", "configmaps")
 
 
@@ -234,23 +235,44 @@ def _delivered(cseq: int, name: str, rv: str) -> Msg:
     headers = {wire.EVENT: "ADDED", wire.RESOURCE_VERSION: rv}
     reply = f"$JS.ACK.KCM_OBJECTS.c1.1.{cseq}.{cseq}.1764032400000000000.5"
     subject = subjects.object_subject(RES, "ns", name)
-    return Msg(cast(Any, None), subject=subject, reply=reply, data=_body(name, rv), headers=headers)
+    body = {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}, "data": {"k": "v"}}
+    return Msg(cast(Any, None), subject=subject, reply=reply, data=json.dumps(body).encode(), headers=headers)
 
 
-def test_views_fed_by_one_consumer_hold_one_copy_of_each_objects_metadata() -> None:
-    async def body() -> None:
+class _WithMethod(codec.Meta):
+    def name(self) -> str:
+        return self.metadata.name
+
+
+def _fed_together(view: type[T], rvs: tuple[str, ...] = ("1", "2")) -> tuple[codec.Meta, T]:
+    """The object `a` as a leader's Meta view and a follower's `view` of one consumer hold it."""
+
+    async def body() -> tuple[codec.Meta, T]:
         leader: cache.Cache[codec.Meta] = _cache()
-        follower: cache.Cache[_WithData] = cache.Cache(cast(Any, None), None, RES, _WithData)
+        follower: cache.Cache[T] = cache.Cache(cast(Any, None), None, RES, view)
         leader.share_consumer(follower)
         failure: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        for cseq, rv in enumerate(("1", "2"), start=1):
+        for cseq, rv in enumerate(rvs, start=1):
             await leader._on_msg(failure, _delivered(cseq, "a", rv))
         assert not failure.done()
         mine, theirs = leader.get("ns", "a"), follower.get("ns", "a")
-        assert mine is not None and theirs is not None and mine is not theirs
-        assert theirs.metadata is mine.metadata and mine.metadata.resource_version == "2"
+        assert mine is not None and theirs is not None
+        return mine, theirs
 
-    uvloop.run(body())
+    return uvloop.run(body())
+
+
+def test_views_that_merge_hold_one_object_decoded_once_with_the_fields_of_both() -> None:
+    mine, theirs = _fed_together(_WithData)
+    assert mine is theirs and mine.metadata.resource_version == "2"
+    assert theirs.data == {"k": "v"}  # the follower's field, decoded with the leader's
+
+
+def test_views_that_do_not_merge_hold_their_own_objects_and_one_copy_of_the_metadata() -> None:
+    mine, theirs = _fed_together(_WithMethod)
+    assert mine is not theirs and type(theirs) is _WithMethod
+    assert theirs.metadata is mine.metadata and mine.metadata.resource_version == "2"
+    assert theirs.name() == "a"
 
 
 def test_the_watchdog_counts_silence_only_while_this_process_ran() -> None:
