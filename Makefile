@@ -24,8 +24,8 @@ run: setup
 # Three workers, each taking whole test files, so a module's shared `kcm dev` stack stays in one
 # process. End-to-end tests mostly wait on their stacks, so two workers leave a two-core machine
 # partly idle. (Starting the longest files first was slower: the three heaviest stacks then
-# start together.) Then the second tier: the `kcm dev` end-to-end modules
-# again, on etcd and kube-apiserver (what cannot run there, and why, is in tests/e2e/conftest.py).
+# start together.) Then the second tier: the `kcm dev` end-to-end modules again, on etcd and
+# kube-apiserver (what cannot run there, and why, is in tests/e2e/conftest.py).
 PYTEST := $(BIN)/pytest -q -rfE -n 3 --dist loadfile
 test: setup upstream
 	$(PYTEST) --durations=15

@@ -29,6 +29,7 @@ Called by `runtime.cache` for the caches that share a consumer.
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections.abc import Iterable
@@ -150,8 +151,11 @@ class _Merger:
         return origin[args]
 
 
+@functools.cache
 def merge(a: type[msgspec.Struct], b: type[msgspec.Struct]) -> type[msgspec.Struct] | None:
-    """A Struct with the fields of both, or None when they conflict (see the contracts)."""
+    """A Struct with the fields of both, or None when they conflict (see the contracts).
+    Remembered: `Cache.share_consumer` groups its views again as each follower joins, and
+    the same pair then yields the same type instead of a new one."""
     try:
         return _Merger().struct(a, b)
     except (_Conflict, TypeError):  # TypeError: a Struct msgspec will not build from these fields

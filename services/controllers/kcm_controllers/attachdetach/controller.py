@@ -11,9 +11,9 @@ runtime (docs/runtime.md):
   ones from its VolumeAttachments and its reported `volumesAttached`.
 - Nodes without `volumes.kubernetes.io/controller-managed-attach-detach: "true"` are left
   alone (their kubelet attaches); a deleted node's attachments are detached.
-- Handlers enqueue the nodes a change may concern: a node's own attach-relevant changes, a
-  node of a pod that names a claim, the nodes of the pods using a changed claim or PV, an attachment's node, and
-  every node on a CSIDriver change.
+- Handlers enqueue the nodes a change may concern: a node's own attach-relevant changes, the
+  node of a pod that names a claim, the nodes of the pods using a changed claim or PV, an
+  attachment's node, and every node on a CSIDriver change.
 - Writes in upstream's order: the node status first (a volume about to be detached leaves
   `volumesAttached` before its VolumeAttachment is deleted), then deletes, then creates,
   then the pods' Events (source `attachdetach-controller`).
